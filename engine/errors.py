@@ -1,0 +1,37 @@
+"""Typed errors. Each carries a one-line message fit to show a user as it is."""
+
+
+class DuetError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class ModelLoadError(DuetError):
+    """A model file is missing, is not GGUF, has an unsupported architecture, or does not fit."""
+
+
+class ContextFullError(DuetError):
+    """A decode would go past the context size. Recoverable: nothing was decoded."""
+
+
+class RewindError(DuetError):
+    """The KV cache cannot be partially removed (for example a recurrent model)."""
+
+
+class DecodeError(DuetError):
+    """llama_decode failed."""
+
+
+class TemplateError(DuetError):
+    """A chat template failed to render, or tried something the sandbox forbids."""
+
+
+class IncompatibleDraftError(DuetError):
+    """A draft model cannot be paired with the target; the message says why."""
+
+
+class SessionError(DuetError):
+    """A session file is corrupt, foreign, truncated or from a newer format."""
+
+
+class FetchError(DuetError):
+    """A starter model could not be fetched or failed its checksum."""
