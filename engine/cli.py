@@ -1,0 +1,129 @@
+"""``duet-cli``: the headless front end (generate, models, session, bench)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from engine.errors import DuetError
+
+log = logging.getLogger(__name__)
+
+
+def _add_generate(sub: argparse._SubParsersAction) -> None:
+    from engine.runtime import add_runtime_arguments
+
+    p = sub.add_parser("generate", help="generate a reply to one prompt")
+    add_runtime_arguments(p)
+    p.add_argument("--system", help="system message")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument("--session", type=Path, help="continue a saved conversation (.duet) and save it")
+    p.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
+    p.add_argument("prompt", nargs="?", help="the prompt, or - to read standard input")
+    p.set_defaults(func=_generate)
+
+
+def _read_prompt(args: argparse.Namespace) -> str:
+    if args.prompt_file is not None:
+        if args.prompt is not None:
+            raise DuetError("give either a prompt or --prompt-file, not both")
+        try:
+            return args.prompt_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise DuetError(f"cannot read {args.prompt_file}: {getattr(e, 'strerror', None) or e}") from None
+    if args.prompt == "-":
+        return sys.stdin.read()
+    if args.prompt is None:
+        raise DuetError("no prompt: give PROMPT, --prompt-file F or - for standard input")
+    return args.prompt
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from engine.chat import Message
+    from engine.events import Done, Token
+    from engine.runtime import Runtime, runtime_config
+
+    prompt = _read_prompt(args)
+    if not prompt.strip():
+        raise DuetError("the prompt is empty")
+    config = runtime_config(args)
+    with Runtime(config) as rt:
+        if args.session is not None:
+            from engine.session.store import continue_session
+            return continue_session(rt, args.session, prompt, config.sampling, as_json=args.json,
+                                    system=args.system)
+        messages = ([Message("system", args.system)] if args.system else []) + [Message("user", prompt)]
+        done = None
+        for ev in rt.generator.chat(messages, config.sampling):
+            if isinstance(ev, Token) and not args.json:
+                sys.stdout.write(ev.text)
+                sys.stdout.flush()
+            elif isinstance(ev, Done):
+                done = ev
+        assert done is not None
+        if args.json:
+            print(json.dumps(done_json(done)))
+        else:
+            sys.stdout.write(done.tail + "\n")
+    return 0
+
+
+def done_json(done) -> dict:  # noqa: ANN001 - engine.events.Done
+    s = done.stats
+    return {
+        "text": done.text,
+        "token_ids": list(done.token_ids),
+        "n_prompt_tokens": s.n_prompt_tokens,
+        "n_cached_tokens": s.n_cached_tokens,
+        "n_tokens": s.n_tokens,
+        "finish_reason": done.reason,
+        "prompt_s": round(s.prompt_s, 4),
+        "elapsed_s": round(s.elapsed_s, 4),
+        "tokens_per_s": round(s.tokens_per_s, 2),
+        "stats": {
+            "proposed": s.proposed,
+            "accepted": s.accepted,
+            "acceptance_rate": round(s.acceptance_rate, 4),
+            "target_passes": s.target_passes,
+            "tokens_per_pass": round(s.tokens_per_pass, 3),
+            "drafter": s.drafter,
+            "drafters_used": s.drafters_used,
+            "draft_s": round(s.draft_s, 4),
+            "verify_s": round(s.verify_s, 4),
+        },
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="duet-cli", description="Duet, headless.")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_generate(sub)
+    for name in ("engine.cli_models", "engine.session.cli", "engine.bench.cli"):
+        try:
+            module = __import__(name, fromlist=["add_parser"])
+        except ImportError as e:  # a subcommand module missing from a partial install
+            log.debug("subcommand module %s unavailable: %s", name, e)
+            continue
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
+                        format="%(levelname)s %(name)s: %(message)s")
+    if args.verbose < 2:
+        logging.getLogger("engine.llama_cpp").setLevel(logging.ERROR)
+    try:
+        return int(args.func(args) or 0)
+    except DuetError as e:
+        print(f"duet-cli: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("duet-cli: interrupted", file=sys.stderr)
+        return 130

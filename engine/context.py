@@ -1,0 +1,255 @@
+"""One llama.cpp context (sequence 0) with a reusable batch and a Python mirror of its tokens.
+
+The mirror ``tokens`` is exactly the list of tokens whose keys/values are in the KV cache, in
+order; ``decode`` appends to it and ``rewind`` truncates it in the same place that llama.cpp's
+memory is changed, so the two never drift apart.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import numpy as np
+
+from engine import backend
+from engine.backend import lib
+from engine.errors import ContextFullError, DecodeError, ModelLoadError, RewindError
+from engine.model import Model
+
+log = logging.getLogger(__name__)
+
+KV_TYPES = {"f16": lib.GGML_TYPE_F16, "q8_0": lib.GGML_TYPE_Q8_0, "f32": lib.GGML_TYPE_F32}
+KV_BYTES_PER_ELEMENT = {"f16": 2.0, "q8_0": 34 / 32, "f32": 4.0}
+
+
+def default_threads() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class ContextParams:
+    n_ctx: int = 4096
+    n_batch: int = 512
+    n_threads: int = 0  # 0: one per core, up to 8
+    type_k: str = "f16"
+    type_v: str = "f16"
+    flash_attn: bool | None = None  # None: llama.cpp decides
+
+    def threads(self) -> int:
+        return self.n_threads if self.n_threads > 0 else default_threads()
+
+
+class Context:
+    """A llama context over ``model``. Logits returned by ``logits``/``logits_rows`` are views into
+    llama.cpp's buffer, valid until the next ``decode``."""
+
+    def __init__(self, model: Model, params: ContextParams = ContextParams()) -> None:
+        backend.init()
+        if params.type_k not in KV_TYPES or params.type_v not in KV_TYPES:
+            raise ModelLoadError(f"unknown KV cache type {params.type_k}/{params.type_v}")
+        if params.n_ctx < 16:
+            raise ModelLoadError(f"context size {params.n_ctx} is too small")
+        self.model = model
+        self.params = params
+        _check_memory(model, params)
+        cp = lib.llama_context_default_params()
+        cp.n_ctx = params.n_ctx
+        cp.n_batch = params.n_batch
+        cp.n_ubatch = min(params.n_batch, 512)
+        cp.n_seq_max = 1
+        cp.n_threads = cp.n_threads_batch = params.threads()
+        cp.type_k = KV_TYPES[params.type_k]
+        cp.type_v = KV_TYPES[params.type_v]
+        if params.flash_attn is not None:
+            cp.flash_attn_type = (lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if params.flash_attn
+                                  else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+        elif params.type_v != "f16" and params.type_v != "f32":
+            cp.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_ENABLED  # quantized V needs it
+        backend.take_errors()
+        handle = lib.llama_init_from_model(model.handle, cp)
+        if not handle:
+            reason = backend.take_errors() or "out of memory?"
+            raise ModelLoadError(f"cannot create a context of {params.n_ctx} tokens: {reason}")
+        self._handle = handle
+        self._mem = lib.llama_get_memory(handle)
+        self.n_ctx: int = lib.llama_n_ctx(handle)
+        self.n_batch: int = params.n_batch
+        self.n_vocab: int = model.n_vocab
+        self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
+        self.tokens: list[int] = []
+        self._n_outputs = 0
+        self._cancel: threading.Event | None = None
+        self._abort_cb = lib.ggml_abort_callback(self._should_abort)
+
+    # -- lifetime -------------------------------------------------------------------------
+    def close(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            lib.llama_batch_free(self._batch)
+            lib.llama_free(self._handle)
+            self._handle = None
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    # -- state ----------------------------------------------------------------------------
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def n_free(self) -> int:
+        return self.n_ctx - len(self.tokens)
+
+    def kv_pos_max(self) -> int:
+        """llama.cpp's own highest position in sequence 0 (-1 when empty): the mirror's check."""
+        return lib.llama_memory_seq_pos_max(self._mem, 0)
+
+    # -- decoding -------------------------------------------------------------------------
+    def decode(self, tokens: Sequence[int], *, logits: Literal["last", "all", "none"] = "last",
+               cancel: threading.Event | None = None) -> int:
+        """Append ``tokens`` to the sequence. Returns how many logits rows the call produced.
+
+        ``logits="all"`` needs the tokens to fit one batch (verification of a draft). A long
+        prompt is split into batches; ``cancel`` aborts between (and inside) them, leaving the
+        context as it was before the call.
+        """
+        n = len(tokens)
+        if n == 0:
+            raise ValueError("decode needs at least one token")
+        if n > self.n_free:
+            raise ContextFullError(
+                f"the context is full: {self.n_past} + {n} tokens exceed its {self.n_ctx}")
+        if logits == "all" and n > self.n_batch:
+            raise ValueError(f"cannot return logits for {n} tokens in one batch of {self.n_batch}")
+        start = self.n_past
+        self._cancel = cancel
+        if cancel is not None:
+            lib.llama_set_abort_callback(self._handle, self._abort_cb, None)
+        try:
+            for lo in range(0, n, self.n_batch):
+                chunk = tokens[lo:lo + self.n_batch]
+                last_chunk = lo + self.n_batch >= n
+                want = logits == "all" or (logits == "last" and last_chunk)
+                self._fill(chunk, self.n_past, logits if last_chunk else "none")
+                rc = lib.llama_decode(self._handle, self._batch)
+                if rc != 0:
+                    self._restore(start)
+                    if rc == 2:
+                        raise DecodeError("cancelled")
+                    if rc == 1:
+                        raise ContextFullError("no room left in the KV cache for this batch")
+                    raise DecodeError(f"llama_decode failed ({rc}): {backend.take_errors()}")
+                self.tokens.extend(chunk)
+                self._n_outputs = len(chunk) if logits == "all" else int(want)
+        finally:
+            if cancel is not None:
+                lib.llama_set_abort_callback(self._handle, ggml_null_abort, None)
+                self._cancel = None
+        return self._n_outputs
+
+    def logits(self, row: int = -1) -> np.ndarray:
+        """Logits of output ``row`` of the last decode (shape (n_vocab,), a zero-copy view)."""
+        ptr = lib.llama_get_logits_ith(self._handle, row)
+        if not ptr:
+            raise DecodeError(f"no logits for row {row}")
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+
+    def logits_rows(self) -> np.ndarray:
+        """All output rows of the last decode, shape (n_outputs, n_vocab), a zero-copy view."""
+        ptr = lib.llama_get_logits(self._handle)
+        return np.ctypeslib.as_array(ptr, shape=(self._n_outputs, self.n_vocab))
+
+    def rewind(self, n_keep: int) -> None:
+        """Drop every token from position ``n_keep`` on (llama_memory_seq_rm), mirror included."""
+        if n_keep < 0:
+            raise ValueError("n_keep must be >= 0")
+        if n_keep >= self.n_past:
+            return
+        if not lib.llama_memory_seq_rm(self._mem, 0, n_keep, -1):
+            raise RewindError(
+                f"{self.model.display_name} cannot rewind its cache to a position (recurrent model)")
+        del self.tokens[n_keep:]
+
+    def clear(self) -> None:
+        lib.llama_memory_clear(self._mem, True)
+        self.tokens.clear()
+
+    # -- saved state ----------------------------------------------------------------------
+    def state_bytes(self) -> memoryview:
+        """The KV state of sequence 0 (llama_state_seq_get_data), covering ``self.tokens``."""
+        size = lib.llama_state_seq_get_size(self._handle, 0)
+        buf = (ctypes.c_uint8 * size)()
+        written = lib.llama_state_seq_get_data(self._handle, buf, size, 0)
+        return memoryview(buf).cast("B")[:written]
+
+    def load_state(self, data: bytes | bytearray | memoryview, tokens: Sequence[int]) -> None:
+        """Restore a state saved by ``state_bytes`` that covers ``tokens``; checked, or cleared."""
+        self.clear()
+        view = memoryview(data).cast("B")
+        buf = (ctypes.c_uint8 * len(view)).from_buffer_copy(view) if view.readonly else \
+            (ctypes.c_uint8 * len(view)).from_buffer(view)
+        read = lib.llama_state_seq_set_data(self._handle, buf, len(view), 0)
+        if read == 0 or self.kv_pos_max() != len(tokens) - 1:
+            self.clear()
+            raise DecodeError("the saved KV state does not fit this context")
+        self.tokens = list(tokens)
+
+    # -- internals ------------------------------------------------------------------------
+    def _fill(self, chunk: Sequence[int], pos0: int, logits: str) -> None:
+        b = self._batch
+        n = len(chunk)
+        b.n_tokens = n
+        for i, tok in enumerate(chunk):
+            b.token[i] = tok
+            b.pos[i] = pos0 + i
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = 0
+            b.logits[i] = logits == "all"
+        if logits == "last":
+            b.logits[n - 1] = True
+
+    def _restore(self, n_keep: int) -> None:
+        """After a failed or aborted decode, drop whatever llama.cpp kept past ``n_keep``."""
+        lib.llama_memory_seq_rm(self._mem, 0, n_keep, -1)
+        del self.tokens[n_keep:]
+
+    def _should_abort(self, _data: ctypes.c_void_p) -> bool:
+        cancel = self._cancel
+        return bool(cancel is not None and cancel.is_set())
+
+
+ggml_null_abort = ctypes.cast(None, lib.ggml_abort_callback)
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _check_memory(model: Model, params: ContextParams) -> None:
+    """Refuse a context whose KV cache could not fit in RAM, before llama.cpp tries."""
+    per_token = (model.kv_bytes_per_token(KV_BYTES_PER_ELEMENT[params.type_k]) / 2
+                 + model.kv_bytes_per_token(KV_BYTES_PER_ELEMENT[params.type_v]) / 2)
+    need = per_token * params.n_ctx
+    avail = _available_memory()
+    if avail is not None and need > avail:
+        raise ModelLoadError(
+            f"a context of {params.n_ctx} tokens needs {need / 2**30:.1f} GiB for its cache but "
+            f"only {avail / 2**30:.1f} GiB is free; choose a smaller context size")

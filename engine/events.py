@@ -1,0 +1,75 @@
+"""The engine's output: a stream of small frozen events that the GUI, the CLI and the benchmarks
+all consume the same way."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class PromptProgress:
+    """Prompt processing advanced: ``done`` of ``total`` new prompt tokens are in the cache."""
+
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Token:
+    """One generated token. ``text`` is what it adds to the reply (may be empty while a UTF-8
+    character or a possible stop string is held back)."""
+
+    id: int
+    text: str
+    from_draft: bool = False
+    drafter: str | None = None
+
+
+@dataclass(frozen=True)
+class Stats:
+    n_prompt_tokens: int = 0
+    n_cached_tokens: int = 0  # prompt tokens reused from the KV cache (not decoded again)
+    prompt_s: float = 0.0
+    n_tokens: int = 0
+    gen_s: float = 0.0
+    elapsed_s: float = 0.0
+    proposed: int = 0
+    accepted: int = 0
+    target_passes: int = 0
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    drafter: str = "none"
+    drafters_used: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.n_tokens / self.gen_s if self.gen_s > 0 else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.n_tokens / self.target_passes if self.target_passes else 0.0
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d.update(tokens_per_s=self.tokens_per_s, acceptance_rate=self.acceptance_rate,
+                 tokens_per_pass=self.tokens_per_pass)
+        return d
+
+
+@dataclass(frozen=True)
+class Done:
+    """The reply ended. ``reason``: stop (EOG or stop string), length (max_tokens),
+    context_full, cancelled."""
+
+    reason: str
+    text: str
+    token_ids: tuple[int, ...]
+    stats: Stats
+    tail: str = ""  # text held back until the end (already included in ``text``)
+
+
+Event = PromptProgress | Token | Done

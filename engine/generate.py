@@ -1,0 +1,221 @@
+"""The generation loop: prompt → (speculative) decoding steps → a stream of events.
+
+The target context's token mirror is the conversation's cache. A new turn decodes only the
+tokens past the longest common prefix with what is cached; an edit or a regenerate rewinds to
+that prefix instead of starting over. When the reply ends, the cache holds the prompt and every
+generated token but the last one (which was sampled, not decoded).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import replace
+from typing import Iterator, Protocol, Sequence
+
+import numpy as np
+
+from engine.chat import Message
+from engine.context import Context
+from engine.detok import StreamingDetokenizer
+from engine.errors import ContextFullError, DecodeError
+from engine.events import Done, Event, PromptProgress, Stats, Token
+from engine.prompt import fit_messages
+from engine.sampling import Sampler, SamplingParams, penalized
+from engine.spec.accept import verify
+from engine.spec.draft import Draft
+from engine.stops import StopMatcher
+
+log = logging.getLogger(__name__)
+
+PREFILL_CHUNK = 256  # prompt tokens per progress event / cancellation point
+
+
+class Speculation(Protocol):
+    """What the loop needs from speculative decoding (engine.spec.speculator implements it)."""
+
+    def plan(self, history: Sequence[int], room: int, sampler: Sampler) -> Draft: ...
+
+    def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None: ...
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class Generator:
+    """Streams replies for one conversation on ``ctx`` (owned by one thread)."""
+
+    def __init__(self, ctx: Context, speculation: Speculation | None = None) -> None:
+        self.ctx = ctx
+        self.model = ctx.model
+        self.speculation = speculation
+
+    def chat(self, messages: Sequence[Message], params: SamplingParams,
+             cancel: threading.Event | None = None) -> Iterator[Event]:
+        """Reply to ``messages`` (the last is the user's). Oldest turns are dropped if needed."""
+        budget = self.ctx.n_ctx - min(params.max_tokens, self.ctx.n_ctx // 4)
+        tokens, _ = fit_messages(self.model, messages, budget)
+        return self.complete(tokens, params, cancel)
+
+    def complete(self, prompt: Sequence[int], params: SamplingParams,
+                 cancel: threading.Event | None = None) -> Iterator[Event]:
+        """Continue ``prompt`` (token ids). A generator of events ending with one ``Done``."""
+        if not prompt:
+            raise ValueError("empty prompt")
+        if len(prompt) >= self.ctx.n_ctx:
+            raise ContextFullError(
+                f"the prompt ({len(prompt)} tokens) does not fit the context ({self.ctx.n_ctx})")
+        return self._run(list(prompt), params, cancel or threading.Event())
+
+    # -- the loop -------------------------------------------------------------------------
+    def _run(self, prompt: list[int], params: SamplingParams,
+             cancel: threading.Event) -> Iterator[Event]:
+        ctx, model = self.ctx, self.model
+        t0 = time.perf_counter()
+        reuse = min(common_prefix(ctx.tokens, prompt), len(prompt) - 1)
+        ctx.rewind(reuse)
+        out = _Output(model, params)
+        stats = _Counters(n_prompt=len(prompt), n_cached=reuse)
+        try:
+            for done in range(reuse, len(prompt), PREFILL_CHUNK):
+                ctx.decode(prompt[done:done + PREFILL_CHUNK], cancel=cancel)
+                yield PromptProgress(min(done + PREFILL_CHUNK, len(prompt)) - reuse,
+                                     len(prompt) - reuse)
+        except DecodeError:
+            if not cancel.is_set():
+                raise
+            yield out.finish("cancelled", stats.freeze(t0, t0, self._drafter_name()))
+            return
+        t_gen = time.perf_counter()
+        stats.prompt_s = t_gen - t0
+        sampler = Sampler(params)
+        pending = sampler.sample(ctx.logits(), prompt)
+        stats.passes = 1
+        reason = out.push(pending, False, None)
+        yield from out.flush_events()
+        while reason is None:
+            if cancel.is_set():
+                reason = "cancelled"
+                break
+            if ctx.n_free < 1:
+                reason = "context_full"
+                break
+            history = ctx.tokens + [pending]
+            room = min(ctx.n_free - 1, params.max_tokens - out.n_tokens - 1)
+            draft = self._plan(history, room, sampler)
+            emitted = self._step(history, draft, sampler, stats)
+            for tok, from_draft in emitted:
+                reason = out.push(tok, from_draft, draft.source if from_draft else None)
+                if reason is not None:
+                    break
+            yield from out.flush_events()
+            pending = emitted[-1][0]
+        # Keep the cache = prompt + generated tokens except the last (never decoded).
+        ctx.rewind(len(prompt) + max(out.n_tokens - 1, 0))
+        yield out.finish(reason, stats.freeze(t0, t_gen, self._drafter_name()))
+
+    def _plan(self, history: list[int], room: int, sampler: Sampler) -> Draft:
+        if self.speculation is None or room < 1:
+            return Draft(())
+        return self.speculation.plan(history, room, sampler)
+
+    def _step(self, history: list[int], draft: Draft, sampler: Sampler,
+              stats: _Counters) -> list[tuple[int, bool]]:
+        """Decode the pending token (and a draft behind it); return the tokens it yields."""
+        ctx = self.ctx
+        pending = history[-1]
+        stats.passes += 1
+        if not draft.tokens:
+            ctx.decode([pending])
+            return [(sampler.sample(ctx.logits(), history), False)]
+        t = time.perf_counter()
+        ctx.decode([pending, *draft.tokens], logits="all")
+        rows = ctx.logits_rows()
+        p = sampler.params
+        if p.greedy:
+            if p.repeat_penalty != 1.0:
+                rows = np.stack([penalized(rows[i], (history + list(draft.tokens[:i]))[-p.repeat_last_n:],
+                                           p.repeat_penalty) for i in range(len(rows))])
+            verdict = verify(draft.tokens, rows)
+        else:
+            target = np.stack([sampler.probs(rows[i], history + list(draft.tokens[:i]))
+                               for i in range(len(rows))])
+            verdict = verify(draft.tokens, target, draft_probs=draft.probs, rng=sampler.rng)
+        n_acc = verdict.n_accepted
+        ctx.rewind(len(history) + n_acc)
+        verify_s = time.perf_counter() - t
+        stats.verify_s += verify_s
+        stats.proposed += len(draft.tokens)
+        stats.accepted += n_acc
+        stats.draft_s += draft.seconds
+        stats.used[draft.source] = stats.used.get(draft.source, 0) + 1
+        if self.speculation is not None:
+            self.speculation.observe(draft, n_acc, verify_s)
+        return [(t, True) for t in draft.tokens[:n_acc]] + [(verdict.next_token, False)]
+
+    def _drafter_name(self) -> str:
+        return getattr(self.speculation, "name", "none") if self.speculation else "none"
+
+
+class _Counters:
+    def __init__(self, n_prompt: int, n_cached: int) -> None:
+        self.n_prompt, self.n_cached = n_prompt, n_cached
+        self.prompt_s = 0.0
+        self.passes = self.proposed = self.accepted = 0
+        self.draft_s = self.verify_s = 0.0
+        self.used: dict[str, int] = {}
+
+    def freeze(self, t0: float, t_gen: float, drafter: str) -> Stats:
+        now = time.perf_counter()
+        return Stats(n_prompt_tokens=self.n_prompt, n_cached_tokens=self.n_cached,
+                     prompt_s=self.prompt_s, gen_s=now - t_gen,
+                     elapsed_s=now - t0, proposed=self.proposed, accepted=self.accepted,
+                     target_passes=self.passes, draft_s=self.draft_s, verify_s=self.verify_s,
+                     drafter=drafter, drafters_used=dict(self.used))
+
+
+class _Output:
+    """Turns accepted tokens into text events: UTF-8 safe, stop strings held back, limits."""
+
+    def __init__(self, model, params: SamplingParams) -> None:  # noqa: ANN001
+        self.model = model
+        self.params = params
+        self.detok = StreamingDetokenizer(model.piece)
+        self.stops = StopMatcher(params.stop)
+        self.ids: list[int] = []
+        self.parts: list[str] = []
+        self._events: list[Event] = []
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.ids)
+
+    def push(self, tok: int, from_draft: bool, drafter: str | None) -> str | None:
+        """Record one token; return a finish reason if the reply ends with it."""
+        self.ids.append(tok)
+        if self.model.is_eog(tok):
+            return "stop"
+        text = self.stops.feed(self.detok.add(tok))
+        self.parts.append(text)
+        self._events.append(Token(tok, text, from_draft, drafter))
+        if self.stops.stopped:
+            return "stop"
+        if len(self.ids) >= self.params.max_tokens:
+            return "length"
+        return None
+
+    def flush_events(self) -> list[Event]:
+        events, self._events = self._events, []
+        return events
+
+    def finish(self, reason: str, stats: Stats) -> Done:
+        tail = self.stops.feed(self.detok.flush()) + self.stops.flush()
+        self.parts.append(tail)
+        return Done(reason, "".join(self.parts), tuple(self.ids),
+                    replace(stats, n_tokens=len(self.ids)), tail=tail)

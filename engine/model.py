@@ -1,0 +1,191 @@
+"""A loaded GGUF model: weights (memory-mapped), vocabulary facts, metadata, tokenizer."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine import backend
+from engine.backend import lib
+from engine.errors import ModelLoadError
+
+log = logging.getLogger(__name__)
+
+GGUF_MAGIC = b"GGUF"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What to load and how. ``n_gpu_layers``: -1 offloads every layer (CUDA/Metal builds), 0 none."""
+
+    path: Path
+    n_gpu_layers: int = 0
+    use_mmap: bool = True
+    vocab_only: bool = False
+
+
+def check_gguf_file(path: Path) -> None:
+    """Fail with a one-line ModelLoadError unless ``path`` is a readable GGUF file."""
+    if not path.exists():
+        raise ModelLoadError(f"model file not found: {path}")
+    if not path.is_file():
+        raise ModelLoadError(f"not a file: {path}")
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise ModelLoadError(f"cannot read {path}: {e.strerror}") from None
+    if magic != GGUF_MAGIC:
+        raise ModelLoadError(f"not a GGUF model file: {path.name}")
+
+
+class Model:
+    """A llama.cpp model. Owns the native handle; call ``close()`` (or use as a context manager)."""
+
+    def __init__(self, spec: ModelSpec | str | os.PathLike[str]) -> None:
+        if not isinstance(spec, ModelSpec):
+            spec = ModelSpec(Path(spec))
+        self.spec = spec
+        self.path = Path(spec.path)
+        check_gguf_file(self.path)
+        backend.init()
+        params = lib.llama_model_default_params()
+        params.n_gpu_layers = spec.n_gpu_layers
+        params.load_mode = lib.LLAMA_LOAD_MODE_MMAP if spec.use_mmap else lib.LLAMA_LOAD_MODE_NONE
+        params.vocab_only = spec.vocab_only
+        backend.take_errors()
+        handle = lib.llama_model_load_from_file(os.fsencode(self.path), params)
+        if not handle:
+            reason = backend.take_errors() or "llama.cpp could not load it"
+            raise ModelLoadError(f"cannot load {self.path.name}: {_short(reason)}")
+        self._handle = handle
+        self._vocab = lib.llama_model_get_vocab(handle)
+        self.n_vocab: int = lib.llama_vocab_n_tokens(self._vocab)
+        self.bos: int = lib.llama_vocab_bos(self._vocab)
+        self.eos: int = lib.llama_vocab_eos(self._vocab)
+        self.add_bos: bool = bool(lib.llama_vocab_get_add_bos(self._vocab))
+        self.vocab_type: int = lib.llama_vocab_type(self._vocab)
+        self.n_ctx_train: int = lib.llama_model_n_ctx_train(handle)
+        self.n_layer: int = lib.llama_model_n_layer(handle)
+        self.n_embd: int = lib.llama_model_n_embd(handle)
+        self.n_head: int = lib.llama_model_n_head(handle)
+        self.n_head_kv: int = lib.llama_model_n_head_kv(handle)
+        self.size_bytes: int = self.path.stat().st_size
+        self.metadata: dict[str, str] = self._read_metadata()
+        self.architecture: str = self.metadata.get("general.architecture", "unknown")
+        self.can_rewind: bool = not (
+            lib.llama_model_is_recurrent(handle) or lib.llama_model_is_hybrid(handle)
+        )
+        self._piece_cache: dict[int, bytes] = {}
+        log.info("loaded %s (%s, %d layers, vocab %d)", self.path.name, self.architecture,
+                 self.n_layer, self.n_vocab)
+
+    # -- lifetime -------------------------------------------------------------------------
+    @property
+    def handle(self):  # noqa: ANN201 - a ctypes pointer
+        if self._handle is None:
+            raise ModelLoadError("the model was closed")
+        return self._handle
+
+    def close(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            lib.llama_model_free(self._handle)
+            self._handle = None
+
+    def __enter__(self) -> Model:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    # -- facts ----------------------------------------------------------------------------
+    @property
+    def display_name(self) -> str:
+        return self.metadata.get("general.name") or self.path.stem
+
+    @property
+    def chat_template(self) -> str | None:
+        raw = lib.llama_model_chat_template(self.handle, None)
+        return raw.decode("utf-8", "replace") if raw else None
+
+    @property
+    def head_dim_k(self) -> int:
+        key = f"{self.architecture}.attention.key_length"
+        return int(self.metadata.get(key, self.n_embd // max(self.n_head, 1)))
+
+    @property
+    def head_dim_v(self) -> int:
+        key = f"{self.architecture}.attention.value_length"
+        return int(self.metadata.get(key, self.n_embd // max(self.n_head, 1)))
+
+    def kv_bytes_per_token(self, bytes_per_element: float = 2.0) -> int:
+        """Approximate KV-cache bytes per token (K and V, every layer) at the given element size."""
+        width = self.n_head_kv * (self.head_dim_k + self.head_dim_v)
+        return int(self.n_layer * width * bytes_per_element)
+
+    @functools.cached_property
+    def eog_ids(self) -> frozenset[int]:
+        return frozenset(t for t in range(self.n_vocab) if lib.llama_vocab_is_eog(self._vocab, t))
+
+    def is_eog(self, token: int) -> bool:
+        return bool(lib.llama_vocab_is_eog(self._vocab, token))
+
+    def token_text(self, token: int) -> bytes:
+        """The vocabulary's raw text for ``token`` (as stored in the GGUF)."""
+        return lib.llama_vocab_get_text(self._vocab, token) or b""
+
+    # -- tokenizer ------------------------------------------------------------------------
+    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 16
+        buf = (lib.llama_token * capacity)()
+        n = lib.llama_tokenize(self._vocab, data, len(data), buf, capacity, add_special, parse_special)
+        if n < 0:
+            capacity = -n
+            buf = (lib.llama_token * capacity)()
+            n = lib.llama_tokenize(self._vocab, data, len(data), buf, capacity, add_special, parse_special)
+        return list(buf[:n])
+
+    def piece(self, token: int) -> bytes:
+        """The bytes ``token`` renders as in generated text (special tokens render empty)."""
+        cached = self._piece_cache.get(token)
+        if cached is None:
+            buf = ctypes.create_string_buffer(64)
+            n = lib.llama_token_to_piece(self._vocab, token, buf, 64, 0, False)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = lib.llama_token_to_piece(self._vocab, token, buf, -n, 0, False)
+            cached = buf.raw[:n]
+            self._piece_cache[token] = cached
+        return cached
+
+    def detokenize(self, tokens: list[int] | tuple[int, ...]) -> str:
+        return b"".join(self.piece(t) for t in tokens).decode("utf-8", "replace")
+
+    # -- internals ------------------------------------------------------------------------
+    def _read_metadata(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        buf = ctypes.create_string_buffer(256)
+        for i in range(lib.llama_model_meta_count(self._handle)):
+            if lib.llama_model_meta_key_by_index(self._handle, i, buf, 256) < 0:
+                continue
+            key = buf.value.decode("utf-8", "replace")
+            n = lib.llama_model_meta_val_str_by_index(self._handle, i, None, 0)
+            if n < 0 or n > 1 << 22:
+                continue
+            val = ctypes.create_string_buffer(n + 1)
+            lib.llama_model_meta_val_str_by_index(self._handle, i, val, n + 1)
+            out[key] = val.value.decode("utf-8", "replace")
+        return out
+
+
+def _short(reason: str) -> str:
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= 200 else reason[:197] + "..."

@@ -1,0 +1,101 @@
+"""Sampling from logits: greedy at temperature 0, else llama.cpp's chain in numpy.
+
+Order as in llama.cpp's default chain: repetition penalty → top-k → top-p → min-p → temperature.
+``distribution`` returns the sparse final distribution, which speculative sampling also needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.7
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    seed: int | None = None
+    max_tokens: int = 1024
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0 or self.top_k < 0 or not 0 < self.top_p <= 1 or not 0 <= self.min_p < 1:
+            raise ValueError("sampling parameters out of range")
+        if self.repeat_penalty <= 0 or self.max_tokens < 1:
+            raise ValueError("repeat_penalty must be > 0 and max_tokens >= 1")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0
+
+
+def penalized(logits: np.ndarray, recent: Sequence[int], penalty: float) -> np.ndarray:
+    """llama.cpp's repetition penalty: a copy where each recent token's logit is divided by
+    ``penalty`` if positive, multiplied if negative. Returns ``logits`` itself when penalty == 1."""
+    if penalty == 1.0 or not recent:
+        return logits
+    out = np.array(logits, dtype=np.float32, copy=True)
+    ids = np.unique(np.asarray(recent, dtype=np.int64))
+    vals = out[ids]
+    out[ids] = np.where(vals > 0, vals / penalty, vals * penalty)
+    return out
+
+
+def distribution(logits: np.ndarray, params: SamplingParams,
+                 recent: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """(token ids, probabilities) of the final sampling distribution, probabilities descending."""
+    scores = penalized(logits, recent[-params.repeat_last_n:] if params.repeat_last_n else (),
+                       params.repeat_penalty)
+    n = scores.shape[0]
+    if 0 < params.top_k < n:
+        ids = np.argpartition(scores, n - params.top_k)[n - params.top_k:]
+    else:
+        ids = np.arange(n)
+    vals = scores[ids].astype(np.float64)
+    order = np.argsort(-vals, kind="stable")
+    ids, vals = ids[order], vals[order]
+    probs = np.exp(vals - vals[0])
+    probs /= probs.sum()
+    keep = len(ids)
+    if params.top_p < 1.0:
+        keep = min(keep, int(np.searchsorted(np.cumsum(probs), params.top_p)) + 1)
+    if params.min_p > 0:
+        keep = min(keep, max(1, int(np.count_nonzero(probs >= params.min_p * probs[0]))))
+    ids, vals = ids[:keep], vals[:keep]
+    temp = max(params.temperature, 1e-6)
+    probs = np.exp((vals - vals[0]) / temp)
+    probs /= probs.sum()
+    return ids, probs
+
+
+def dense(ids: np.ndarray, probs: np.ndarray, n_vocab: int) -> np.ndarray:
+    out = np.zeros(n_vocab, dtype=np.float64)
+    out[ids] = probs
+    return out
+
+
+class Sampler:
+    """Picks tokens for one generation; seeded runs are reproducible."""
+
+    def __init__(self, params: SamplingParams) -> None:
+        self.params = params
+        self.rng = np.random.default_rng(params.seed)
+
+    def sample(self, logits: np.ndarray, recent: Sequence[int] = ()) -> int:
+        p = self.params
+        if p.greedy:
+            window = recent[-p.repeat_last_n:] if p.repeat_last_n else ()
+            return int(np.argmax(penalized(logits, window, p.repeat_penalty)))
+        ids, probs = distribution(logits, p, recent)
+        return int(ids[min(int(np.searchsorted(np.cumsum(probs), self.rng.random())), len(ids) - 1)])
+
+    def probs(self, logits: np.ndarray, recent: Sequence[int] = ()) -> np.ndarray:
+        """The dense distribution (n_vocab,) that ``sample`` draws from (sampling mode)."""
+        ids, probs = distribution(logits, self.params, recent)
+        return dense(ids, probs, logits.shape[0])

@@ -1,0 +1,18 @@
+"""What a drafter proposes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class Draft:
+    """Proposed continuation. ``probs`` (k, n_vocab): the draft's sampling distributions, present
+    only for a draft model sampling at temperature > 0. ``seconds``: time spent drafting."""
+
+    tokens: tuple[int, ...] = ()
+    probs: np.ndarray | None = None
+    source: str = "none"
+    seconds: float = 0.0
