@@ -1,0 +1,1 @@
+"""Pure logic of speculative decoding: the accept step, the n-gram drafter, the draft-length controller."""

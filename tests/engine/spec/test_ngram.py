@@ -1,0 +1,220 @@
+"""Tests of engine.spec.ngram: matching semantics against a brute-force reference, the
+incremental index under appends, rewinds and edits, the adaptive length, and speed."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.spec.draft import Draft
+from engine.spec.ngram import NgramDrafter, NgramParams
+
+
+def reference(history: list[int], params: NgramParams, cap: int) -> tuple[int, ...]:
+    """Brute force: longest suffix n-gram, most recent earlier start, continuation to the end."""
+    length = len(history)
+    for n in range(min(params.ngram_max, length - 1), params.ngram_min - 1, -1):
+        suffix = history[length - n:]
+        for s in range(length - n - 1, -1, -1):
+            if history[s:s + n] == suffix:
+                return tuple(history[s + n:s + n + cap])
+    return ()
+
+
+WIDE = NgramParams(ngram_min=2, ngram_max=4, start_len=64, draft_max=64)
+
+
+def test_most_recent_occurrence_wins() -> None:
+    d = NgramDrafter(WIDE)
+    h = [7, 8, 1, 2, 7, 8, 3, 4, 9, 7, 8]
+    assert d.propose(h, 3).tokens == (3, 4, 9)
+    assert d.last_match_len == 2
+
+
+def test_longer_match_preferred_over_more_recent() -> None:
+    d = NgramDrafter(WIDE)
+    # (5, 7, 8) occurred at 0 followed by 1; (7, 8) alone occurred later followed by 3.
+    h = [5, 7, 8, 1, 1, 7, 8, 3, 3, 5, 7, 8]
+    assert d.propose(h, 2).tokens == (1, 1)
+    assert d.last_match_len == 3
+
+
+def test_suffix_never_matches_itself() -> None:
+    d = NgramDrafter(WIDE)
+    assert d.propose([1, 2, 3, 4], 5).tokens == ()
+    assert d.last_match_len == 0
+    assert d.propose([], 5).tokens == ()
+    assert d.propose([1], 5).tokens == ()
+
+
+def test_continuation_runs_to_end_of_history_and_overlaps() -> None:
+    d = NgramDrafter(WIDE)
+    assert d.propose([1, 2, 3, 1, 2], 10).tokens == (3, 1, 2)
+    assert NgramDrafter(WIDE).propose([4, 4, 4, 4], 10).tokens == (4,)  # (4,4,4) at 0, then one 4
+
+
+def test_max_n_caps_and_zero_gives_empty() -> None:
+    d = NgramDrafter(WIDE)
+    h = list(range(20)) + [0, 1]
+    assert d.propose(h, 5).tokens == (2, 3, 4, 5, 6)
+    assert d.propose(h, 0).tokens == ()
+    draft = d.propose(h, 1)
+    assert isinstance(draft, Draft) and draft.probs is None and draft.source == "ngram"
+
+
+def test_accepts_numpy_history() -> None:
+    d = NgramDrafter(WIDE)
+    h = np.array([3, 1, 4, 1, 5, 9, 3, 1], dtype=np.int32)
+    assert d.propose(h, 3).tokens == (4, 1, 5)
+    assert all(type(t) is int for t in d.propose(h, 3).tokens)
+
+
+def test_params_validation() -> None:
+    with pytest.raises(ValueError):
+        NgramParams(ngram_min=3, ngram_max=2)
+    with pytest.raises(ValueError):
+        NgramParams(start_len=40, draft_max=32)
+
+
+# ------------------------------------------------------------- incremental index
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.lists(st.integers(0, 3), min_size=1, max_size=30)),
+        st.tuples(st.just("truncate"), st.integers(0, 40)),
+        st.tuples(st.just("rewrite_tail"), st.integers(1, 16), st.lists(st.integers(0, 3), max_size=20)),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=ops, lo=st.integers(1, 3), extra=st.integers(0, 3), max_n=st.integers(1, 12))
+def test_incremental_index_matches_reference_and_rebuild(ops, lo, extra, max_n) -> None:
+    params = NgramParams(ngram_min=lo, ngram_max=lo + extra, start_len=12, draft_max=12)
+    drafter = NgramDrafter(params)
+    history: list[int] = []
+    for op in ops:
+        if op[0] == "append":
+            history = history + op[1]
+        elif op[0] == "truncate":
+            history = history[:max(0, len(history) - op[1])]
+        else:  # replace up to the last 16 tokens (all inside the checked tail window)
+            _, m, new = op
+            history = history[:max(0, len(history) - m)] + new
+        got = drafter.propose(history, max_n)
+        assert got.tokens == reference(history, params, min(max_n, 12))
+        fresh = NgramDrafter(params)
+        fresh.propose(history, max_n)
+        assert drafter._index == fresh._index  # incremental == from-scratch
+        assert drafter._tokens == history
+
+
+def test_edit_at_start_is_detected() -> None:
+    d = NgramDrafter(WIDE)
+    h = [1, 2, 3, 4, 1, 2]
+    assert d.propose(h, 2).tokens == (3, 4)
+    h2 = [1, 2, 8, 4, 1, 2]  # same length, edited inside the head window
+    assert d.propose(h2, 2).tokens == (8, 4)
+
+
+def test_rewind_forgets_discarded_tokens() -> None:
+    d = NgramDrafter(WIDE)
+    long = [1, 2, 9, 9, 5, 5, 1, 2]
+    assert d.propose(long, 2).tokens == (9, 9)
+    assert d.propose(long[:4] + [1, 2], 2).tokens == (9, 9)
+    assert d.propose([5, 5, 1, 2], 2).tokens == ()  # earlier (1, 2) was discarded
+
+
+# ------------------------------------------------------------- adaptive length
+
+def test_limit_grows_on_full_acceptance_and_shrinks_on_rejection() -> None:
+    params = NgramParams(ngram_min=2, ngram_max=3, start_len=4, draft_max=32)
+    d = NgramDrafter(params)
+    h = list(range(100)) + [0, 1, 2]  # (0,1,2) matches: continuation of length 97
+    assert len(d.propose(h, 64).tokens) == 4
+    assert d.last_match_len == 3
+    d.feedback(4, 4)
+    assert len(d.propose(h, 64).tokens) == 8
+    d.feedback(8, 8)
+    d.propose(h, 64)
+    d.feedback(16, 16)
+    d.propose(h, 64)
+    d.feedback(32, 32)
+    assert len(d.propose(h, 64).tokens) == 32  # capped at draft_max
+    d.feedback(32, 0)  # broke at once: halve
+    assert len(d.propose(h, 64).tokens) == 16
+    d.feedback(16, 12)  # broke late: keep near the accepted run
+    assert len(d.propose(h, 64).tokens) == 13
+    d.feedback(13, 0)
+    d.propose(h, 64)
+    d.feedback(6, 0)
+    d.propose(h, 64)
+    d.feedback(3, 0)
+    d.propose(h, 64)
+    d.feedback(1, 0)
+    assert len(d.propose(h, 64).tokens) == 1
+    assert d.acceptance(3) < 0.5 and d.limit(2) == 4  # other match lengths keep their own state
+
+
+def test_feedback_without_proposal_is_ignored_and_validated() -> None:
+    d = NgramDrafter()
+    d.feedback(4, 4)
+    assert d.limit(2) == d.params.start_len
+    with pytest.raises(ValueError):
+        d.feedback(2, 3)
+
+
+def run_copy_loop(prompt: list[int], reply: list[int], k_max: int = 32) -> tuple[int, int]:
+    """Greedy loop with a perfect verifier: returns (passes, drafted tokens accepted)."""
+    d = NgramDrafter()
+    out: list[int] = []
+    passes = accepted = 0
+    while len(out) < len(reply):
+        draft = d.propose(prompt + out, k_max).tokens[: len(reply) - len(out)]
+        truth = reply[len(out):len(out) + len(draft) + 1]
+        n = next((i for i, t in enumerate(draft) if t != truth[i]), len(draft))
+        if draft:
+            d.feedback(len(draft), n)
+        out += truth[: n + 1]
+        passes += 1
+        accepted += n
+    assert out == reply
+    return passes, accepted
+
+
+def test_code_edit_copy_is_drafted_in_long_runs() -> None:
+    rng = np.random.default_rng(0)
+    prompt = rng.integers(0, 2000, 600).tolist()
+    # The reply copies the prompt's code with two small edits.
+    reply = prompt[100:300] + [5001, 5002] + prompt[302:500] + [5003] + prompt[501:560]
+    passes, accepted = run_copy_loop(prompt, reply)
+    assert len(reply) == 460
+    assert passes < 45  # plain decoding would need 460
+    assert accepted > 0.9 * len(reply)
+
+
+def test_unrelated_reply_drafts_nothing_useful() -> None:
+    rng = np.random.default_rng(1)
+    prompt = rng.integers(0, 2000, 300).tolist()
+    reply = rng.integers(2000, 4000, 100).tolist()
+    passes, accepted = run_copy_loop(prompt, reply)
+    assert passes == 100 and accepted == 0
+
+
+def test_propose_per_token_is_constant_time() -> None:
+    rng = np.random.default_rng(2)
+    tokens = rng.integers(0, 50, 20_000).tolist()
+    d = NgramDrafter()
+    history: list[int] = []
+    start = time.perf_counter()
+    for t in tokens:
+        history.append(t)
+        draft = d.propose(history, 16)
+        if draft.tokens:
+            d.feedback(len(draft.tokens), 1)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1.0, elapsed
