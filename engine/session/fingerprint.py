@@ -1,0 +1,168 @@
+"""Model identity for saved sessions: a bounded-I/O file fingerprint and the KV cache layout.
+
+A saved KV state is only meaningful for the exact weights and cache layout that produced it.
+
+Fingerprint ``v1``: ``"v1:<size>:" + blake3(head ‖ tail ‖ size as u64 LE).hexdigest()`` where
+head/tail are the first and last ``PROBE`` (8 MiB) bytes; a file of at most ``2 * PROBE`` bytes is
+hashed whole, once. At most 16 MiB is read whatever the file size. Unlike some snapshot formats we
+leave the mtime out: copying or restoring a model from a backup must not invalidate its chats.
+A change confined to the middle of a large file is not detected; GGUF keeps its header, tensor
+table and the first/last tensors in the probed ranges, and re-quantizing changes the size or both
+ends, so this is accepted.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from blake3 import blake3
+
+from engine.errors import ModelLoadError, SessionError
+
+if TYPE_CHECKING:
+    from engine.session.format import ModelInfo
+
+PROBE = 8 * 1024 * 1024
+SCHEME = "v1"
+
+
+def file_fingerprint(path: Path | str) -> str:
+    """Fingerprint of the file at ``path`` (see the module docstring). Raises ModelLoadError."""
+    path = Path(path)
+    try:
+        with open(path, "rb", buffering=0) as f:
+            size = os.fstat(f.fileno()).st_size
+            hasher = blake3(max_threads=blake3.AUTO)
+            buf = bytearray(min(PROBE, max(size, 1)))
+            if size <= 2 * PROBE:
+                _hash_range(f, 0, size, hasher, buf)
+            else:
+                _hash_range(f, 0, PROBE, hasher, buf)
+                _hash_range(f, size - PROBE, PROBE, hasher, buf)
+            hasher.update(struct.pack("<Q", size))
+    except OSError as e:
+        raise ModelLoadError(f"cannot read model file {path}: {e.strerror or e}") from e
+    return f"{SCHEME}:{size}:{hasher.hexdigest()}"
+
+
+def _hash_range(f: Any, start: int, length: int, hasher: Any, buf: bytearray) -> None:
+    """Feed bytes [start, start+length) of ``f`` to ``hasher`` through the reusable ``buf``."""
+    f.seek(start)
+    view = memoryview(buf)
+    left = length
+    while left > 0:
+        n = f.readinto(view[: min(left, len(buf))])
+        if not n:
+            raise OSError(f"the file shrank while being read ({left} bytes missing)")
+        hasher.update(view[:n])
+        left -= n
+
+
+def fingerprint_size(fingerprint: str) -> int | None:
+    """The file size recorded in a ``v1`` fingerprint, or None when it is not one."""
+    parts = fingerprint.split(":")
+    if len(parts) != 3 or parts[0] != SCHEME or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    """Shape of a KV cache: a saved state can be restored only into the same layout.
+
+    ``n_embd_k_gqa = n_head_kv * head_dim_k`` (and likewise for V) is the width of one token's
+    keys (values) in one layer; type_k/type_v are the cache element types ("f16", "q8_0", ...).
+    """
+
+    n_ctx: int
+    type_k: str
+    type_v: str
+    n_layer: int
+    n_embd_k_gqa: int
+    n_embd_v_gqa: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> KVLayout:
+        if not isinstance(obj, dict) or set(obj) != {f.name for f in fields(cls)}:
+            raise SessionError("the session's KV layout has the wrong shape")
+        for f in fields(cls):
+            value = obj[f.name]
+            ok = (isinstance(value, str) and 0 < len(value) <= 32) if f.type == "str" else (
+                type(value) is int and 0 < value < 2**31)
+            if not ok:
+                raise SessionError(f"the session's KV layout has a bad {f.name}: {value!r}"[:200])
+        return cls(**obj)
+
+
+class _ModelShape(Protocol):
+    n_layer: int
+    n_head_kv: int
+
+    @property
+    def head_dim_k(self) -> int: ...
+
+    @property
+    def head_dim_v(self) -> int: ...
+
+
+def kv_layout(model: _ModelShape, n_ctx: int, type_k: str, type_v: str) -> KVLayout:
+    """KVLayout of a context of ``n_ctx`` tokens over ``model`` (anything with n_layer,
+    n_head_kv, head_dim_k, head_dim_v — engine.model.Model fits)."""
+    return KVLayout(n_ctx=int(n_ctx), type_k=type_k, type_v=type_v, n_layer=int(model.n_layer),
+                    n_embd_k_gqa=int(model.n_head_kv * model.head_dim_k),
+                    n_embd_v_gqa=int(model.n_head_kv * model.head_dim_v))
+
+
+def check_model(info: ModelInfo, path_now: Path | str, layout_now: KVLayout | None, *,
+                role: str = "target", fingerprint_now: str | None = None) -> str | None:
+    """None when the model at ``path_now`` (with cache ``layout_now``) can take the KV state saved
+    with ``info``; otherwise a one-line reason. The size is compared before any hashing, and
+    ``fingerprint_now`` (if the caller already has it) saves the hashing altogether. A None
+    layout on either side skips the layout comparison (text-only sessions)."""
+    path_now = Path(path_now)
+    try:
+        size_now = path_now.stat().st_size
+    except FileNotFoundError:
+        return f"model file not found: {path_now}"
+    except OSError as e:
+        return f"cannot read the {role} model file {path_now}: {e.strerror or e}"
+    changed = f"the {role} model file changed since this conversation was saved"
+    saved_size = fingerprint_size(info.fingerprint)
+    if saved_size is None:
+        return f"the {role} model was saved with an unknown fingerprint kind"
+    if size_now != info.size or size_now != saved_size:
+        return changed
+    if fingerprint_now is None:
+        try:
+            fingerprint_now = file_fingerprint(path_now)
+        except ModelLoadError as e:
+            return str(e)
+    if fingerprint_now != info.fingerprint:
+        return changed
+    if info.layout is None or layout_now is None:
+        return None
+    return _layout_reason(info.layout, layout_now, role)
+
+
+def _layout_reason(saved: KVLayout, now: KVLayout, role: str) -> str | None:
+    """One line naming the first difference between two layouts, or None."""
+    if (saved.n_layer, saved.n_embd_k_gqa, saved.n_embd_v_gqa) != (
+            now.n_layer, now.n_embd_k_gqa, now.n_embd_v_gqa):
+        return (f"the {role} model's KV cache shape differs from the saved one "
+                f"({saved.n_layer}×{saved.n_embd_k_gqa}/{saved.n_embd_v_gqa} vs "
+                f"{now.n_layer}×{now.n_embd_k_gqa}/{now.n_embd_v_gqa})")
+    if saved.type_k != now.type_k or saved.type_v != now.type_v:
+        return (f"the {role} model's KV cache was saved as {saved.type_k}/{saved.type_v}; "
+                f"now {now.type_k}/{now.type_v}")
+    if saved.n_ctx != now.n_ctx:
+        return (f"the {role} model's KV cache was saved with context size {saved.n_ctx}; "
+                f"now {now.n_ctx}")
+    return None
+

@@ -1,0 +1,208 @@
+"""The metadata of a ``.duet`` session: frozen dataclasses and their strict JSON mapping.
+
+``from_json`` checks every type and shape and raises SessionError on anything else, so a reader
+never hands the app a half-valid conversation; ``to_json`` gives plain JSON (lists, dicts, str,
+int, finite float, bool, None).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from engine.errors import SessionError
+from engine.session.fingerprint import KVLayout
+
+FORMAT_VERSION = 1
+ROLES = frozenset({"system", "user", "assistant"})
+KV_ROLES = ("target", "draft")
+MAX_TOKEN_ID = 2**31
+_MAX_DEPTH = 32
+
+
+def utc_now_iso() -> str:
+    """Now, as an ISO 8601 UTC timestamp to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _fail(what: str) -> SessionError:
+    return SessionError(f"the session metadata is invalid: {what}"[:300])
+
+
+def _dict(obj: Any, keys: set[str], where: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise _fail(f"{where} is not an object")
+    if set(obj) != keys:
+        extra, missing = sorted(set(obj) - keys), sorted(keys - set(obj))
+        raise _fail(f"{where} has unexpected keys {extra} / lacks {missing}")
+    return obj
+
+
+def _str(obj: Any, where: str, *, nonempty: bool = False) -> str:
+    if not isinstance(obj, str) or (nonempty and not obj):
+        raise _fail(f"{where} is not a{' non-empty' if nonempty else ''} string")
+    return obj
+
+
+def _int(obj: Any, where: str, *, lo: int = 0, hi: int = 2**63) -> int:
+    if type(obj) is not int or not lo <= obj < hi:
+        raise _fail(f"{where} is not an integer in [{lo}, {hi})")
+    return obj
+
+
+def _iso(obj: Any, where: str) -> str:
+    try:
+        datetime.fromisoformat(_str(obj, where))
+    except ValueError:
+        raise _fail(f"{where} is not an ISO 8601 time") from None
+    return obj
+
+
+def check_plain_json(obj: Any, where: str = "settings", depth: int = 0) -> None:
+    """Raise SessionError unless ``obj`` is plain JSON (str keys, finite floats, no tuples)."""
+    if depth > _MAX_DEPTH:
+        raise _fail(f"{where} is nested too deeply")
+    if obj is None or isinstance(obj, (str, bool, int)):
+        return
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise _fail(f"{where} holds a non-finite number")
+        return
+    if isinstance(obj, list):
+        for i, item in enumerate(obj):
+            check_plain_json(item, f"{where}[{i}]", depth + 1)
+        return
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if not isinstance(key, str):
+                raise _fail(f"{where} has a non-string key")
+            check_plain_json(value, f"{where}.{key}", depth + 1)
+        return
+    raise _fail(f"{where} holds a {type(obj).__name__}, not plain JSON")
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str  # one of ROLES
+    content: str
+    time: str  # ISO 8601
+
+    def to_json(self) -> dict[str, Any]:
+        return {"role": self.role, "content": self.content, "time": self.time}
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str = "message") -> Message:
+        d = _dict(obj, {"role", "content", "time"}, where)
+        if d["role"] not in ROLES:
+            raise _fail(f"{where} has an unknown role")
+        return cls(d["role"], _str(d["content"], f"{where}.content"),
+                   _iso(d["time"], f"{where}.time"))
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A model as it was when the session was saved; ``layout`` is its KV cache layout then."""
+
+    path: str
+    display_name: str
+    size: int
+    fingerprint: str  # engine.session.fingerprint.file_fingerprint
+    layout: KVLayout | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "display_name": self.display_name, "size": self.size,
+                "fingerprint": self.fingerprint,
+                "layout": None if self.layout is None else self.layout.to_json()}
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str = "model") -> ModelInfo:
+        d = _dict(obj, {"path", "display_name", "size", "fingerprint", "layout"}, where)
+        layout = None if d["layout"] is None else KVLayout.from_json(d["layout"])
+        return cls(_str(d["path"], f"{where}.path", nonempty=True),
+                   _str(d["display_name"], f"{where}.display_name"),
+                   _int(d["size"], f"{where}.size"),
+                   _str(d["fingerprint"], f"{where}.fingerprint", nonempty=True), layout)
+
+
+@dataclass(frozen=True)
+class KVState:
+    """What one saved KV section covers: exactly ``tokens``, in order, from position 0."""
+
+    tokens: tuple[int, ...]
+    n_ctx: int
+    type_k: str
+    type_v: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tokens": list(self.tokens), "n_ctx": self.n_ctx,
+                "type_k": self.type_k, "type_v": self.type_v}
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str = "kv") -> KVState:
+        d = _dict(obj, {"tokens", "n_ctx", "type_k", "type_v"}, where)
+        n_ctx = _int(d["n_ctx"], f"{where}.n_ctx", lo=1, hi=2**31)
+        tokens = d["tokens"]
+        if not isinstance(tokens, list) or len(tokens) > n_ctx:
+            raise _fail(f"{where}.tokens is not a list of at most n_ctx tokens")
+        if not all(type(t) is int and 0 <= t < MAX_TOKEN_ID for t in tokens):
+            raise _fail(f"{where}.tokens holds something other than token ids")
+        return cls(tuple(tokens), n_ctx, _str(d["type_k"], f"{where}.type_k", nonempty=True),
+                   _str(d["type_v"], f"{where}.type_v", nonempty=True))
+
+
+@dataclass(frozen=True)
+class SessionMeta:
+    """One saved conversation. ``kv_<role>`` describes the section ``kv.<role>`` when present.
+    ``settings`` is plain JSON (generation and speculative settings); treat it as read-only."""
+
+    created: str
+    saved: str
+    messages: tuple[Message, ...]
+    target: ModelInfo
+    draft: ModelInfo | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    kv_target: KVState | None = None
+    kv_draft: KVState | None = None
+
+    def kv(self, role: str) -> KVState | None:
+        return self.kv_target if role == "target" else self.kv_draft if role == "draft" else None
+
+    def expected_sections(self) -> frozenset[str]:
+        """Names of the KV sections this metadata says the file carries."""
+        return frozenset(f"kv.{role}" for role in KV_ROLES if self.kv(role) is not None)
+
+    def to_json(self) -> dict[str, Any]:
+        def opt(x: Any) -> Any:
+            return None if x is None else x.to_json()
+        return {"app": "duet", "format": FORMAT_VERSION, "created": self.created,
+                "saved": self.saved, "messages": [m.to_json() for m in self.messages],
+                "settings": dict(self.settings),
+                "models": {"target": self.target.to_json(), "draft": opt(self.draft)},
+                "kv": {"target": opt(self.kv_target), "draft": opt(self.kv_draft)}}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> SessionMeta:
+        d = _dict(obj, {"app", "format", "created", "saved", "messages", "settings", "models",
+                        "kv"}, "the metadata")
+        if d["app"] != "duet" or d["format"] != FORMAT_VERSION or type(d["format"]) is not int:
+            raise _fail("it does not name app 'duet', format 1")
+        if not isinstance(d["messages"], list):
+            raise _fail("messages is not a list")
+        messages = tuple(Message.from_json(m, f"messages[{i}]")
+                         for i, m in enumerate(d["messages"]))
+        if not isinstance(d["settings"], dict):
+            raise _fail("settings is not an object")
+        check_plain_json(d["settings"])
+        models = _dict(d["models"], set(KV_ROLES), "models")
+        kv = _dict(d["kv"], set(KV_ROLES), "kv")
+        draft = (None if models["draft"] is None
+                 else ModelInfo.from_json(models["draft"], "models.draft"))
+        kvs = {r: None if kv[r] is None else KVState.from_json(kv[r], f"kv.{r}") for r in KV_ROLES}
+        if kvs["draft"] is not None and draft is None:
+            raise _fail("it has a draft KV state but no draft model")
+        return cls(created=_iso(d["created"], "created"), saved=_iso(d["saved"], "saved"),
+                   messages=messages, target=ModelInfo.from_json(models["target"], "models.target"),
+                   draft=draft, settings=d["settings"], kv_target=kvs["target"],
+                   kv_draft=kvs["draft"])
