@@ -78,9 +78,9 @@ class Context:
         self._handle = handle
         self._mem = lib.llama_get_memory(handle)
         self.n_ctx: int = lib.llama_n_ctx(handle)
-        self.n_batch: int = params.n_batch
+        self.n_batch: int = lib.llama_n_batch(handle)
         self.n_vocab: int = model.n_vocab
-        self._batch = lib.llama_batch_init(self.n_batch, 0, 1)
+        self._batch = lib.llama_batch_init(max(self.n_batch, params.n_batch), 0, 1)
         self.tokens: list[int] = []
         self._n_outputs = 0
         self._cancel: threading.Event | None = None

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Set up Duet in ./.venv on a fresh machine: Python 3.11+, gcc and cmake are all it needs.
+# llama-cpp-python compiles from source (about 5 minutes on 2 cores); its wheel is built once and
+# cached in ~/.cache/duet/wheels/<build flavour>/, so later set-ups install it in seconds.
+# GPU builds: CMAKE_ARGS="-DGGML_CUDA=on" scripts/bootstrap.sh   (Metal is the default on macOS)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+VENV="$ROOT/.venv"
+LLAMA_VERSION=0.3.36
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for cand in python3.12 python3.11 python3; do
+    if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+      PY=$cand; break
+    fi
+  done
+fi
+[ -n "$PY" ] || { echo "bootstrap: Python 3.11 or newer is needed" >&2; exit 1; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "bootstrap: creating $VENV with $PY" >&2
+  "$PY" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+
+flavour=$(printf '%s' "${CMAKE_ARGS:-cpu}" | sha256sum | cut -c1-12)
+[ -z "${CMAKE_ARGS:-}" ] && flavour=cpu
+WHEELS="${DUET_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/duet/wheels}/$flavour"
+mkdir -p "$WHEELS"
+if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+  echo "bootstrap: building llama-cpp-python $LLAMA_VERSION (${CMAKE_ARGS:-CPU build}); about 5 minutes, once" >&2
+  CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)} \
+    "${PIP[@]}" wheel --no-deps --no-binary llama-cpp-python "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
+fi
+
+stamp="$VENV/.duet-installed"
+want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$flavour-${1:-}"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "bootstrap: installing Duet and its dependencies into $VENV" >&2
+  "${PIP[@]}" install -q --find-links "$WHEELS" --only-binary llama-cpp-python -e ".[${1:-test}]"
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,56 @@
+import numpy as np
+import pytest
+
+from engine.sampling import Sampler, SamplingParams, distribution, penalized
+
+
+def logits(seed=0, n=1000):
+    return np.random.default_rng(seed).normal(size=n).astype(np.float32) * 3
+
+
+def test_greedy_is_argmax():
+    lg = logits()
+    assert Sampler(SamplingParams(temperature=0)).sample(lg) == int(np.argmax(lg))
+
+
+def test_seeded_sampling_reproducible_and_seed_sensitive():
+    lg = logits()
+    p = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=42)
+    a = [Sampler(p).sample(lg) for _ in range(3)]
+    s1, s2 = Sampler(p), Sampler(p)
+    seq1 = [s1.sample(lg) for _ in range(50)]
+    seq2 = [s2.sample(lg) for _ in range(50)]
+    assert seq1 == seq2 and len(set(a)) == 1
+    s3 = Sampler(SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=43))
+    assert [s3.sample(lg) for _ in range(50)] != seq1
+
+
+def test_top_k_top_p_min_p_restrict_support():
+    lg = logits()
+    ids, probs = distribution(lg, SamplingParams(temperature=1.0, top_k=5, top_p=1.0, min_p=0.0))
+    assert set(ids) == set(np.argsort(-lg)[:5]) and np.isclose(probs.sum(), 1)
+    ids, probs = distribution(lg, SamplingParams(temperature=1.0, top_k=0, top_p=0.5, min_p=0.0))
+    full = np.exp(lg - lg.max()); full /= full.sum()
+    assert np.sort(full)[::-1][: len(ids) - 1].sum() < 0.5 <= np.sort(full)[::-1][: len(ids)].sum() + 1e-9
+    ids, _ = distribution(lg, SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.5))
+    assert all(full[i] >= 0.5 * full.max() for i in ids)
+
+
+def test_sampling_frequencies_follow_distribution():
+    lg = np.log(np.array([0.5, 0.3, 0.2], dtype=np.float32))
+    s = Sampler(SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=1))
+    counts = np.bincount([s.sample(lg) for _ in range(20000)], minlength=3) / 20000
+    assert np.allclose(counts, [0.5, 0.3, 0.2], atol=0.015)
+
+
+def test_repeat_penalty():
+    lg = np.array([2.0, -1.0, 1.0], dtype=np.float32)
+    out = penalized(lg, [0, 1], 2.0)
+    assert out.tolist() == [1.0, -2.0, 1.0] and lg.tolist() == [2.0, -1.0, 1.0]
+    assert penalized(lg, [0], 1.0) is lg
+
+
+@pytest.mark.parametrize("kw", [dict(temperature=-1), dict(top_p=0), dict(min_p=1), dict(max_tokens=0)])
+def test_invalid_params(kw):
+    with pytest.raises(ValueError):
+        SamplingParams(**kw)

@@ -1,0 +1,73 @@
+"""Pure logic: templates in the sandbox, UTF-8 streaming, stop strings."""
+
+import pytest
+
+from engine.chat import CHATML, Message, render
+from engine.detok import StreamingDetokenizer
+from engine.errors import TemplateError
+from engine.stops import StopMatcher
+
+
+def test_chatml_fallback_adds_generation_prompt():
+    text = render([Message("system", "S"), Message("user", "hi")], None)
+    assert text == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert not render([Message("user", "hi")], CHATML, add_generation_prompt=False).endswith("assistant\n")
+
+
+@pytest.mark.parametrize("evil", [
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ cycler.__init__.__globals__.os.popen('echo pwned').read() }}",
+    "{% set x = messages.append({'role': 'user'}) %}{{ x }}",
+    "{{ self.__init__.__globals__ }}",
+])
+def test_malicious_template_is_refused(evil):
+    with pytest.raises(TemplateError):
+        render([Message("user", "hi")], evil)
+
+
+def test_template_raise_exception_is_one_line_error():
+    with pytest.raises(TemplateError, match="refused: no system"):
+        render([Message("user", "x")], "{{ raise_exception('no system') }}")
+
+
+def test_template_syntax_error():
+    with pytest.raises(TemplateError, match="does not parse"):
+        render([Message("user", "x")], "{% for %}")
+
+
+def test_unknown_role_rejected():
+    with pytest.raises(ValueError):
+        Message("robot", "x")
+
+
+def test_streaming_detok_never_splits_characters():
+    text = "héllo 😀 世界"
+    data = text.encode()
+    pieces = {i: bytes([b]) for i, b in enumerate(data)}  # one byte per "token"
+    d = StreamingDetokenizer(pieces.__getitem__)
+    out = [d.add(i) for i in range(len(data))]
+    assert "".join(out) + d.flush() == text
+    for chunk in out:
+        chunk.encode("utf-8")  # every emitted chunk is valid on its own
+    assert out[1] == "" and out[2] == "é"  # held until the second byte of é arrives
+
+
+def test_streaming_detok_flush_replaces_incomplete():
+    d = StreamingDetokenizer(lambda t: b"\xf0\x9f")
+    assert d.add(0) == ""
+    assert d.flush() == "\ufffd"
+
+
+def test_stop_string_split_across_pieces_never_leaks():
+    m = StopMatcher(("</end>",))
+    shown = [m.feed(p) for p in ["Hello </", "en", "d> ignored"]]
+    assert "".join(shown) == "Hello "
+    assert m.stopped and m.flush() == ""
+
+
+def test_stop_false_alarm_released():
+    m = StopMatcher(("STOP",))
+    assert m.feed("ST") == ""
+    assert m.feed("ART") == "START"
+    assert m.feed(" S") == " "
+    assert m.flush() == "S"
