@@ -1,0 +1,56 @@
+"""Start Duet: ``python -m app [FILE.duet]`` (also the ``duet`` command).
+
+A ``.duet`` path on the command line opens that conversation, which is what a file manager
+does on double-click.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+log = logging.getLogger("app")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="duet", description="A desktop chat for local GGUF models.")
+    p.add_argument("file", nargs="?", type=Path, help="a .duet conversation to open")
+    p.add_argument("--no-autoload", action="store_true",
+                   help="do not load the last used model at start")
+    p.add_argument("--log-level", default="WARNING",
+                   choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log verbosity (stderr)")
+    return p.parse_args(argv)
+
+
+def run_gui(args: argparse.Namespace, qt_args: Sequence[str]) -> int:
+    from PySide6.QtWidgets import QApplication
+
+    from app import theme
+    from app.main_window import MainWindow
+    from app.settings import Settings
+
+    app = QApplication.instance() or QApplication(list(qt_args))
+    app.setApplicationName("Duet")
+    app.setOrganizationName("Duet")
+    app.setDesktopFileName("duet")
+    settings = Settings()
+    theme.apply_theme(app, settings["theme"])
+    window = MainWindow(settings, autoload=not args.no_autoload)
+    window.show()
+    if args.file is not None:
+        window.controller.open_path(args.file)
+    return app.exec()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=args.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run_gui(args, [sys.argv[0]])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

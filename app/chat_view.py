@@ -1,0 +1,290 @@
+"""The chat view: one widget per message in a scroll area; only the streaming one re-renders.
+
+Each message shows its role, a one-line summary of how the reply went, and its actions: Copy
+(the raw text), Edit (user messages: edit and resend) and Regenerate (replies). Code blocks
+carry their own Copy link. The view follows the end of the conversation unless the user
+scrolled up.
+"""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QSize, Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QGuiApplication
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
+                               QScrollArea, QSizePolicy, QTextBrowser, QToolButton, QVBoxLayout,
+                               QWidget)
+
+from app import theme
+from app.conversation import Conversation, Turn
+from app.render import COPY_SCHEME, render
+
+ROLE_NAMES = {"user": "You", "assistant": "Duet", "system": "System"}
+REASONS = {"length": "length limit", "context_full": "context full", "cancelled": "stopped",
+           "error": "failed"}
+
+
+class MessageBody(QTextBrowser):
+    """A read-only rich text area as tall as its content (the outer view scrolls)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.codes: list[str] = []
+        self.setOpenLinks(False)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.viewport().setAutoFillBackground(False)
+        self.setStyleSheet("QTextBrowser { background: transparent; }")
+        self.document().setDocumentMargin(2)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self.anchorClicked.connect(self._on_anchor)
+        self.setFixedHeight(24)
+
+    def _fit(self, size) -> None:  # noqa: ANN001 - QSizeF
+        height = math.ceil(size.height()) + 2 * self.frameWidth()
+        if height != self.height():
+            self.setFixedHeight(height)
+
+    def sizeHint(self) -> QSize:
+        return QSize(400, self.height())
+
+    def wheelEvent(self, event) -> None:  # noqa: ANN001 - let the outer view scroll
+        event.ignore()
+
+    def _on_anchor(self, url: QUrl) -> None:
+        if url.scheme() == COPY_SCHEME:
+            try:
+                QGuiApplication.clipboard().setText(self.codes[int(url.path())])
+            except (ValueError, IndexError):
+                pass
+        elif url.scheme() in ("http", "https"):
+            QDesktopServices.openUrl(url)
+
+
+class MessageWidget(QFrame):
+    edit_submitted = Signal(str)
+    regenerate = Signal()
+
+    def __init__(self, turn: Turn, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.turn = turn
+        self.setObjectName(f"{turn.role}Message")
+        self.role_label = QLabel(ROLE_NAMES.get(turn.role, turn.role))
+        self.role_label.setStyleSheet("font-weight: 600;")
+        self.meta_label = QLabel()
+        self.meta_label.setObjectName("messageMeta")
+        self.copy_button = self._tool("Copy", "Copy the message", self._copy)
+        self.edit_button = self._tool("Edit", "Edit this message and send it again",
+                                      self._start_edit)
+        self.regen_button = self._tool("Regenerate", "Generate this reply again",
+                                       self.regenerate.emit)
+        self.edit_button.setVisible(turn.role == "user")
+        self.regen_button.setVisible(turn.role == "assistant")
+
+        header = QHBoxLayout()
+        header.setContentsMargins(0, 0, 0, 0)
+        header.addWidget(self.role_label)
+        header.addWidget(self.meta_label, 1)
+        for b in (self.copy_button, self.edit_button, self.regen_button):
+            header.addWidget(b)
+        self.body = MessageBody(self)
+        self.editor = QPlainTextEdit(self)
+        self.editor.setVisible(False)
+        self.editor.setMinimumHeight(80)
+        send = QPushButton("Send")
+        send.clicked.connect(self._finish_edit)
+        cancel = QPushButton("Cancel")
+        cancel.clicked.connect(self._cancel_edit)
+        self.edit_row = QWidget(self)
+        row = QHBoxLayout(self.edit_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addStretch(1)
+        row.addWidget(cancel)
+        row.addWidget(send)
+        self.edit_row.setVisible(False)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 8, 12, 8)
+        layout.setSpacing(2)
+        layout.addLayout(header)
+        layout.addWidget(self.body)
+        layout.addWidget(self.editor)
+        layout.addWidget(self.edit_row)
+
+    def _tool(self, text: str, tip: str, slot) -> QToolButton:  # noqa: ANN001
+        b = QToolButton(self)
+        b.setText(text)
+        b.setToolTip(tip)
+        b.setAutoRaise(True)
+        b.clicked.connect(slot)
+        return b
+
+    def refresh(self, highlight_draft: bool) -> None:
+        turn = self.turn
+        spans = turn.spans if highlight_draft else ()
+        self.body.codes = render(self.body.document(), turn.text or ("…" if turn.streaming else ""),
+                                 theme.colors(), spans=spans, markdown=turn.role == "assistant")
+        self.meta_label.setText(summary(turn))
+
+    def set_busy(self, busy: bool) -> None:
+        self.edit_button.setEnabled(not busy)
+        self.regen_button.setEnabled(not busy)
+
+    def _copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.turn.text)
+
+    def _start_edit(self) -> None:
+        self.editor.setPlainText(self.turn.text)
+        self._editing(True)
+        self.editor.setFocus()
+
+    def _finish_edit(self) -> None:
+        text = self.editor.toPlainText().strip()
+        self._editing(False)
+        if text:
+            self.edit_submitted.emit(text)
+
+    def _cancel_edit(self) -> None:
+        self._editing(False)
+
+    def _editing(self, on: bool) -> None:
+        self.editor.setVisible(on)
+        self.edit_row.setVisible(on)
+        self.body.setVisible(not on)
+
+
+def summary(turn: Turn) -> str:
+    """"128 tokens · 41.3 tok/s · 72% drafted tokens accepted", plus how it ended if not stop."""
+    parts = []
+    s = turn.stats
+    if turn.streaming:
+        parts.append("generating…")
+    elif s is not None:
+        parts.append(f"{s.n_tokens} tokens · {s.tokens_per_s:.1f} tok/s")
+        if s.proposed:
+            parts.append(f"{s.acceptance_rate:.0%} of drafts accepted")
+    if turn.reason in REASONS:
+        parts.append(REASONS[turn.reason])
+    return " · ".join(parts)
+
+
+class ChatView(QScrollArea):
+    """Shows one conversation. ``regenerate_requested(i)`` / ``edit_requested(i, text)``."""
+
+    regenerate_requested = Signal(int)
+    edit_requested = Signal(int, str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._inner = QWidget()
+        self._inner.setObjectName("chatInner")
+        self._layout = QVBoxLayout(self._inner)
+        self._layout.setContentsMargins(16, 12, 16, 12)
+        self._layout.setSpacing(10)
+        self._layout.addStretch(1)
+        self.setWidget(self._inner)
+        self.placeholder = QLabel("Send a message to start.", self._inner)
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setObjectName("placeholder")
+        self._layout.insertWidget(0, self.placeholder)
+        self.widgets: list[MessageWidget] = []
+        self.conversation: Conversation | None = None
+        self.highlight_draft = True
+        self._busy = False
+        self._follow = True
+        bar = self.verticalScrollBar()
+        bar.valueChanged.connect(self._on_scrolled)
+        bar.rangeChanged.connect(self._on_range)
+        self.restyle()
+
+    # -- content ---------------------------------------------------------------------------
+    def set_conversation(self, conversation: Conversation | None) -> None:
+        for w in self.widgets:
+            w.setParent(None)
+            w.deleteLater()
+        self.widgets = []
+        self.conversation = conversation
+        for turn in conversation.turns if conversation else ():
+            self._add(turn)
+        self._follow = True
+        self._update_placeholder()
+
+    def sync(self) -> None:
+        """Match the widgets to the conversation's turns (after an append or a truncate)."""
+        turns = self.conversation.turns if self.conversation else []
+        keep = 0
+        while keep < min(len(turns), len(self.widgets)) and self.widgets[keep].turn is turns[keep]:
+            keep += 1
+        for w in self.widgets[keep:]:
+            w.setParent(None)
+            w.deleteLater()
+        del self.widgets[keep:]
+        for turn in turns[keep:]:
+            self._add(turn)
+        self._update_placeholder()
+
+    def refresh_last(self) -> None:
+        """Re-render the last message only (the one streaming)."""
+        if self.widgets:
+            self.widgets[-1].refresh(self.highlight_draft)
+
+    def refresh_all(self) -> None:
+        for w in self.widgets:
+            w.refresh(self.highlight_draft)
+
+    def set_highlight_draft(self, on: bool) -> None:
+        if on != self.highlight_draft:
+            self.highlight_draft = on
+            self.refresh_all()
+
+    def set_busy(self, busy: bool) -> None:
+        self._busy = busy
+        for w in self.widgets:
+            w.set_busy(busy)
+
+    def set_placeholder_text(self, text: str) -> None:
+        self.placeholder.setText(text)
+
+    def restyle(self) -> None:
+        """Re-derive the message frames' colours from the current palette (after a theme change)."""
+        self.setStyleSheet(
+            "QWidget#chatInner { background: palette(base); }"
+            "QFrame#userMessage { background: palette(alternate-base); border-radius: 10px; }"
+            "QFrame#systemMessage { border: 1px dashed palette(mid); border-radius: 10px; }"
+            "QLabel#messageMeta, QLabel#placeholder { color: palette(placeholder-text); }")
+        self.refresh_all()
+
+    # -- internals -------------------------------------------------------------------------
+    def _add(self, turn: Turn) -> None:
+        w = MessageWidget(turn, self._inner)
+        w.refresh(self.highlight_draft)
+        w.set_busy(self._busy)
+        w.regenerate.connect(lambda w=w: self._emit_for(w, None))
+        w.edit_submitted.connect(lambda text, w=w: self._emit_for(w, text))
+        self._layout.insertWidget(self._layout.count() - 1, w)
+        self.widgets.append(w)
+
+    def _emit_for(self, widget: MessageWidget, text: str | None) -> None:
+        if widget not in self.widgets:
+            return
+        index = self.widgets.index(widget)
+        if text is None:
+            self.regenerate_requested.emit(index)
+        else:
+            self.edit_requested.emit(index, text)
+
+    def _update_placeholder(self) -> None:
+        self.placeholder.setVisible(not self.widgets)
+
+    def _on_scrolled(self, value: int) -> None:
+        self._follow = value >= self.verticalScrollBar().maximum() - 8
+
+    def _on_range(self, _lo: int, hi: int) -> None:
+        if self._follow:
+            self.verticalScrollBar().setValue(hi)

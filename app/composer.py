@@ -1,0 +1,71 @@
+"""The composer: Enter sends, Shift+Enter starts a new line, Esc (or the Stop button) cancels."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QWidget
+
+
+class ComposerEdit(QPlainTextEdit):
+    submit = Signal()
+    cancel = Signal()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        key, mods = event.key(), event.modifiers()
+        if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and \
+                not mods & Qt.KeyboardModifier.ShiftModifier:
+            self.submit.emit()
+            return
+        if key == Qt.Key.Key_Escape:
+            self.cancel.emit()
+            return
+        super().keyPressEvent(event)
+
+
+class Composer(QWidget):
+    """``send_requested(text)`` on Enter or Send; ``stop_requested`` on Esc or Stop."""
+
+    send_requested = Signal(str)
+    stop_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.edit = ComposerEdit(self)
+        self.edit.setPlaceholderText("Message Duet (Enter sends, Shift+Enter for a new line)")
+        self.edit.setTabChangesFocus(True)
+        self.edit.setFixedHeight(76)
+        self.button = QPushButton("Send", self)
+        self.button.setMinimumWidth(84)
+        self.button.setDefault(True)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(12, 6, 12, 10)
+        layout.addWidget(self.edit, 1)
+        layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
+        self.edit.submit.connect(self._submit)
+        self.edit.cancel.connect(self._cancel)
+        self.button.clicked.connect(self._clicked)
+        self.generating = False
+
+    def set_generating(self, on: bool) -> None:
+        self.generating = on
+        self.button.setText("Stop" if on else "Send")
+        self.button.setToolTip("Stop the reply (Esc)" if on else "Send (Enter)")
+
+    def _clicked(self) -> None:
+        if self.generating:
+            self.stop_requested.emit()
+        else:
+            self._submit()
+
+    def _submit(self) -> None:
+        if self.generating:
+            return
+        text = self.edit.toPlainText().strip()
+        if text:
+            self.edit.clear()
+            self.send_requested.emit(text)
+
+    def _cancel(self) -> None:
+        if self.generating:
+            self.stop_requested.emit()

@@ -1,0 +1,324 @@
+"""The main window: conversations on the left; models bar, notices, chat and composer on the right.
+
+It assembles the widgets, the menus and the engine client, loads models (off the GUI thread,
+through the worker), fetches the starter models on first run, and applies settings changes:
+theme and highlighting at once, model-load options at the next load (it says so).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
+from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QMainWindow, QMessageBox,
+                               QSplitter, QStackedWidget, QVBoxLayout, QWidget)
+
+from engine import paths
+from engine.errors import DuetError
+from engine.runtime import STARTER_FILES
+
+from app import theme
+from app.chat_view import ChatView
+from app.composer import Composer
+from app.controller import ChatController
+from app.conversation import SUFFIX, RecentFiles
+from app.engine_client import EngineClient
+from app.models_panel import FirstRunPanel, ModelsPanel, gguf_paths, installed_models
+from app.notice import NoticeBar
+from app.requests import Failure, Fetched, ModelInfo, Progress
+from app.settings import OPTIONS, Settings
+from app.settings_dialog import SettingsDialog
+from app.sidebar import Sidebar
+from app.status import StatusBar
+
+log = logging.getLogger(__name__)
+
+ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "duet.svg"
+CONVERSATION_FILTER = f"Duet conversations (*{SUFFIX});;All files (*)"
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, settings: Settings | None = None, *, client: EngineClient | None = None,
+                 autoload: bool = True) -> None:
+        super().__init__()
+        self.settings = settings or Settings(parent=self)
+        self.client = client or EngineClient(self)
+        self.recent = RecentFiles()
+        self.model_info: ModelInfo | None = None
+        self.loading = False
+        self.pending_reload: set[str] = set()
+        self.setWindowTitle("Duet")
+        if ICON.exists():
+            self.setWindowIcon(QIcon(str(ICON)))
+        self.setAcceptDrops(True)
+        self._build()
+        self.controller = ChatController(self.client, self.settings, self.chat_view, self.composer,
+                                         self.sidebar, self.status, self.notice, self.recent, self)
+        self.controller.can_chat = lambda: self.model_info is not None or self.loading
+        self.controller.current_changed.connect(self._update_title)
+        self.controller.model_suggested.connect(self._suggest_model)
+        self._build_menus()
+        w = self.client.worker
+        w.loaded.connect(self.on_loaded)
+        w.progress.connect(self.on_progress)
+        w.fetched.connect(self.on_fetched)
+        w.failed.connect(self.on_failed)
+        self.settings.changed.connect(self.on_setting_changed)
+        self.chat_view.set_highlight_draft(self.settings["highlight_draft"])
+        self.controller.start()
+        self._choose_initial_models(autoload)
+        self.resize(1100, 760)
+
+    # -- layout ----------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.sidebar = Sidebar(self)
+        self.sidebar.open_requested.connect(self.open_dialog)
+        self.sidebar.rename_requested.connect(self.rename_dialog)
+        self.models = ModelsPanel(self)
+        self.models.load_requested.connect(self.load_models)
+        self.notice = NoticeBar(self)
+        self.chat_view = ChatView(self)
+        self.composer = Composer(self)
+        self.first_run = FirstRunPanel(self)
+        self.first_run.fetch_requested.connect(self.fetch_starters)
+        self.first_run.open_requested.connect(self._first_run_open)
+        self.first_run.cancel_requested.connect(lambda: self.client.cancel("fetch"))
+        self.stack = QStackedWidget(self)
+        self.stack.addWidget(self.chat_view)
+        self.stack.addWidget(self.first_run)
+        right = QWidget(self)
+        column = QVBoxLayout(right)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        column.addWidget(self.models)
+        notice_row = QVBoxLayout()
+        notice_row.setContentsMargins(12, 2, 12, 4)
+        notice_row.addWidget(self.notice)
+        column.addLayout(notice_row)
+        column.addWidget(self.stack, 1)
+        column.addWidget(self.composer)
+        splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        splitter.addWidget(self.sidebar)
+        splitter.addWidget(right)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([230, 870])
+        self.setCentralWidget(splitter)
+        self.status = StatusBar(self)
+        self.setStatusBar(self.status)
+
+    def _build_menus(self) -> None:
+        c = self.controller
+        bar = self.menuBar()
+        file = bar.addMenu("&File")
+        self._action(file, "&New conversation", c.new, QKeySequence.StandardKey.New)
+        self._action(file, "&Open…", self.open_dialog, QKeySequence.StandardKey.Open)
+        self.recent_menu = file.addMenu("Open &recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent)
+        self._action(file, "&Save", lambda: c.save(), QKeySequence.StandardKey.Save)
+        self._action(file, "Save &as…", self.save_as_dialog, QKeySequence.StandardKey.SaveAs)
+        file.addSeparator()
+        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        conv = bar.addMenu("&Conversation")
+        self._action(conv, "&Rename…", lambda: self.rename_dialog(c.current and c.current.id),
+                     QKeySequence("F2"))
+        self._action(conv, "&Delete", self.delete_dialog)
+        self._action(conv, "S&top the reply", c.stop)
+        model = bar.addMenu("&Model")
+        self._action(model, "Choose &target model…", lambda: self._browse_model(False))
+        self._action(model, "Choose &draft model…", lambda: self._browse_model(True))
+        self._action(model, "&Load / reload", self.reload, QKeySequence("Ctrl+R"))
+        self._action(model, "&Fetch the starter models…", self.fetch_starters)
+        settings = bar.addMenu("&Settings")
+        self._action(settings, "&Preferences…", self.settings_dialog, QKeySequence("Ctrl+,"))
+        help_ = bar.addMenu("&Help")
+        self._action(help_, "&About Duet", self._about)
+
+    def _action(self, menu, text: str, slot, shortcut=None) -> QAction:  # noqa: ANN001
+        action = menu.addAction(text)
+        action.triggered.connect(lambda _checked=False: slot())
+        if shortcut is not None:
+            action.setShortcut(shortcut)
+        return action
+
+    def _update_title(self, conv) -> None:  # noqa: ANN001
+        self.setWindowTitle(f"{conv.title} — Duet" if conv is not None else "Duet")
+
+    # -- models ----------------------------------------------------------------------------
+    def _choose_initial_models(self, autoload: bool) -> None:
+        s = self.settings
+        target = Path(s["target_model"]) if s["target_model"] else None
+        draft = Path(s["draft_model"]) if s["draft_model"] else None
+        installed = installed_models()
+        if target is None or not target.exists():
+            starter = paths.models_dir() / STARTER_FILES["target"]
+            target = starter if starter.exists() else (installed[-1] if installed else None)
+            starter_draft = paths.models_dir() / STARTER_FILES["draft"]
+            draft = starter_draft if target == starter and starter_draft.exists() else None
+        self.models.populate(target, draft)
+        if target is None:
+            self.stack.setCurrentWidget(self.first_run)
+        elif autoload:
+            self.load_models(target, draft)
+
+    def load_models(self, target: Path, draft: Path | None = None) -> None:
+        try:
+            config = self.settings.runtime_config(target, draft)
+        except (DuetError, ValueError) as e:
+            self.notice.show_message(f"Cannot load: {e}", "error")
+            return
+        self.settings.update({"target_model": str(target), "draft_model": str(draft or "")})
+        self.models.populate(target, draft)
+        self.stack.setCurrentWidget(self.chat_view)
+        self.loading = True
+        self.models.set_loading(True, f"Loading {target.name}…")
+        self.client.load(config)
+
+    def reload(self) -> None:
+        if self.models.target() is not None:
+            self.load_models(self.models.target(), self.models.draft())
+
+    def on_loaded(self, info: ModelInfo) -> None:
+        self.loading = False
+        self.model_info = info
+        self.pending_reload.clear()
+        self.models.show_loaded(info)
+        self.status.set_drafter(info.drafter)
+        self.status.set_context(0, info.n_ctx)
+        if info.draft_problem:
+            self.notice.show_message(f"The draft model was not used: {info.draft_problem}. "
+                                     f"Drafting with: {info.drafter}.", "info")
+        elif self.notice.kind == "info" or "reload" in self.notice.text():
+            self.notice.hide()
+
+    def on_progress(self, p: Progress) -> None:
+        if p.op == "fetch":
+            self.first_run.show_progress(p.done, p.total, p.text)
+        elif p.op == "prompt" and p.total:
+            self.status.showMessage(f"Reading the prompt: {p.done} / {p.total} tokens", 2000)
+        elif p.text:
+            self.status.showMessage(p.text, 3000)
+
+    def on_failed(self, failure: Failure) -> None:
+        if failure.op == "load":
+            self.loading = False
+            self.model_info = None
+            self.models.show_failed(failure.message)
+            self.status.clear_stats()
+            self.notice.show_message(f"Could not load the model: {failure.message}", "error")
+        elif failure.op == "fetch":
+            self.first_run.set_fetching(False)
+            self.notice.show_message(f"Fetching the starter models stopped: {failure.message}",
+                                     "error")
+
+    def fetch_starters(self) -> None:
+        self.stack.setCurrentWidget(self.first_run)
+        self.first_run.set_fetching(True)
+        self.client.fetch(("target", "draft"))
+
+    def on_fetched(self, fetched: Fetched) -> None:
+        self.first_run.set_fetching(False)
+        target, *rest = fetched.paths
+        self.load_models(target, rest[0] if rest else None)
+
+    def _first_run_open(self) -> None:
+        path = self.models.browse()
+        if path is not None:
+            self.load_models(path, None)
+
+    def _browse_model(self, as_draft: bool) -> None:
+        path = self.models.browse(as_draft)
+        if path is not None:
+            self.models.set_choice(path, as_draft=as_draft)
+
+    def _suggest_model(self, path: Path) -> None:
+        if Path(path).exists() and not self.loading:
+            self.notice.show_message(f"This conversation was made with {Path(path).name}.",
+                                     "info", "Load it", lambda: self.load_models(Path(path)))
+
+    # -- settings --------------------------------------------------------------------------
+    def on_setting_changed(self, name: str) -> None:
+        value = self.settings[name]
+        option = OPTIONS[name]
+        if name == "theme":
+            theme.apply_theme(QApplication.instance(), value)
+            self.chat_view.restyle()
+        elif name == "highlight_draft":
+            self.chat_view.set_highlight_draft(value)
+        elif option.applies == "reload" and option.visible and (self.model_info or self.loading):
+            self.pending_reload.add(name)
+            labels = ", ".join(OPTIONS[n].label for n in sorted(self.pending_reload))
+            self.notice.show_message(f"{labels}: applies at the next model load.", "info",
+                                     "Reload now", self.reload)
+
+    def settings_dialog(self) -> SettingsDialog:
+        dialog = SettingsDialog(self.settings, self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
+
+    # -- conversation dialogs --------------------------------------------------------------
+    def open_dialog(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Open a conversation",
+                                              str(paths.conversations_dir()), CONVERSATION_FILTER)
+        if name:
+            self.controller.open_path(Path(name))
+
+    def save_as_dialog(self) -> None:
+        conv = self.controller.current
+        if conv is None or not conv.turns:
+            return
+        start = conv.path or paths.conversations_dir() / (conv.title + SUFFIX)
+        name, _ = QFileDialog.getSaveFileName(self, "Save the conversation", str(start),
+                                              CONVERSATION_FILTER)
+        if name:
+            path = Path(name)
+            self.controller.save(conv, path if path.suffix == SUFFIX else path.with_suffix(SUFFIX))
+
+    def rename_dialog(self, cid: str | None) -> None:
+        conv = self.controller.by_id(cid)
+        if conv is None:
+            return
+        title, ok = QInputDialog.getText(self, "Rename", "Title:", text=conv.title)
+        if ok:
+            self.controller.rename(conv.id, title)
+
+    def delete_dialog(self) -> None:
+        conv = self.controller.current
+        if conv is None:
+            return
+        answer = QMessageBox.question(self, "Delete", f"Delete “{conv.title}”?")
+        if answer == QMessageBox.StandardButton.Yes:
+            self.controller.delete(conv.id)
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        for path in self.recent.items:
+            self.recent_menu.addAction(str(path), lambda p=path: self.controller.open_path(p))
+        if not self.recent.items:
+            self.recent_menu.addAction("(none)").setEnabled(False)
+
+    def _about(self) -> None:
+        QMessageBox.about(self, "About Duet", "Duet: a desktop chat for local GGUF models, with "
+                          "speculative decoding and conversations that reopen instantly.")
+
+    # -- window events ---------------------------------------------------------------------
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        urls = event.mimeData().urls()
+        if gguf_paths(urls) or any(u.toLocalFile().endswith(SUFFIX) for u in urls):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        urls = event.mimeData().urls()
+        for url in urls:
+            if url.isLocalFile() and url.toLocalFile().endswith(SUFFIX):
+                self.controller.open_path(Path(url.toLocalFile()))
+        models = gguf_paths(urls)
+        if models:
+            self.models.handle_drop(models[0])
+        event.acceptProposedAction()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.client.shutdown()
+        super().closeEvent(event)

@@ -1,0 +1,122 @@
+"""Splitting a reply into prose and fenced code blocks, and marking drafted spans in prose.
+
+A reply is rendered block by block: prose through Qt's Markdown reader, code blocks by Duet
+(monospace, highlighted, with a copy link). Offsets are kept so that the character spans of
+drafted tokens (offsets into the reply) can be mapped onto each block. Pure Python.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+# Private-use characters bracketing a drafted span in prose; the renderer turns them into a
+# background colour and deletes them.
+MARK_OPEN = "\ue000"
+MARK_CLOSE = "\ue001"
+_MD_PUNCT = set("*_`~[]()#>|!")
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n`]*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """``kind`` is "prose" or "code"; ``start`` is the offset of ``text`` in the reply.
+    ``closed`` is False for a code block whose closing fence has not streamed in yet."""
+
+    kind: str
+    text: str
+    start: int
+    lang: str = ""
+    closed: bool = True
+
+
+def split_blocks(text: str) -> list[Block]:
+    """Prose and fenced code blocks (``` or ~~~, CommonMark's opening/closing rule)."""
+    blocks: list[Block] = []
+    pos = 0  # start of the current line
+    prose_start = 0
+    fence: tuple[str, int, str, int] | None = None  # (char, length, lang, code start)
+    for line in text.splitlines(keepends=True):
+        bare = line.rstrip("\r\n")
+        if fence is None:
+            m = _FENCE.match(bare)
+            if m:
+                if pos > prose_start:
+                    blocks.append(Block("prose", text[prose_start:pos], prose_start))
+                marks = m.group(1)
+                fence = (marks[0], len(marks), m.group(2), pos + len(line))
+        else:
+            char, length, lang, code_start = fence
+            stripped = bare.strip()
+            if stripped and set(stripped) == {char} and len(stripped) >= length and \
+                    len(bare) - len(bare.lstrip(" ")) <= 3:
+                code = text[code_start:pos]
+                blocks.append(Block("code", _drop_newline(code), code_start, lang))
+                fence = None
+                prose_start = pos + len(line)
+        pos += len(line)
+    if fence is not None:
+        _, _, lang, code_start = fence
+        blocks.append(Block("code", text[code_start:], code_start, lang, closed=False))
+    elif pos > prose_start:
+        blocks.append(Block("prose", text[prose_start:pos], prose_start))
+    return blocks
+
+
+def _drop_newline(code: str) -> str:
+    return code[:-1] if code.endswith("\n") else code
+
+
+def add_span(spans: list[tuple[int, int]], start: int, end: int) -> None:
+    """Append ``[start, end)`` to sorted ``spans``, merging with the last one if they touch."""
+    if end <= start:
+        return
+    if spans and spans[-1][1] >= start:
+        spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+    else:
+        spans.append((start, end))
+
+
+def clip(spans: Iterable[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
+    """The parts of ``spans`` inside ``[start, end)``, made relative to ``start``."""
+    out = []
+    for a, b in spans:
+        a, b = max(a, start), min(b, end)
+        if a < b:
+            out.append((a - start, b - start))
+    return out
+
+
+def mark(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """``text`` with MARK_OPEN/MARK_CLOSE around each span (relative offsets, sorted).
+
+    A boundary that would split a run of Markdown punctuation (``**``, a backtick fence) is
+    moved so the Markdown still parses; a span that shrinks to nothing is dropped.
+    """
+    out: list[str] = []
+    last = 0
+    for a, b in spans:
+        a, b = _settle(text, a, +1), _settle(text, b, -1)
+        if a >= b or a < last or not text[a:b].strip("".join(_MD_PUNCT) + " \t\n"):
+            continue
+        out += [text[last:a], MARK_OPEN, text[a:b], MARK_CLOSE]
+        last = b
+    out.append(text[last:])
+    return "".join(out)
+
+
+_LINE_PREFIX = re.compile(r"[ \t]*(?:(?:[-*+>]|#{1,6}|\d{1,9}[.)])(?=[ \t]|$))?[ \t]*")
+
+
+def _settle(text: str, i: int, step: int) -> int:
+    """Move a marker position off Markdown syntax: out of a line's block prefix (list bullet,
+    heading, quote) and out of a run of punctuation. ``step``: +1 for an opening marker."""
+    line_start = text.rfind("\n", 0, i) + 1
+    prefix_end = _LINE_PREFIX.match(text, line_start).end()
+    if line_start <= i < prefix_end or (i == prefix_end and step < 0 and i > line_start):
+        i = prefix_end if step > 0 else max(line_start - 1, 0)
+    while 0 < i < len(text) and text[i - 1] in _MD_PUNCT and text[i] in _MD_PUNCT:
+        i += step
+    return i

@@ -1,0 +1,264 @@
+"""Choosing and loading models: the models bar, and the first-run panel when there are none.
+
+The bar lists the GGUF files of the models folder (starter models by their catalogue name)
+and any file picked with Browse… or dropped on the window; Load sends both choices to the
+worker. After a load it shows what was loaded and the draft/target compatibility verdict.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QProgressBar,
+                               QPushButton, QVBoxLayout, QWidget)
+
+from engine import paths
+from engine.catalog import CATALOG
+
+from app.requests import ModelInfo
+
+log = logging.getLogger(__name__)
+
+BROWSE = "__browse__"
+GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
+STARTER_NAMES = {m.filename: m.display_name for m in CATALOG.values()}
+
+
+def gguf_paths(urls) -> list[Path]:  # noqa: ANN001 - a list of QUrl
+    return [Path(u.toLocalFile()) for u in urls
+            if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf")]
+
+
+def installed_models(folder: Path | None = None) -> list[Path]:
+    """GGUF files in the models folder, smallest first (partial downloads excluded)."""
+    folder = folder or paths.models_dir()
+    try:
+        found = [p for p in folder.iterdir() if p.suffix.lower() == ".gguf" and p.is_file()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: p.stat().st_size)
+
+
+def label_for(path: Path) -> str:
+    return STARTER_NAMES.get(path.name, path.name)
+
+
+class ModelsPanel(QWidget):
+    """``load_requested(target, draft_or_None)``; ``choice_changed(target, draft)`` on any pick."""
+
+    load_requested = Signal(object, object)
+    choice_changed = Signal(object, object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAcceptDrops(True)
+        self.target_combo = QComboBox(self)
+        self.draft_combo = QComboBox(self)
+        for combo in (self.target_combo, self.draft_combo):
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+            combo.setMinimumContentsLength(18)
+            combo.activated.connect(lambda _i, c=combo: self._on_activated(c))
+        self.target_combo.setToolTip("The model that answers (drop a .gguf file here)")
+        self.draft_combo.setToolTip("A small model that drafts tokens for the target to verify")
+        self.load_button = QPushButton("Load", self)
+        self.load_button.clicked.connect(self._request_load)
+        self.busy = QProgressBar(self)
+        self.busy.setRange(0, 0)
+        self.busy.setMaximumWidth(90)
+        self.busy.setTextVisible(False)
+        self.busy.setVisible(False)
+        self.status = QLabel("No model loaded", self)
+        self.status.setObjectName("modelStatus")
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status.setWordWrap(True)
+
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel("Target", self))
+        row.addWidget(self.target_combo)
+        row.addSpacing(8)
+        row.addWidget(QLabel("Draft", self))
+        row.addWidget(self.draft_combo)
+        row.addWidget(self.load_button)
+        row.addWidget(self.busy)
+        row.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 8, 12, 4)
+        layout.setSpacing(4)
+        layout.addLayout(row)
+        layout.addWidget(self.status)
+        self._extra: list[Path] = []
+        self.populate()
+
+    # -- choices ---------------------------------------------------------------------------
+    def populate(self, target: Path | None = None, draft: Path | None = None) -> None:
+        """Refill both lists (models folder + extra files), keeping or setting the choices."""
+        target = target or self.target()
+        draft = draft if draft is not None else self.draft()
+        files = installed_models()
+        for p in (target, draft, *self._extra):
+            if p is not None and p not in files:
+                files.append(p)
+        for combo, none_item in ((self.target_combo, None), (self.draft_combo, "None")):
+            combo.blockSignals(True)
+            combo.clear()
+            if none_item:
+                combo.addItem(none_item, None)
+            for p in files:
+                combo.addItem(label_for(p), str(p))
+                combo.setItemData(combo.count() - 1, str(p), Qt.ItemDataRole.ToolTipRole)
+            combo.addItem("Browse…", BROWSE)
+            combo.blockSignals(False)
+        self._select(self.target_combo, target)
+        self._select(self.draft_combo, draft)
+        self.load_button.setEnabled(self.target() is not None)
+
+    def target(self) -> Path | None:
+        data = self.target_combo.currentData()
+        return Path(data) if data and data != BROWSE else None
+
+    def draft(self) -> Path | None:
+        data = self.draft_combo.currentData()
+        return Path(data) if data and data != BROWSE else None
+
+    def set_choice(self, path: Path, *, as_draft: bool = False) -> None:
+        if path not in self._extra and path.parent != paths.models_dir():
+            self._extra.append(path)
+        if as_draft:
+            self.populate(self.target(), path)
+        else:
+            self.populate(path, self.draft())
+        self.choice_changed.emit(self.target(), self.draft())
+
+    def _select(self, combo: QComboBox, path: Path | None) -> None:
+        index = combo.findData(str(path)) if path else -1
+        if index < 0:
+            index = 0 if combo is self.draft_combo or combo.count() > 1 else -1
+        combo.setCurrentIndex(index)
+
+    def _on_activated(self, combo: QComboBox) -> None:
+        if combo.currentData() == BROWSE:
+            as_draft = combo is self.draft_combo
+            path = self.browse(as_draft)
+            if path is None:
+                self.populate()
+                return
+            self.set_choice(path, as_draft=as_draft)
+        else:
+            self.load_button.setEnabled(self.target() is not None)
+            self.choice_changed.emit(self.target(), self.draft())
+
+    def browse(self, as_draft: bool = False) -> Path | None:
+        title = "Choose a draft model" if as_draft else "Choose a target model"
+        name, _ = QFileDialog.getOpenFileName(self, title, str(paths.models_dir()), GGUF_FILTER)
+        return Path(name) if name else None
+
+    def _request_load(self) -> None:
+        if self.target() is not None:
+            self.load_requested.emit(self.target(), self.draft())
+
+    # -- drag and drop ---------------------------------------------------------------------
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if gguf_paths(event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        files = gguf_paths(event.mimeData().urls())
+        if files:
+            pos = event.position().toPoint()
+            on_draft = self.draft_combo.geometry().contains(pos)
+            self.handle_drop(files[0], as_draft=on_draft)
+            event.acceptProposedAction()
+
+    def handle_drop(self, path: Path, *, as_draft: bool = False) -> None:
+        """A dropped GGUF becomes the target (or the draft) and is loaded at once."""
+        self.set_choice(path, as_draft=as_draft)
+        self._request_load()
+
+    # -- state -----------------------------------------------------------------------------
+    def set_loading(self, on: bool, text: str = "") -> None:
+        self.busy.setVisible(on)
+        self.load_button.setEnabled(not on and self.target() is not None)
+        self.target_combo.setEnabled(not on)
+        self.draft_combo.setEnabled(not on)
+        if text:
+            self.status.setText(text)
+
+    def show_loaded(self, info: ModelInfo) -> None:
+        self.set_loading(False)
+        self.status.setText(describe(info))
+
+    def show_failed(self, message: str) -> None:
+        self.set_loading(False)
+        self.status.setText(f"Not loaded: {message}")
+
+
+def describe(info: ModelInfo) -> str:
+    """One line: what is loaded, the drafter, and the draft/target compatibility verdict."""
+    name = STARTER_NAMES.get(info.target_path.name, info.target_name)
+    text = f"{name} loaded ({info.n_ctx:,} tokens of context, {info.load_s:.1f} s)"
+    if info.draft_path is not None:
+        if info.draft_problem:
+            text += f" · draft refused: {info.draft_problem}"
+        else:
+            draft = STARTER_NAMES.get(info.draft_path.name, info.draft_name or info.draft_path.name)
+            text += f" · draft {draft}: compatible"
+    return text + f" · drafter: {info.drafter}"
+
+
+class FirstRunPanel(QWidget):
+    """Shown when no model is installed: fetch the starter models, or open a GGUF file."""
+
+    fetch_requested = Signal()
+    open_requested = Signal()
+    cancel_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        size_gb = sum(CATALOG[k].size for k in ("target", "draft")) / 1e9
+        title = QLabel("<h2>No model yet</h2>", self)
+        text = QLabel("Duet runs GGUF language models on this computer. Fetch the starter models "
+                      f"(Qwen2.5-Coder 1.5B with a 0.5B draft, about {size_gb:.1f} GB) or open a "
+                      "GGUF file you already have.", self)
+        text.setWordWrap(True)
+        self.fetch_button = QPushButton("Fetch the starter models", self)
+        self.open_button = QPushButton("Open a GGUF file…", self)
+        self.cancel_button = QPushButton("Cancel", self)
+        self.progress = QProgressBar(self)
+        self.progress_label = QLabel(self)
+        self.fetch_button.clicked.connect(self.fetch_requested)
+        self.open_button.clicked.connect(self.open_requested)
+        self.cancel_button.clicked.connect(self.cancel_requested)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.fetch_button)
+        buttons.addWidget(self.open_button)
+        buttons.addWidget(self.cancel_button)
+        buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(32, 32, 32, 32)
+        layout.addWidget(title)
+        layout.addWidget(text)
+        layout.addLayout(buttons)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.progress_label)
+        layout.addStretch(1)
+        self.set_fetching(False)
+
+    def set_fetching(self, on: bool) -> None:
+        self.fetch_button.setEnabled(not on)
+        self.open_button.setEnabled(not on)
+        self.cancel_button.setVisible(on)
+        self.progress.setVisible(on)
+        self.progress_label.setVisible(on)
+        if on:
+            self.progress.setRange(0, 0)
+            self.progress_label.setText("Starting…")
+
+    def show_progress(self, done: int, total: int, text: str) -> None:
+        if total > 0:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(1000 * done / total))
+        self.progress_label.setText(f"{text} — {done / 1e6:.0f} / {total / 1e6:.0f} MB")

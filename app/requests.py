@@ -1,0 +1,146 @@
+"""The messages between the GUI thread and the engine worker: frozen dataclasses, both ways.
+
+Requests are built on the GUI thread and never changed afterwards; results are built on the
+worker thread and only read by the GUI. A request that can be stopped carries its own
+``threading.Event``: the GUI sets it directly (the worker is busy in a loop, so a queued call
+would arrive too late), and a fresh event per request means a late Stop cannot leak into the
+next reply.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from engine.chat import Message
+from engine.events import Done, Token
+from engine.runtime import RuntimeConfig
+from engine.sampling import SamplingParams
+
+
+def _frozen_mapping(obj: object, name: str) -> None:
+    object.__setattr__(obj, name, MappingProxyType(dict(getattr(obj, name))))
+
+
+# -- requests (GUI → worker) ------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadRequest:
+    config: RuntimeConfig
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    conversation_id: str
+    messages: tuple[Message, ...]
+    sampling: SamplingParams
+    cancel: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class SaveRequest:
+    conversation_id: str
+    path: Path
+    messages: tuple[Message, ...]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    with_kv: bool = True
+
+    def __post_init__(self) -> None:
+        _frozen_mapping(self, "settings")
+
+
+@dataclass(frozen=True)
+class OpenRequest:
+    conversation_id: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    keys: tuple[str, ...]
+    cancel: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+
+
+# -- results (worker → GUI) -------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelInfo:
+    """What was loaded. ``draft_problem``: why the draft model was refused (None: it was not)."""
+
+    target_path: Path
+    target_name: str
+    draft_path: Path | None
+    draft_name: str | None
+    drafter: str
+    draft_problem: str | None
+    n_ctx: int
+    load_s: float
+
+
+@dataclass(frozen=True)
+class Progress:
+    """``op``: load, prompt, fetch, open or save; ``total`` 0 means unknown (busy indicator)."""
+
+    op: str
+    done: int = 0
+    total: int = 0
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    conversation_id: str
+    tokens: tuple[Token, ...]
+
+    @property
+    def text(self) -> str:
+        return "".join(t.text for t in self.tokens)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A finished reply with the context fill after it (read on the worker thread)."""
+
+    conversation_id: str
+    done: Done
+    n_past: int
+    n_ctx: int
+
+
+@dataclass(frozen=True)
+class Saved:
+    conversation_id: str
+    path: Path
+    with_kv: bool  # whether the KV state went into the file
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A conversation read from ``path``. ``restored_kv`` False: the text was read but the cache
+    will be recomputed (``note`` says why)."""
+
+    conversation_id: str
+    path: Path
+    messages: tuple[Message, ...]
+    settings: Mapping[str, Any]
+    restored_kv: bool
+    note: str | None
+    model_path: Path | None
+
+    def __post_init__(self) -> None:
+        _frozen_mapping(self, "settings")
+
+
+@dataclass(frozen=True)
+class Fetched:
+    paths: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A request failed; ``message`` is one line fit to show as it is."""
+
+    op: str
+    message: str
+    conversation_id: str | None = None

@@ -1,0 +1,283 @@
+"""The app's settings: one declarative schema, one ``changed(name)`` signal, one JSON file.
+
+File: ``engine.paths.config_dir()/settings.json`` holding ``{"version": 1, "values": {...}}``,
+written atomically (temporary file + ``os.replace``). Reading never fails: a missing or corrupt
+file gives the defaults, and an unknown or invalid value is dropped for its default with a
+logged warning. Options marked ``applies="now"`` take effect on the next request; ``"reload"``
+ones when the models are next loaded (they are baked into the ``Runtime``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal, Mapping
+
+from PySide6.QtCore import QObject, Signal
+
+from engine import paths
+from engine.context import ContextParams
+from engine.errors import DuetError
+from engine.model import ModelSpec
+from engine.runtime import RuntimeConfig
+from engine.sampling import SamplingParams
+from engine.spec.params import SpeculativeParams
+
+log = logging.getLogger(__name__)
+
+VERSION = 1
+FILENAME = "settings.json"
+Applies = Literal["now", "reload"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting. ``minimum``/``maximum`` bound numbers, ``choices`` bound strings; options with
+    ``visible=False`` are remembered state (the last models) rather than preferences."""
+
+    name: str
+    type: type
+    default: Any
+    label: str
+    description: str
+    applies: Applies
+    group: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    visible: bool = True
+
+    def validate(self, value: Any) -> Any:
+        """``value`` converted to this option's type, or ValueError saying why it is refused."""
+        if self.type is float and type(value) is int:
+            value = float(value)
+        if type(value) is not self.type:  # bool is not an int here, on purpose
+            raise ValueError(f"{self.name}: expected {self.type.__name__}, got {type(value).__name__}")
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"{self.name}: {value} is below {self.minimum}")
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError(f"{self.name}: {value} is above {self.maximum}")
+        if self.choices and value not in self.choices:
+            raise ValueError(f"{self.name}: {value!r} is not one of {', '.join(self.choices)}")
+        return value
+
+
+SPEC, SAMPLING, LOADING, CONVERSATIONS, APPEARANCE, MODELS = (
+    "Speculative decoding", "Sampling", "Model loading", "Conversations", "Appearance", "Models")
+
+SCHEMA: tuple[Option, ...] = (
+    Option("speculative", bool, True, "Speculative decoding",
+           "Draft several tokens cheaply and let the target model verify them in one pass.",
+           "reload", SPEC),
+    Option("drafter", str, "auto", "Drafter",
+           "auto: whichever pays now; model: the draft model; ngram: copy from the conversation.",
+           "reload", SPEC, choices=("auto", "model", "ngram")),
+    Option("draft_max", int, 16, "Draft max", "Most tokens drafted per target pass.",
+           "reload", SPEC, 1, 64),
+    Option("draft_min", int, 1, "Draft min", "Fewest tokens worth verifying.", "reload", SPEC, 1, 64),
+    Option("p_min", float, 0.75, "Draft p_min",
+           "The draft model stops drafting when its top probability falls below this.",
+           "reload", SPEC, 0.0, 0.99),
+    Option("ngram_min", int, 2, "N-gram min", "Shortest n-gram the n-gram drafter matches.",
+           "reload", SPEC, 1, 16),
+    Option("ngram_max", int, 5, "N-gram max", "Longest n-gram the n-gram drafter matches.",
+           "reload", SPEC, 1, 16),
+    Option("temperature", float, 0.7, "Temperature", "0 picks the most likely token (greedy).",
+           "now", SAMPLING, 0.0, 2.0),
+    Option("top_p", float, 0.95, "Top-p", "Keep the smallest set of tokens with this much mass.",
+           "now", SAMPLING, 0.01, 1.0),
+    Option("top_k", int, 40, "Top-k", "Keep this many most likely tokens (0: all).",
+           "now", SAMPLING, 0, 1000),
+    Option("min_p", float, 0.05, "Min-p", "Drop tokens less likely than this times the best one.",
+           "now", SAMPLING, 0.0, 0.99),
+    Option("repeat_penalty", float, 1.0, "Repeat penalty", "1 disables it.",
+           "now", SAMPLING, 0.5, 2.0),
+    Option("seed", int, -1, "Seed", "-1: a different seed for every reply.",
+           "now", SAMPLING, -1, 2**31 - 1),
+    Option("max_tokens", int, 1024, "Max reply tokens", "Longest reply, in tokens.",
+           "now", SAMPLING, 1, 32768),
+    Option("system_prompt", str, "", "System prompt", "Sent before every conversation (empty: none).",
+           "now", SAMPLING),
+    Option("context_size", int, 4096, "Context size", "Tokens the model can attend to.",
+           "reload", LOADING, 256, 131072),
+    Option("threads", int, 0, "Threads", "CPU threads (0: one per core).", "reload", LOADING, 0, 256),
+    Option("gpu_layers_target", int, 0, "GPU layers (target)",
+           "Layers of the target offloaded to the GPU (-1: all).", "reload", LOADING, -1, 999),
+    Option("gpu_layers_draft", int, 0, "GPU layers (draft)",
+           "Layers of the draft model offloaded to the GPU (-1: all).", "reload", LOADING, -1, 999),
+    Option("save_kv", bool, True, "Save KV state with conversations",
+           "Saved conversations reopen without recomputing the prompt (larger files).",
+           "now", CONVERSATIONS),
+    Option("autosave", bool, True, "Autosave", "Save the conversation after every reply.",
+           "now", CONVERSATIONS),
+    Option("highlight_draft", bool, True, "Highlight drafted tokens",
+           "Tint the text of tokens that came from the drafter.", "now", APPEARANCE),
+    Option("theme", str, "system", "Theme", "system, light or dark.", "now", APPEARANCE,
+           choices=("system", "light", "dark")),
+    Option("target_model", str, "", "Target model", "The last target GGUF file.", "reload", MODELS,
+           visible=False),
+    Option("draft_model", str, "", "Draft model", "The last draft GGUF file (empty: none).",
+           "reload", MODELS, visible=False),
+)
+OPTIONS: Mapping[str, Option] = MappingProxyType({o.name: o for o in SCHEMA})
+DEFAULTS: Mapping[str, Any] = MappingProxyType({o.name: o.default for o in SCHEMA})
+
+
+def settings_path() -> Path:
+    return paths.config_dir() / FILENAME
+
+
+def parse(data: Any) -> dict[str, Any]:
+    """Values from a decoded settings file: defaults for whatever is missing, unknown or invalid."""
+    values = dict(DEFAULTS)
+    if not isinstance(data, dict) or not isinstance(data.get("values"), dict):
+        log.warning("settings file has no values object; using the defaults")
+        return values
+    version = data.get("version")
+    if version != VERSION:
+        log.warning("settings file has version %r (this Duet writes %d); reading what it can",
+                    version, VERSION)
+    for name, raw in data["values"].items():
+        option = OPTIONS.get(name)
+        if option is None:
+            log.warning("unknown setting %r ignored", name)
+            continue
+        try:
+            values[name] = option.validate(raw)
+        except ValueError as e:
+            log.warning("invalid setting ignored, using the default: %s", e)
+    return values
+
+
+def load(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return dict(DEFAULTS)
+    except OSError as e:
+        log.warning("cannot read %s (%s); using the defaults", path, e)
+        return dict(DEFAULTS)
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        log.warning("%s is not valid JSON (%s); using the defaults", path, e)
+        return dict(DEFAULTS)
+    return parse(data)
+
+
+def save(path: Path, values: Mapping[str, Any]) -> None:
+    """Write ``values`` atomically: a reader sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"version": VERSION, "values": {o.name: values[o.name] for o in SCHEMA}}
+    fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# -- settings → engine dataclasses (pure functions of a values mapping) -----------------------
+def sampling_params(values: Mapping[str, Any]) -> SamplingParams:
+    seed = values["seed"]
+    return SamplingParams(temperature=values["temperature"], top_k=values["top_k"],
+                          top_p=values["top_p"], min_p=values["min_p"],
+                          repeat_penalty=values["repeat_penalty"],
+                          seed=None if seed < 0 else seed, max_tokens=values["max_tokens"])
+
+
+def speculative_params(values: Mapping[str, Any], *, has_draft: bool = True) -> SpeculativeParams:
+    """Off → drafter "none". A min above its max is lowered to the max rather than refused."""
+    drafter = values["drafter"] if values["speculative"] else "none"
+    if drafter == "model" and not has_draft:
+        raise DuetError("the drafter is set to 'model' but no draft model is chosen")
+    return SpeculativeParams(
+        drafter=drafter, draft_max=values["draft_max"],
+        draft_min=min(values["draft_min"], values["draft_max"]), p_min=values["p_min"],
+        ngram_min=min(values["ngram_min"], values["ngram_max"]), ngram_max=values["ngram_max"])
+
+
+def context_params(values: Mapping[str, Any]) -> ContextParams:
+    return ContextParams(n_ctx=values["context_size"], n_threads=values["threads"])
+
+
+def runtime_config(values: Mapping[str, Any], target_path: Path | str,
+                   draft_path: Path | str | None = None) -> RuntimeConfig:
+    draft = (ModelSpec(Path(draft_path), n_gpu_layers=values["gpu_layers_draft"])
+             if draft_path else None)
+    return RuntimeConfig(
+        target=ModelSpec(Path(target_path), n_gpu_layers=values["gpu_layers_target"]),
+        draft=draft, context=context_params(values), sampling=sampling_params(values),
+        speculative=speculative_params(values, has_draft=draft is not None))
+
+
+class Settings(QObject):
+    """The live settings. ``changed(name)`` fires once per option whose value changed."""
+
+    changed = Signal(str)
+
+    def __init__(self, path: Path | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.path = path or settings_path()
+        self._values = load(self.path)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def get(self, name: str) -> Any:
+        return self._values[name]
+
+    @property
+    def values(self) -> Mapping[str, Any]:
+        """A read-only snapshot (safe to hand to another thread)."""
+        return MappingProxyType(dict(self._values))
+
+    def set(self, name: str, value: Any) -> bool:
+        return bool(self.update({name: value}))
+
+    def update(self, new: Mapping[str, Any]) -> list[str]:
+        """Validate all of ``new`` (ValueError: nothing changes), store, save once, signal.
+
+        Returns the names whose value changed."""
+        checked = {}
+        for name, value in new.items():
+            if name not in OPTIONS:
+                raise ValueError(f"unknown setting {name!r}")
+            checked[name] = OPTIONS[name].validate(value)
+        changed = [n for n, v in checked.items() if self._values[n] != v]
+        if not changed:
+            return []
+        self._values.update(checked)
+        try:
+            save(self.path, self._values)
+        except OSError as e:
+            log.warning("cannot save settings to %s: %s", self.path, e)
+        for name in changed:
+            self.changed.emit(name)
+        return changed
+
+    def reset(self) -> list[str]:
+        return self.update({o.name: o.default for o in SCHEMA if o.visible})
+
+    # -- the engine's parameters, from the current values ----------------------------------
+    def sampling_params(self) -> SamplingParams:
+        return sampling_params(self._values)
+
+    def speculative_params(self, *, has_draft: bool = True) -> SpeculativeParams:
+        return speculative_params(self._values, has_draft=has_draft)
+
+    def context_params(self) -> ContextParams:
+        return context_params(self._values)
+
+    def runtime_config(self, target_path: Path | str,
+                       draft_path: Path | str | None = None) -> RuntimeConfig:
+        return runtime_config(self._values, target_path, draft_path)

@@ -1,0 +1,116 @@
+"""The settings dialog, generated from the schema: one field per visible option, by group.
+
+Options that apply at the next model load are marked with a ⟳ and listed after OK, so the
+user knows a reload is needed; the others apply to the next request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox,
+                               QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QScrollArea,
+                               QSpinBox, QVBoxLayout, QWidget)
+
+from app.settings import OPTIONS, SCHEMA, Option, Settings
+
+RELOAD_MARK = " ⟳"
+
+
+def editor_for(option: Option, value: Any) -> QWidget:
+    if option.type is bool:
+        w = QCheckBox()
+        w.setChecked(value)
+    elif option.choices:
+        w = QComboBox()
+        w.addItems(list(option.choices))
+        w.setCurrentText(value)
+    elif option.type is int:
+        w = QSpinBox()
+        w.setRange(int(option.minimum), int(option.maximum))
+        w.setValue(value)
+    elif option.type is float:
+        w = QDoubleSpinBox()
+        w.setDecimals(2)
+        w.setSingleStep(0.05)
+        w.setRange(option.minimum, option.maximum)
+        w.setValue(value)
+    else:
+        w = QLineEdit()
+        w.setText(value)
+    w.setToolTip(option.description)
+    w.setObjectName(option.name)
+    return w
+
+
+def editor_value(option: Option, w: QWidget) -> Any:
+    if isinstance(w, QCheckBox):
+        return w.isChecked()
+    if isinstance(w, QComboBox):
+        return w.currentText()
+    if isinstance(w, QSpinBox):
+        return w.value()
+    if isinstance(w, QDoubleSpinBox):
+        return round(w.value(), 4)
+    return w.text()
+
+
+class SettingsDialog(QDialog):
+    def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Duet settings")
+        self.settings = settings
+        self.editors: dict[str, QWidget] = {}
+        self.changed: list[str] = []
+        inner = QWidget()
+        column = QVBoxLayout(inner)
+        groups: dict[str, QFormLayout] = {}
+        for option in SCHEMA:
+            if not option.visible:
+                continue
+            if option.group not in groups:
+                box = QGroupBox(option.group, inner)
+                groups[option.group] = QFormLayout(box)
+                column.addWidget(box)
+            w = editor_for(option, settings[option.name])
+            label = QLabel(option.label + (RELOAD_MARK if option.applies == "reload" else ""))
+            label.setToolTip(option.description)
+            groups[option.group].addRow(label, w)
+            self.editors[option.name] = w
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(inner)
+        note = QLabel(f"{RELOAD_MARK.strip()} applies at the next model load; "
+                      "everything else applies to the next reply.", self)
+        note.setWordWrap(True)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                   | QDialogButtonBox.StandardButton.Cancel
+                                   | QDialogButtonBox.StandardButton.RestoreDefaults, self)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults).clicked.connect(
+            self.restore_defaults)
+        layout = QVBoxLayout(self)
+        layout.addWidget(scroll, 1)
+        bottom = QHBoxLayout()
+        bottom.addWidget(note, 1)
+        layout.addLayout(bottom)
+        layout.addWidget(buttons)
+        self.resize(520, 640)
+
+    def values(self) -> dict[str, Any]:
+        return {name: editor_value(OPTIONS[name], w) for name, w in self.editors.items()}
+
+    def restore_defaults(self) -> None:
+        for option in SCHEMA:
+            if option.name in self.editors:
+                old = self.editors[option.name]
+                new = editor_for(option, option.default)
+                form = old.parentWidget().layout()
+                form.replaceWidget(old, new)
+                old.deleteLater()
+                self.editors[option.name] = new
+
+    def accept(self) -> None:
+        self.changed = self.settings.update(self.values())
+        super().accept()

@@ -1,0 +1,88 @@
+"""The conversation list: new, open, rename, delete (the window does the work)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtWidgets import (QHBoxLayout, QListWidget, QListWidgetItem, QMenu, QPushButton,
+                               QVBoxLayout, QWidget)
+
+from app.conversation import Conversation
+
+ID_ROLE = Qt.ItemDataRole.UserRole
+
+
+class Sidebar(QWidget):
+    selected = Signal(str)
+    new_requested = Signal()
+    open_requested = Signal()
+    rename_requested = Signal(str)
+    delete_requested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.list = QListWidget(self)
+        self.list.setObjectName("conversationList")
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setUniformItemSizes(True)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._menu)
+        self.list.currentItemChanged.connect(self._on_current)
+        self.list.itemDoubleClicked.connect(lambda item: self.rename_requested.emit(item.data(ID_ROLE)))
+        new = QPushButton("New", self)
+        new.setToolTip("New conversation (Ctrl+N)")
+        new.clicked.connect(self.new_requested)
+        open_ = QPushButton("Open…", self)
+        open_.setToolTip("Open a .duet conversation file (Ctrl+O)")
+        open_.clicked.connect(self.open_requested)
+        buttons = QHBoxLayout()
+        buttons.setContentsMargins(0, 0, 0, 0)
+        buttons.addWidget(new)
+        buttons.addWidget(open_)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 4, 8)
+        layout.addLayout(buttons)
+        layout.addWidget(self.list, 1)
+
+    def set_conversations(self, conversations: Sequence[Conversation], current: str | None) -> None:
+        self.list.blockSignals(True)
+        self.list.clear()
+        for conv in conversations:
+            item = QListWidgetItem(self._label(conv))
+            item.setData(ID_ROLE, conv.id)
+            item.setToolTip(str(conv.path) if conv.path else "Not saved yet")
+            self.list.addItem(item)
+            if conv.id == current:
+                self.list.setCurrentItem(item)
+        self.list.blockSignals(False)
+
+    def update_conversation(self, conv: Conversation) -> None:
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            if item.data(ID_ROLE) == conv.id:
+                item.setText(self._label(conv))
+                item.setToolTip(str(conv.path) if conv.path else "Not saved yet")
+
+    def current_id(self) -> str | None:
+        item = self.list.currentItem()
+        return item.data(ID_ROLE) if item else None
+
+    @staticmethod
+    def _label(conv: Conversation) -> str:
+        return conv.title + (" •" if conv.dirty else "")
+
+    def _on_current(self, item: QListWidgetItem | None, _prev: QListWidgetItem | None) -> None:
+        if item is not None:
+            self.selected.emit(item.data(ID_ROLE))
+
+    def _menu(self, pos: QPoint) -> None:
+        item = self.list.itemAt(pos)
+        if item is None:
+            return
+        cid = item.data(ID_ROLE)
+        menu = QMenu(self)
+        menu.addAction("Rename…", lambda: self.rename_requested.emit(cid))
+        menu.addAction("Delete", lambda: self.delete_requested.emit(cid))
+        menu.exec(self.list.mapToGlobal(pos))

@@ -1,0 +1,159 @@
+"""The engine worker: one QObject on one QThread owns the Runtime (models and llama contexts).
+
+The GUI reaches it only through queued signals carrying the frozen requests of
+``app.requests``, and hears back through the signals below. Tokens are coalesced (at most one
+``tokens`` batch per ~33 ms, and a final flush before ``finished``). Every slot catches what it
+raises: a DuetError becomes ``failed`` with its one-line message, anything else is logged with
+its traceback and reported in one line; the thread never dies of an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Iterator
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from engine import paths
+from engine.errors import DuetError
+from engine.events import Done, PromptProgress, Token
+from engine.runtime import Runtime
+
+from app.requests import (ChatRequest, Failure, FetchRequest, Fetched, LoadRequest, ModelInfo,
+                          Opened, OpenRequest, Progress, Reply, SaveRequest, Saved, TokenBatch)
+from app.throttle import DEFAULT_INTERVAL_S, Coalescer
+
+log = logging.getLogger(__name__)
+
+FETCH_PROGRESS_INTERVAL_S = 0.1
+
+
+class EngineWorker(QObject):
+    loaded = Signal(object)  # ModelInfo
+    progress = Signal(object)  # Progress
+    tokens = Signal(object)  # TokenBatch
+    finished = Signal(object)  # Reply
+    saved = Signal(object)  # Saved
+    opened = Signal(object)  # Opened
+    fetched = Signal(object)  # Fetched
+    failed = Signal(object)  # Failure
+
+    def __init__(self, token_interval: float = DEFAULT_INTERVAL_S) -> None:
+        super().__init__()
+        self.runtime: Runtime | None = None
+        self.token_interval = token_interval
+
+    # -- slots (run on the worker thread) --------------------------------------------------
+    @Slot(object)
+    def load(self, req: LoadRequest) -> None:
+        with self._guard("load"):
+            self.close()
+            cfg = req.config
+            self.progress.emit(Progress("load", text=f"Loading {cfg.target.path.name}…"))
+            t0 = time.perf_counter()
+            rt = Runtime(cfg)
+            self.runtime = rt
+            spec = getattr(rt, "speculation", None)
+            draft_model = getattr(rt, "draft_model", None)
+            info = ModelInfo(
+                target_path=cfg.target.path, target_name=rt.target.display_name,
+                draft_path=cfg.draft.path if cfg.draft else None,
+                draft_name=draft_model.display_name if draft_model is not None else None,
+                drafter=getattr(spec, "name", cfg.speculative.drafter) if spec else "none",
+                draft_problem=getattr(rt, "draft_problem", None),
+                n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0)
+            log.info("loaded %s in %.2f s (drafter %s)", info.target_name, info.load_s, info.drafter)
+            self.loaded.emit(info)
+
+    @Slot(object)
+    def chat(self, req: ChatRequest) -> None:
+        with self._guard("chat", req.conversation_id):
+            rt = self._runtime()
+            batches: Coalescer[Token] = Coalescer(self.token_interval)
+            for event in rt.generator.chat(req.messages, req.sampling, req.cancel):
+                if isinstance(event, Token):
+                    batch = batches.add(event)
+                    if batch:
+                        self.tokens.emit(TokenBatch(req.conversation_id, tuple(batch)))
+                elif isinstance(event, PromptProgress):
+                    self.progress.emit(Progress("prompt", event.done, event.total))
+                elif isinstance(event, Done):
+                    rest = batches.flush()
+                    if rest:
+                        self.tokens.emit(TokenBatch(req.conversation_id, tuple(rest)))
+                    self.finished.emit(Reply(req.conversation_id, event, rt.ctx.n_past,
+                                             rt.ctx.n_ctx))
+
+    @Slot(object)
+    def save(self, req: SaveRequest) -> None:
+        with self._guard("save", req.conversation_id):
+            from engine.session.store import save_conversation
+
+            rt = self._runtime()
+            req.path.parent.mkdir(parents=True, exist_ok=True)
+            report = save_conversation(req.path, rt, req.messages, settings=dict(req.settings),
+                                       with_kv=req.with_kv)
+            self.saved.emit(Saved(req.conversation_id, req.path, report.with_kv))
+
+    @Slot(object)
+    def open(self, req: OpenRequest) -> None:
+        with self._guard("open", req.conversation_id):
+            from engine.session.store import open_conversation
+
+            self.progress.emit(Progress("open", text=f"Opening {req.path.name}…"))
+            res = open_conversation(req.path, self.runtime)
+            self.opened.emit(Opened(req.conversation_id, req.path, tuple(res.messages),
+                                    res.settings, res.restored_kv, res.note, res.model_path))
+
+    @Slot(object)
+    def fetch(self, req: FetchRequest) -> None:
+        with self._guard("fetch"):
+            from engine import catalog
+            from engine.fetch import fetch
+
+            last = [0.0]
+
+            def report(p) -> None:  # noqa: ANN001 - engine.fetch.FetchProgress
+                now = time.monotonic()
+                if p.stage in ("download", "assemble", "verify") and \
+                        now - last[0] < FETCH_PROGRESS_INTERVAL_S and p.done_bytes < p.total_bytes:
+                    return
+                last[0] = now
+                self.progress.emit(Progress("fetch", p.done_bytes, p.total_bytes,
+                                            f"{p.model_key}: {p.stage}"))
+
+            got = [fetch(m, paths.models_dir(), progress=report, cancel=req.cancel)
+                   for m in catalog.select(keys=req.keys)]
+            self.fetched.emit(Fetched(tuple(got)))
+
+    @Slot()
+    def close(self) -> None:
+        """Free the models and contexts (the worker thread, or any thread once it stopped)."""
+        if self.runtime is not None:
+            self.runtime.close()
+            self.runtime = None
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _runtime(self) -> Runtime:
+        if self.runtime is None:
+            raise DuetError("no model is loaded: choose a model and press Load")
+        return self.runtime
+
+    @contextlib.contextmanager
+    def _guard(self, op: str, conversation_id: str | None = None) -> Iterator[None]:
+        try:
+            yield
+        except DuetError as e:
+            log.warning("%s failed: %s", op, e)
+            self.failed.emit(Failure(op, str(e), conversation_id))
+        except MemoryError:
+            log.exception("%s ran out of memory", op)
+            self.failed.emit(Failure(op, "out of memory; try a smaller model or context size",
+                                     conversation_id))
+        except Exception as e:  # noqa: BLE001 - the worker must survive anything
+            log.exception("%s failed unexpectedly", op)
+            line = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+            self.failed.emit(Failure(op, f"unexpected error: {line}", conversation_id))
+
