@@ -22,19 +22,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="do not load the last used model at start")
     p.add_argument("--log-level", default="WARNING",
                    choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log verbosity (stderr)")
+    # Startup-time measurement (tests): quit as soon as the window is on screen.
+    p.add_argument("--exit-after-show", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
-def run_gui(args: argparse.Namespace, qt_args: Sequence[str]) -> int:
+def create_window(args: argparse.Namespace):  # noqa: ANN201 - app.main_window.MainWindow
+    """The QApplication (created if needed) and the shown main window, FILE opened if given."""
     from PySide6.QtWidgets import QApplication
 
     from app import theme
     from app.main_window import MainWindow
     from app.settings import Settings
 
-    app = QApplication.instance() or QApplication(list(qt_args))
+    app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setApplicationName("Duet")
-    app.setOrganizationName("Duet")
     app.setDesktopFileName("duet")
     settings = Settings()
     theme.apply_theme(app, settings["theme"])
@@ -42,6 +44,18 @@ def run_gui(args: argparse.Namespace, qt_args: Sequence[str]) -> int:
     window.show()
     if args.file is not None:
         window.controller.open_path(args.file)
+    return window
+
+
+def run_gui(args: argparse.Namespace) -> int:
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    window = create_window(args)
+    app = QApplication.instance()
+    if args.exit_after_show:
+        QTimer.singleShot(0, window.close)
+        QTimer.singleShot(0, app.quit)
     return app.exec()
 
 
@@ -49,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return run_gui(args, [sys.argv[0]])
+    return run_gui(args)
 
 
 if __name__ == "__main__":

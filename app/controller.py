@@ -37,6 +37,7 @@ class ChatController(QObject):
     reply_finished = Signal(object)  # Reply (after the view and the conversation were updated)
     conversation_saved = Signal(object)  # Saved
     conversation_opened = Signal(object)  # Opened
+    request_failed = Signal(object)  # Failure of a chat, save or open (after it was shown)
 
     def __init__(self, client: EngineClient, settings: Settings, view: ChatView,
                  composer: Composer, sidebar: Sidebar, status: StatusBar, notice: NoticeBar,
@@ -284,3 +285,6 @@ class ChatController(QObject):
                     self.sidebar.set_conversations(self.conversations,
                                                    self.current and self.current.id)
             self.notice.show_message(f"Could not open the conversation: {failure.message}", "error")
+        else:
+            return
+        self.request_failed.emit(failure)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QMainWindow, QMessageBox,
                                QSplitter, QStackedWidget, QVBoxLayout, QWidget)
@@ -40,6 +40,9 @@ CONVERSATION_FILTER = f"Duet conversations (*{SUFFIX});;All files (*)"
 
 
 class MainWindow(QMainWindow):
+    model_loaded = Signal(object)  # ModelInfo, once the window has shown it
+    model_failed = Signal(object)  # Failure of a load or a fetch
+
     def __init__(self, settings: Settings | None = None, *, client: EngineClient | None = None,
                  autoload: bool = True) -> None:
         super().__init__()
@@ -191,6 +194,7 @@ class MainWindow(QMainWindow):
                                      f"Drafting with: {info.drafter}.", "info")
         elif self.notice.kind == "info" or "reload" in self.notice.text():
             self.notice.hide()
+        self.model_loaded.emit(info)
 
     def on_progress(self, p: Progress) -> None:
         if p.op == "fetch":
@@ -211,6 +215,9 @@ class MainWindow(QMainWindow):
             self.first_run.set_fetching(False)
             self.notice.show_message(f"Fetching the starter models stopped: {failure.message}",
                                      "error")
+        else:
+            return
+        self.model_failed.emit(failure)
 
     def fetch_starters(self) -> None:
         self.stack.setCurrentWidget(self.first_run)

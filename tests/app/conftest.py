@@ -1,0 +1,158 @@
+"""GUI test setup: offscreen Qt, an isolated DUET_HOME per session, Qt warnings fail tests.
+
+The real models folder is resolved by tests/conftest.py (DUET_MODELS_DIR) before DUET_HOME is
+pointed at a temporary folder here, so settings, conversations and caches are isolated while
+the tests still run the real SmolLM2. The speculator's one-off verify-cost calibration is
+copied from the machine's cache when there is one (it is a per-machine measurement, not state).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+from PySide6.QtCore import QObject, Signal  # noqa: E402
+
+from engine import paths  # noqa: E402
+
+REAL_CACHE = paths.cache_dir()
+# The offscreen platform plugin warns about this on every top-level window; it is not ours.
+IGNORED_QT_MESSAGES = ("This plugin does not support propagateSizeHints",)
+
+
+def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.qt_log_level_fail("WARNING"))
+            item.add_marker(pytest.mark.qt_log_ignore(*IGNORED_QT_MESSAGES))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def duet_home(tmp_path_factory: pytest.TempPathFactory):
+    home = tmp_path_factory.mktemp("duet-home")
+    calibration = REAL_CACHE / "verify-cost.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DUET_HOME", str(home))
+        if calibration.exists():
+            paths.cache_dir().mkdir(parents=True, exist_ok=True)
+            shutil.copy(calibration, paths.cache_dir() / calibration.name)
+        yield home
+
+
+@pytest.fixture
+def settings(tmp_path: Path):
+    """Settings in a per-test file, tuned for short, deterministic replies."""
+    from app.settings import Settings
+
+    s = Settings(tmp_path / "settings.json")
+    s.update({"temperature": 0.0, "max_tokens": 24, "speculative": False, "autosave": False,
+              "context_size": 2048, "theme": "light"})
+    return s
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, duet_home: Path) -> Path:
+    """A per-test DUET_HOME (conversations, recent files), with the session's calibration."""
+    h = tmp_path / "home"
+    if (duet_home / "cache").exists():
+        shutil.copytree(duet_home / "cache", h / "cache")
+    monkeypatch.setenv("DUET_HOME", str(h))
+    return h
+
+
+class _Hop(QObject):
+    """Lives on the GUI thread; ``take`` is queued there and re-emits ``out`` from there."""
+
+    out = Signal(object)
+
+    def take(self, obj: object) -> None:
+        self.out.emit(obj)
+
+
+class Relay:
+    """The worker's signals, re-emitted on the GUI thread, with a record of what came.
+
+    A lambda connected straight to a signal of the worker thread would run on that thread
+    (PySide only queues calls to QObject methods), and pytest-qt's waitSignal would stop its
+    timer from there; so tests listen to these instead.
+    """
+
+    NAMES = ("loaded", "progress", "tokens", "finished", "saved", "opened", "fetched", "failed")
+
+    def __init__(self, worker) -> None:  # noqa: ANN001
+        self.events: list[tuple[str, float, object]] = []
+        self._hops = {}
+        for name in self.NAMES:
+            hop = _Hop()
+            getattr(worker, name).connect(hop.take)
+            hop.out.connect(lambda obj, name=name: self.events.append(
+                (name, time.perf_counter(), obj)))
+            self._hops[name] = hop
+            setattr(self, name, hop.out)
+
+    def of(self, name: str) -> list:
+        return [obj for n, _, obj in self.events if n == name]
+
+
+LONG_MS = 180_000  # a generous ceiling for model work on a busy 2-core machine
+
+
+class Driver:
+    """Drives a MainWindow the way a user would, waiting on the signals that end each step."""
+
+    def __init__(self, qtbot, window) -> None:  # noqa: ANN001
+        self.qtbot, self.window = qtbot, window
+        self.relay = Relay(window.client.worker)
+
+    def load(self, target: Path, draft: Path | None = None):  # noqa: ANN201 - ModelInfo
+        with self.qtbot.waitSignal(self.window.model_loaded, timeout=LONG_MS) as blocker:
+            self.window.load_models(target, draft)
+        return blocker.args[0]
+
+    def send(self, text: str, *, keys: bool = False):  # noqa: ANN201 - Reply
+        with self.qtbot.waitSignal(self.window.controller.reply_finished,
+                                   timeout=LONG_MS) as blocker:
+            if keys:
+                from PySide6.QtCore import Qt
+
+                edit = self.window.composer.edit
+                self.qtbot.keyClicks(edit, text)
+                self.qtbot.keyClick(edit, Qt.Key.Key_Return)
+            else:
+                self.window.controller.send(text)
+        return blocker.args[0]
+
+    def finish(self, action) -> object:  # noqa: ANN001 - run action, wait for the reply
+        with self.qtbot.waitSignal(self.window.controller.reply_finished,
+                                   timeout=LONG_MS) as blocker:
+            action()
+        return blocker.args[0]
+
+
+@pytest.fixture
+def relay_for():  # noqa: ANN201
+    return Relay
+
+
+@pytest.fixture
+def window(qtbot, settings, home):  # noqa: ANN001, ANN201
+    from app.main_window import MainWindow
+
+    w = MainWindow(settings, autoload=False)
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitExposed(w)
+    yield w
+    w.close()
+
+
+@pytest.fixture
+def driver(qtbot, window) -> Driver:  # noqa: ANN001
+    return Driver(qtbot, window)

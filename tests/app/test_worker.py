@@ -1,0 +1,107 @@
+"""The engine worker on its QThread, driven through EngineClient with the real SmolLM2."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.chat import Message
+from engine.context import ContextParams
+from engine.model import ModelSpec
+from engine.runtime import RuntimeConfig
+from engine.sampling import SamplingParams
+from engine.spec.params import SpeculativeParams
+
+from app.engine_client import EngineClient
+
+LONG_MS = 180_000
+GREEDY = SamplingParams(temperature=0.0, max_tokens=24)
+
+
+def _config(path: Path) -> RuntimeConfig:
+    return RuntimeConfig(target=ModelSpec(path), context=ContextParams(n_ctx=1024),
+                         speculative=SpeculativeParams(drafter="none"))
+
+
+@pytest.fixture
+def client(qtbot, relay_for):  # noqa: ANN001, ANN201
+    c = EngineClient()
+    c.relay = relay_for(c.worker)
+    yield c
+    c.shutdown()
+    assert c.worker.runtime is None  # the models were freed
+
+
+@pytest.fixture
+def loaded(qtbot, client, smol_path):  # noqa: ANN001, ANN201
+    with qtbot.waitSignal(client.relay.loaded, timeout=LONG_MS) as blocker:
+        client.load(_config(smol_path))
+    info = blocker.args[0]
+    assert info.target_path == smol_path and info.n_ctx >= 1024 and info.drafter == "none"
+    client.relay.events.clear()
+    return client
+
+
+def test_chat_streams_coalesced_batches_then_finishes(qtbot, loaded) -> None:  # noqa: ANN001
+    events = loaded.relay.events
+    with qtbot.waitSignal(loaded.relay.finished, timeout=LONG_MS):
+        loaded.chat("c1", [Message("user", "Name three colours.")], GREEDY)
+    kinds = [e[0] for e in events]
+    assert kinds[-1] == "finished" and "tokens" in kinds and "failed" not in kinds
+    reply = events[-1][2]
+    batches = [e[2] for e in events if e[0] == "tokens"]
+    assert all(b.conversation_id == "c1" for b in batches)
+    streamed = "".join(b.text for b in batches)
+    assert reply.done.text == streamed + reply.done.tail
+    assert sum(len(b.tokens) for b in batches) <= reply.done.stats.n_tokens
+    # at most one batch per ~33 ms (plus the final flush)
+    span = events[-1][1] - events[0][1]
+    assert len(batches) <= span / 0.033 + 2
+    assert 0 < reply.n_past <= reply.n_ctx
+
+
+def test_cancel_stops_within_a_token(qtbot, loaded) -> None:  # noqa: ANN001
+    events = loaded.relay.events
+    long = SamplingParams(temperature=0.0, max_tokens=500)
+    loaded.chat("c2", [Message("user", "Write a long story about a lighthouse keeper.")], long)
+    qtbot.waitUntil(lambda: sum(len(e[2].tokens) for e in events if e[0] == "tokens") >= 3,
+                    timeout=LONG_MS)
+    seen = sum(len(e[2].tokens) for e in events if e[0] == "tokens")
+    t_cancel = time.perf_counter()
+    with qtbot.waitSignal(loaded.relay.finished, timeout=LONG_MS) as blocker:
+        loaded.cancel("chat")
+    delay = time.perf_counter() - t_cancel
+    done = blocker.args[0].done
+    assert done.reason == "cancelled"
+    # the loop checks the event before each target pass: at most the step in flight (and the
+    # tokens still held by the 33 ms coalescer) come after the Stop
+    assert done.stats.n_tokens - seen <= 3
+    per_token = done.stats.gen_s / max(done.stats.n_tokens, 1)
+    assert delay < 3 * per_token + 0.5, (delay, per_token)
+
+
+def test_errors_are_reported_and_the_thread_survives(qtbot, client, smol_path, tmp_path) -> None:  # noqa: ANN001
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"this is not a model" * 10)
+    relay = client.relay
+    with qtbot.waitSignal(relay.failed, timeout=LONG_MS):
+        client.chat("c0", [Message("user", "hi")], GREEDY)
+    failures = relay.of("failed")
+    assert failures[-1].op == "chat" and "no model is loaded" in failures[-1].message
+    with qtbot.waitSignal(relay.failed, timeout=LONG_MS):
+        client.load(_config(bad))
+    failures = relay.of("failed")
+    assert failures[-1].op == "load" and "not a GGUF" in failures[-1].message
+    assert "\n" not in failures[-1].message
+    with qtbot.waitSignal(relay.failed, timeout=LONG_MS):
+        client.open("c9", tmp_path / "missing.duet")
+    failures = relay.of("failed")
+    assert failures[-1].op == "open" and failures[-1].conversation_id == "c9"
+    # still alive: a good model loads and answers
+    with qtbot.waitSignal(relay.loaded, timeout=LONG_MS):
+        client.load(_config(smol_path))
+    with qtbot.waitSignal(relay.finished, timeout=LONG_MS) as blocker:
+        client.chat("c1", [Message("user", "Say yes.")], GREEDY)
+    assert blocker.args[0].done.stats.n_tokens > 0
