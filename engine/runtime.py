@@ -62,6 +62,7 @@ class Runtime:
             self._closables.insert(0, self.ctx)
             self.draft_model: Model | None = None
             self.draft_ctx: Context | None = None
+            self.draft_problem: str | None = None  # why a configured draft model is not used
             self.speculation = self._build_speculation()
             self.generator = Generator(self.ctx, self.speculation)
         except BaseException:

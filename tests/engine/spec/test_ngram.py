@@ -1,5 +1,5 @@
 """Tests of engine.spec.ngram: matching semantics against a brute-force reference, the
-incremental index under appends, rewinds and edits, the adaptive length, and speed."""
+incremental index under appends, rewinds and edits, the match length, and speed."""
 from __future__ import annotations
 
 import time
@@ -24,28 +24,27 @@ def reference(history: list[int], params: NgramParams, cap: int) -> tuple[int, .
     return ()
 
 
-WIDE = NgramParams(ngram_min=2, ngram_max=4, start_len=64, draft_max=64)
+WIDE = NgramParams(ngram_min=2, ngram_max=4)
 
 
 def test_most_recent_occurrence_wins() -> None:
     d = NgramDrafter(WIDE)
     h = [7, 8, 1, 2, 7, 8, 3, 4, 9, 7, 8]
-    assert d.propose(h, 3).tokens == (3, 4, 9)
-    assert d.last_match_len == 2
+    draft = d.propose(h, 3)
+    assert draft.tokens == (3, 4, 9) and draft.match_len == 2
 
 
 def test_longer_match_preferred_over_more_recent() -> None:
     d = NgramDrafter(WIDE)
     # (5, 7, 8) occurred at 0 followed by 1; (7, 8) alone occurred later followed by 3.
     h = [5, 7, 8, 1, 1, 7, 8, 3, 3, 5, 7, 8]
-    assert d.propose(h, 2).tokens == (1, 1)
-    assert d.last_match_len == 3
+    draft = d.propose(h, 2)
+    assert draft.tokens == (1, 1) and draft.match_len == 3
 
 
 def test_suffix_never_matches_itself() -> None:
     d = NgramDrafter(WIDE)
     assert d.propose([1, 2, 3, 4], 5).tokens == ()
-    assert d.last_match_len == 0
     assert d.propose([], 5).tokens == ()
     assert d.propose([1], 5).tokens == ()
 
@@ -76,7 +75,7 @@ def test_params_validation() -> None:
     with pytest.raises(ValueError):
         NgramParams(ngram_min=3, ngram_max=2)
     with pytest.raises(ValueError):
-        NgramParams(start_len=40, draft_max=32)
+        NgramParams(ngram_min=0)
 
 
 # ------------------------------------------------------------- incremental index
@@ -94,7 +93,7 @@ ops = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(ops=ops, lo=st.integers(1, 3), extra=st.integers(0, 3), max_n=st.integers(1, 12))
 def test_incremental_index_matches_reference_and_rebuild(ops, lo, extra, max_n) -> None:
-    params = NgramParams(ngram_min=lo, ngram_max=lo + extra, start_len=12, draft_max=12)
+    params = NgramParams(ngram_min=lo, ngram_max=lo + extra)
     drafter = NgramDrafter(params)
     history: list[int] = []
     for op in ops:
@@ -131,41 +130,14 @@ def test_rewind_forgets_discarded_tokens() -> None:
 
 # ------------------------------------------------------------- adaptive length
 
-def test_limit_grows_on_full_acceptance_and_shrinks_on_rejection() -> None:
-    params = NgramParams(ngram_min=2, ngram_max=3, start_len=4, draft_max=32)
-    d = NgramDrafter(params)
-    h = list(range(100)) + [0, 1, 2]  # (0,1,2) matches: continuation of length 97
-    assert len(d.propose(h, 64).tokens) == 4
-    assert d.last_match_len == 3
-    d.feedback(4, 4)
-    assert len(d.propose(h, 64).tokens) == 8
-    d.feedback(8, 8)
-    d.propose(h, 64)
-    d.feedback(16, 16)
-    d.propose(h, 64)
-    d.feedback(32, 32)
-    assert len(d.propose(h, 64).tokens) == 32  # capped at draft_max
-    d.feedback(32, 0)  # broke at once: halve
-    assert len(d.propose(h, 64).tokens) == 16
-    d.feedback(16, 12)  # broke late: keep near the accepted run
-    assert len(d.propose(h, 64).tokens) == 13
-    d.feedback(13, 0)
-    d.propose(h, 64)
-    d.feedback(6, 0)
-    d.propose(h, 64)
-    d.feedback(3, 0)
-    d.propose(h, 64)
-    d.feedback(1, 0)
-    assert len(d.propose(h, 64).tokens) == 1
-    assert d.acceptance(3) < 0.5 and d.limit(2) == 4  # other match lengths keep their own state
-
-
-def test_feedback_without_proposal_is_ignored_and_validated() -> None:
-    d = NgramDrafter()
-    d.feedback(4, 4)
-    assert d.limit(2) == d.params.start_len
-    with pytest.raises(ValueError):
-        d.feedback(2, 3)
+def test_match_len_measures_agreement_before_the_match() -> None:
+    d = NgramDrafter(WIDE)
+    # ... 7 8 9 1 2 | 3 4 ... later: 5 6 1 2 -> agrees only on "1 2"
+    assert d.propose([7, 8, 9, 1, 2, 3, 4, 5, 6, 1, 2], 4).match_len == 2
+    d.reset()
+    # long copy: the suffix agrees with the earlier text for 6 tokens
+    assert d.propose([10, 11, 12, 13, 14, 15, 16, 99, 11, 12, 13, 14, 15, 16], 2).match_len == 6
+    assert d.propose([1, 2, 3], 4).match_len == 0
 
 
 def run_copy_loop(prompt: list[int], reply: list[int], k_max: int = 32) -> tuple[int, int]:

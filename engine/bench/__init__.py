@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that compare in one run and report ratios (never timed tests)."""
