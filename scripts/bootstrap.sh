@@ -38,6 +38,6 @@ stamp="$VENV/.duet-installed"
 want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$flavour-${1:-}"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "bootstrap: installing Duet and its dependencies into $VENV" >&2
-  "${PIP[@]}" install -q --find-links "$WHEELS" --only-binary llama-cpp-python -e ".[${1:-test}]"
+  "${PIP[@]}" install -q --find-links "$WHEELS" --only-binary llama-cpp-python -e ".[${1:-test},bench]"
   echo "$want" > "$stamp"
 fi

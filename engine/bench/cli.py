@@ -1,0 +1,15 @@
+"""``duet-cli bench ...``: plain, speculative, session."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from engine.bench import plain, session, speculative
+
+    p = sub.add_parser("bench", help="benchmarks that compare in one run")
+    bench = p.add_subparsers(dest="bench", required=True)
+    plain.add_parser(bench)
+    speculative.add_parser(bench)
+    session.add_parser(bench)

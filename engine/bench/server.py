@@ -1,0 +1,90 @@
+"""llama.cpp's own ``llama-server`` as a peer, measured as shared/peers.md describes.
+
+Each mode starts the server on a free loopback port, sends one warm-up and ``repeats`` timed
+chat requests, reads ``timings.predicted_per_second`` (generation only) and the draft counts,
+and stops the server. Only 127.0.0.1 is ever contacted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import statistics
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SERVER_MODES = {
+    "server-plain": ["--spec-type", "none"],
+    "server-ngram-simple": ["--spec-type", "ngram-simple"],
+    "server-ngram-mod": ["--spec-type", "ngram-mod"],
+    "server-ngram-map-k": ["--spec-type", "ngram-map-k"],
+    "server-draft": ["-md", "{draft}", "--spec-type", "draft-simple", "--spec-draft-p-min", "0.75", "-td", "{threads}"],
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post(port: int, body: dict, timeout: float = 600) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
+                                 data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def _wait_ready(port: int, proc: subprocess.Popen, timeout: float = 180) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llama-server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError("llama-server did not become ready")
+
+
+def run_server_modes(binary: Path, target: Path, draft: Path, prompt: str, max_tokens: int,
+                     threads: int, repeats: int) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for mode, extra in SERVER_MODES.items():
+        port = _free_port()
+        args = [str(binary), "-m", str(target), "-t", str(threads), "-c", "4096", "-np", "1",
+                "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
+        args += [a.format(draft=draft, threads=threads) for a in extra]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait_ready(port, proc)
+            body = {"messages": [{"role": "user", "content": prompt}], "temperature": 0,
+                    "max_tokens": max_tokens, "cache_prompt": False}
+            _post(port, body)  # warm-up
+            runs = []
+            for _ in range(repeats):
+                r = _post(port, body)
+                t = r.get("timings", {})
+                n_draft, n_acc = t.get("draft_n", 0), t.get("draft_n_accepted", 0)
+                runs.append({"tokens_per_s": float(t.get("predicted_per_second", 0.0)),
+                             "n_tokens": int(t.get("predicted_n", 0)),
+                             "acceptance": n_acc / n_draft if n_draft else None,
+                             "text": r["choices"][0]["message"]["content"]})
+            out[mode] = runs
+            log.info("%s: %.1f tok/s", mode, statistics.median(x["tokens_per_s"] for x in runs))
+        except (OSError, RuntimeError, ValueError, KeyError) as e:
+            log.warning("%s failed: %s", mode, e)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return out

@@ -1,0 +1,61 @@
+"""One timing harness for every engine in a comparison, so that ratios compare like with like.
+
+A run is a stream of generated pieces; we note the start, the arrival of the first token and of
+the last. Prefill rate = prompt tokens / (first − start); decode rate = (n − 1) / (last − first).
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+
+@dataclass(frozen=True)
+class RunTiming:
+    n_prompt: int
+    n_tokens: int
+    ttft_s: float
+    decode_s: float
+
+    @property
+    def prefill_tps(self) -> float:
+        return self.n_prompt / self.ttft_s if self.ttft_s > 0 else 0.0
+
+    @property
+    def decode_tps(self) -> float:
+        return (self.n_tokens - 1) / self.decode_s if self.decode_s > 0 and self.n_tokens > 1 else 0.0
+
+
+def time_stream(n_prompt: int, pieces: Iterable[object], count=lambda piece: 1) -> tuple[RunTiming, list]:  # noqa: ANN001
+    """Consume ``pieces`` (an iterator that does the work lazily), timing first and last arrival.
+    ``count(piece)`` says how many generated tokens a piece carries (0 for non-token events)."""
+    start = time.perf_counter()
+    first = last = None
+    n = 0
+    items = []
+    for piece in pieces:
+        items.append(piece)
+        k = count(piece)
+        if k:
+            now = time.perf_counter()
+            if first is None:
+                first = now
+                k -= 1
+                n += 1
+            n += k
+            last = now
+    if first is None:
+        first = last = time.perf_counter()
+    return RunTiming(n_prompt, n, first - start, last - first), items
+
+
+def median(values: Iterable[float]) -> float:
+    values = list(values)
+    return statistics.median(values) if values else 0.0
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
