@@ -48,6 +48,7 @@ class ChatController(QObject):
         self.conversations: list[Conversation] = []
         self.current: Conversation | None = None
         self.generating: str | None = None  # id of the conversation being answered
+        self.cached: str | None = None  # id of the conversation the engine's KV cache holds
         self.can_chat: Callable[[], bool] = lambda: True
         w = client.worker
         w.tokens.connect(self.on_tokens)
@@ -55,6 +56,7 @@ class ChatController(QObject):
         w.saved.connect(self.on_saved)
         w.opened.connect(self.on_opened)
         w.failed.connect(self.on_failed)
+        w.loaded.connect(self.on_model_loaded)
         composer.send_requested.connect(self.send)
         composer.stop_requested.connect(self.stop)
         view.regenerate_requested.connect(self.regenerate)
@@ -92,6 +94,11 @@ class ChatController(QObject):
         if conv.loaded:
             self.view.set_placeholder_text("Send a message to start.")
             self.view.set_conversation(conv)
+            if conv.path is not None and not conv.dirty and self.cached != conv.id and \
+                    self.can_chat() and self.generating is None:
+                # Another conversation is in the engine's cache: restore this one's saved KV
+                # state (off the GUI thread) rather than recompute its history on the next reply.
+                self.client.open(conv.id, conv.path)
         else:
             self.view.set_placeholder_text(f"Opening {conv.path.name}…")
             self.view.set_conversation(None)
@@ -158,6 +165,7 @@ class ChatController(QObject):
         conv = self.current if self.current is not None and self.current.loaded else self.new()
         conv.add_user(text, self.settings["system_prompt"])
         self.sidebar.update_conversation(conv)
+        self.current_changed.emit(conv)
         self._reply(conv)
 
     def regenerate(self, index: int) -> None:
@@ -182,6 +190,7 @@ class ChatController(QObject):
 
     def _reply(self, conv: Conversation) -> None:
         messages = conv.engine_messages()
+        self.cached = conv.id
         conv.begin_reply()
         self.view.sync()
         self._set_generating(conv.id)
@@ -241,19 +250,31 @@ class ChatController(QObject):
         self.status.showMessage(f"Saved {saved.path.name} ({kv})", 4000)
         self.conversation_saved.emit(saved)
 
+    def on_model_loaded(self, _info: object) -> None:
+        self.cached = None
+
     def on_opened(self, res: Opened) -> None:
         conv = self.by_id(res.conversation_id)
         if conv is None:
             return
-        conv.set_messages(res.messages)
+        if res.restored_kv:
+            self.cached = conv.id
         self.recent.add(res.path)
+        shown = conv.loaded and conv.engine_messages() == res.messages
+        if shown:  # a cache restore of a conversation already on screen: keep its turns
+            if res.restored_kv:
+                self.status.showMessage(f"Restored the KV state of {res.path.name}", 4000)
+            self.conversation_opened.emit(res)
+            return
+        conv.set_messages(res.messages)
         if conv is self.current:
             self.view.set_placeholder_text("Send a message to start.")
             self.view.set_conversation(conv)
         if res.restored_kv:
             self.status.showMessage(f"Reopened {res.path.name} with its saved KV state", 6000)
         else:
-            why = res.note or "no saved KV state fits the loaded model"
+            why = res.note or ("no model is loaded" if not self.can_chat()
+                               else "the file holds no KV state")
             self.notice.show_message(f"Reopened {res.path.name} from its text ({why}); the next "
                                      "reply recomputes the prompt.", "info")
         if res.model_path is not None and not self.can_chat():
