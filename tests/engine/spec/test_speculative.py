@@ -1,0 +1,121 @@
+"""Speculative decoding on real models: exactness, acceptance, cache consistency, compatibility."""
+
+import threading
+
+import pytest
+
+from engine.chat import Message
+from engine.context import ContextParams
+from engine.events import Done, Token
+from engine.model import ModelSpec
+from engine.runtime import Runtime, RuntimeConfig
+from engine.sampling import SamplingParams
+from engine.spec.compat import check_pair
+from engine.spec.params import SpeculativeParams
+
+GREEDY = SamplingParams(temperature=0, max_tokens=48)
+REPEAT = ("Repeat this list exactly, twice, one item per line: apple, banana, cherry, date, "
+          "elderberry, fig, grape, honeydew, kiwi, lemon, mango, nectarine.")
+
+
+def runtime(path, drafter="none", draft=None, **spec):
+    cfg = RuntimeConfig(target=ModelSpec(path), draft=ModelSpec(draft) if draft else None,
+                        context=ContextParams(n_ctx=1024), sampling=GREEDY,
+                        speculative=SpeculativeParams(drafter=drafter, **spec))
+    return Runtime(cfg)
+
+
+def reply(rt, text=REPEAT, params=GREEDY, cancel=None):
+    events = list(rt.generator.chat([Message("user", text)], params, cancel))
+    assert isinstance(events[-1], Done)
+    return events
+
+
+def check_cache(rt, done):
+    """The KV cache holds exactly prompt + reply minus its last token, in both contexts' mirrors."""
+    assert rt.ctx.n_past == done.stats.n_prompt_tokens + done.stats.n_tokens - 1
+    assert rt.ctx.kv_pos_max() == rt.ctx.n_past - 1
+    if rt.draft_ctx is not None:
+        assert rt.draft_ctx.kv_pos_max() == rt.draft_ctx.n_past - 1
+
+
+@pytest.fixture(scope="module")
+def plain(smol_path):
+    with runtime(smol_path) as rt:
+        yield reply(rt)[-1]
+
+
+def test_target_as_its_own_draft_accepts_and_reproduces_plain(smol_path, plain):
+    with runtime(smol_path, "model", draft=smol_path, adaptive=False, p_min=0.0, draft_max=4) as rt:
+        events = reply(rt)
+        done = events[-1]
+        assert done.token_ids == plain.token_ids
+        assert done.stats.proposed > 20
+        assert done.stats.acceptance_rate > 0.95
+        assert done.stats.tokens_per_pass > 3
+        drafted = [e for e in events if isinstance(e, Token) and e.from_draft]
+        assert drafted and all(e.drafter == "model" for e in drafted)
+        check_cache(rt, done)
+        # the draft context follows by delta sync: it holds the accepted history
+        assert rt.draft_ctx.tokens[: rt.ctx.n_past] == rt.ctx.tokens[: len(rt.draft_ctx.tokens)]
+
+
+def test_ngram_drafter_accepts_on_repetitive_text_and_matches_plain(smol_path, plain):
+    with runtime(smol_path, "ngram", adaptive=False, draft_max=8) as rt:
+        done = reply(rt)[-1]
+        assert done.token_ids == plain.token_ids
+        assert done.stats.accepted > 10 and done.stats.drafters_used.get("ngram", 0) > 0
+        check_cache(rt, done)
+        # a second turn continues from the cache after partial acceptances
+        again = list(rt.generator.chat([Message("user", REPEAT), Message("assistant", done.text),
+                                        Message("user", "Now only the first three.")], GREEDY))[-1]
+        assert again.stats.n_cached_tokens > done.stats.n_prompt_tokens
+        check_cache(rt, again)
+
+
+def test_eog_inside_an_accepted_run_ends_the_reply(smol_path):
+    with runtime(smol_path, "model", draft=smol_path, adaptive=False, p_min=0.0, draft_max=16) as rt:
+        done = reply(rt, "Say yes.", SamplingParams(temperature=0, max_tokens=100))[-1]
+        assert done.reason == "stop" and rt.target.is_eog(done.token_ids[-1])
+        assert not any(rt.target.is_eog(t) for t in done.token_ids[:-1])
+        check_cache(rt, done)
+
+
+def test_cancel_mid_run_leaves_consistent_caches(smol_path):
+    with runtime(smol_path, "model", draft=smol_path, adaptive=False, p_min=0.0, draft_max=8) as rt:
+        cancel = threading.Event()
+        n = 0
+        for ev in rt.generator.chat([Message("user", REPEAT)], SamplingParams(temperature=0, max_tokens=300), cancel):
+            if isinstance(ev, Token):
+                n += 1
+                if n == 10:
+                    cancel.set()
+            done = ev
+        assert done.reason == "cancelled" and done.stats.n_tokens < 40
+        check_cache(rt, done)
+        assert reply(rt, "Hi")[-1].stats.n_tokens > 0
+
+
+def test_sampling_with_draft_model_is_seeded_and_consistent(smol_path):
+    p = SamplingParams(temperature=0.8, seed=3, max_tokens=40)
+    with runtime(smol_path, "model", draft=smol_path, adaptive=False, p_min=0.0, draft_max=4) as rt:
+        a = reply(rt, params=p)[-1]
+        check_cache(rt, a)
+        assert a.stats.accepted > 0
+    with runtime(smol_path, "model", draft=smol_path, adaptive=False, p_min=0.0, draft_max=4) as rt:
+        assert reply(rt, params=p)[-1].token_ids == a.token_ids
+
+
+def test_incompatible_pairs_are_refused_with_reason(smol, qwen_target, qwen_draft, gemma):
+    assert check_pair(qwen_target, qwen_draft) is None
+    assert "vocabulary sizes" in check_pair(qwen_target, smol) or "differ" in check_pair(qwen_target, smol)
+    assert check_pair(smol, gemma) is not None
+    assert check_pair(qwen_target, gemma) is not None
+
+
+def test_runtime_falls_back_to_ngram_with_incompatible_draft(smol_path):
+    from tests.conftest import model_path
+
+    with runtime(model_path("target"), "auto", draft=smol_path) as rt:
+        assert rt.draft_ctx is None and rt.draft_problem and "cannot be used" in rt.draft_problem
+        assert rt.speculation.ngram is not None and rt.speculation.model is None
