@@ -1,0 +1,336 @@
+"""Saving and reopening conversations: the ``.duet`` file bound to live llama contexts.
+
+``save_contexts`` writes the messages, settings and the KV state of the target context (and of
+the draft context, when there is one) so that the state covers exactly ``ctx.tokens``.
+``open_contexts`` reads a file back and restores each KV state whose model file, cache layout
+and section are intact; anything else falls back to the text with a one-line ``note`` (the next
+reply then processes the history again). The ``*_conversation`` functions take a Runtime and
+just pass its contexts; ``continue_session`` is ``duet-cli generate --session FILE``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from engine.chat import Message
+from engine.errors import DecodeError, DuetError, ModelLoadError, SessionError
+from engine.session.fingerprint import check_model, file_fingerprint, fingerprint_size, kv_layout
+from engine.session.format import read_meta, read_session, write_session
+from engine.session.meta import KVState, ModelInfo, SessionMeta, utc_now_iso
+from engine.session.meta import Message as SavedMessage
+
+if TYPE_CHECKING:
+    from engine.context import Context
+    from engine.runtime import Runtime
+    from engine.sampling import SamplingParams
+
+log = logging.getLogger(__name__)
+
+REPROCESS = "its history will be processed again"
+_FINGERPRINTS: dict[tuple[str, int, int], str] = {}
+
+
+@dataclass(frozen=True)
+class SaveReport:
+    """``bytes``: the file's size; ``n_tokens``: tokens in the target context when saved;
+    ``bytes_per_token`` = bytes / n_tokens (0.0 for an empty context)."""
+
+    path: Path
+    bytes: int
+    n_tokens: int
+    bytes_per_token: float
+    seconds: float
+    with_kv: bool
+
+
+@dataclass(frozen=True)
+class OpenResult:
+    """``restored_kv``: the target context now holds the saved history (no prefill needed);
+    ``note``: one line saying why something fell back to text, or None."""
+
+    messages: list[Message]
+    settings: dict[str, Any]
+    restored_kv: bool
+    note: str | None
+    model_path: Path | None
+    draft_path: Path | None
+    draft_restored: bool = field(default=False)
+
+
+# ─── model identity ───────────────────────────────────────────────────────────
+
+
+def model_fingerprint(path: Path | str) -> str:
+    """file_fingerprint, cached per (path, size, mtime_ns). Raises ModelLoadError."""
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ModelLoadError(f"cannot read model file {path}: {e.strerror or e}") from None
+    key = (str(path.absolute()), st.st_size, st.st_mtime_ns)
+    fp = _FINGERPRINTS.get(key)
+    if fp is None:
+        fp = _FINGERPRINTS[key] = file_fingerprint(path)
+    return fp
+
+
+def clear_fingerprint_cache() -> None:
+    """Forget cached fingerprints (benchmarks use it to time a reopen as in a new process)."""
+    _FINGERPRINTS.clear()
+
+
+def context_layout(ctx: Context):  # noqa: ANN201 - fingerprint.KVLayout
+    """The KV layout of ``ctx`` as it actually is (llama.cpp may round n_ctx up)."""
+    return kv_layout(ctx.model, ctx.n_ctx, ctx.params.type_k, ctx.params.type_v)
+
+
+def model_info(ctx: Context) -> tuple[ModelInfo, bool]:
+    """(the description of ``ctx``'s model, whether its file could be fingerprinted). A model
+    whose file is gone or unreadable gets the fingerprint "unknown": its KV state is not saved,
+    as nothing could later vouch for it."""
+    model = ctx.model
+    path = Path(model.path).absolute()
+    try:
+        fingerprint, known = model_fingerprint(path), True
+    except ModelLoadError as e:
+        log.warning("%s; saving the conversation's text only", e)
+        fingerprint, known = "unknown", False
+    size = (fingerprint_size(fingerprint) if known else None) or model.size_bytes
+    return ModelInfo(path=str(path), display_name=model.display_name, size=size,
+                     fingerprint=fingerprint, layout=context_layout(ctx)), known
+
+
+# ─── messages ─────────────────────────────────────────────────────────────────
+
+
+def to_saved(m: Message) -> SavedMessage:
+    """engine.chat.Message (epoch seconds) → the file's message (ISO 8601 UTC)."""
+    stamp = datetime.fromtimestamp(m.time, timezone.utc).isoformat()
+    return SavedMessage(m.role, m.content, stamp)
+
+
+def from_saved(m: SavedMessage) -> Message:
+    when = datetime.fromisoformat(m.time)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return Message(m.role, m.content, when.timestamp())
+
+
+# ─── saving ───────────────────────────────────────────────────────────────────
+
+
+def _capture(ctx: Context | None) -> tuple[KVState, memoryview] | None:
+    """The KV state of ``ctx`` and its description, or None when there is nothing to save."""
+    if ctx is None or not ctx.tokens:
+        return None
+    if ctx.kv_pos_max() != len(ctx.tokens) - 1:
+        log.warning("%s: the cache and its token mirror disagree; saving text only",
+                    ctx.model.display_name)
+        return None
+    data = ctx.state_bytes()
+    return KVState(tuple(ctx.tokens), ctx.n_ctx, ctx.params.type_k, ctx.params.type_v), data
+
+
+def _created(path: Path) -> str | None:
+    """The creation time recorded in an existing file at ``path``, if it is readable."""
+    if not path.exists():
+        return None
+    try:
+        return read_meta(path).created
+    except SessionError:
+        return None
+
+
+def save_contexts(path: Path, ctx: Context, draft_ctx: Context | None,
+                  messages: Sequence[Message], *, settings: Mapping[str, Any],
+                  with_kv: bool = True, created: str | None = None) -> SaveReport:
+    """Atomically write ``messages`` and ``settings`` and (``with_kv``) the KV states of ``ctx``
+    and ``draft_ctx``, each covering exactly its ``tokens``. The old file stays intact on any
+    failure. Raises SessionError (unsaveable settings, disk errors)."""
+    t0 = time.perf_counter()
+    path = Path(path)
+    now = utc_now_iso()
+    target_info, target_known = model_info(ctx)
+    draft_info, draft_known = model_info(draft_ctx) if draft_ctx is not None else (None, False)
+    target = _capture(ctx) if with_kv and target_known else None
+    draft = _capture(draft_ctx) if with_kv and draft_known else None
+    meta = SessionMeta(
+        created=created or _created(path) or now, saved=now,
+        messages=tuple(to_saved(m) for m in messages), target=target_info, draft=draft_info,
+        settings=dict(settings), kv_target=target[0] if target else None,
+        kv_draft=draft[0] if draft else None)
+    sections = {}
+    if target:
+        sections["kv.target"] = target[1]
+    if draft:
+        sections["kv.draft"] = draft[1]
+    try:
+        size = write_session(path, meta, sections)
+    except OSError as e:
+        raise SessionError(f"cannot save the conversation to {path}: {e.strerror or e}") from None
+    n = len(ctx.tokens)
+    report = SaveReport(path, size, n, size / n if n else 0.0, time.perf_counter() - t0,
+                        target is not None)
+    log.info("saved %s: %d bytes, %d tokens, %.3f s", path, size, n, report.seconds)
+    return report
+
+
+def save_conversation(path: Path, runtime: Runtime, messages: Sequence[Message], *,
+                      settings: Mapping[str, Any], with_kv: bool = True) -> SaveReport:
+    """save_contexts with the runtime's target and draft contexts."""
+    return save_contexts(path, runtime.ctx, runtime.draft_ctx, messages, settings=settings,
+                         with_kv=with_kv)
+
+
+# ─── opening ──────────────────────────────────────────────────────────────────
+
+
+def _why_not(role: str, info: ModelInfo | None, kv: KVState | None, ctx: Context) -> str | None:
+    """None when the saved ``kv`` of ``role`` can be restored into ``ctx``; else a reason."""
+    if info is None:
+        return f"the conversation names no {role} model"
+    try:
+        fp_now = model_fingerprint(ctx.model.path)
+    except ModelLoadError:
+        fp_now = None  # check_model reports the missing or unreadable file
+    reason = check_model(info, ctx.model.path, context_layout(ctx), role=role,
+                         fingerprint_now=fp_now)
+    if reason is None and kv is not None and (kv.n_ctx, kv.type_k, kv.type_v) != (
+            ctx.n_ctx, ctx.params.type_k, ctx.params.type_v):
+        reason = (f"the {role} model's KV cache was saved as n_ctx {kv.n_ctx} "
+                  f"{kv.type_k}/{kv.type_v}; now n_ctx {ctx.n_ctx} "
+                  f"{ctx.params.type_k}/{ctx.params.type_v}")
+    return reason
+
+
+def _restore(ctx: Context, kv: KVState, payload: bytes | None, problem: str | None,
+             role: str) -> str | None:
+    """Load ``payload`` into ``ctx``; None on success, else a reason (ctx may be cleared)."""
+    if payload is None:
+        return problem or f"the saved {role} KV state is missing"
+    try:
+        ctx.load_state(payload, kv.tokens)
+    except DecodeError as e:
+        return f"the saved {role} KV state could not be loaded ({e})"
+    return None
+
+
+def _section_problem(problems: Sequence[str], name: str) -> str | None:
+    return next((p for p in problems if p.startswith(f"section {name} ")), None)
+
+
+def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = None
+                  ) -> OpenResult:
+    """Read the conversation at ``path``; restore its KV states into ``ctx`` / ``draft_ctx``
+    where the models, layouts and sections all match. Raises SessionError only when the header
+    or metadata is unusable; every other problem falls back to text with a ``note``."""
+    path = Path(path)
+    meta = read_meta(path)
+    notes: list[str] = []
+    plan: dict[str, Context] = {}
+    if ctx is None:
+        if not Path(meta.target.path).exists():
+            notes.append(f"the model this conversation used is missing: {meta.target.path}")
+    else:
+        for role, info, kv, c in (("target", meta.target, meta.kv_target, ctx),
+                                  ("draft", meta.draft, meta.kv_draft, draft_ctx)):
+            if kv is None or c is None:
+                continue
+            reason = _why_not(role, info, kv, c)
+            if reason is None:
+                plan[role] = c
+            elif role == "target":
+                notes.append(f"{reason}; {REPROCESS}")
+            else:
+                notes.append(f"{reason}; the draft model will catch up by itself")
+    restored: dict[str, bool] = {}
+    if plan:
+        loaded = read_session(path, want=[f"kv.{role}" for role in plan])
+        if (loaded.meta.target, loaded.meta.draft, loaded.meta.kv_target, loaded.meta.kv_draft) != (
+                meta.target, meta.draft, meta.kv_target, meta.kv_draft):
+            raise SessionError(f"session file {path.name} changed while it was being opened")
+        meta = loaded.meta
+        for role, c in plan.items():
+            name = f"kv.{role}"
+            reason = _restore(c, meta.kv(role), loaded.sections.pop(name, None),
+                              _section_problem(loaded.problems, name), role)
+            restored[role] = reason is None
+            if reason is not None:
+                tail = REPROCESS if role == "target" else "the draft model will catch up by itself"
+                notes.append(f"{reason}; {tail}")
+    note = " ".join(notes) or None
+    if note:
+        log.warning("%s: %s", path, note)
+    return OpenResult(
+        messages=[from_saved(m) for m in meta.messages], settings=dict(meta.settings),
+        restored_kv=restored.get("target", False), note=note,
+        model_path=Path(meta.target.path),
+        draft_path=None if meta.draft is None else Path(meta.draft.path),
+        draft_restored=restored.get("draft", False))
+
+
+def open_conversation(path: Path, runtime: Runtime | None) -> OpenResult:
+    """open_contexts with the runtime's target and draft contexts (text only without one)."""
+    if runtime is None:
+        return open_contexts(path, None, None)
+    return open_contexts(path, runtime.ctx, runtime.draft_ctx)
+
+
+# ─── duet-cli generate --session ──────────────────────────────────────────────
+
+
+def sampling_settings(sampling: SamplingParams) -> dict[str, Any]:
+    """SamplingParams as plain JSON for a session's settings."""
+    d = asdict(sampling)
+    d["stop"] = list(d["stop"])
+    return d
+
+
+def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: SamplingParams, *,
+                     as_json: bool, system: str | None) -> int:
+    """Open ``path`` (restoring its KV state) or start a new conversation, reply to ``prompt``
+    (streamed text, or one JSON object), append the reply and save with KV. Returns 0."""
+    from engine.cli import done_json
+    from engine.events import Done, Token
+
+    path = Path(path)
+    if path.exists():
+        opened = open_conversation(path, runtime)
+        messages, settings = opened.messages, opened.settings
+        restored, note = opened.restored_kv, opened.note
+        if system is not None:
+            log.warning("--system is ignored when continuing a saved conversation")
+    else:
+        messages = [Message("system", system, time.time())] if system else []
+        settings, restored, note = {}, False, None
+    if note and not as_json:
+        print(f"duet-cli: note: {note}", file=sys.stderr)
+    messages.append(Message("user", prompt, time.time()))
+    done = None
+    for ev in runtime.generator.chat(messages, sampling):
+        if isinstance(ev, Token) and not as_json:
+            sys.stdout.write(ev.text)
+            sys.stdout.flush()
+        elif isinstance(ev, Done):
+            done = ev
+    if done is None:
+        raise DuetError("the generation ended without a result")
+    messages.append(Message("assistant", done.text, time.time()))
+    settings = {**settings, "sampling": sampling_settings(sampling)}
+    report = save_conversation(path, runtime, messages, settings=settings)
+    if as_json:
+        out = done_json(done)
+        out["session"] = {"restored_kv": restored, "note": note, "path": str(path),
+                          "bytes": report.bytes, "n_tokens": report.n_tokens}
+        print(json.dumps(out))
+    else:
+        sys.stdout.write(done.tail + "\n")
+    return 0
