@@ -113,7 +113,10 @@ def model_info(ctx: Context) -> tuple[ModelInfo, bool]:
 
 def to_saved(m: Message) -> SavedMessage:
     """engine.chat.Message (epoch seconds) → the file's message (ISO 8601 UTC)."""
-    stamp = datetime.fromtimestamp(m.time, timezone.utc).isoformat()
+    try:
+        stamp = datetime.fromtimestamp(m.time, timezone.utc).isoformat()
+    except (OverflowError, OSError, ValueError):  # a time no calendar can hold
+        stamp = datetime.fromtimestamp(0, timezone.utc).isoformat()
     return SavedMessage(m.role, m.content, stamp)
 
 
@@ -256,7 +259,8 @@ def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = N
         loaded = read_session(path, want=[f"kv.{role}" for role in plan])
         if (loaded.meta.target, loaded.meta.draft, loaded.meta.kv_target, loaded.meta.kv_draft) != (
                 meta.target, meta.draft, meta.kv_target, meta.kv_draft):
-            raise SessionError(f"session file {path.name} changed while it was being opened")
+            notes.append(f"the file changed while it was being opened; {REPROCESS}")
+            plan.clear()
         meta = loaded.meta
         for role, c in plan.items():
             name = f"kv.{role}"
@@ -266,7 +270,7 @@ def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = N
             if reason is not None:
                 tail = REPROCESS if role == "target" else "the draft model will catch up by itself"
                 notes.append(f"{reason}; {tail}")
-    note = " ".join(notes) or None
+    note = ". ".join(notes) or None
     if note:
         log.warning("%s: %s", path, note)
     return OpenResult(

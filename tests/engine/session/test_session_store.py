@@ -217,6 +217,21 @@ def test_a_bad_draft_section_does_not_stop_the_target(smol, tmp_path):
             assert opened.restored_kv and not opened.draft_restored and "draft" in opened.note
 
 
+def test_a_file_replaced_while_opening_falls_back_to_its_text(smol, chat, monkeypatch):
+    path, ctx, messages = chat
+    real = store.read_session
+
+    def replaced_meanwhile(p, *, want):  # another save lands between the two reads
+        store.save_contexts(path, ctx, None, messages[:2], settings={}, with_kv=False)
+        return real(p, want=want)
+
+    monkeypatch.setattr(store, "read_session", replaced_meanwhile)
+    with ctx_on(smol) as fresh:
+        opened = store.open_contexts(path, fresh)
+        assert not opened.restored_kv and fresh.tokens == [] and "changed" in opened.note
+        assert same_text(opened.messages, messages[:2])  # the text of the file as it now is
+
+
 # ─── saving ───────────────────────────────────────────────────────────────────
 
 
@@ -283,3 +298,4 @@ def test_message_times_round_trip():
         m = Message("user", "x", t)
         assert store.from_saved(store.to_saved(m)).time == pytest.approx(t, abs=1e-6)
     assert store.to_saved(Message("user", "x", 0.0)).time.startswith("1970-01-01T00:00:00")
+    assert store.to_saved(Message("user", "x", 1e300)).time.startswith("1970-01-01")
