@@ -14,6 +14,9 @@ end on this machine:
 4. qt       — the GUI modules import and a QApplication starts on the offscreen platform with
               the SVG image plugin (the app icon) available.
 
+``--only STEP,...`` runs some steps (with those they need: session needs generate needs model),
+e.g. ``duet --self-check --fetch --only model`` just installs the test model.
+
 Output: one line per step with its time, then ``self-check passed``; exit status 0. On any
 failure: ``self-check failed: <step>: <reason>`` (one line on stderr), exit status 1. Tracebacks
 go to the debug log only (``--log-level DEBUG``).
@@ -41,6 +44,23 @@ FOLLOW_UP = "Write the same list once more."
 _qt_app = None  # the QApplication this module created, kept alive for the process
 
 
+STEPS = ("model", "generate", "session", "qt")
+_NEEDS = {"session": "generate", "generate": "model"}
+
+
+def expand_steps(names: Sequence[str]) -> frozenset[str]:
+    """The steps to run for ``names``, with what they need (session needs generate needs
+    model). Raises CheckFailed for an unknown name."""
+    todo = set()
+    for name in names:
+        if name not in STEPS:
+            raise CheckFailed(f"unknown step {name!r}; steps: {', '.join(STEPS)}")
+        while name is not None and name not in todo:
+            todo.add(name)
+            name = _NEEDS.get(name)
+    return frozenset(todo)
+
+
 class CheckFailed(Exception):
     """A step found something wrong; the message is the one line shown to the user."""
 
@@ -55,6 +75,7 @@ class CheckOptions:
     draft: bool = True
     max_tokens: int = 24
     n_ctx: int = 1024
+    steps: frozenset[str] = frozenset(STEPS)
 
 
 def parse_args(argv: Sequence[str]) -> tuple[CheckOptions, str]:
@@ -64,11 +85,14 @@ def parse_args(argv: Sequence[str]) -> tuple[CheckOptions, str]:
     p.add_argument("--fetch", action="store_true")
     p.add_argument("--no-draft", action="store_true")
     p.add_argument("--max-tokens", type=int, default=24)
+    p.add_argument("--only", default=",".join(STEPS),
+                   help="comma-separated steps to run (default: all)")
     p.add_argument("--log-level", default="WARNING",
                    choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     args, _unknown = p.parse_known_args(list(argv))
+    steps = expand_steps([name.strip() for name in args.only.split(",") if name.strip()])
     return (CheckOptions(model=args.model, fetch=args.fetch, draft=not args.no_draft,
-                         max_tokens=max(4, args.max_tokens)), args.log_level)
+                         max_tokens=max(4, args.max_tokens), steps=steps), args.log_level)
 
 
 # ─── steps ────────────────────────────────────────────────────────────────────
@@ -239,11 +263,12 @@ class _Steps:
 def _reason(exc: BaseException) -> str:
     from engine.errors import DuetError
 
-    if isinstance(exc, (CheckFailed, DuetError)):
-        text = str(exc)
-    else:
-        text = f"{type(exc).__name__}: {exc}"
-    return (text.strip().splitlines() or [type(exc).__name__])[0]
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if isinstance(exc, (CheckFailed, DuetError)) and lines:
+        return lines[0]
+    # Foreign errors: the last line of a long message is the cause (numpy's import error ends
+    # with "Original error was: ...").
+    return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
 
 
 def _setup_logging(level: str) -> None:
@@ -256,9 +281,13 @@ def _setup_logging(level: str) -> None:
 
 def run_selfcheck(argv: Sequence[str] | None = None) -> int:
     """Run the self-check (see the module docstring); 0 if every step passed, else 1."""
-    opts, level = parse_args(sys.argv[1:] if argv is None else argv)
-    _setup_logging(level)
     steps = _Steps()
+    try:
+        opts, level = parse_args(sys.argv[1:] if argv is None else argv)
+    except CheckFailed as exc:
+        print(f"self-check failed: {exc}", file=sys.stderr, flush=True)
+        return 1
+    _setup_logging(level)
     try:
         with _offscreen(), tempfile.TemporaryDirectory(prefix="duet-self-check-") as tmp:
             _run(opts, steps, Path(tmp))
@@ -271,9 +300,18 @@ def run_selfcheck(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(opts: CheckOptions, steps: _Steps, tmp: Path) -> None:
-    with steps.step("model") as detail:
-        path, line = find_model(opts)
-        detail.append(line)
+    if "model" in opts.steps:
+        with steps.step("model") as detail:
+            path, line = find_model(opts)
+            detail.append(line)
+    if "generate" in opts.steps:
+        _run_engine(opts, steps, path, tmp)
+    if "qt" in opts.steps:
+        with steps.step("qt") as detail:
+            detail.append(check_qt())
+
+
+def _run_engine(opts: CheckOptions, steps: _Steps, path: Path, tmp: Path) -> None:
     from engine.runtime import Runtime
 
     config = runtime_config(path, opts)
@@ -285,10 +323,11 @@ def _run(opts: CheckOptions, steps: _Steps, tmp: Path) -> None:
         except BaseException:
             runtime.close()
             raise
+    if "session" not in opts.steps:
+        runtime.close()
+        return
     with steps.step("session") as detail:
         try:
             detail.append(check_session(runtime, config, messages, tmp))
         finally:
             runtime.close()
-    with steps.step("qt") as detail:
-        detail.append(check_qt())
