@@ -102,12 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_generate(sub)
-    for name in ("engine.cli_models", "engine.session.cli", "engine.bench.cli"):
-        try:
-            module = __import__(name, fromlist=["add_parser"])
-        except ImportError as e:  # a subcommand module missing from a partial install
-            log.debug("subcommand module %s unavailable: %s", name, e)
-            continue
+    from engine import cli_models
+    from engine.bench import cli as bench_cli
+    from engine.session import cli as session_cli
+
+    for module in (cli_models, session_cli, bench_cli):
         module.add_parser(sub)
     return parser
 
