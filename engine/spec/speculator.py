@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Sequence
 from engine import paths
 from engine.context import Context
 from engine.sampling import Sampler
-from engine.spec.controller import AcceptanceTracker, Controller, CostModel, calibrate
+from engine.spec.controller import (AcceptanceTracker, Controller, CostModel, best_draft_length,
+                                     calibrate)
 from engine.spec.draft import Draft
 from engine.spec.draft_model import ModelDrafter
 from engine.spec.ngram import NgramDrafter, NgramParams
@@ -111,9 +112,16 @@ class Speculator:
         self.model = model
         self.controllers: dict[str, Controller] = {}
         self.ngram_policy = NgramPolicy(cost, params.draft_max) if ngram is not None else None
+        self.model_can_pay = False
         if model is not None:
-            self.controllers["model"] = Controller(cost.with_draft_cost(draft_cost_s),
-                                                   AcceptanceTracker(prior=0.6))
+            model_cost = cost.with_draft_cost(draft_cost_s)
+            self.controllers["model"] = Controller(model_cost, AcceptanceTracker(prior=0.6))
+            # Even a draft model that is always right cannot pay when drafting a token costs
+            # too much next to verifying it (a 0.5B draft for a 1.5B target on a 2-core CPU).
+            self.model_can_pay = best_draft_length(model_cost, 1.0, params.draft_max) > 0
+            if not self.model_can_pay and params.drafter == "auto":
+                log.info("the draft model cannot pay on this machine (%.0f ms per draft token); "
+                         "auto leaves it unused", draft_cost_s * 1000)
 
     def plan(self, history: Sequence[int], room: int, sampler: Sampler) -> Draft:
         k_max = min(self.params.draft_max, room)
@@ -126,7 +134,7 @@ class Speculator:
                      if self.params.adaptive else len(draft.tokens))
                 if k >= self.params.draft_min:
                     return Draft(draft.tokens[:k], None, "ngram", draft.seconds, draft.match_len)
-        if self.model is not None:
+        if self.model is not None and (self.model_can_pay or self.params.drafter == "model"):
             k = self._choose("model", k_max, None)
             if k >= self.params.draft_min:
                 draft = self.model.propose(history, k, sampler)
@@ -145,8 +153,8 @@ class Speculator:
             self.ngram.reset()
 
     def _choose(self, name: str, k_max: int, available: int | None) -> int:
-        if not self.params.adaptive:
-            return k_max
+        if not self.params.adaptive or (name == "model" and not self.model_can_pay):
+            return k_max  # asked for explicitly: draft up to draft_max (p_min stops it early)
         return self.controllers[name].choose(k_max, available)
 
 
