@@ -9,8 +9,9 @@ scrolled up.
 from __future__ import annotations
 
 import math
+import time
 
-from PySide6.QtCore import QSize, Qt, QUrl, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
                                QScrollArea, QSizePolicy, QTextBrowser, QToolButton, QVBoxLayout,
@@ -18,9 +19,10 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPus
 
 from app import theme
 from app.conversation import Conversation, Turn
-from app.render import COPY_SCHEME, render
+from app.render import COPY_SCHEME, Renderer
 
 ROLE_NAMES = {"user": "You", "assistant": "Duet", "system": "System"}
+MIN_REFRESH_S = 1 / 30
 REASONS = {"length": "length limit", "context_full": "context full", "cancelled": "stopped",
            "error": "failed"}
 
@@ -37,7 +39,6 @@ class MessageBody(QTextBrowser):
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.viewport().setAutoFillBackground(False)
-        self.setStyleSheet("QTextBrowser { background: transparent; }")
         self.document().setDocumentMargin(2)
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         self.anchorClicked.connect(self._on_anchor)
@@ -73,7 +74,9 @@ class MessageWidget(QFrame):
         self.turn = turn
         self.setObjectName(f"{turn.role}Message")
         self.role_label = QLabel(ROLE_NAMES.get(turn.role, turn.role))
-        self.role_label.setStyleSheet("font-weight: 600;")
+        bold = self.role_label.font()
+        bold.setBold(True)
+        self.role_label.setFont(bold)
         self.meta_label = QLabel()
         self.meta_label.setObjectName("messageMeta")
         self.copy_button = self._tool("Copy", "Copy the message", self._copy)
@@ -91,6 +94,7 @@ class MessageWidget(QFrame):
         for b in (self.copy_button, self.edit_button, self.regen_button):
             header.addWidget(b)
         self.body = MessageBody(self)
+        self.renderer = Renderer(self.body.document())
         self.editor = QPlainTextEdit(self)
         self.editor.setVisible(False)
         self.editor.setMinimumHeight(80)
@@ -125,8 +129,9 @@ class MessageWidget(QFrame):
     def refresh(self, highlight_draft: bool) -> None:
         turn = self.turn
         spans = turn.spans if highlight_draft else ()
-        self.body.codes = render(self.body.document(), turn.text or ("…" if turn.streaming else ""),
-                                 theme.colors(), spans=spans, markdown=turn.role == "assistant")
+        self.body.codes = self.renderer.render(turn.text or ("…" if turn.streaming else ""),
+                                               theme.colors(), spans=spans,
+                                               markdown=turn.role == "assistant")
         self.meta_label.setText(summary(turn))
 
     def set_busy(self, busy: bool) -> None:
@@ -198,6 +203,11 @@ class ChatView(QScrollArea):
         self.highlight_draft = True
         self._busy = False
         self._follow = True
+        self._refresh_timer = QTimer(self)
+        self._refresh_timer.setSingleShot(True)
+        self._refresh_timer.timeout.connect(self._refresh)
+        self._refresh_cost = 0.0
+        self._last_refresh = float("-inf")
         bar = self.verticalScrollBar()
         bar.valueChanged.connect(self._on_scrolled)
         bar.rangeChanged.connect(self._on_range)
@@ -229,10 +239,34 @@ class ChatView(QScrollArea):
             self._add(turn)
         self._update_placeholder()
 
-    def refresh_last(self) -> None:
-        """Re-render the last message only (the one streaming)."""
-        if self.widgets:
-            self.widgets[-1].refresh(self.highlight_draft)
+    def refresh_last(self, *, now: bool = False) -> None:
+        """Re-render the last message only (the one streaming).
+
+        Updates come at most ~30 times a second from the worker; a long reply can still take
+        several milliseconds to lay out, so the next update waits at least twice as long as
+        the last one took (the GUI thread stays free at least half of the time). ``now``:
+        render at once (the reply finished)."""
+        if now:
+            self._refresh_timer.stop()
+            self._refresh()
+            return
+        if self._refresh_timer.isActive():
+            return
+        wait = self._last_refresh + max(MIN_REFRESH_S, 2 * self._refresh_cost) - time.monotonic()
+        if wait <= 0:
+            self._refresh()
+        else:
+            self._refresh_timer.start(max(1, int(wait * 1000)))
+
+    def _refresh(self) -> None:
+        if not self.widgets:
+            return
+        t = time.monotonic()
+        widget = self.widgets[-1]
+        widget.refresh(self.highlight_draft)
+        widget.body.document().documentLayout().documentSize()  # lay it out now, and time it
+        self._last_refresh = time.monotonic()
+        self._refresh_cost = self._last_refresh - t
 
     def refresh_all(self) -> None:
         for w in self.widgets:
@@ -255,6 +289,7 @@ class ChatView(QScrollArea):
         """Re-derive the message frames' colours from the current palette (after a theme change)."""
         self.setStyleSheet(
             "QWidget#chatInner { background: palette(base); }"
+            "MessageBody { background: transparent; }"
             "QFrame#userMessage { background: palette(alternate-base); border-radius: 10px; }"
             "QFrame#systemMessage { border: 1px dashed palette(mid); border-radius: 10px; }"
             "QLabel#messageMeta, QLabel#placeholder { color: palette(placeholder-text); }")

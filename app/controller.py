@@ -215,7 +215,7 @@ class ChatController(QObject):
         if conv is not None:
             conv.finish_reply(reply.done)
             if conv is self.current:
-                self.view.refresh_last()
+                self.view.refresh_last(now=True)
             self.sidebar.update_conversation(conv)
         self.status.show_stats(reply.done.stats, reply.n_past, reply.n_ctx)
         if reply.conversation_id == self.generating:
@@ -288,7 +288,7 @@ class ChatController(QObject):
                 conv.abort_reply()
                 if conv is self.current:
                     self.view.sync()
-                    self.view.refresh_last()
+                    self.view.refresh_last(now=True)
             if failure.conversation_id == self.generating:
                 self._set_generating(None)
             self.notice.show_message(f"The reply failed: {failure.message}", "error")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from PySide6.QtGui import (QColor, QFont, QFontDatabase, QTextCharFormat, QTextCursor,
-                           QTextDocument, QTextFrameFormat)
+from PySide6.QtGui import (QColor, QFont, QFontDatabase, QTextBlockFormat, QTextCharFormat,
+                           QTextCursor, QTextDocument, QTextFrameFormat)
 
 from app.highlight import highlight
 from app.markdown import MARK_CLOSE, MARK_OPEN, Block, clip, mark, split_blocks
@@ -43,64 +43,143 @@ def monospace_font() -> QFont:
     return font
 
 
+class Renderer:
+    """Renders one message into ``doc``. Streaming calls ``render`` again with a longer text:
+    the blocks (prose or code) that did not change are kept and only the rest is rebuilt, so
+    an update costs about the size of the last block rather than of the whole reply."""
+
+    def __init__(self, doc: QTextDocument) -> None:
+        self.doc = doc
+        doc.setUndoRedoEnabled(False)  # read-only text: an undo stack would only grow
+        self._done: list[tuple[object, int]] = []  # (what was rendered, where it starts)
+        self._mode: object = None
+
+    def render(self, text: str, colors: Colors, *, spans: Sequence[tuple[int, int]] = (),
+               markdown: bool = True) -> list[str]:
+        """Show ``text``; return the code blocks' texts (for the Copy links).
+
+        ``spans``: drafted character ranges of ``text`` to tint (empty: no tint). With
+        ``markdown=False`` the text is shown as it is (user messages)."""
+        # One edit block: the layout hears of the whole change once, not of every insertion.
+        edit = QTextCursor(self.doc)
+        edit.beginEditBlock()
+        try:
+            return self._render(text, colors, spans, markdown)
+        finally:
+            edit.endEditBlock()
+
+    def _render(self, text: str, colors: Colors, spans: Sequence[tuple[int, int]],
+                markdown: bool) -> list[str]:
+        doc = self.doc
+        if not markdown:
+            _clear(doc)
+            self._done, self._mode = [], None
+            _insert_plain(QTextCursor(doc), text, spans, colors)
+            return []
+        blocks = split_blocks(text)
+        keys = [(b, tuple(clip(spans, b.start, b.start + len(b.text)))) for b in blocks]
+        keep = 0
+        mode = (id(colors), colors.draft_bg.rgba())
+        if mode == self._mode:
+            while keep < min(len(keys), len(self._done)) and self._done[keep][0] == keys[keep]:
+                keep += 1
+        cursor = QTextCursor(doc)
+        if keep == 0:
+            _clear(doc)
+        else:
+            cursor.setPosition(self._done[keep][1] if keep < len(self._done)
+                               else doc.characterCount() - 1)
+            cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+            cursor.removeSelectedText()
+            _reset_block(cursor)
+        del self._done[keep:]
+        self._mode = mode
+        first = not any(b.kind == "code" or b.text.strip() for b in blocks[:keep])
+        for index in range(keep, len(blocks)):
+            block, rel = blocks[index], keys[index][1]
+            self._done.append((keys[index], cursor.position()))
+            if block.kind == "code":
+                cursor = _insert_code(doc, cursor, block, rel, colors,
+                                      sum(b.kind == "code" for b in blocks[:index]), first)
+            elif block.text.strip():
+                # Prose follows the start of the document or a code frame: either way the
+                # cursor already sits in an empty block.
+                start = cursor.position()
+                cursor.insertMarkdown(mark(block.text, rel) if rel else block.text)
+                if rel:
+                    _apply_marks(doc, start, colors.draft_bg)
+                    cursor.movePosition(QTextCursor.MoveOperation.End)
+            else:
+                continue
+            first = False
+        return [b.text for b in blocks if b.kind == "code"]
+
+
+def _clear(doc: QTextDocument) -> None:
+    """Empty ``doc`` inside the current edit block (``QTextDocument.clear`` would end it)."""
+    cursor = QTextCursor(doc)
+    cursor.select(QTextCursor.SelectionType.Document)
+    cursor.removeSelectedText()
+    _reset_block(cursor)
+
+
+def _reset_block(cursor: QTextCursor) -> None:
+    """Make the (now empty) block at ``cursor`` plain again: what the removed text had made it
+    (a list item, a heading, a quote) must not leak into what is inserted next."""
+    if cursor.block().length() > 1:
+        return  # the end of a kept paragraph: a code frame follows it, keep its format
+    text_list = cursor.currentList()
+    if text_list is not None:
+        text_list.remove(cursor.block())
+    cursor.setBlockFormat(QTextBlockFormat())
+    cursor.setBlockCharFormat(QTextCharFormat())
+    cursor.setCharFormat(QTextCharFormat())
+
+
 def render(doc: QTextDocument, text: str, colors: Colors, *, spans: Sequence[tuple[int, int]] = (),
            markdown: bool = True) -> list[str]:
-    """Replace ``doc``'s content with ``text``; return the code blocks' texts (for Copy links).
-
-    ``spans``: drafted character ranges of ``text`` to tint (empty: no tint). With
-    ``markdown=False`` the text is shown as it is (user messages)."""
-    doc.clear()
-    cursor = QTextCursor(doc)
-    if not markdown:
-        _insert_plain(cursor, text, 0, spans, QTextCharFormat(), colors)
-        return []
-    codes: list[str] = []
-    first = True
-    for block in split_blocks(text):
-        if block.kind == "code":
-            cursor = _insert_code(doc, cursor, block, spans, colors, len(codes), first)
-            codes.append(block.text)
-        elif block.text.strip():
-            # Prose follows the start of the document or a code frame: either way the cursor
-            # already sits in an empty block.
-            start = cursor.position()
-            rel = clip(spans, block.start, block.start + len(block.text))
-            cursor.insertMarkdown(mark(block.text, rel) if rel else block.text)
-            if rel:
-                _apply_marks(doc, start, colors.draft_bg)
-                cursor.movePosition(QTextCursor.MoveOperation.End)
-        else:
-            continue
-        first = False
-    return codes
+    """Render ``text`` into ``doc`` from scratch (see ``Renderer.render``)."""
+    return Renderer(doc).render(text, colors, spans=spans, markdown=markdown)
 
 
 def _apply_marks(doc: QTextDocument, start: int, background: QColor) -> None:
-    """Tint the text between each MARK_OPEN/MARK_CLOSE pair after ``start``; delete the marks."""
+    """Tint the text between each MARK_OPEN/MARK_CLOSE pair after ``start``; delete the marks.
+
+    One pass over the blocks finds the marks; they are then handled from the last to the
+    first, so that deleting a mark never moves the positions still to be handled."""
+    marks: list[tuple[int, str]] = []
+    block = doc.findBlock(start)
+    while block.isValid():
+        text, base = block.text(), block.position()
+        for i, ch in enumerate(text):
+            if ch == MARK_OPEN or ch == MARK_CLOSE:
+                marks.append((base + i, ch))
+        block = block.next()
     tint = QTextCharFormat()
     tint.setBackground(background)
-    pos = start
-    while True:
-        opening = doc.find(MARK_OPEN, pos)
-        if opening.isNull():
-            return
-        closing = doc.find(MARK_CLOSE, opening.position())
-        if closing.isNull():  # an unmatched mark (should not happen): just drop it
-            opening.removeSelectedText()
-            return
-        closing.removeSelectedText()
-        end = closing.position()
-        opening.removeSelectedText()
-        span = QTextCursor(doc)
-        span.setPosition(opening.position())
-        span.setPosition(end - 1, QTextCursor.MoveMode.KeepAnchor)
-        span.mergeCharFormat(tint)
-        pos = opening.position()
+    cursor = QTextCursor(doc)
+    pending_close: int | None = None
+    for pos, ch in reversed(marks):
+        if ch == MARK_CLOSE:
+            pending_close = pos
+            cursor.setPosition(pos)
+            cursor.setPosition(pos + 1, QTextCursor.MoveMode.KeepAnchor)
+            cursor.removeSelectedText()
+            continue
+        cursor.setPosition(pos)
+        cursor.setPosition(pos + 1, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        if pending_close is not None and pending_close - 1 > pos:
+            cursor.setPosition(pos)
+            cursor.setPosition(pending_close - 1, QTextCursor.MoveMode.KeepAnchor)
+            cursor.mergeCharFormat(tint)
+        pending_close = None
 
 
 def _insert_code(doc: QTextDocument, cursor: QTextCursor, block: Block,
-                 spans: Sequence[tuple[int, int]], colors: Colors, index: int,
+                 drafted: Sequence[tuple[int, int]], colors: Colors, index: int,
                  first: bool) -> QTextCursor:
+    """A framed code block with a header (language, Copy link); ``drafted`` is relative."""
     frame = QTextFrameFormat()
     frame.setBackground(colors.code_bg)
     frame.setBorder(1)
@@ -126,8 +205,7 @@ def _insert_code(doc: QTextDocument, cursor: QTextCursor, block: Block,
     base = QTextCharFormat()
     base.setFont(monospace_font())
     base.setForeground(colors.code_fg)
-    rel = clip(spans, block.start, block.start + len(block.text))
-    _insert_highlighted(cursor, block.text, block.lang, rel, base, colors)
+    _insert_highlighted(cursor, block.text, block.lang, drafted, base, colors)
     return doc.rootFrame().lastCursorPosition()
 
 
@@ -144,23 +222,26 @@ def _insert_highlighted(cursor: QTextCursor, code: str, lang: str,
     formats = {kind: _colored(base, getattr(colors, kind)) for kind in
                ("keyword", "string", "comment", "number")}
     points = sorted(cuts)
-    si = 0
+    si = di = 0
     for a, b in zip(points, points[1:]):
         while si < len(spans) and spans[si][1] <= a:
             si += 1
+        while di < len(drafted) and drafted[di][1] <= a:
+            di += 1
         kind = spans[si][2] if si < len(spans) and spans[si][0] <= a else None
         fmt = QTextCharFormat(formats[kind] if kind else base)
-        if any(x <= a < y for x, y in drafted):
+        if di < len(drafted) and drafted[di][0] <= a:
             fmt.setBackground(colors.draft_bg)
         cursor.insertText(code[a:b], fmt)
 
 
-def _insert_plain(cursor: QTextCursor, text: str, offset: int, spans: Sequence[tuple[int, int]],
-                  base: QTextCharFormat, colors: Colors) -> None:
-    tinted = QTextCharFormat(base)
+def _insert_plain(cursor: QTextCursor, text: str, spans: Sequence[tuple[int, int]],
+                  colors: Colors) -> None:
+    base = QTextCharFormat()
+    tinted = QTextCharFormat()
     tinted.setBackground(colors.draft_bg)
     last = 0
-    for a, b in clip(spans, offset, offset + len(text)):
+    for a, b in clip(spans, 0, len(text)):
         cursor.insertText(text[last:a], base)
         cursor.insertText(text[a:b], tinted)
         last = b

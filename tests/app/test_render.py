@@ -94,3 +94,23 @@ def test_streaming_message_renders_token_spans(qtbot) -> None:  # noqa: ANN001
     assert "generating" in w.meta_label.text()
     w.refresh(highlight_draft=False)
     assert _tinted(doc, theme.colors().draft_bg) == ""
+
+
+def test_incremental_rendering_matches_a_full_render(qapp) -> None:  # noqa: ANN001
+    """Streaming re-renders only the changed tail; the result must equal a render from scratch."""
+    from app.render import Renderer
+
+    text = ("Intro with **bold** and `x`.\n\n```python\ndef f(a):\n    return a  # c\n```\n"
+            "Then prose,\n- a list\n- of two\n\n```\nplain code\n```\n# Heading\n\n> quoted\n\n"
+            "1. one\n2. two\n~~~js\nlet x = 1\n~~~\n\nEnd.")
+    spans: list[tuple[int, int]] = []
+    streaming = Renderer(QTextDocument())
+    for n in range(1, len(text) + 1):
+        if n % 2:
+            spans.append((n - 1, n))
+        prefix = text[:n]
+        live = [(a, min(b, n)) for a, b in spans if a < n]
+        codes = streaming.render(prefix, LIGHT_COLORS, spans=live)
+        full = QTextDocument()
+        assert codes == render(full, prefix, LIGHT_COLORS, spans=live)
+        assert streaming.doc.toHtml() == full.toHtml(), prefix

@@ -1,0 +1,171 @@
+"""Settings through the window (dialog, persisted, applied), draft highlighting, models, first run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent, QPalette
+from PySide6.QtWidgets import QApplication
+
+from engine.errors import FetchError
+
+from app import theme
+from app.settings_dialog import RELOAD_MARK
+
+LONG_MS = 180_000
+
+
+def _record_requests(window) -> list:  # noqa: ANN001
+    """Wrap the client's chat() to see the requests the GUI builds."""
+    requests = []
+    original = window.client.chat
+
+    def chat(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        req = original(*args, **kwargs)
+        requests.append(req)
+        return req
+
+    window.client.chat = chat
+    return requests
+
+
+def test_dialog_persists_and_applies_settings(qtbot, window, driver, smol_path, settings) -> None:  # noqa: ANN001
+    driver.load(smol_path)
+    requests = _record_requests(window)
+    driver.send("Hi.")
+    assert requests[-1].sampling.temperature == 0.0
+
+    dialog = window.settings_dialog()
+    labels = {o: w for o, w in dialog.editors.items()}
+    assert "temperature" in labels and "target_model" not in labels  # hidden state stays hidden
+    dialog.editors["temperature"].setValue(0.9)
+    dialog.editors["top_k"].setValue(12)
+    dialog.editors["seed"].setValue(1234)
+    dialog.editors["context_size"].setValue(1024)
+    dialog.accept()
+    assert set(dialog.changed) == {"temperature", "top_k", "seed", "context_size"}
+
+    data = json.loads(settings.path.read_text())
+    assert data["version"] == 1
+    assert data["values"]["temperature"] == 0.9 and data["values"]["context_size"] == 1024
+
+    # "now" options reach the next request...
+    driver.send("Hi again.")
+    sampling = requests[-1].sampling
+    assert (sampling.temperature, sampling.top_k, sampling.seed) == (0.9, 12, 1234)
+    # ..."reload" ones wait for the next load, and the window says so
+    assert "Context size" in window.notice.text() and "next model load" in window.notice.text()
+    with qtbot.waitSignal(window.model_loaded, timeout=LONG_MS) as loaded:
+        window.notice.action.click()  # "Reload now"
+    assert loaded.args[0].n_ctx == 1024
+    assert "next model load" not in window.notice.text()
+
+
+def test_dialog_marks_reload_options(qtbot, window) -> None:  # noqa: ANN001
+    from PySide6.QtWidgets import QLabel
+
+    dialog = window.settings_dialog()
+    texts = [label.text() for label in dialog.findChildren(QLabel)]
+    assert any(t.startswith("Context size") and t.endswith(RELOAD_MARK) for t in texts)
+    assert any(t == "Temperature" for t in texts)
+    assert any("next model load" in t for t in texts)
+    dialog.reject()
+
+
+def test_draft_highlighting_with_the_ngram_drafter(qtbot, window, driver, smol_path, settings) -> None:  # noqa: ANN001
+    settings.update({"speculative": True, "drafter": "ngram", "highlight_draft": True,
+                     "max_tokens": 64})
+    info = driver.load(smol_path)
+    assert info.drafter == "ngram" and window.status.labels["drafter"].text() == "drafter ngram"
+    reply = driver.send("Repeat this list twice: apple, banana, cherry, grape, lemon, mango, "
+                        "orange, peach, pear, plum.")
+    stats = reply.done.stats
+    assert stats.proposed > 0 and stats.accepted > 0
+    turn = window.controller.current.turns[-1]
+    assert turn.spans  # character spans of drafted tokens
+    doc = window.chat_view.widgets[-1].body.document()
+
+    def tinted() -> int:
+        count, block = 0, doc.begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                f = it.fragment()
+                if f.charFormat().background().color() == theme.colors().draft_bg:
+                    count += f.length()
+                it += 1
+            block = block.next()
+        return count
+
+    assert tinted() > 0
+    assert "accepted" in window.status.labels["acceptance"].text()
+    assert "%" in window.chat_view.widgets[-1].meta_label.text()
+    settings.set("highlight_draft", False)  # applies at once
+    assert tinted() == 0
+    settings.set("highlight_draft", True)
+    assert tinted() > 0
+
+
+def test_theme_applies_at_once(qtbot, window, settings) -> None:  # noqa: ANN001
+    settings.set("theme", "dark")
+    app = QApplication.instance()
+    assert app.palette().color(QPalette.ColorRole.Window).lightness() < 128
+    assert theme.colors() is theme.DARK_COLORS
+    settings.set("theme", "light")
+    assert app.palette().color(QPalette.ColorRole.Window).lightness() > 128
+    settings.set("theme", "system")
+
+
+def test_dropping_a_gguf_loads_it(qtbot, window, smol_path) -> None:  # noqa: ANN001
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(smol_path))])
+    event = QDropEvent(QPointF(20, 20), Qt.DropAction.CopyAction, mime,
+                       Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    with qtbot.waitSignal(window.model_loaded, timeout=LONG_MS) as loaded:
+        window.dropEvent(event)
+    assert loaded.args[0].target_path == smol_path
+    assert window.models.target() == smol_path
+
+
+@pytest.fixture
+def empty_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "no-models"
+    folder.mkdir()
+    monkeypatch.setenv("DUET_MODELS_DIR", str(folder))
+    return folder
+
+
+def test_first_run_offers_fetch_with_progress_and_cancel(qtbot, settings, home, empty_models,  # noqa: ANN001
+                                                         monkeypatch, relay_for) -> None:
+    import engine.fetch
+
+    def fake_fetch(model, dest_dir, *, progress=None, cancel=None):  # noqa: ANN001, ANN202
+        total = 1000
+        for done in range(0, total, 10):
+            if cancel is not None and cancel.is_set():
+                raise FetchError(f"{model.key}: cancelled")
+            progress(engine.fetch.FetchProgress(model.key, "download", done, total))
+            cancel.wait(0.02)
+        raise AssertionError("the test cancels before the end")
+
+    monkeypatch.setattr(engine.fetch, "fetch", fake_fetch)
+    from app.main_window import MainWindow
+
+    w = MainWindow(settings, autoload=False)
+    qtbot.addWidget(w)
+    w.show()
+    try:
+        assert w.stack.currentWidget() is w.first_run  # no model anywhere: the first-run panel
+        w.first_run.fetch_button.click()
+        assert w.first_run.cancel_button.isVisibleTo(w) and not w.first_run.fetch_button.isEnabled()
+        qtbot.waitUntil(lambda: w.first_run.progress.value() > 0, timeout=LONG_MS)
+        assert "download" in w.first_run.progress_label.text()
+        with qtbot.waitSignal(w.model_failed, timeout=LONG_MS) as failed:
+            w.first_run.cancel_button.click()
+        assert failed.args[0].op == "fetch" and "cancelled" in failed.args[0].message
+        assert "stopped" in w.notice.text() and w.first_run.fetch_button.isEnabled()
+    finally:
+        w.close()
