@@ -69,17 +69,18 @@ class Model:
         self.eos: int = lib.llama_vocab_eos(self._vocab)
         self.add_bos: bool = bool(lib.llama_vocab_get_add_bos(self._vocab))
         self.vocab_type: int = lib.llama_vocab_type(self._vocab)
-        self.n_ctx_train: int = lib.llama_model_n_ctx_train(handle)
-        self.n_layer: int = lib.llama_model_n_layer(handle)
-        self.n_embd: int = lib.llama_model_n_embd(handle)
-        self.n_head: int = lib.llama_model_n_head(handle)
-        self.n_head_kv: int = lib.llama_model_n_head_kv(handle)
+        # Without weights (vocab_only) llama.cpp aborts on layer queries: leave them at 0.
+        has_weights = not spec.vocab_only
+        self.n_ctx_train: int = lib.llama_model_n_ctx_train(handle) if has_weights else 0
+        self.n_layer: int = lib.llama_model_n_layer(handle) if has_weights else 0
+        self.n_embd: int = lib.llama_model_n_embd(handle) if has_weights else 0
+        self.n_head: int = lib.llama_model_n_head(handle) if has_weights else 0
+        self.n_head_kv: int = lib.llama_model_n_head_kv(handle) if has_weights else 0
         self.size_bytes: int = self.path.stat().st_size
         self.metadata: dict[str, str] = self._read_metadata()
         self.architecture: str = self.metadata.get("general.architecture", "unknown")
-        self.can_rewind: bool = not (
-            lib.llama_model_is_recurrent(handle) or lib.llama_model_is_hybrid(handle)
-        )
+        self.can_rewind: bool = has_weights and not (
+            lib.llama_model_is_recurrent(handle) or lib.llama_model_is_hybrid(handle))
         self._piece_cache: dict[int, bytes] = {}
         log.info("loaded %s (%s, %d layers, vocab %d)", self.path.name, self.architecture,
                  self.n_layer, self.n_vocab)

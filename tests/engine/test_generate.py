@@ -195,3 +195,11 @@ def test_rewind_and_decode_keep_positions(smol_ctx):
     with pytest.raises(ContextFullError):
         smol_ctx.decode([1] * 2000)
     assert smol_ctx.n_past == len(toks)
+
+
+def test_vocab_only_model_loads_without_weights(smol_path):
+    from engine.model import ModelSpec
+
+    with Model(ModelSpec(smol_path, vocab_only=True)) as m:
+        assert m.n_vocab == 49152 and m.n_layer == 0 and not m.can_rewind
+        assert m.tokenize("Hello", add_special=False)
