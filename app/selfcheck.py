@@ -5,12 +5,12 @@ end on this machine:
 
 1. model    — the fast test model (SmolLM2, catalogue key "test") is in the models folder, or
               is fetched there with ``--fetch``; ``--model PATH`` checks another GGUF instead;
-2. generate — a Runtime with speculation on (n-gram drafter, and the model as its own draft
-              through the draft-model path unless ``--no-draft``) replies greedily to a prompt
-              that repeats text; tokens must come out and drafts must have been proposed;
-3. session  — the conversation is saved with its KV state to a temporary ``.duet`` file and
-              reopened into a fresh Runtime; the KV state must be restored and one more reply
-              must reuse it;
+2. generate — a Runtime with the n-gram drafter, then (unless ``--no-draft``) one with the
+              model as its own draft (the draft-model path), reply greedily to a prompt that
+              repeats text; tokens must come out and each drafter must have proposed;
+3. session  — the last conversation is saved with its KV states (target and draft) to a
+              temporary ``.duet`` file and reopened into a fresh Runtime; the KV states must be
+              restored and one more reply must reuse them;
 4. qt       — the GUI modules import and a QApplication starts on the offscreen platform with
               the SVG image plugin (the app icon) available.
 
@@ -125,17 +125,18 @@ def find_model(opts: CheckOptions) -> tuple[Path, str]:
     return path, f"{model.display_name}, {how} in {folder}"
 
 
-def runtime_config(path: Path, opts: CheckOptions):  # noqa: ANN201 - engine.runtime.RuntimeConfig
-    """Greedy replies with speculation forced on (adaptive off, so drafts are always tried)."""
+def runtime_config(path: Path, opts: CheckOptions, drafter: str):  # noqa: ANN201 - RuntimeConfig
+    """Greedy replies with ``drafter`` (ngram, or model: ``path`` as its own draft) forced on:
+    adaptive off, so drafts are always tried."""
     from engine.context import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import RuntimeConfig
     from engine.sampling import SamplingParams
     from engine.spec.params import SpeculativeParams
 
-    spec = SpeculativeParams(drafter="auto" if opts.draft else "ngram", draft_max=8,
-                             adaptive=False)
-    return RuntimeConfig(target=ModelSpec(path), draft=ModelSpec(path) if opts.draft else None,
+    spec = SpeculativeParams(drafter=drafter, draft_max=8, adaptive=False)
+    return RuntimeConfig(target=ModelSpec(path),
+                         draft=ModelSpec(path) if drafter == "model" else None,
                          context=ContextParams(n_ctx=opts.n_ctx),
                          sampling=SamplingParams(temperature=0.0, max_tokens=opts.max_tokens),
                          speculative=spec)
@@ -156,20 +157,21 @@ def reply(runtime, messages):  # noqa: ANN001, ANN201 - (Runtime, [Message]) -> 
     return done
 
 
-def check_generate(runtime, opts: CheckOptions):  # noqa: ANN001, ANN201 - (messages, Done, line)
+def check_generate(runtime):  # noqa: ANN001, ANN201 - Runtime -> (messages, line)
+    """Reply to PROMPT; the configured drafter must have proposed tokens."""
     from engine.chat import Message
 
+    drafter = runtime.config.speculative.drafter
     if runtime.config.draft is not None and runtime.draft_ctx is None:
         raise CheckFailed(f"the draft model was not loaded: {runtime.draft_problem}")
     messages = [Message("user", PROMPT, time.time())]
     done = reply(runtime, messages)
     st = done.stats
-    if st.proposed == 0:
-        raise CheckFailed(f"speculation proposed no draft tokens in {st.n_tokens} tokens")
-    used = ", ".join(f"{name} {n}" for name, n in sorted(st.drafters_used.items()))
-    line = (f"{st.n_tokens} tokens at {st.tokens_per_s:.0f} tok/s; drafts: {st.proposed} "
-            f"proposed, {st.accepted} accepted ({used})")
-    return messages + [Message("assistant", done.text, time.time())], done, line
+    if st.drafters_used.get(drafter, 0) == 0 or st.proposed == 0:
+        raise CheckFailed(f"the {drafter} drafter proposed nothing in {st.n_tokens} tokens")
+    line = (f"{drafter}: {st.n_tokens} tokens at {st.tokens_per_s:.0f} tok/s, drafts "
+            f"{st.proposed} proposed / {st.accepted} accepted")
+    return messages + [Message("assistant", done.text, time.time())], line
 
 
 def check_session(runtime, config, messages, folder: Path) -> str:  # noqa: ANN001
@@ -186,11 +188,13 @@ def check_session(runtime, config, messages, folder: Path) -> str:  # noqa: ANN0
     with Runtime(config) as fresh:
         opened = open_conversation(path, fresh)
         if not opened.restored_kv:
-            raise CheckFailed(f"the saved KV state was not restored: {opened.note}")
+            raise CheckFailed(f"the saved KV state was not restored: "
+                              f"{opened.note or 'the file holds none'}")
         if [(m.role, m.content) for m in opened.messages] != [(m.role, m.content) for m in messages]:
             raise CheckFailed("the reopened conversation's messages differ from the saved ones")
         if config.draft is not None and not opened.draft_restored:
-            raise CheckFailed(f"the draft model's KV state was not restored: {opened.note}")
+            raise CheckFailed(f"the draft model's KV state was not restored: "
+                              f"{opened.note or 'the file holds none'}")
         done = reply(fresh, opened.messages + [Message("user", FOLLOW_UP, time.time())])
     if done.stats.n_cached_tokens < saved.n_tokens // 2:
         raise CheckFailed(f"the reopened conversation was processed again "
@@ -314,15 +318,19 @@ def _run(opts: CheckOptions, steps: _Steps, tmp: Path) -> None:
 def _run_engine(opts: CheckOptions, steps: _Steps, path: Path, tmp: Path) -> None:
     from engine.runtime import Runtime
 
-    config = runtime_config(path, opts)
+    drafters = ("ngram", "model") if opts.draft else ("ngram",)
     with steps.step("generate") as detail:
-        runtime = Runtime(config)
-        try:
-            messages, _done, line = check_generate(runtime, opts)
-            detail.append(line)
-        except BaseException:
-            runtime.close()
-            raise
+        for drafter in drafters:  # the last runtime stays open for the session step
+            config = runtime_config(path, opts, drafter)
+            runtime = Runtime(config)
+            try:
+                messages, line = check_generate(runtime)
+                detail.append(line)
+            except BaseException:
+                runtime.close()
+                raise
+            if drafter != drafters[-1]:
+                runtime.close()
     if "session" not in opts.steps:
         runtime.close()
         return

@@ -4,6 +4,7 @@ tests/packaging/test_bundle.py runs it inside the Linux bundle)."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,9 @@ def test_passes_on_the_test_model_with_every_step(smol_path, capsys) -> None:
         ["model", "ok"], ["generate", "ok"], ["session", "ok"], ["qt", "ok"]]
     assert lines[-1].startswith("self-check passed in ")
     generate, session, qt = lines[1], lines[2], lines[3]
-    n_tokens = int(generate.split("  ")[-1].split()[0])
-    proposed = int(generate.split("drafts: ")[1].split()[0])
-    assert 0 < n_tokens <= 24 and proposed > 0
+    runs = re.findall(r"(ngram|model): (\d+) tokens at \d+ tok/s, drafts (\d+) proposed", generate)
+    assert [name for name, _, _ in runs] == ["ngram", "model"]
+    assert all(0 < int(n) <= 24 and int(proposed) > 0 for _, n, proposed in runs)
     assert "target and draft KV restored" in session
     assert "platform offscreen" in qt
     assert "Traceback" not in out + err
@@ -37,7 +38,7 @@ def test_ngram_only_with_the_session_round_trip(capsys) -> None:
     assert run_selfcheck(["--no-draft", "--only", "session", "--max-tokens", "12"]) == 0
     out, _ = capsys.readouterr()
     assert [line.split()[0] for line in _lines(out)] == ["model", "generate", "session", "self-check"]
-    assert "(ngram " in out and "with target KV restored" in out
+    assert "ngram: " in out and "model: " not in out and "with target KV restored" in out
 
 
 def test_missing_test_model_is_one_line_without_traceback(tmp_path, monkeypatch, capsys) -> None:

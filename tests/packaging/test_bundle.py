@@ -189,3 +189,34 @@ def test_starts_to_its_window_within_two_seconds(bundle: Bundle, tmp_path) -> No
         times.append(time.monotonic() - t0)
         assert proc.returncode == 0, proc.stderr
     assert min(times) <= 2.0, times
+
+
+# ─── the macOS and Windows declarations (their builds cannot run here) ──────────────────────
+
+
+def test_macos_info_plist_declares_and_owns_the_duet_type() -> None:
+    import json
+    import plistlib
+
+    plist = json.loads((ROOT / "packaging" / "macos" / "info_plist.json").read_text()
+                       .replace("@VERSION@", "1.2.3"))
+    assert plistlib.loads(plistlib.dumps(plist)) == plist  # only plist-able values
+    exported = plist["UTExportedTypeDeclarations"][0]
+    assert exported["UTTypeTagSpecification"]["public.filename-extension"] == ["duet"]
+    (doc,) = plist["CFBundleDocumentTypes"]
+    assert doc["LSItemContentTypes"] == [exported["UTTypeIdentifier"]]
+    assert doc["LSHandlerRank"] == "Owner" and doc["CFBundleTypeRole"] == "Editor"
+    assert plist["CFBundleShortVersionString"] == "1.2.3"
+    # BUNDLE copies the icon into Resources under its own name: build_macos.sh renders duet.icns.
+    assert doc["CFBundleTypeIconFile"] == "duet.icns"
+    assert '"$WORK/duet.icns"' in (ROOT / "packaging" / "build_macos.sh").read_text()
+
+
+def test_windows_installer_associates_duet_files() -> None:
+    iss = (ROOT / "packaging" / "windows" / "duet.iss").read_text()
+    assert 'Subkey: "Software\\Classes\\.duet"; ValueType: string; ValueName: ""; ValueData: "Duet.Session"' in iss
+    assert 'ValueData: """{app}\\duet.exe"" ""%1"""' in iss
+    assert "ChangesAssociations=yes" in iss
+    assert 'Source: "{#DistDir}\\duet\\*"' in iss
+    ps1 = (ROOT / "packaging" / "build_windows.ps1").read_text()
+    assert '"/DDistDir=$Dist"' in ps1 and "packaging\\windows\\duet.iss" in ps1
