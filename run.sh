@@ -2,7 +2,7 @@
 # Set everything up (first time: builds llama.cpp, fetches the starter models), then start Duet.
 set -euo pipefail
 cd "$(dirname "$0")"
-scripts/bootstrap.sh test
+scripts/bootstrap.sh test,package
 .venv/bin/duet-cli models fetch --group starter
 if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] || [ "$(uname)" = Darwin ]; then
   exec .venv/bin/duet "$@"

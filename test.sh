@@ -2,7 +2,7 @@
 # Set everything up (first time: builds llama.cpp, fetches the models the tests use), run the tests.
 set -euo pipefail
 cd "$(dirname "$0")"
-scripts/bootstrap.sh test
+scripts/bootstrap.sh test,package
 .venv/bin/duet-cli models fetch --group test
 export QT_QPA_PLATFORM=offscreen
 exec .venv/bin/python -m pytest -q "$@"

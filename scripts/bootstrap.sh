@@ -24,7 +24,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 
-flavour=$(printf '%s' "${CMAKE_ARGS:-cpu}" | sha256sum | cut -c1-12)
+flavour=$(printf '%s' "${CMAKE_ARGS:-cpu}" | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-12)
 [ -z "${CMAKE_ARGS:-}" ] && flavour=cpu
 WHEELS="${DUET_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/duet/wheels}/$flavour"
 mkdir -p "$WHEELS"
@@ -34,10 +34,13 @@ if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
     "${PIP[@]}" wheel --no-deps --no-binary llama-cpp-python "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
 fi
 
+hash_of() { if command -v sha256sum >/dev/null; then sha256sum "$@"; else shasum -a 256 "$@"; fi; }
 stamp="$VENV/.duet-installed"
-want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$flavour-${1:-}"
+want="$(hash_of pyproject.toml | cut -c1-16)-$flavour-${1:-}"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "bootstrap: installing Duet and its dependencies into $VENV" >&2
+  # The wheel of this flavour replaces whatever llama-cpp-python build was there (CPU <-> CUDA).
+  "${PIP[@]}" install -q --no-deps --force-reinstall "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl
   "${PIP[@]}" install -q --find-links "$WHEELS" --only-binary llama-cpp-python -e ".[${1:-test},bench]"
   echo "$want" > "$stamp"
 fi
