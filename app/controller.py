@@ -120,7 +120,10 @@ class ChatController(QObject):
         title = " ".join(title.split())
         if conv is None or not title:
             return
-        if conv.path is not None:
+        if conv.path is not None and not conv.path.exists():  # named, not written yet
+            conv.path = unique_path(conv.path.parent, title)
+            title = conv.path.stem
+        elif conv.path is not None:
             new_path = unique_path(conv.path.parent, title, keep=conv.path)
             try:
                 conv.path.rename(new_path)
@@ -232,7 +235,10 @@ class ChatController(QObject):
         conv = conv or self.current
         if conv is None or conv.streaming is not None or not conv.turns:
             return
-        path = path or conv.path or unique_path(paths.conversations_dir(), conv.title)
+        if path is None and conv.path is None:  # the name is taken now, before the file exists
+            conv.path = unique_path(paths.conversations_dir(), conv.title,
+                                    taken=(c.path for c in self.conversations if c.path))
+        path = path or conv.path
         values = self.settings.values
         meta = {"title": conv.title, "sampling": {k: values[k] for k in SAMPLING_KEYS}}
         self.client.save(conv.id, path, conv.engine_messages(), settings=meta,

@@ -144,12 +144,15 @@ def safe_name(title: str) -> str:
     return " ".join(name.split())[:80] or "conversation"
 
 
-def unique_path(folder: Path, title: str, *, keep: Path | None = None) -> Path:
-    """``folder/<title>.duet``, or ``<title> (2).duet``… if taken (``keep`` counts as free)."""
+def unique_path(folder: Path, title: str, *, keep: Path | None = None,
+                taken: Iterable[Path] = ()) -> Path:
+    """``folder/<title>.duet``, or ``<title> (2).duet``… if that file exists or is in ``taken``
+    (paths promised to files not written yet); ``keep`` counts as free."""
     stem = safe_name(title)
+    taken = set(taken)
     path = folder / (stem + SUFFIX)
     n = 2
-    while path.exists() and path != keep:
+    while (path.exists() or path in taken) and path != keep:
         path = folder / f"{stem} ({n}){SUFFIX}"
         n += 1
     return path

@@ -105,7 +105,10 @@ class Renderer:
                 # Prose follows the start of the document or a code frame: either way the
                 # cursor already sits in an empty block.
                 start = cursor.position()
-                cursor.insertMarkdown(mark(block.text, rel) if rel else block.text)
+                body = block.text.lstrip("\n")  # blank lines after a fence: no empty paragraph
+                lead = block.start + len(block.text) - len(body)
+                rel = clip(spans, lead, lead + len(body))
+                cursor.insertMarkdown(mark(body, rel) if rel else body)
                 if rel:
                     _apply_marks(doc, start, colors.draft_bg)
                     cursor.movePosition(QTextCursor.MoveOperation.End)
@@ -188,6 +191,14 @@ def _insert_code(doc: QTextDocument, cursor: QTextCursor, block: Block,
     frame.setPadding(6)
     frame.setTopMargin(2 if first else 6)
     frame.setBottomMargin(6)
+    if first and cursor.position() == 0:
+        # The document's first block stays empty above a leading frame: make it take no room.
+        flat = QTextBlockFormat()
+        flat.setLineHeight(0, QTextBlockFormat.LineHeightTypes.FixedHeight.value)
+        cursor.setBlockFormat(flat)
+        small = QTextCharFormat()
+        small.setFontPointSize(1)
+        cursor.setBlockCharFormat(small)
     cursor.insertFrame(frame)
 
     header = QTextCharFormat()

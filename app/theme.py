@@ -21,7 +21,7 @@ LIGHT_COLORS = Colors(
 DARK_COLORS = Colors(
     code_bg=QColor("#161b22"), code_border=QColor("#30363d"), code_fg=QColor("#e6edf3"),
     keyword=QColor("#ff7b72"), string=QColor("#a5d6ff"), comment=QColor("#8b949e"),
-    number=QColor("#79c0ff"), draft_bg=QColor(255, 196, 0, 60), muted=QColor("#8b949e"),
+    number=QColor("#79c0ff"), draft_bg=QColor(255, 196, 0, 80), muted=QColor("#8b949e"),
     link=QColor("#58a6ff"))
 
 

@@ -67,6 +67,7 @@ def test_titles_and_file_names(tmp_path: Path) -> None:
     first.write_bytes(b"")
     assert unique_path(tmp_path, "Chat").name == "Chat (2).duet"
     assert unique_path(tmp_path, "Chat", keep=first) == first
+    assert unique_path(tmp_path, "Chat", taken=[tmp_path / "Chat (2).duet"]).name == "Chat (3).duet"
 
 
 def test_recent_files_persist_and_stay_bounded(tmp_path: Path) -> None:
