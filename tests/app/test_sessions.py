@@ -26,6 +26,8 @@ def test_autosave_then_reopen_restores_the_kv_state(qtbot, window, driver, smol_
     assert saved.with_kv and path.parent == paths.conversations_dir() and path.suffix == ".duet"
     assert path.stem.startswith("Tell me one fact")
     assert window.recent.items[0] == path.resolve()
+    window.recent_menu.aboutToShow.emit()  # File > Open recent lists it
+    assert [a.text() for a in window.recent_menu.actions()] == [str(path.resolve())]
     original = window.controller.current
     assert original.path == path and not original.dirty
 

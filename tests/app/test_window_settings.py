@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QApplication
 from engine.errors import FetchError
 
 from app import theme
+from app.settings import DEFAULTS
 from app.settings_dialog import RELOAD_MARK
 
 LONG_MS = 180_000
@@ -68,11 +69,16 @@ def test_dialog_marks_reload_options(qtbot, window) -> None:  # noqa: ANN001
     from PySide6.QtWidgets import QLabel
 
     dialog = window.settings_dialog()
+    assert dialog.editors["temperature"].value() == 0.0  # shows the current values
     texts = [label.text() for label in dialog.findChildren(QLabel)]
     assert any(t.startswith("Context size") and t.endswith(RELOAD_MARK) for t in texts)
     assert any(t == "Temperature" for t in texts)
     assert any("next model load" in t for t in texts)
+    dialog.editors["top_k"].setValue(3)
+    dialog.restore_defaults()
+    assert dialog.values() == {o: v for o, v in DEFAULTS.items() if o in dialog.editors}
     dialog.reject()
+    assert window.settings["top_k"] == 40 and window.settings["temperature"] == 0.0  # unchanged
 
 
 def test_draft_highlighting_with_the_ngram_drafter(qtbot, window, driver, smol_path, settings) -> None:  # noqa: ANN001
