@@ -27,6 +27,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _install_file_open_handler(app, window) -> None:  # noqa: ANN001
+    """macOS hands a double-clicked ``.duet`` to a running app as a QFileOpenEvent, not argv."""
+    from PySide6.QtCore import QEvent, QObject
+
+    class FileOpenFilter(QObject):
+        def eventFilter(self, obj, event):  # noqa: ANN001, N802 - Qt's name
+            if event.type() == QEvent.Type.FileOpen and event.file():
+                window.controller.open_path(Path(event.file()))
+                return True
+            return False
+
+    window._file_open_filter = FileOpenFilter(app)
+    app.installEventFilter(window._file_open_filter)
+
+
 def create_window(args: argparse.Namespace):  # noqa: ANN201 - app.main_window.MainWindow
     """The QApplication (created if needed) and the shown main window, FILE opened if given."""
     from PySide6.QtWidgets import QApplication
@@ -42,6 +57,7 @@ def create_window(args: argparse.Namespace):  # noqa: ANN201 - app.main_window.M
     theme.apply_theme(app, settings["theme"])
     window = MainWindow(settings, autoload=not args.no_autoload)
     window.show()
+    _install_file_open_handler(app, window)
     if args.file is not None:
         window.controller.open_path(args.file)
     return window
