@@ -18,6 +18,7 @@ import numpy as np
 
 from engine import backend
 from engine.backend import lib
+from engine.native import NativeOwner
 from engine.errors import ContextFullError, DecodeError, ModelLoadError, RewindError
 from engine.model import Model
 
@@ -44,7 +45,7 @@ class ContextParams:
         return self.n_threads if self.n_threads > 0 else default_threads()
 
 
-class Context:
+class Context(NativeOwner):
     """A llama context over ``model``. Logits returned by ``logits``/``logits_rows`` are views into
     llama.cpp's buffer, valid until the next ``decode``."""
 
@@ -93,14 +94,6 @@ class Context:
             lib.llama_free(self._handle)
             self._handle = None
 
-    def __enter__(self) -> Context:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
 
     # -- state ----------------------------------------------------------------------------
     @property

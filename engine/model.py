@@ -11,6 +11,7 @@ from pathlib import Path
 
 from engine import backend
 from engine.backend import lib
+from engine.native import NativeOwner
 from engine.errors import ModelLoadError
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ def check_gguf_file(path: Path) -> None:
         raise ModelLoadError(f"not a GGUF model file: {path.name}")
 
 
-class Model:
+class Model(NativeOwner):
     """A llama.cpp model. Owns the native handle; call ``close()`` (or use as a context manager)."""
 
     def __init__(self, spec: ModelSpec | str | os.PathLike[str]) -> None:
@@ -97,14 +98,6 @@ class Model:
             lib.llama_model_free(self._handle)
             self._handle = None
 
-    def __enter__(self) -> Model:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
 
     # -- facts ----------------------------------------------------------------------------
     @property

@@ -15,6 +15,7 @@ from engine.context import Context, ContextParams
 from engine.errors import DuetError, ModelLoadError
 from engine.generate import Generator
 from engine.model import Model, ModelSpec
+from engine.native import NativeOwner
 from engine.sampling import SamplingParams
 from engine.spec.params import DRAFTERS, SpeculativeParams
 
@@ -50,7 +51,7 @@ class RuntimeConfig:
     speculative: SpeculativeParams = field(default_factory=lambda: SpeculativeParams(drafter="none"))
 
 
-class Runtime:
+class Runtime(NativeOwner):
     """Owns the loaded models and contexts. Not thread-safe: one owner thread."""
 
     def __init__(self, config: RuntimeConfig) -> None:
@@ -78,15 +79,9 @@ class Runtime:
         return build_speculation(self, spec)
 
     def close(self) -> None:
-        for obj in self._closables:
+        for obj in getattr(self, "_closables", ()):
             obj.close()
-        self._closables.clear()
-
-    def __enter__(self) -> Runtime:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._closables = []
 
 
 def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
