@@ -39,7 +39,7 @@ class ContextParams:
     n_threads: int = 0  # 0: one per core, up to 8
     type_k: str = "f16"
     type_v: str = "f16"
-    flash_attn: bool | None = None  # None: llama.cpp decides
+    flash_attn: bool | None = None  # None: off on a CPU-only model (faster there), else llama.cpp's choice
 
     def threads(self) -> int:
         return self.n_threads if self.n_threads > 0 else default_threads()
@@ -66,11 +66,7 @@ class Context(NativeOwner):
         cp.n_threads = cp.n_threads_batch = params.threads()
         cp.type_k = KV_TYPES[params.type_k]
         cp.type_v = KV_TYPES[params.type_v]
-        if params.flash_attn is not None:
-            cp.flash_attn_type = (lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if params.flash_attn
-                                  else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED)
-        elif params.type_v != "f16" and params.type_v != "f32":
-            cp.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_ENABLED  # quantized V needs it
+        cp.flash_attn_type = _flash_attn_type(params, model.spec.n_gpu_layers)
         backend.take_errors()
         handle = lib.llama_init_from_model(model.handle, cp)
         if not handle:
@@ -223,6 +219,17 @@ class Context(NativeOwner):
 
 
 ggml_null_abort = ctypes.cast(None, lib.ggml_abort_callback)
+
+
+def _flash_attn_type(params: ContextParams, n_gpu_layers: int) -> int:
+    """Flash attention: as asked; needed for a quantized V cache; otherwise off when everything
+    runs on the CPU (measured on a 2-core x86 CPU with the 1.5B target: a 33-token verify took
+    472 ms without it, 593 ms with llama.cpp's automatic choice) and automatic with a GPU."""
+    if params.flash_attn is not None:
+        return lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if params.flash_attn else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    if params.type_v not in ("f16", "f32"):
+        return lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
+    return lib.LLAMA_FLASH_ATTN_TYPE_DISABLED if n_gpu_layers == 0 else lib.LLAMA_FLASH_ATTN_TYPE_AUTO
 
 
 def _available_memory() -> int | None:

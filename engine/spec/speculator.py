@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CALIBRATION_SIZES = (1, 2, 4, 8, 16, 32)
+GOOD_DRAFT_ALPHA = 0.9
 
 
 class NgramPolicy:
@@ -116,9 +117,10 @@ class Speculator:
         if model is not None:
             model_cost = cost.with_draft_cost(draft_cost_s)
             self.controllers["model"] = Controller(model_cost, AcceptanceTracker(prior=0.6))
-            # Even a draft model that is always right cannot pay when drafting a token costs
-            # too much next to verifying it (a 0.5B draft for a 1.5B target on a 2-core CPU).
-            self.model_can_pay = best_draft_length(model_cost, 1.0, params.draft_max) > 0
+            # Even a very good draft model (right 90% of the time) cannot pay when drafting a
+            # token costs too much next to verifying it (a 0.5B draft for a 1.5B target on a
+            # 2-core CPU): auto then never spends time syncing it.
+            self.model_can_pay = best_draft_length(model_cost, GOOD_DRAFT_ALPHA, params.draft_max) > 0
             if not self.model_can_pay and params.drafter == "auto":
                 log.info("the draft model cannot pay on this machine (%.0f ms per draft token); "
                          "auto leaves it unused", draft_cost_s * 1000)
