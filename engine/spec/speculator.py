@@ -38,7 +38,7 @@ class NgramPolicy:
     """How many of an n-gram proposal's tokens to verify, from its ``match_len`` and the cost curve.
 
     A reply that has been copying its context for ``LONG_MATCH`` tokens usually keeps copying:
-    it gets the most cost-efficient batch (the k that maximizes (k+1)/cost(k+1): 31 on a 2-core
+    it gets the most cost-efficient batch (the k that maximizes (k+1)/cost(k+1): ~32 on a 2-core
     CPU where big batches are cheap per token, ``draft_max`` on a GPU where every batch costs
     one step) once long drafts have been paying; until then a medium batch (about ``MID_COST``
     steps). A
@@ -106,8 +106,9 @@ class Speculator:
 
     def __init__(self, params: SpeculativeParams, cost: CostModel, *,
                  ngram: NgramDrafter | None = None, model: ModelDrafter | None = None,
-                 draft_cost_s: float = 0.0) -> None:
+                 draft_cost_s: float = 0.0, eog_ids: frozenset[int] = frozenset()) -> None:
         self.params = params
+        self.eog_ids = eog_ids
         self.name = params.drafter
         self.ngram = ngram
         self.model = model
@@ -130,7 +131,7 @@ class Speculator:
         if k_max < self.params.draft_min:
             return Draft()
         if self.ngram is not None:
-            draft = self.ngram.propose(history, k_max)
+            draft = _end_at_eog(self.ngram.propose(history, k_max), self.eog_ids)
             if len(draft.tokens) >= self.params.draft_min:
                 k = (self.ngram_policy.choose(draft.match_len, len(draft.tokens))
                      if self.params.adaptive else len(draft.tokens))
@@ -158,6 +159,15 @@ class Speculator:
         if not self.params.adaptive or (name == "model" and not self.model_can_pay):
             return k_max  # asked for explicitly: draft up to draft_max (p_min stops it early)
         return self.controllers[name].choose(k_max, available)
+
+
+def _end_at_eog(draft: Draft, eog_ids: frozenset[int]) -> Draft:
+    """A reply ends at its first end-of-generation token, so nothing after it is worth verifying
+    (a copy of the user's message would otherwise run on into the chat markup)."""
+    for i, tok in enumerate(draft.tokens):
+        if tok in eog_ids:
+            return Draft(draft.tokens[:i + 1], draft.probs, draft.source, draft.seconds, draft.match_len)
+    return draft
 
 
 # -- building one for a runtime -----------------------------------------------------------
@@ -190,7 +200,8 @@ def build_speculation(rt: Runtime, params: SpeculativeParams) -> Speculator:
     use_ngram = params.drafter in ("ngram", "auto") or (params.drafter == "model" and model_drafter is None)
     ngram = NgramDrafter(NgramParams(params.ngram_min, params.ngram_max)) if use_ngram else None
     cost = cached_cost(rt.ctx)
-    return Speculator(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost)
+    return Speculator(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost,
+                      eog_ids=rt.target.eog_ids)
 
 
 def _cache_file() -> Path:
