@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine import paths
+from engine.catalog import CATALOG
 from engine.context import Context, ContextParams
 from engine.errors import DuetError, ModelLoadError
 from engine.generate import Generator
@@ -21,12 +22,7 @@ from engine.spec.params import DRAFTERS, SpeculativeParams
 
 log = logging.getLogger(__name__)
 
-STARTER_FILES = {
-    "target": "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-    "draft": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-    "test": "smollm2-135m-instruct-q4_1.gguf",
-    "gemma": "gemma-3-270m-q4_k_m.gguf",
-}
+STARTER_FILES = {key: model.filename for key, model in CATALOG.items()}
 
 
 def resolve_model(name: str | Path) -> Path:

@@ -12,10 +12,9 @@ import logging
 from pathlib import Path
 
 from engine.bench.prompts import load_prompts
-from engine.bench.timing import RunTiming, median, peak_rss_mb, time_stream
+from engine.bench.timing import RunTiming, median, peak_rss_mb, time_duet, time_llama
 from engine.chat import Message
 from engine.context import ContextParams
-from engine.events import Token
 from engine.model import ModelSpec
 from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig, resolve_model
@@ -37,18 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _duet(rt: Runtime, prompt: list[int], params: SamplingParams) -> tuple[RunTiming, str]:
-    rt.ctx.clear()
-    timing, events = time_stream(len(prompt), rt.generator.complete(prompt, params),
-                                 count=lambda e: isinstance(e, Token))
-    return timing, events[-1].text
-
-
-def _peer(llm, prompt: list[int], max_tokens: int) -> tuple[RunTiming, str]:  # noqa: ANN001
-    llm.reset()
-    stream = llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0, top_k=1,
-                                   repeat_penalty=1.0, stream=True)
-    timing, chunks = time_stream(len(prompt), stream, count=lambda c: 1)
-    return timing, "".join(c["choices"][0]["text"] for c in chunks)
+    timing, done = time_duet(rt, prompt, params)
+    return timing, done.text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,12 +54,12 @@ def run(args: argparse.Namespace) -> int:
         duet_rss = peak_rss_mb()
         llm = Llama(model_path=str(path), n_ctx=args.ctx, n_batch=512, n_threads=ctx.threads(),
                     n_threads_batch=ctx.threads(), flash_attn=False, verbose=False)
-        _peer(llm, prompt, args.max_tokens)
+        time_llama(llm, prompt, args.max_tokens)
         duet_text = peer_text = ""
         for i in range(args.repeats):
             t, duet_text = _duet(rt, prompt, params)
             results["duet"].append(t)
-            t, peer_text = _peer(llm, prompt, args.max_tokens)
+            t, peer_text = time_llama(llm, prompt, args.max_tokens)
             results["llama-cpp-python"].append(t)
             log.info("repeat %d: duet %.1f tok/s, peer %.1f tok/s", i + 1,
                      results["duet"][-1].decode_tps, results["llama-cpp-python"][-1].decode_tps)

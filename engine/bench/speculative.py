@@ -18,10 +18,9 @@ import numpy as np
 
 from engine.bench.prompts import load_prompts
 from engine.bench.report import chart, markdown_table
-from engine.bench.timing import median, time_stream
+from engine.bench.timing import median, time_duet, time_llama
 from engine.chat import Message
 from engine.context import ContextParams
-from engine.events import Token
 from engine.model import ModelSpec
 from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig, resolve_model
@@ -57,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     ctx = ContextParams(n_ctx=args.ctx, n_threads=args.threads)
     sampling = SamplingParams(temperature=0, max_tokens=args.max_tokens)
     runtimes = {m: _runtime(m, target, draft, ctx, sampling, args.draft_max)
-                for m in modes if m in DUET_MODES or m == "plain"}
+                for m in modes if m in DUET_MODES}
     if "plain" not in runtimes:
         runtimes["plain"] = _runtime("plain", target, draft, ctx, sampling, args.draft_max)
     lookup = _lookup_llm(target, ctx) if "lookup" in modes else None
@@ -117,12 +116,7 @@ def _runtime(mode: str, target: Path, draft: Path, ctx: ContextParams, sampling:
 
 
 def _run_duet(rt: Runtime, prompt: list[int], sampling: SamplingParams) -> dict:
-    rt.ctx.clear()
-    if rt.speculation is not None:
-        rt.speculation.reset()
-    timing, events = time_stream(len(prompt), rt.generator.complete(prompt, sampling),
-                                 count=lambda e: isinstance(e, Token))
-    done = events[-1]
+    timing, done = time_duet(rt, prompt, sampling)
     s = done.stats
     return {"tokens_per_s": timing.decode_tps, "n_tokens": s.n_tokens, "token_ids": list(done.token_ids),
             "acceptance": s.acceptance_rate if s.proposed else None,
@@ -140,11 +134,7 @@ def _lookup_llm(target: Path, ctx: ContextParams):  # noqa: ANN202
 
 
 def _run_lookup(llm, prompt: list[int], max_tokens: int) -> dict:  # noqa: ANN001
-    llm.reset()
-    stream = llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0, top_k=1,
-                                   repeat_penalty=1.0, stream=True)
-    timing, chunks = time_stream(len(prompt), stream, count=lambda c: 1)
-    text = "".join(c["choices"][0]["text"] for c in chunks)
+    timing, text = time_llama(llm, prompt, max_tokens)
     return {"tokens_per_s": timing.decode_tps, "n_tokens": timing.n_tokens, "text": text}
 
 

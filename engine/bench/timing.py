@@ -59,3 +59,24 @@ def median(values: Iterable[float]) -> float:
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def time_duet(rt, prompt: list[int], params) -> tuple[RunTiming, object]:  # noqa: ANN001
+    """A cold reply from Duet's runtime (cache and drafters reset): its timing and ``Done``."""
+    from engine.events import Token
+
+    rt.ctx.clear()
+    if rt.speculation is not None:
+        rt.speculation.reset()
+    timing, events = time_stream(len(prompt), rt.generator.complete(prompt, params),
+                                 count=lambda e: isinstance(e, Token))
+    return timing, events[-1]
+
+
+def time_llama(llm, prompt: list[int], max_tokens: int) -> tuple[RunTiming, str]:  # noqa: ANN001
+    """A cold greedy completion from llama-cpp-python's ``Llama``: its timing and text."""
+    llm.reset()
+    stream = llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0, top_k=1,
+                                   repeat_penalty=1.0, stream=True)
+    timing, chunks = time_stream(len(prompt), stream, count=lambda c: 1)
+    return timing, "".join(c["choices"][0]["text"] for c in chunks)
