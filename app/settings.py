@@ -77,7 +77,7 @@ SCHEMA: tuple[Option, ...] = (
     Option("drafter", str, "auto", "Drafter",
            "auto: whichever pays now; model: the draft model; ngram: copy from the conversation.",
            "reload", SPEC, choices=("auto", "model", "ngram")),
-    Option("draft_max", int, 16, "Draft max", "Most tokens drafted per target pass.",
+    Option("draft_max", int, 64, "Draft max", "Most tokens drafted per target pass.",
            "reload", SPEC, 1, 64),
     Option("draft_min", int, 1, "Draft min", "Fewest tokens worth verifying.", "reload", SPEC, 1, 64),
     Option("p_min", float, 0.75, "Draft p_min",

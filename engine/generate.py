@@ -35,6 +35,8 @@ PREFILL_CHUNK = 256  # prompt tokens per progress event / cancellation point
 class Speculation(Protocol):
     """What the loop needs from speculative decoding (engine.spec.speculator implements it)."""
 
+    def begin(self, prompt: Sequence[int]) -> None: ...
+
     def plan(self, history: Sequence[int], room: int, sampler: Sampler) -> Draft: ...
 
     def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None: ...
@@ -94,6 +96,8 @@ class Generator:
             return
         t_gen = time.perf_counter()
         stats.prompt_s = t_gen - t0
+        if self.speculation is not None:
+            self.speculation.begin(prompt)
         sampler = Sampler(params)
         pending = sampler.sample(ctx.logits(), prompt)
         stats.passes = 1

@@ -98,7 +98,7 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-gpu-layers", type=int, default=None)
     p.add_argument("--drafter", choices=DRAFTERS, default=None,
                    help="speculative drafter (default: auto with --draft, else none)")
-    p.add_argument("--draft-max", type=int, default=16)
+    p.add_argument("--draft-max", type=int, default=SpeculativeParams().draft_max)
     p.add_argument("--draft-min", type=int, default=1)
     p.add_argument("--p-min", type=float, default=0.75)
 

@@ -27,6 +27,7 @@ __all__ = [
     "Controller",
     "CostModel",
     "best_draft_length",
+    "best_length_by_survival",
     "calibrate",
     "expected_accepted",
 ]
@@ -164,6 +165,31 @@ def best_draft_length(
     best_k, best_rate = 0, plain
     for k in range(1, cap + 1):
         rate = tokens_per_second(cost, alpha, k)
+        if rate > best_rate:
+            best_k, best_rate = k, rate
+    return best_k if best_rate >= plain * (1.0 + margin) else 0
+
+
+def best_length_by_survival(cost: CostModel, survival: Sequence[float], *, margin: float = 0.03) -> int:
+    """The draft length with the highest expected tokens per second, given ``survival[j-1]`` =
+    P(the first j drafted tokens are all accepted). 0 (plain decoding) unless that beats plain
+    by ``margin``.
+
+    Only calibrated batch sizes are considered (plus the whole draft, when it is shorter than
+    the largest): on a CPU the cost per token of a batch is far from smooth (a 16-token batch
+    can cost less than an 8-token one), and the calibrated sizes are where it is known.
+    """
+    n = min(len(survival), cost.verify_s[-1][0] - 1)  # never a batch past the calibrated ones
+    if n < 1:
+        return 0
+    candidates = {s - 1 for s, _ in cost.verify_s if 1 <= s - 1 <= n} | {n}
+    plain = 1.0 / cost.verify_cost(1)
+    best_k, best_rate = 0, plain
+    expected = [0.0]
+    for p in survival:
+        expected.append(expected[-1] + p)
+    for k in sorted(candidates):
+        rate = (1.0 + expected[k]) / (cost.verify_cost(k + 1) + k * cost.draft_s_per_token)
         if rate > best_rate:
             best_k, best_rate = k, rate
     return best_k if best_rate >= plain * (1.0 + margin) else 0

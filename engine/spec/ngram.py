@@ -13,18 +13,29 @@ amortized. Rewinds and edits are detected by comparing the length and the first 
 only appends accepted tokens). An edit that leaves both windows intact is not detected; call
 ``reset()`` when a conversation is replaced.
 
+Within a reply (after ``begin(prompt)``) the drafter predicts the next token after every token
+and scores the prediction when the token arrives (engine.spec.reliability), drafted or not. A
+right prediction continues the same copy (the next source token, not the latest occurrence of
+the n-gram, which in a reply that repeats itself is often an earlier part of the reply). A
+wrong one leaves an *anchor* where the copy broke off: an edit replaces, inserts or drops a
+few tokens, and the copy resumes just after, so the ``NEAR`` tokens after the anchor are
+searched first, for the position whose preceding text agrees longest with the history's end
+(one token of agreement is enough there; anywhere else it takes an n-gram).
+
 Confidence: with each proposal comes ``match_len``, how far back (up to ``MATCH_CAP`` tokens)
-the history agrees with the text before the matched continuation. A reply that is copying its
-context agrees for dozens of tokens; a fresh two-token coincidence agrees for two. The
-speculator turns that into a draft length with the target's cost curve (engine.spec.speculator).
+the history agrees with the text before the matched continuation, and ``survival``: the
+estimated probability that each prefix of the draft is accepted, from the scored predictions.
+The speculator turns that into a draft length with the target's cost curve.
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from engine.spec.draft import Draft
+from engine.spec.reliability import MatchReliability
 
 __all__ = ["Draft", "NgramDrafter", "NgramParams"]
 
@@ -32,6 +43,8 @@ log = logging.getLogger(__name__)
 
 _CHECK = 16  # tokens compared at each end of the indexed history to detect rewinds and edits
 MATCH_CAP = 32  # match_len is counted up to this many tokens
+NEAR = 24  # how far past the anchor a resuming copy is looked for
+ANCHOR_TTL = 64  # tokens after which an anchor that found nothing is dropped
 
 
 @dataclass(frozen=True)
@@ -49,6 +62,12 @@ class NgramParams:
             raise ValueError(f"need 1 <= ngram_min <= ngram_max, got {self.ngram_min}, {self.ngram_max}")
 
 
+class _Prediction(NamedTuple):
+    src: int  # position of the predicted token in the history
+    match_len: int  # how far back the history agrees with the text before ``src``
+    near: bool  # found next to where the last copy broke off (a copy resuming after an edit)
+
+
 class NgramDrafter:
     """Prompt-lookup drafter over the growing history; see the module docstring for the policy."""
 
@@ -56,36 +75,48 @@ class NgramDrafter:
 
     def __init__(self, params: NgramParams | None = None) -> None:
         self.params = params if params is not None else NgramParams()
+        self.reliability = MatchReliability()
         self._tokens: list[int] = []  # the history the index reflects
         self._index: dict[tuple[int, ...], int] = {}
+        self._learn_from: int | None = None  # predictions are scored from this position on
+        self._next: _Prediction | None = None  # the prediction for the next token
+        self._anchor: int | None = None  # where the last copy broke off (or goes on)
+        self._anchor_age = 0  # tokens since the anchor was last confirmed
 
     # ------------------------------------------------------------------ public API
 
+    def begin(self, prompt: Sequence[int]) -> None:
+        """A reply to ``prompt`` starts: index it, and score predictions from its end on."""
+        self.reliability.reset()
+        self._learn_from = None
+        self._sync(prompt)
+        self._learn_from = len(prompt)
+        self._anchor = None
+        self._next = self._predict(None)
+
     def propose(self, history: Sequence[int], max_n: int) -> Draft:
-        """Up to ``max_n`` tokens continuing ``history``, with the match's ``match_len``."""
+        """Up to ``max_n`` tokens continuing ``history``, with the match's ``match_len`` and the
+        estimated probability that each prefix of them is accepted (``survival``)."""
         self._sync(history)
-        toks = self._tokens
-        length = len(toks)
-        if max_n <= 0:
+        nxt = self._next
+        if max_n <= 0 or nxt is None:
             return Draft((), source=self.name)
-        for n in range(min(self.params.ngram_max, length - 1), self.params.ngram_min - 1, -1):
-            start = self._index.get(tuple(toks[length - n:]))
-            if start is None:
-                continue
-            agree = n
-            while (agree < MATCH_CAP and start - (agree - n) - 1 >= 0
-                   and toks[start - (agree - n) - 1] == toks[length - agree - 1]):
-                agree += 1
-            return Draft(tuple(toks[start + n:start + n + max_n]), source=self.name, match_len=agree)
-        return Draft((), source=self.name)
+        tokens = tuple(self._tokens[nxt.src:nxt.src + max_n])
+        seq = (self._tokens[-2], self._tokens[-1], *tokens[:-1])
+        after = tuple(zip(seq, seq[1:]))
+        return Draft(tokens, source=self.name, match_len=nxt.match_len,
+                     survival=tuple(self.reliability.survival(nxt.match_len, nxt.near, after)))
 
     def feedback(self, n_proposed: int, n_accepted: int) -> None:
-        """Nothing to learn here: the speculator keeps the statistics."""
+        """Nothing to learn here: predictions are scored on every token (``reliability``)."""
 
     def reset(self) -> None:
         """Forget the history."""
         self._tokens = []
         self._index = {}
+        self._next = None
+        self._learn_from = None
+        self._anchor = None
 
     # ------------------------------------------------------------------ index
 
@@ -97,7 +128,10 @@ class NgramDrafter:
             log.debug("history rewound or edited (%d indexed, %d now): rebuilding the index", old, new)
             self._tokens = []
             self._index = {}
+            self._next = None
+            self._anchor = None
             old = 0
+            self._learn_from = None  # a rewritten history is not evidence about this reply
         if new > old:
             self._append([int(t) for t in history[old:new]])
 
@@ -113,10 +147,71 @@ class NgramDrafter:
         toks = self._tokens
         index = self._index
         lo, hi = self.params.ngram_min, self.params.ngram_max
+        last = len(toks) + len(new_tokens)
         for tok in new_tokens:
             # The token at position e = len(toks) completes the continuation of every n-gram
             # ending just before it: those become matchable now.
             e = len(toks)
+            prev = self._next
+            hit = prev is not None and toks[prev.src] == tok
+            learning = self._learn_from is not None and e >= self._learn_from
+            if prev is not None and learning:
+                self.reliability.observe(prev.match_len, prev.near, hit, (toks[-2], toks[-1]))
             for n in range(lo, min(hi, e) + 1):
                 index[tuple(toks[e - n:e])] = e - n
             toks.append(tok)
+            if learning or e + 1 == last:
+                self._next = self._predict(prev if learning else None, hit)
+
+    # ------------------------------------------------------------------ matching
+
+    def _predict(self, prev: _Prediction | None, hit: bool = False) -> _Prediction | None:
+        """The prediction for the token after the history, given the last one and its outcome.
+
+        A copy that was right goes on. One that was wrong leaves an anchor where it broke off:
+        an edit replaces, inserts or drops a few tokens and the copy resumes just after, so the
+        source next to the anchor is searched before the latest occurrence anywhere (which in
+        a reply that repeats itself is often an earlier part of the reply, not the source).
+        """
+        if prev is not None:
+            if hit:
+                self._anchor, self._anchor_age = prev.src + 1, 0
+                return _Prediction(prev.src + 1, min(MATCH_CAP, prev.match_len + 1), prev.near)
+            if self._anchor is None or self._anchor_age > ANCHOR_TTL:
+                self._anchor, self._anchor_age = prev.src, 0  # a copy broke off here
+        self._anchor_age += 1
+        if self._anchor is not None and self._anchor_age <= ANCHOR_TTL:
+            near = self._near_anchor()
+            if near is not None:
+                return near
+        return self._latest()
+
+    def _near_anchor(self) -> _Prediction | None:
+        """The position within ``NEAR`` tokens after the anchor whose preceding text agrees
+        longest with the end of the history (at least one token), the nearest on ties."""
+        toks = self._tokens
+        length = len(toks)
+        best: _Prediction | None = None
+        for src in range(self._anchor, min(self._anchor + NEAR, length - 1) + 1):
+            agree = 0
+            while (agree < MATCH_CAP and src - agree - 1 >= 0
+                   and toks[src - agree - 1] == toks[length - agree - 1]):
+                agree += 1
+            if agree and (best is None or agree > best.match_len):
+                best = _Prediction(src, agree, True)
+        return best
+
+    def _latest(self) -> _Prediction | None:
+        """The continuation of the latest earlier occurrence of the longest suffix n-gram."""
+        toks = self._tokens
+        length = len(toks)
+        for n in range(min(self.params.ngram_max, length - 1), self.params.ngram_min - 1, -1):
+            start = self._index.get(tuple(toks[length - n:]))
+            if start is None:
+                continue
+            agree = n
+            while (agree < MATCH_CAP and start - (agree - n) - 1 >= 0
+                   and toks[start - (agree - n) - 1] == toks[length - agree - 1]):
+                agree += 1
+            return _Prediction(start + n, agree, False)
+        return None

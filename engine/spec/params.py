@@ -14,7 +14,7 @@ class SpeculativeParams:
     draft model early when its top probability falls below it."""
 
     drafter: str = "auto"
-    draft_max: int = 32
+    draft_max: int = 64
     draft_min: int = 1
     p_min: float = 0.75
     ngram_min: int = 2

@@ -1,10 +1,12 @@
 """Choosing, for each target pass, which drafter drafts and how many tokens (zero included).
 
-Each drafter has a controller: a measured verify-cost curve of the target (calibrated once per
-model, machine and settings, then cached) plus an online acceptance estimate. ``auto`` asks the
-n-gram drafter first (free to draft, strong when the reply copies its context), then the draft
-model, and decodes plainly when neither is expected to pay.
-"""
+The target's verify-cost curve is measured once per model, machine and settings, then cached.
+An n-gram proposal comes with its survival (the estimated probability that each prefix is
+accepted, learned from every token of the reply) and gets the length with the highest expected
+tokens per second: a long batch for a copy in progress, nothing for a guess. The draft model
+has an online acceptance estimate (engine.spec.controller). ``auto`` asks the n-gram drafter
+first (free to draft, strong when the reply copies its context), then the draft model, and
+decodes plainly when neither is expected to pay."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import json
 import logging
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -19,7 +22,7 @@ from engine import paths
 from engine.context import Context
 from engine.sampling import Sampler
 from engine.spec.controller import (AcceptanceTracker, Controller, CostModel, best_draft_length,
-                                     calibrate)
+                                     best_length_by_survival, calibrate)
 from engine.spec.draft import Draft
 from engine.spec.draft_model import ModelDrafter
 from engine.spec.ngram import NgramDrafter, NgramParams
@@ -30,75 +33,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CALIBRATION_SIZES = (1, 2, 4, 8, 16, 32)
+CALIBRATION_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 GOOD_DRAFT_ALPHA = 0.9
-
-
-class NgramPolicy:
-    """How many of an n-gram proposal's tokens to verify, from its ``match_len`` and the cost curve.
-
-    A reply that has been copying its context for ``LONG_MATCH`` tokens usually keeps copying:
-    it gets the most cost-efficient batch (the k that maximizes (k+1)/cost(k+1): ~32 on a 2-core
-    CPU where big batches are cheap per token, ``draft_max`` on a GPU where every batch costs
-    one step) once long drafts have been paying; until then a medium batch (about ``MID_COST``
-    steps). A
-    younger match (``SHORT_MATCH``..``LONG_MATCH``) gets a short probe (about ``SHORT_COST``
-    steps). Each tier keeps an average of the time it saved per
-    pass (accepted tokens times one step, minus the verify cost over one step); a tier whose
-    average turns negative is switched off and retried after ``RETRY_AFTER`` proposals (doubling,
-    up to 4x, while retries keep failing), so text that does not copy (open chat) is decoded
-    plainly, never noticeably slower.
-    """
-
-    LONG_MATCH = 6
-    SHORT_MATCH = 4
-    SHORT_COST = 2.5
-    MID_COST = 5.0
-    RETRY_AFTER = 24
-    EMA = 0.2
-
-    def __init__(self, cost: CostModel, draft_max: int) -> None:
-        self.cost = cost
-        step = cost.verify_cost(1)
-        self.long_k = max(range(1, draft_max + 1), key=lambda k: ((k + 1) / cost.verify_cost(k + 1), k))
-        self.short_k = self._k_within(self.SHORT_COST * step, draft_max)
-        self.mid_k = min(self.long_k, self._k_within(self.MID_COST * step, draft_max))
-        self.saved = {"long": 0.0, "short": 0.0}
-        self.off_for = {"long": 0, "short": 0}
-        self.backoff = {"long": self.RETRY_AFTER, "short": self.RETRY_AFTER}
-        self._tier: str | None = None
-
-    def choose(self, match_len: int, available: int) -> int:
-        tier = ("long" if match_len >= self.LONG_MATCH else
-                "short" if match_len >= self.SHORT_MATCH else None)
-        self._tier = None
-        if tier is None:
-            return 0
-        if self.off_for[tier] > 0:
-            self.off_for[tier] -= 1
-            if self.off_for[tier] > 0:
-                return 0
-            self.saved[tier] = 0.0  # retry with a clean slate
-        self._tier = tier
-        if tier == "short":
-            return min(available, self.short_k)
-        return min(available, self.long_k if self.saved["long"] > 0 else self.mid_k)
-
-    def _k_within(self, budget: float, draft_max: int) -> int:
-        return max([k for k in range(1, draft_max + 1) if self.cost.verify_cost(k + 1) <= budget] or [1])
-
-    def update(self, n_proposed: int, n_accepted: int) -> None:
-        tier, self._tier = self._tier, None
-        if tier is None or n_proposed == 0:
-            return
-        step = self.cost.verify_cost(1)
-        saved = (n_accepted + 1) * step - self.cost.verify_cost(n_proposed + 1)
-        self.saved[tier] += self.EMA * (saved / step - self.saved[tier])
-        if self.saved[tier] < 0:
-            self.off_for[tier] = self.backoff[tier]
-            self.backoff[tier] = min(4 * self.RETRY_AFTER, 2 * self.backoff[tier])
-        elif saved > 0:
-            self.backoff[tier] = self.RETRY_AFTER
 
 
 class Speculator:
@@ -113,7 +49,7 @@ class Speculator:
         self.ngram = ngram
         self.model = model
         self.controllers: dict[str, Controller] = {}
-        self.ngram_policy = NgramPolicy(cost, params.draft_max) if ngram is not None else None
+        self.cost = cost
         self.model_can_pay = False
         if model is not None:
             model_cost = cost.with_draft_cost(draft_cost_s)
@@ -133,7 +69,7 @@ class Speculator:
         if self.ngram is not None:
             draft = _end_at_eog(self.ngram.propose(history, k_max), self.eog_ids)
             if len(draft.tokens) >= self.params.draft_min:
-                k = (self.ngram_policy.choose(draft.match_len, len(draft.tokens))
+                k = (best_length_by_survival(self.cost, draft.survival)
                      if self.params.adaptive else len(draft.tokens))
                 if k >= self.params.draft_min:
                     return Draft(draft.tokens[:k], None, "ngram", draft.seconds, draft.match_len)
@@ -145,10 +81,12 @@ class Speculator:
                     return draft
         return Draft()
 
+    def begin(self, prompt: Sequence[int]) -> None:
+        if self.ngram is not None:
+            self.ngram.begin(prompt)
+
     def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None:
-        if draft.source == "ngram" and self.ngram_policy is not None:
-            self.ngram_policy.update(len(draft.tokens), n_accepted)
-        elif draft.source in self.controllers:
+        if draft.source in self.controllers:
             self.controllers[draft.source].update(len(draft.tokens), n_accepted)
 
     def reset(self) -> None:
@@ -166,7 +104,7 @@ def _end_at_eog(draft: Draft, eog_ids: frozenset[int]) -> Draft:
     (a copy of the user's message would otherwise run on into the chat markup)."""
     for i, tok in enumerate(draft.tokens):
         if tok in eog_ids:
-            return Draft(draft.tokens[:i + 1], draft.probs, draft.source, draft.seconds, draft.match_len)
+            return replace(draft, tokens=draft.tokens[:i + 1], survival=draft.survival[:i + 1])
     return draft
 
 

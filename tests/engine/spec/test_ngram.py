@@ -190,3 +190,37 @@ def test_propose_per_token_is_constant_time() -> None:
             d.feedback(len(draft.tokens), 1)
     elapsed = time.perf_counter() - start
     assert elapsed < 1.0, elapsed
+
+
+# -- within a reply (begin): copies go on, and resume next to where an edit broke them --------
+
+def test_a_right_prediction_continues_the_same_copy() -> None:
+    # The source contains (1, 2) twice; the reply copies the first occurrence. Latest-occurrence
+    # lookup alone would jump to the second; a copy in progress keeps going.
+    source = [50, 1, 2, 3, 4, 5, 6, 60, 1, 2, 9, 9]
+    d = NgramDrafter(WIDE)
+    d.begin(source)
+    reply = [50, 1, 2]
+    assert d.propose(source + reply, 3).tokens == (3, 4, 5)
+
+
+def test_a_copy_resumes_after_an_edit_next_to_where_it_broke() -> None:
+    source = list(range(100, 140))
+    d = NgramDrafter(WIDE)
+    d.begin(source)
+    reply = list(range(100, 110)) + [999, 111]  # 110 replaced by 999, then the copy goes on
+    draft = d.propose(source + reply, 4)
+    assert draft.tokens == (112, 113, 114, 115)
+    assert NgramDrafter(WIDE).propose(source + reply, 4).tokens == ()  # no n-gram of 2 matches
+
+
+def test_predictions_are_scored_on_every_reply_token_and_only_there() -> None:
+    source = list(range(100, 180))
+    d = NgramDrafter(WIDE)
+    d.begin(source)
+    before = d.reliability.p(20)
+    d.propose(source + source[:40], 1)  # one call, forty tokens: each was predicted and scored
+    assert d.reliability.p(20) > before
+    d.begin(source + source[:40])  # a new reply starts from the priors
+    assert d.reliability.p(20) == before
+    assert d.propose(source + source[:40], 1).survival  # a proposal comes with its survival

@@ -1,35 +1,42 @@
-"""The speculator's pure policy: n-gram tiers from the cost curve, EOG cut, auto and the draft cost."""
+"""The speculator's pure policy: draft lengths from survival and the cost curve, EOG cut, auto
+and the draft cost."""
+
+import numpy as np
 
 from engine.sampling import Sampler, SamplingParams
-from engine.spec.controller import CostModel
+from engine.spec.controller import CostModel, best_length_by_survival
 from engine.spec.draft import Draft
 from engine.spec.ngram import NgramDrafter
 from engine.spec.params import SpeculativeParams
-from engine.spec.speculator import NgramPolicy, Speculator, _end_at_eog
+from engine.spec.speculator import Speculator, _end_at_eog
 
 CPU = CostModel(((1, .032), (2, .059), (4, .085), (8, .174), (16, .215), (32, .364)))
 GPU = CostModel(((1, .010), (2, .010), (4, .0105), (8, .011), (16, .012), (32, .014)))
 
 
-def test_tier_sizes_follow_the_cost_curve():
-    cpu, gpu = NgramPolicy(CPU, 32), NgramPolicy(GPU, 32)
-    assert cpu.long_k >= 16 and cpu.short_k <= 3 and cpu.mid_k < cpu.long_k
-    assert gpu.long_k == 32 and gpu.short_k == 32
+def test_draft_length_follows_survival_and_the_cost_curve():
+    sure, coin = [1.0] * 40, [0.5 ** j for j in range(1, 41)]
+    assert best_length_by_survival(CPU, sure) == 31  # the largest calibrated batch that fits
+    assert best_length_by_survival(CPU, coin) == 0  # a guess does not pay on a CPU
+    assert best_length_by_survival(GPU, coin) > 0  # but nearly free batches do
+    assert best_length_by_survival(CPU, [1.0] * 10) == 10  # a short draft is taken whole
+    assert best_length_by_survival(CPU, [1.0] * 200) == 31  # never past the calibrated sizes
+    assert best_length_by_survival(CPU, []) == 0
 
 
-def test_weak_matches_are_not_drafted_and_failing_tiers_switch_off():
-    p = NgramPolicy(CPU, 32)
-    assert p.choose(match_len=2, available=20) == 0
-    assert p.choose(match_len=6, available=20) == p.mid_k  # long tier before it has paid
-    p.update(p.mid_k, 0)
-    assert p.choose(match_len=6, available=20) == 0  # switched off after a loss
-
-
-def test_long_tier_after_it_pays():
-    p = NgramPolicy(CPU, 32)
-    k = p.choose(match_len=10, available=40)
-    p.update(k, k)
-    assert p.choose(match_len=10, available=40) == p.long_k
+def test_a_copy_learned_from_the_reply_is_drafted_long_and_a_guess_not_at_all():
+    source = list(range(100, 200))
+    spec = Speculator(SpeculativeParams(drafter="ngram"), CPU, ngram=NgramDrafter())
+    sampler = Sampler(SamplingParams(temperature=0))
+    spec.begin(source)
+    assert spec.plan(source + source[:6], 64, sampler).tokens == ()  # a young match: a guess
+    assert len(spec.plan(source + source[:40], 64, sampler).tokens) >= 15  # a copy: a long draft
+    chatty = Speculator(SpeculativeParams(drafter="ngram"), CPU, ngram=NgramDrafter())
+    chatty.begin(source)
+    rng = np.random.default_rng(0)
+    reply = [int(t) for t in rng.choice([7, 8, 9], size=200)]  # n-grams recur, continuations do not
+    planned = [len(chatty.plan(source + reply[:i], 64, sampler).tokens) for i in range(100, 200)]
+    assert sum(1 for k in planned if k) <= 3, planned  # only a rare long coincidence
 
 
 def test_draft_ends_at_first_eog():
