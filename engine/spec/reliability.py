@@ -29,7 +29,7 @@ __all__ = ["MatchReliability"]
 
 BUCKET_STARTS = (0, 4, 8, 16, 32)  # match_len buckets: 0-3, 4-7, 8-15, 16-31, 32+
 SPLIT_BELOW = 8  # shorter matches keep separate statistics when found near the anchor
-PRIORS = (0.3, 0.5, 0.8, 0.9, 0.95, 0.8, 0.9)
+PRIORS = (0.3, 0.5, 0.9, 0.93, 0.95, 0.8, 0.9)
 PRIOR_WEIGHT = 4.0
 DECAY = 0.98  # per observation in a bucket: memory of about 50 predictions
 AFTER_PRIOR = 2.0  # pseudo-copies that went on past any token
