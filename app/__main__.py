@@ -76,7 +76,12 @@ def run_gui(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--self-check" in argv:  # headless: nothing of the GUI is built
+        from app.selfcheck import run_selfcheck
+
+        return run_selfcheck(argv)
+    args = parse_args(argv)
     logging.basicConfig(level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return run_gui(args)

@@ -100,3 +100,11 @@ def test_unknown_step_fails_in_one_line(capsys) -> None:
     assert run_selfcheck(["--only", "model,gpu"]) == 1
     _, err = capsys.readouterr()
     assert _lines(err) == ["self-check failed: unknown step 'gpu'; steps: model, generate, session, qt"]
+
+
+def test_python_m_app_runs_the_self_check_as_the_readme_says(capsys) -> None:
+    from app.__main__ import main
+
+    assert main(["--self-check", "--only", "model"]) == 0
+    out, _ = capsys.readouterr()
+    assert [line.split()[0] for line in _lines(out)] == ["model", "self-check"]
