@@ -4,7 +4,12 @@ Greedy verification accepts exactly the longest prefix of a draft that equals th
 so a recorded plain run (prompt ids + output ids) tells what any n-gram policy would accept.
 This is for tuning the controller quickly; the real figures come from ``duet-cli bench``.
 
+    python scripts/simulate_spec.py --record TRACES.json [--model target]   # plain greedy runs
     python scripts/simulate_spec.py TRACES.json [--cost 1:0.032,4:0.085,...]
+
+Each line gives the policy's speedup and, as ``oracle``, the best any length choice could do with
+the same drafter's proposals (knowing how far each would be accepted): the gap is what a better
+length policy could still win; the oracle itself, what a better drafter would have to beat.
 """
 
 from __future__ import annotations
@@ -50,18 +55,70 @@ def simulate(prompt: list[int], output: list[int], cost: CostModel, params: Spec
             "tokens_per_pass": len(output) / passes}
 
 
+def oracle(prompt: list[int], output: list[int], cost: CostModel, params: SpeculativeParams) -> float:
+    """Speedup of the best draft lengths (calibrated batch sizes) for the drafter's proposals."""
+    ngram = NgramDrafter(NgramParams(params.ngram_min, params.ngram_max))
+    ngram.begin(prompt)
+    right, offered = [0], [0]  # per position i >= 1: tokens of the proposal that hold, proposed
+    for i in range(1, len(output)):
+        d = ngram.propose(prompt + output[:i], params.draft_max)
+        n = 0
+        while n < len(d.tokens) and i + n < len(output) and d.tokens[n] == output[i + n]:
+            n += 1
+        right.append(n)
+        offered.append(len(d.tokens))
+    sizes = [s for s, _ in cost.verify_s if s >= 2]
+    best = [0.0] * (len(output) + 1)  # best[i]: least time to emit output[i:] from position i
+    for i in range(len(output) - 1, 0, -1):
+        b = cost.verify_cost(1) + best[i + 1]
+        for s in sizes:
+            if s - 1 <= offered[i]:
+                b = min(b, cost.verify_cost(s) + best[min(len(output), i + min(s - 1, right[i]) + 1)])
+        best[i] = b
+    return cost.verify_cost(1) * (len(output) - 1) / best[1] if len(output) > 1 else 1.0
+
+
+def record(path: str, model: str, max_tokens: int) -> None:
+    from engine.bench.prompts import load_prompts
+    from engine.bench.timing import time_duet
+    from engine.chat import Message
+    from engine.context import ContextParams
+    from engine.model import ModelSpec
+    from engine.prompt import chat_tokens
+    from engine.runtime import Runtime, RuntimeConfig, resolve_model
+
+    sampling = SamplingParams(temperature=0, max_tokens=max_tokens)
+    traces = {}
+    with Runtime(RuntimeConfig(target=ModelSpec(resolve_model(model)), context=ContextParams(n_ctx=4096),
+                               sampling=sampling)) as rt:
+        for bp in load_prompts():
+            prompt = chat_tokens(rt.target, [Message("user", bp.text)])
+            _, done = time_duet(rt, prompt, sampling)
+            traces[bp.id] = {"prompt": prompt, "output": list(done.token_ids)}
+            print(f"{bp.id}: {len(prompt)} prompt tokens, {len(done.token_ids)} generated")
+    with open(path, "w") as f:
+        json.dump(traces, f)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("traces")
+    ap.add_argument("--record", action="store_true", help="record plain greedy traces into TRACES")
+    ap.add_argument("--model", default="target")
+    ap.add_argument("--max-tokens", type=int, default=300)
     ap.add_argument("--cost", default=CPU)
     ap.add_argument("--draft-max", type=int, default=SpeculativeParams().draft_max)
     args = ap.parse_args()
+    if args.record:
+        record(args.traces, args.model, args.max_tokens)
+        return
     cost = CostModel(tuple((int(a), float(b)) for a, b in (p.split(":") for p in args.cost.split(","))))
     params = SpeculativeParams(drafter="ngram", draft_max=args.draft_max)
     for name, tr in json.load(open(args.traces)).items():
         r = simulate(tr["prompt"], tr["output"], cost, params)
-        print(f"{name:16s} x{r['speedup']:.2f}  passes {r['passes']:4d}  tok/pass {r['tokens_per_pass']:.2f}"
-              f"  accepted {r['accepted']}/{r['proposed']}")
+        best = oracle(tr["prompt"], tr["output"], cost, params)
+        print(f"{name:16s} x{r['speedup']:.2f}  oracle x{best:.2f}  passes {r['passes']:4d}"
+              f"  tok/pass {r['tokens_per_pass']:.2f}  accepted {r['accepted']}/{r['proposed']}")
 
 
 if __name__ == "__main__":
