@@ -63,8 +63,5 @@ class ModelDrafter:
         return Draft(tuple(tokens), np.stack(probs) if probs else None, self.name,
                      time.perf_counter() - t0)
 
-    def feedback(self, n_proposed: int, n_accepted: int) -> None:
-        """Nothing to learn here: the next ``sync`` rewinds the rejected tokens."""
-
     def reset(self) -> None:
         self.ctx.clear()

@@ -107,9 +107,6 @@ class NgramDrafter:
         return Draft(tokens, source=self.name, match_len=nxt.match_len,
                      survival=tuple(self.reliability.survival(nxt.match_len, nxt.near, after)))
 
-    def feedback(self, n_proposed: int, n_accepted: int) -> None:
-        """Nothing to learn here: predictions are scored on every token (``reliability``)."""
-
     def reset(self) -> None:
         """Forget the history."""
         self._tokens = []
@@ -189,14 +186,10 @@ class NgramDrafter:
     def _near_anchor(self) -> _Prediction | None:
         """The position within ``NEAR`` tokens after the anchor whose preceding text agrees
         longest with the end of the history (at least one token), the nearest on ties."""
-        toks = self._tokens
-        length = len(toks)
+        length = len(self._tokens)
         best: _Prediction | None = None
         for src in range(self._anchor, min(self._anchor + NEAR, length - 1) + 1):
-            agree = 0
-            while (agree < MATCH_CAP and src - agree - 1 >= 0
-                   and toks[src - agree - 1] == toks[length - agree - 1]):
-                agree += 1
+            agree = self._agreement(src, 0)
             if agree and (best is None or agree > best.match_len):
                 best = _Prediction(src, agree, True)
         return best
@@ -209,9 +202,16 @@ class NgramDrafter:
             start = self._index.get(tuple(toks[length - n:]))
             if start is None:
                 continue
-            agree = n
-            while (agree < MATCH_CAP and start - (agree - n) - 1 >= 0
-                   and toks[start - (agree - n) - 1] == toks[length - agree - 1]):
-                agree += 1
-            return _Prediction(start + n, agree, False)
+            return _Prediction(start + n, self._agreement(start + n, n), False)
         return None
+
+    def _agreement(self, src: int, known: int) -> int:
+        """How many tokens (up to ``MATCH_CAP``) before ``src`` equal the end of the history,
+        the first ``known`` of them already checked."""
+        toks = self._tokens
+        length = len(toks)
+        agree = known
+        while (agree < MATCH_CAP and src - agree - 1 >= 0
+               and toks[src - agree - 1] == toks[length - agree - 1]):
+            agree += 1
+        return agree
