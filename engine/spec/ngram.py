@@ -20,7 +20,10 @@ the n-gram, which in a reply that repeats itself is often an earlier part of the
 wrong one leaves an *anchor* where the copy broke off: an edit replaces, inserts or drops a
 few tokens, and the copy resumes just after, so the ``NEAR`` tokens after the anchor are
 searched first, for the position whose preceding text agrees longest with the history's end
-(one token of agreement is enough there; anywhere else it takes an n-gram).
+(one token of agreement is enough there; anywhere else it takes an n-gram). When the copy
+resumes, what the reply wrote in place of the skipped source is learned as an edit
+(engine.spec.edits), and later copies of the same source span are drafted with the edit made:
+after ``item`` has been renamed ``entry`` once, every later ``item`` is drafted as ``entry``.
 
 Confidence: with each proposal comes ``match_len``, how far back (up to ``MATCH_CAP`` tokens)
 the history agrees with the text before the matched continuation, and ``survival``: the
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from engine.spec.draft import Draft
+from engine.spec.edits import Edit, EditMemory
 from engine.spec.reliability import MatchReliability
 
 __all__ = ["Draft", "NgramDrafter", "NgramParams"]
@@ -63,9 +67,13 @@ class NgramParams:
 
 
 class _Prediction(NamedTuple):
-    src: int  # position of the predicted token in the history
-    match_len: int  # how far back the history agrees with the text before ``src``
+    token: int  # the predicted token
+    at: int  # the source position it stands for (for an edit: where the edited span starts)
+    resume: int  # where the copy goes on once this token (and the rest of its edit) is confirmed
+    match_len: int  # how far back the history agrees with the text before ``at``
     near: bool  # found next to where the last copy broke off (a copy resuming after an edit)
+    pending: tuple[int, ...] = ()  # the rest of the edit's output, after ``token``
+    edit: Edit | None = None  # the learned edit this token comes from
 
 
 class NgramDrafter:
@@ -76,18 +84,21 @@ class NgramDrafter:
     def __init__(self, params: NgramParams | None = None) -> None:
         self.params = params if params is not None else NgramParams()
         self.reliability = MatchReliability()
+        self.edits = EditMemory()
         self._tokens: list[int] = []  # the history the index reflects
         self._index: dict[tuple[int, ...], int] = {}
         self._learn_from: int | None = None  # predictions are scored from this position on
         self._next: _Prediction | None = None  # the prediction for the next token
         self._anchor: int | None = None  # where the last copy broke off (or goes on)
         self._anchor_age = 0  # tokens since the anchor was last confirmed
+        self._broke: tuple[int, int] | None = None  # (source, history) positions where a copy broke off
 
     # ------------------------------------------------------------------ public API
 
     def begin(self, prompt: Sequence[int]) -> None:
         """A reply to ``prompt`` starts: index it, and score predictions from its end on."""
         self.reliability.reset()
+        self.edits.clear()
         self._learn_from = None
         self._sync(prompt)
         self._learn_from = len(prompt)
@@ -101,11 +112,11 @@ class NgramDrafter:
         nxt = self._next
         if max_n <= 0 or nxt is None:
             return Draft((), source=self.name)
-        tokens = tuple(self._tokens[nxt.src:nxt.src + max_n])
+        tokens, trust = self._continuation(nxt, max_n)
         seq = (self._tokens[-2], self._tokens[-1], *tokens[:-1])
         after = tuple(zip(seq, seq[1:]))
-        return Draft(tokens, source=self.name, match_len=nxt.match_len,
-                     survival=tuple(self.reliability.survival(nxt.match_len, nxt.near, after)))
+        survival = self.reliability.survival(nxt.match_len, nxt.near, after, trust)
+        return Draft(tokens, source=self.name, match_len=nxt.match_len, survival=tuple(survival))
 
     def reset(self) -> None:
         """Forget the history."""
@@ -114,6 +125,8 @@ class NgramDrafter:
         self._next = None
         self._learn_from = None
         self._anchor = None
+        self._broke = None
+        self.edits.clear()
 
     # ------------------------------------------------------------------ index
 
@@ -127,6 +140,7 @@ class NgramDrafter:
             self._index = {}
             self._next = None
             self._anchor = None
+            self._broke = None
             old = 0
             self._learn_from = None  # a rewritten history is not evidence about this reply
         if new > old:
@@ -150,7 +164,7 @@ class NgramDrafter:
             # ending just before it: those become matchable now.
             e = len(toks)
             prev = self._next
-            hit = prev is not None and toks[prev.src] == tok
+            hit = prev is not None and prev.token == tok
             learning = self._learn_from is not None and e >= self._learn_from
             if prev is not None and learning:
                 self.reliability.observe(prev.match_len, prev.near, hit, (toks[-2], toks[-1]))
@@ -171,11 +185,10 @@ class NgramDrafter:
         a reply that repeats itself is often an earlier part of the reply, not the source).
         """
         if prev is not None:
-            if hit:
-                self._anchor, self._anchor_age = prev.src + 1, 0
-                return _Prediction(prev.src + 1, min(MATCH_CAP, prev.match_len + 1), prev.near)
-            if self._anchor is None or self._anchor_age > ANCHOR_TTL:
-                self._anchor, self._anchor_age = prev.src, 0  # a copy broke off here
+            if not hit:
+                self._broke_off(prev)
+            elif (nxt := self._go_on(prev)) is not None:
+                return nxt
         self._anchor_age += 1
         if self._anchor is not None and self._anchor_age <= ANCHOR_TTL:
             near = self._near_anchor()
@@ -183,16 +196,83 @@ class NgramDrafter:
                 return near
         return self._latest()
 
+    def _go_on(self, prev: _Prediction) -> _Prediction | None:
+        """``prev`` was right: the copy goes on (through the rest of an edit it applies)."""
+        match_len = min(MATCH_CAP, prev.match_len + 1)
+        if self._broke is not None and prev.near:
+            self._learn_edit(prev)
+        self._broke = None
+        self._anchor, self._anchor_age = prev.resume, 0
+        if prev.pending:
+            return prev._replace(token=prev.pending[0], pending=prev.pending[1:], match_len=match_len)
+        if prev.edit is not None:
+            self.edits.confirm(prev.edit, True)
+        return self._copy_at(prev.resume, match_len, prev.near)
+
+    def _broke_off(self, prev: _Prediction) -> None:
+        """``prev`` was wrong: remember where the copy broke off, in its source and the reply."""
+        if prev.edit is not None:
+            self.edits.confirm(prev.edit, False)
+        copying = self._anchor is not None and self._anchor_age == 0  # the last prediction held
+        if self._anchor is None or self._anchor_age > ANCHOR_TTL:
+            self._anchor, self._anchor_age, self._broke = prev.at, 0, None
+        if copying and (prev.edit is None or prev.pending == prev.edit.output[1:]):
+            self._broke = (prev.at, len(self._tokens) - 1)  # the copy was right up to here
+
+    def _learn_edit(self, prev: _Prediction) -> None:
+        """A copy broke off and has resumed (``prev``, found next to the break, was right):
+        the reply replaced the source between the two by what it wrote in between."""
+        src_broke, out_broke = self._broke
+        src_back = prev.at - prev.match_len  # where the agreement that found ``prev`` starts
+        out_back = len(self._tokens) - 1 - prev.match_len
+        if src_back >= src_broke and out_back >= out_broke:
+            self.edits.learn(self._tokens[src_broke:src_back], self._tokens[out_broke:out_back])
+
+    def _copy_at(self, pos: int, match_len: int, near: bool) -> _Prediction | None:
+        """The prediction that the copy continues with the source at ``pos`` (edited as learned)."""
+        toks = self._tokens
+        edit = self.edits.at(toks, pos)
+        if edit is None:
+            return _Prediction(toks[pos], pos, pos + 1, match_len, near) if pos < len(toks) else None
+        resume = pos + len(edit.source)
+        if edit.output:
+            return _Prediction(edit.output[0], pos, resume, match_len, near, edit.output[1:], edit)
+        if resume < len(toks):  # the edit drops the span
+            return _Prediction(toks[resume], pos, resume + 1, match_len, near, (), edit)
+        return None
+
+    def _continuation(self, nxt: _Prediction, max_n: int) -> tuple[tuple[int, ...], list[float]]:
+        """Up to ``max_n`` tokens from ``nxt`` on, through the learned edits, and for each the
+        trust in the edit it starts (1 for plain copying)."""
+        toks = self._tokens
+        out = [nxt.token, *nxt.pending]
+        trust = [nxt.edit.trust if nxt.edit is not None and len(nxt.pending) == len(nxt.edit.output) - 1
+                 else 1.0] + [1.0] * len(nxt.pending)
+        pos = nxt.resume
+        while len(out) < max_n and pos < len(toks):
+            edit = self.edits.at(toks, pos)
+            if edit is None:
+                out.append(toks[pos])
+                trust.append(1.0)
+                pos += 1
+                continue
+            pos += len(edit.source)
+            span = edit.output or tuple(toks[pos:pos + 1])
+            pos += 0 if edit.output else len(span)
+            out.extend(span)
+            trust.extend([edit.trust] + [1.0] * (len(span) - 1))
+        return tuple(out[:max_n]), trust[:max_n]
+
     def _near_anchor(self) -> _Prediction | None:
         """The position within ``NEAR`` tokens after the anchor whose preceding text agrees
         longest with the end of the history (at least one token), the nearest on ties."""
         length = len(self._tokens)
-        best: _Prediction | None = None
+        best: tuple[int, int] | None = None
         for src in range(self._anchor, min(self._anchor + NEAR, length - 1) + 1):
             agree = self._agreement(src, 0)
-            if agree and (best is None or agree > best.match_len):
-                best = _Prediction(src, agree, True)
-        return best
+            if agree and (best is None or agree > best[1]):
+                best = (src, agree)
+        return self._copy_at(best[0], best[1], True) if best is not None else None
 
     def _latest(self) -> _Prediction | None:
         """The continuation of the latest earlier occurrence of the longest suffix n-gram."""
@@ -202,7 +282,7 @@ class NgramDrafter:
             start = self._index.get(tuple(toks[length - n:]))
             if start is None:
                 continue
-            return _Prediction(start + n, self._agreement(start + n, n), False)
+            return self._copy_at(start + n, self._agreement(start + n, n), False)
         return None
 
     def _agreement(self, src: int, known: int) -> int:

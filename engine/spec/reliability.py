@@ -76,11 +76,13 @@ class MatchReliability:
         b = self.bucket(match_len, near)
         return (self._hits[b] + PRIORS[b] * PRIOR_WEIGHT) / (self._trials[b] + PRIOR_WEIGHT)
 
-    def survival(self, match_len: int, near: bool, after: Sequence[tuple[int, int]]) -> list[float]:
+    def survival(self, match_len: int, near: bool, after: Sequence[tuple[int, int]],
+                 trust: Sequence[float] | None = None) -> list[float]:
         """P(the first j drafted tokens are all accepted), j = 1..len(after); ``after[i]`` is
-        the token before draft token i (the last history token, then the draft's own)."""
+        the pair of tokens before draft token i (from the history, then the draft's own), and
+        ``trust[i]`` an extra factor for token i (a learned edit the copy applies there)."""
         out, s = [], 1.0
-        for i, tok in enumerate(after):
-            s *= self.p(match_len + i, near) * self.q(tok)
+        for i, pair in enumerate(after):
+            s *= self.p(match_len + i, near) * self.q(pair) * (trust[i] if trust is not None else 1.0)
             out.append(s)
         return out
