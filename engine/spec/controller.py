@@ -120,16 +120,20 @@ def calibrate(
     """Build a CostModel from ``measure(n)`` (seconds for one target decode of n tokens).
 
     Each size is measured ``repeats`` times and the median kept, so one hiccup (a page fault,
-    another process) does not skew the curve. ``sizes`` must include 1.
+    another process) does not skew the curve; the sizes take turns, so a machine whose speed
+    drifts during the calibration shifts the whole curve rather than bending it. ``sizes`` must
+    include 1.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     if 1 not in sizes:
         raise ValueError("calibration sizes must include 1")
-    points = []
-    for n in sorted(set(int(s) for s in sizes)):
-        times = [float(measure(n)) for _ in range(repeats)]
-        points.append((n, statistics.median(times)))
+    order = sorted(set(int(s) for s in sizes))
+    times: dict[int, list[float]] = {n: [] for n in order}
+    for _ in range(repeats):
+        for n in order:
+            times[n].append(float(measure(n)))
+    points = [(n, statistics.median(times[n])) for n in order]
     log.debug("calibrated verify cost: %s", points)
     return CostModel(tuple(points))
 

@@ -147,9 +147,14 @@ def _cache_file() -> Path:
 
 
 def _cache_key(ctx: Context, sizes: Sequence[int]) -> str:
+    """What the curve depends on: the model file, the settings, the machine, and the build of
+    llama.cpp (another build has other kernels, and batches cost differently)."""
+    from engine.backend import _pkg
+
     st = ctx.model.path.stat()
     return json.dumps([str(ctx.model.path), st.st_size, st.st_mtime_ns, ctx.params.threads(),
-                       ctx.model.spec.n_gpu_layers, ctx.params.type_k, list(sizes), os.cpu_count()])
+                       ctx.model.spec.n_gpu_layers, ctx.params.type_k, ctx.params.flash_attn,
+                       list(sizes), os.cpu_count(), getattr(_pkg, "__version__", "?")])
 
 
 def cached_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES) -> CostModel:
