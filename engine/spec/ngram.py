@@ -257,8 +257,10 @@ class NgramDrafter:
                 pos += 1
                 continue
             pos += len(edit.source)
-            span = edit.output or tuple(toks[pos:pos + 1])
-            pos += 0 if edit.output else len(span)
+            span = edit.output or tuple(toks[pos:pos + 1])  # a dropped span: the token after it
+            if not span:
+                break
+            pos += 0 if edit.output else 1
             out.extend(span)
             trust.extend([edit.trust] + [1.0] * (len(span) - 1))
         return tuple(out[:max_n]), trust[:max_n]

@@ -98,3 +98,12 @@ def test_edits_are_forgotten_when_a_reply_starts() -> None:
     assert len(d.edits) == 1
     d.begin(SOURCE)
     assert len(d.edits) == 0
+
+
+def test_a_dropped_span_is_drafted_without_it() -> None:
+    d = NgramDrafter(WIDE)
+    d.begin(SOURCE)
+    reply = [t for t in SOURCE[:11] if t != 7]  # the 7 dropped, twice: the second time drafted
+    draft = d.propose(SOURCE + reply, 7)
+    assert draft.tokens == (58, 59, 60, 61, 62, 63, 64)  # ... 63, the third 7 dropped too, 64
+    assert len(draft.survival) == 7 and d.edits.at(SOURCE, 3).output == ()
