@@ -244,26 +244,16 @@ class NgramDrafter:
     def _continuation(self, nxt: _Prediction, max_n: int) -> tuple[tuple[int, ...], list[float]]:
         """Up to ``max_n`` tokens from ``nxt`` on, through the learned edits, and for each the
         trust in the edit it starts (1 for plain copying)."""
-        toks = self._tokens
-        out = [nxt.token, *nxt.pending]
-        trust = [nxt.edit.trust if nxt.edit is not None and len(nxt.pending) == len(nxt.edit.output) - 1
-                 else 1.0] + [1.0] * len(nxt.pending)
-        pos = nxt.resume
-        while len(out) < max_n and pos < len(toks):
-            edit = self.edits.at(toks, pos)
-            if edit is None:
-                out.append(toks[pos])
-                trust.append(1.0)
-                pos += 1
-                continue
-            pos += len(edit.source)
-            span = edit.output or tuple(toks[pos:pos + 1])  # a dropped span: the token after it
-            if not span:
-                break
-            pos += 0 if edit.output else 1
-            out.extend(span)
-            trust.extend([edit.trust] + [1.0] * (len(span) - 1))
-        return tuple(out[:max_n]), trust[:max_n]
+        out: list[int] = []
+        trust: list[float] = []
+        pred = nxt
+        while pred is not None and len(out) < max_n:
+            out.append(pred.token)
+            starts_edit = pred.edit is not None and pred.pending == pred.edit.output[1:]
+            trust.append(pred.edit.trust if starts_edit else 1.0)
+            pred = (pred._replace(token=pred.pending[0], pending=pred.pending[1:]) if pred.pending
+                    else self._copy_at(pred.resume, pred.match_len, pred.near))
+        return tuple(out), trust
 
     def _near_anchor(self) -> _Prediction | None:
         """The position within ``NEAR`` tokens after the anchor whose preceding text agrees
