@@ -22,6 +22,7 @@ from engine.spec.controller import CostModel
 from engine.spec.ngram import NgramDrafter, NgramParams
 from engine.spec.params import SpeculativeParams
 from engine.spec.speculator import Speculator
+from engine.spec.styles import Vocab
 
 # Qwen2.5-Coder 1.5B Q4_K_M, 2 threads on this 2-core CPU, flash attention off, n tokens decoded
 # (all logits) after a 512-token context, median of 7 interleaved repeats (seconds).
@@ -29,8 +30,9 @@ CPU = ("1:.0382,2:.0635,3:.0814,4:.1053,6:.1439,8:.2255,12:.2853,16:.2691,24:.43
        "48:.6662,64:.8762")
 
 
-def simulate(prompt: list[int], output: list[int], cost: CostModel, params: SpeculativeParams) -> dict:
-    ngram = NgramDrafter(NgramParams(params.ngram_min, params.ngram_max))
+def simulate(prompt: list[int], output: list[int], cost: CostModel, params: SpeculativeParams,
+             vocab: Vocab | None = None) -> dict:
+    ngram = NgramDrafter(NgramParams(params.ngram_min, params.ngram_max), vocab)
     spec = Speculator(params, cost, ngram=ngram)
     sampler = Sampler(SamplingParams(temperature=0))
     spec.begin(prompt)
@@ -56,9 +58,10 @@ def simulate(prompt: list[int], output: list[int], cost: CostModel, params: Spec
             "tokens_per_pass": len(output) / passes}
 
 
-def oracle(prompt: list[int], output: list[int], cost: CostModel, params: SpeculativeParams) -> float:
+def oracle(prompt: list[int], output: list[int], cost: CostModel, params: SpeculativeParams,
+           vocab: Vocab | None = None) -> float:
     """Speedup of the best draft lengths (calibrated batch sizes) for the drafter's proposals."""
-    ngram = NgramDrafter(NgramParams(params.ngram_min, params.ngram_max))
+    ngram = NgramDrafter(NgramParams(params.ngram_min, params.ngram_max), vocab)
     ngram.begin(prompt)
     right, offered = [0], [0]  # per position i >= 1: tokens of the proposal that hold, proposed
     for i in range(1, len(output)):
@@ -109,15 +112,22 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=300)
     ap.add_argument("--cost", default=CPU)
     ap.add_argument("--draft-max", type=int, default=SpeculativeParams().draft_max)
+    ap.add_argument("--no-styles", action="store_true", help="without the model's tokenizer (no learned styles)")
     args = ap.parse_args()
     if args.record:
         record(args.traces, args.model, args.max_tokens)
         return
     cost = CostModel(tuple((int(a), float(b)) for a, b in (p.split(":") for p in args.cost.split(","))))
     params = SpeculativeParams(drafter="ngram", draft_max=args.draft_max)
+    vocab = None
+    if not args.no_styles:
+        from engine.model import Model, ModelSpec
+        from engine.runtime import resolve_model
+
+        vocab = Model(ModelSpec(resolve_model(args.model), vocab_only=True))
     for name, tr in json.load(open(args.traces)).items():
-        r = simulate(tr["prompt"], tr["output"], cost, params)
-        best = oracle(tr["prompt"], tr["output"], cost, params)
+        r = simulate(tr["prompt"], tr["output"], cost, params, vocab)
+        best = oracle(tr["prompt"], tr["output"], cost, params, vocab)
         print(f"{name:16s} x{r['speedup']:.2f}  oracle x{best:.2f}  passes {r['passes']:4d}"
               f"  tok/pass {r['tokens_per_pass']:.2f}  accepted {r['accepted']}/{r['proposed']}")
 

@@ -9,12 +9,18 @@ it has learned while it copies, and drafts through them instead of breaking at e
 An edit that the reply then does not make (``__init__`` is not renamed) loses trust; one that
 has failed as often as it held is no longer applied. Only short spans are kept: a long
 replacement is a rewrite, not an edit that recurs.
+
+Given the tokenizer, an edit that converts an identifier to another style (``addItem`` to
+``add_item``) also teaches that style (engine.spec.styles): every later identifier of the
+source's style is then drafted converted, each the edit of its own span.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from engine.spec.styles import STYLES, StyleRule, Vocab, Words
 
 __all__ = ["Edit", "EditMemory"]
 
@@ -29,21 +35,30 @@ class Edit:
     output: tuple[int, ...]
     held: int = 0  # times it was applied and the reply made it
     failed: int = 0  # times it was applied and the reply did not
+    style: StyleRule | None = None  # the learned style this edit applies, if it comes from one
 
     @property
     def trust(self) -> float:
         """Estimated probability that the reply makes this edit at the next occurrence."""
+        if self.style is not None:
+            return self.style.trust
         return (self.held + 1.0) / (self.held + self.failed + 1.5)
 
 
 class EditMemory:
-    """Learned edits, looked up by the first token of their source span."""
+    """Learned edits, looked up by the first token of their source span, and learned styles
+    (only with a ``vocab`` to read and write identifiers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, vocab: Vocab | None = None) -> None:
         self._by_first: dict[int, list[Edit]] = {}
+        self._words = Words(vocab) if vocab is not None else None
+        self.styles: list[StyleRule] = []
+        self._styled: dict[tuple[int, ...], Edit | None] = {}  # source span -> its styled edit
 
     def clear(self) -> None:
         self._by_first = {}
+        self.styles = []
+        self._styled = {}
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._by_first.values())
@@ -60,19 +75,61 @@ class EditMemory:
         edits.sort(key=lambda e: -len(e.source))  # the longest span that matches wins
         return edit
 
+    def learn_style(self, tokens: Sequence[int], src: int, out: int) -> StyleRule | None:
+        """The reply made an edit at ``tokens[out]`` to the source at ``tokens[src]``: if it
+        converted the identifier there to another style, learn the style."""
+        words = self._words
+        if words is None:
+            return None
+        while src > 0 and out > 0 and tokens[src - 1] == tokens[out - 1] and words.continues_word(tokens, src):
+            src, out = src - 1, out - 1  # back to where the word starts
+        a, b = words.identifier_at(tokens, src), words.identifier_at(tokens, out)
+        if a is None or b is None or a.lead != b.lead:
+            return None
+        for style in STYLES:
+            if style.convert(a.name) == b.name:
+                rule = next((r for r in self.styles if r.style is style), None)
+                if rule is None:
+                    rule = StyleRule(style)
+                    self.styles.append(rule)
+                    self._styled = {}
+                return rule
+        return None
+
     def at(self, tokens: Sequence[int], pos: int) -> Edit | None:
-        """The trusted edit whose source span starts at ``tokens[pos]``, if any."""
+        """The trusted edit whose source span starts at ``tokens[pos]``, if any: a learned one,
+        else the conversion of the identifier there by a learned style."""
         if pos >= len(tokens):
             return None
         for edit in self._by_first.get(tokens[pos], ()):
             n = len(edit.source)
             if edit.failed <= edit.held and tuple(tokens[pos:pos + n]) == edit.source:
                 return edit
+        if any(rule.active for rule in self.styles):
+            return self._style_at(tokens, pos)
         return None
+
+    def _style_at(self, tokens: Sequence[int], pos: int) -> Edit | None:
+        ident = self._words.identifier_at(tokens, pos)
+        if ident is None:
+            return None
+        source = tuple(tokens[pos:ident.end])
+        if source not in self._styled:
+            self._styled[source] = None
+            for rule in self.styles:
+                new = rule.style.convert(ident.name) if rule.active else None
+                if new is not None:
+                    output = self._words.tokenize(ident.lead + new + ident.trail)
+                    if output and output != source and len(output) <= MAX_SPAN:
+                        self._styled[source] = Edit(source, output, style=rule)
+                    break
+        edit = self._styled[source]
+        return edit if edit is not None and edit.style.active else None
 
     @staticmethod
     def confirm(edit: Edit, held: bool) -> None:
-        if held:
-            edit.held += 1
-        else:
-            edit.failed += 1
+        for counts in (edit, edit.style) if edit.style is not None else (edit,):
+            if held:
+                counts.held += 1
+            else:
+                counts.failed += 1

@@ -40,6 +40,7 @@ from typing import NamedTuple
 from engine.spec.draft import Draft
 from engine.spec.edits import Edit, EditMemory
 from engine.spec.reliability import MatchReliability
+from engine.spec.styles import Vocab
 
 __all__ = ["Draft", "NgramDrafter", "NgramParams"]
 
@@ -81,10 +82,11 @@ class NgramDrafter:
 
     name = "ngram"
 
-    def __init__(self, params: NgramParams | None = None) -> None:
+    def __init__(self, params: NgramParams | None = None, vocab: Vocab | None = None) -> None:
+        """``vocab``: the target's tokenizer, to learn identifier styles (engine.spec.styles)."""
         self.params = params if params is not None else NgramParams()
         self.reliability = MatchReliability()
-        self.edits = EditMemory()
+        self.edits = EditMemory(vocab)
         self._tokens: list[int] = []  # the history the index reflects
         self._index: dict[tuple[int, ...], int] = {}
         self._learn_from: int | None = None  # predictions are scored from this position on
@@ -227,6 +229,7 @@ class NgramDrafter:
         out_back = len(self._tokens) - 1 - prev.match_len
         if src_back >= src_broke and out_back >= out_broke:
             self.edits.learn(self._tokens[src_broke:src_back], self._tokens[out_broke:out_back])
+            self.edits.learn_style(self._tokens, src_broke, out_broke)
 
     def _copy_at(self, pos: int, match_len: int, near: bool) -> _Prediction | None:
         """The prediction that the copy continues with the source at ``pos`` (edited as learned)."""

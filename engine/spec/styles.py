@@ -1,0 +1,151 @@
+"""Identifier styles a reply converts its source to, learned from one rename to draft the rest.
+
+Asked to rename methods to snake_case, a reply writes ``add_item`` for ``addItem``, then
+``remove_item`` for ``removeItem``: each name is new, so no learned token edit
+(engine.spec.edits) predicts the next one, but the rule that made them does. When an edit the
+reply made turns one identifier into its snake_case (or camelCase) form, the n-gram drafter
+learns that style, and while copying it drafts every later identifier of the source's style
+converted. Trust is counted as for edits: a style the reply stops applying is dropped.
+
+This works on text: the identifier under a source position is read from the tokens' pieces,
+converted, and the converted text is tokenized again (the target usually tokenizes it the same
+way; where it does not, the draft is simply rejected there).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["STYLES", "Style", "StyleRule", "Vocab", "Words", "camel_to_snake", "snake_to_camel"]
+
+MAX_TOKENS = 8  # longest identifier (in tokens) a style is applied to
+_IDENT = re.compile(r"[^\W\d]\w*")
+_WORD = re.compile(r"\w+")
+_LOWER_CAMEL = re.compile(r"[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+")
+_LOWER_SNAKE = re.compile(r"_?[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+
+
+class Vocab(Protocol):
+    """What the drafter needs of a tokenizer (engine.model.Model provides it)."""
+
+    def piece(self, token: int) -> bytes: ...
+
+    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]: ...
+
+
+def camel_to_snake(name: str) -> str | None:
+    """``findByTag`` → ``find_by_tag``, ``parseHTTPReply`` → ``parse_http_reply``; None unless
+    ``name`` is lowerCamelCase (a class name or a constant keeps its style)."""
+    if not _LOWER_CAMEL.fullmatch(name):
+        return None
+    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+
+
+def snake_to_camel(name: str) -> str | None:
+    """``find_by_tag`` → ``findByTag`` (a leading underscore is kept); None unless ``name`` is
+    lower snake_case with at least one inner underscore."""
+    if not _LOWER_SNAKE.fullmatch(name):
+        return None
+    lead = "_" if name.startswith("_") else ""
+    first, *rest = name[len(lead):].split("_")
+    return lead + first + "".join(p.capitalize() for p in rest)
+
+
+@dataclass(frozen=True)
+class Style:
+    name: str
+    convert: Callable[[str], str | None]
+
+
+STYLES = (Style("snake_case", camel_to_snake), Style("camelCase", snake_to_camel))
+
+
+@dataclass(eq=False)
+class StyleRule:
+    """A style the reply has applied: how often its drafted conversions held or failed."""
+
+    style: Style
+    held: int = 0
+    failed: int = 0
+
+    @property
+    def trust(self) -> float:
+        return (self.held + 1.0) / (self.held + self.failed + 1.5)
+
+    @property
+    def active(self) -> bool:
+        return self.failed <= self.held
+
+
+@dataclass(frozen=True)
+class Identifier:
+    """An identifier in a token sequence: ``tokens[start:end]`` render as ``lead + name + trail``."""
+
+    start: int
+    end: int
+    lead: str
+    name: str
+    trail: str
+
+
+class Words:
+    """Identifiers read from token pieces (pieces decoded once and cached)."""
+
+    def __init__(self, vocab: Vocab) -> None:
+        self.vocab = vocab
+        self._text: dict[int, str | None] = {}
+
+    def text(self, token: int) -> str | None:
+        """The piece of ``token`` as text, or None where it is not whole UTF-8 on its own."""
+        if token not in self._text:
+            try:
+                self._text[token] = self.vocab.piece(token).decode("utf-8")
+            except UnicodeDecodeError:
+                self._text[token] = None
+        return self._text[token]
+
+    def tokenize(self, text: str) -> tuple[int, ...]:
+        return tuple(self.vocab.tokenize(text, add_special=False, parse_special=False))
+
+    def identifier_at(self, tokens: Sequence[int], pos: int) -> Identifier | None:
+        """The identifier that starts in ``tokens[pos]`` (after any punctuation or spaces there)
+        and runs through the following tokens, or None (``pos`` is inside a word, or no word)."""
+        first = self.text(tokens[pos])
+        if not first:
+            return None
+        body = first.lstrip()
+        lead = first[:len(first) - len(body)]
+        while body and not (body[0].isalpha() or body[0] == "_"):
+            if body[0].isalnum():
+                return None  # a number
+            lead, body = lead + body[0], body[1:]
+        if not body:
+            return None
+        if not lead and pos > 0:
+            before = self.text(tokens[pos - 1])
+            if not before or before[-1].isalnum() or before[-1] == "_":
+                return None  # the word began earlier
+        match = _IDENT.match(body)
+        name, trail = match.group(), body[match.end():]
+        end = pos + 1
+        while not trail and end < len(tokens):
+            nxt = self.text(tokens[end])
+            more = _WORD.match(nxt) if nxt else None
+            if more is None:
+                break
+            if end - pos >= MAX_TOKENS:
+                return None  # too long to be a name a style converts
+            name, trail = name + more.group(), nxt[more.end():]
+            end += 1
+        return Identifier(pos, end, lead, name, trail)
+
+    def continues_word(self, tokens: Sequence[int], pos: int) -> bool:
+        """Whether ``tokens[pos]`` goes on with a word that ``tokens[pos - 1]`` began."""
+        if pos == 0:
+            return False
+        this, before = self.text(tokens[pos]), self.text(tokens[pos - 1])
+        return bool(this and before and _WORD.match(this) and _WORD.match(before[-1]))

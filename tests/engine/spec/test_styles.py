@@ -1,0 +1,83 @@
+"""Tests of engine.spec.styles and of the n-gram drafter converting identifiers to a learned style
+(the Qwen tokenizer, real)."""
+from __future__ import annotations
+
+import pytest
+
+from engine.spec.ngram import NgramDrafter
+from engine.spec.styles import Words, camel_to_snake, snake_to_camel
+
+
+@pytest.mark.parametrize("name, snake", [
+    ("addItem", "add_item"), ("findByTag", "find_by_tag"), ("parseHTTPReply", "parse_http_reply"),
+    ("toUTF8", "to_utf8"), ("Item", None), ("MAX_SIZE", None), ("add_item", None), ("sku", None),
+])
+def test_camel_to_snake(name: str, snake: str | None) -> None:
+    assert camel_to_snake(name) == snake
+
+
+@pytest.mark.parametrize("name, camel", [
+    ("add_item", "addItem"), ("find_by_tag", "findByTag"), ("_private_name", "_privateName"),
+    ("__init__", None), ("sku", None), ("addItem", None), ("MAX_SIZE", None),
+])
+def test_snake_to_camel(name: str, camel: str | None) -> None:
+    assert snake_to_camel(name) == camel
+
+
+def tokens(model, text: str) -> list[int]:  # noqa: ANN001
+    return model.tokenize(text, add_special=False, parse_special=False)
+
+
+def test_identifiers_read_across_tokens(qwen_draft) -> None:  # noqa: ANN001
+    words = Words(qwen_draft)
+    toks = tokens(qwen_draft, "    def removeItem(self, sku):")
+    pieces = [qwen_draft.piece(t).decode() for t in toks]
+    start = pieces.index(" remove")
+    ident = words.identifier_at(toks, start)
+    assert (ident.lead, ident.name, ident.trail) == (" ", "removeItem", "")
+    assert "".join(pieces[start:ident.end]) == " removeItem"
+    assert words.identifier_at(toks, start + 1) is None  # inside the word
+    assert words.identifier_at(toks, pieces.index("(self")).name == "self"  # after punctuation
+
+
+SOURCE = '''class Shop:
+    def addItem(self, item):
+        self.items.append(item)
+
+    def removeItem(self, item):
+        self.items.remove(item)
+
+    def countItems(self):
+        return len(self.items)
+'''
+
+
+def test_a_style_learned_from_one_rename_converts_the_next_names(qwen_draft) -> None:  # noqa: ANN001
+    d = NgramDrafter(vocab=qwen_draft)
+    source = tokens(qwen_draft, SOURCE)
+    d.begin(source)
+    reply = tokens(qwen_draft, SOURCE.replace("addItem", "add_item").split("    def remove")[0] + "    def")
+    draft = d.propose(source + reply, 12)
+    assert qwen_draft.detokenize(draft.tokens).startswith(" remove_item(self, item):")
+    assert [r.style.name for r in d.edits.styles] == ["snake_case"]
+
+
+def test_a_style_the_reply_does_not_follow_is_dropped(qwen_draft) -> None:  # noqa: ANN001
+    d = NgramDrafter(vocab=qwen_draft)
+    source = tokens(qwen_draft, SOURCE)
+    d.begin(source)
+    kept = SOURCE.replace("addItem", "add_item")  # removeItem and countItems stay as they are
+    reply = tokens(qwen_draft, kept.split("    def count")[0] + "    def")
+    draft = d.propose(source + reply, 4)
+    assert not d.edits.styles[0].active
+    assert qwen_draft.detokenize(draft.tokens).startswith(" countItems(")
+
+
+def test_without_a_tokenizer_no_style_is_learned(qwen_draft) -> None:  # noqa: ANN001
+    d = NgramDrafter()
+    source = tokens(qwen_draft, SOURCE)
+    d.begin(source)
+    reply = tokens(qwen_draft, SOURCE.replace("addItem", "add_item").split("    def remove")[0] + "    def")
+    draft = d.propose(source + reply, 12)
+    assert not d.edits.styles
+    assert qwen_draft.detokenize(draft.tokens).startswith(" removeItem(")
