@@ -11,8 +11,9 @@ has failed as often as it held is no longer applied. Only short spans are kept: 
 replacement is a rewrite, not an edit that recurs.
 
 Given the tokenizer, an edit that converts an identifier to another style (``addItem`` to
-``add_item``) also teaches that style (engine.spec.styles): every later identifier of the
-source's style is then drafted converted, each the edit of its own span.
+``add_item``) also teaches that style, and one that renames an identifier teaches the rename
+(engine.spec.styles): every later identifier it applies to is then drafted converted, however
+it is tokenized there, each the edit of its own span.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.spec.styles import STYLES, StyleRule, Vocab, Words
+from engine.spec.styles import STYLES, Style, StyleRule, Vocab, Words, renamed
 
 __all__ = ["Edit", "EditMemory"]
 
@@ -77,24 +78,28 @@ class EditMemory:
 
     def learn_style(self, tokens: Sequence[int], src: int, out: int) -> StyleRule | None:
         """The reply made an edit at ``tokens[out]`` to the source at ``tokens[src]``: if it
-        converted the identifier there to another style, learn the style."""
+        converted the identifier there to another style, or renamed it, learn that rule."""
         words = self._words
         if words is None:
             return None
         while src > 0 and out > 0 and tokens[src - 1] == tokens[out - 1] and words.continues_word(tokens, src):
             src, out = src - 1, out - 1  # back to where the word starts
         a, b = words.identifier_at(tokens, src), words.identifier_at(tokens, out)
-        if a is None or b is None or a.lead != b.lead:
+        if a is None or b is None or a.lead != b.lead or a.name == b.name:
             return None
-        for style in STYLES:
-            if style.convert(a.name) == b.name:
-                rule = next((r for r in self.styles if r.style is style), None)
-                if rule is None:
-                    rule = StyleRule(style)
-                    self.styles.append(rule)
-                    self._styled = {}
-                return rule
-        return None
+        style = next((s for s in STYLES if s.convert(a.name) == b.name), None)
+        return self._add_rule(style if style is not None else renamed(a.name, b.name))
+
+    def _add_rule(self, style: Style) -> StyleRule:
+        rule = next((r for r in self.styles if r.style.name == style.name), None)
+        if rule is None:
+            rule = StyleRule(style)
+            if style.renames is not None:  # a rename before the styles, and the latest of a name
+                self.styles = [rule] + [r for r in self.styles if r.style.renames != style.renames]
+            else:
+                self.styles.append(rule)
+            self._styled = {}
+        return rule
 
     def at(self, tokens: Sequence[int], pos: int) -> Edit | None:
         """The trusted edit whose source span starts at ``tokens[pos]``, if any: a learned one,

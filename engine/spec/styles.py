@@ -1,11 +1,16 @@
-"""Identifier styles a reply converts its source to, learned from one rename to draft the rest.
+"""Identifier rules a reply applies to its source, learned from one edit to draft the rest.
 
-Asked to rename methods to snake_case, a reply writes ``add_item`` for ``addItem``, then
-``remove_item`` for ``removeItem``: each name is new, so no learned token edit
-(engine.spec.edits) predicts the next one, but the rule that made them does. When an edit the
-reply made turns one identifier into its snake_case (or camelCase) form, the n-gram drafter
-learns that style, and while copying it drafts every later identifier of the source's style
-converted. Trust is counted as for edits: a style the reply stops applying is dropped.
+* **Styles.** Asked to rename methods to snake_case, a reply writes ``add_item`` for
+  ``addItem``, then ``remove_item`` for ``removeItem``: each name is new, so no learned token
+  edit (engine.spec.edits) predicts the next one, but the rule that made them does. When an
+  edit turns one identifier into its snake_case (or camelCase) form, the n-gram drafter learns
+  that style, and while copying it drafts every later identifier of the source's style
+  converted.
+* **Renames.** A variable renamed ``item`` to ``entry`` recurs as `` item``, ``(item``,
+  ``[item`` and ``{item``: four different tokens, so a token edit learned at one occurrence
+  misses the others. A rename learned on the identifier applies to all of them.
+
+Trust is counted as for edits: a rule the reply stops applying is dropped.
 
 This works on text: the identifier under a source position is read from the tokens' pieces,
 converted, and the converted text is tokenized again (the target usually tokenizes it the same
@@ -14,16 +19,18 @@ way; where it does not, the draft is simply rejected there).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["STYLES", "Style", "StyleRule", "Vocab", "Words", "camel_to_snake", "snake_to_camel"]
+__all__ = ["STYLES", "Style", "StyleRule", "Vocab", "Words", "camel_to_snake", "renamed", "snake_to_camel"]
 
-MAX_TOKENS = 8  # longest identifier (in tokens) a style is applied to
+MAX_TOKENS = 8  # longest identifier (in tokens) a rule is applied to
 _IDENT = re.compile(r"[^\W\d]\w*")
 _WORD = re.compile(r"\w+")
+_NON_WORD = re.compile(r"\W*")
 _LOWER_CAMEL = re.compile(r"[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+")
 _LOWER_SNAKE = re.compile(r"_?[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
 
@@ -57,16 +64,28 @@ def snake_to_camel(name: str) -> str | None:
 
 @dataclass(frozen=True)
 class Style:
+    """A conversion of identifiers; ``renames`` names the one identifier a rename applies to."""
+
     name: str
     convert: Callable[[str], str | None]
+    renames: str | None = None
 
 
 STYLES = (Style("snake_case", camel_to_snake), Style("camelCase", snake_to_camel))
 
 
+def _rename(old: str, new: str, name: str) -> str | None:
+    return new if name == old else None
+
+
+def renamed(old: str, new: str) -> Style:
+    """The rename of identifier ``old`` to ``new`` (and of nothing else)."""
+    return Style(f"{old} -> {new}", functools.partial(_rename, old, new), renames=old)
+
+
 @dataclass(eq=False)
 class StyleRule:
-    """A style the reply has applied: how often its drafted conversions held or failed."""
+    """A style or rename the reply has applied: how often its drafted conversions held or failed."""
 
     style: Style
     held: int = 0
@@ -112,26 +131,22 @@ class Words:
         return tuple(self.vocab.tokenize(text, add_special=False, parse_special=False))
 
     def identifier_at(self, tokens: Sequence[int], pos: int) -> Identifier | None:
-        """The identifier that starts in ``tokens[pos]`` (after any punctuation or spaces there)
-        and runs through the following tokens, or None (``pos`` is inside a word, or no word)."""
-        first = self.text(tokens[pos])
-        if not first:
-            return None
-        body = first.lstrip()
-        lead = first[:len(first) - len(body)]
-        while body and not (body[0].isalpha() or body[0] == "_"):
-            if body[0].isalnum():
-                return None  # a number
-            lead, body = lead + body[0], body[1:]
-        if not body:
-            return None
-        if not lead and pos > 0:
-            before = self.text(tokens[pos - 1])
-            if not before or before[-1].isalnum() or before[-1] == "_":
-                return None  # the word began earlier
+        """The identifier that starts in ``tokens[pos]`` (after any punctuation or spaces there,
+        or in the next token after a token of only those) and runs through the following tokens,
+        or None (``pos`` is inside a word, or no word starts there)."""
+        lead, body, end = "", "", pos
+        while not body and end < len(tokens) and end - pos < 2:
+            text = self.text(tokens[end])
+            if not text:
+                return None
+            skip = _NON_WORD.match(text).end()
+            lead, body, end = lead + text[:skip], text[skip:], end + 1
+        if not body or body[0].isdigit():
+            return None  # no word, or a number
+        if not lead and self.continues_word(tokens, pos):
+            return None  # the word began earlier
         match = _IDENT.match(body)
         name, trail = match.group(), body[match.end():]
-        end = pos + 1
         while not trail and end < len(tokens):
             nxt = self.text(tokens[end])
             more = _WORD.match(nxt) if nxt else None

@@ -81,3 +81,34 @@ def test_without_a_tokenizer_no_style_is_learned(qwen_draft) -> None:  # noqa: A
     draft = d.propose(source + reply, 12)
     assert not d.edits.styles
     assert qwen_draft.detokenize(draft.tokens).startswith(" removeItem(")
+
+
+VARS = '''def total(item, items):
+    seen = {item.sku}
+    for other in items:
+        seen.add(other.sku)
+    return [item] + sorted(seen)
+'''
+
+
+def test_a_rename_learned_once_applies_however_the_name_is_tokenized(qwen_draft) -> None:  # noqa: ANN001
+    d = NgramDrafter(vocab=qwen_draft)
+    source = tokens(qwen_draft, VARS)
+    d.begin(source)
+    renamed = VARS.replace("item", "entry").replace("entrys", "items")
+    upto = renamed.index("    for")
+    reply = tokens(qwen_draft, renamed[:upto])  # `item` renamed as a parameter and after `{`
+    draft = d.propose(source + reply, 40)
+    assert qwen_draft.detokenize(draft.tokens).startswith(renamed[upto:].rstrip("\n")[:60])
+    assert [r.style.name for r in d.edits.styles] == ["item -> entry"]
+
+
+def test_the_latest_rename_of_a_name_wins(qwen_draft) -> None:  # noqa: ANN001
+    from engine.spec.edits import EditMemory
+
+    memory = EditMemory(qwen_draft)
+    for new in ("entry", "thing"):
+        toks = tokens(qwen_draft, f"x = item\ny = {new}\n")
+        memory.learn_style(toks, toks.index(tokens(qwen_draft, " item")[0]),
+                           len(toks) - 2)
+    assert [r.style.name for r in memory.styles] == ["item -> thing"]
