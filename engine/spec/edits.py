@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.spec.styles import STYLES, Style, StyleRule, Vocab, Words, renamed
+from engine.spec.styles import STYLES, Style, StyleRule, Vocab, Words, renamed, stated_renames
 
 __all__ = ["Edit", "EditMemory"]
 
@@ -76,6 +76,13 @@ class EditMemory:
         edits.sort(key=lambda e: -len(e.source))  # the longest span that matches wins
         return edit
 
+    def learn_stated(self, prompt: Sequence[int]) -> list[StyleRule]:
+        """Learn the renames (and the styles they show) that ``prompt`` states."""
+        if self._words is None:
+            return []
+        text = "".join(self._words.text(t) or "" for t in prompt)
+        return [self._add_rule(self._rule_for(old, new)) for old, new in stated_renames(text)]
+
     def learn_style(self, tokens: Sequence[int], src: int, out: int) -> StyleRule | None:
         """The reply made an edit at ``tokens[out]`` to the source at ``tokens[src]``: if it
         converted the identifier there to another style, or renamed it, learn that rule."""
@@ -87,8 +94,13 @@ class EditMemory:
         a, b = words.identifier_at(tokens, src), words.identifier_at(tokens, out)
         if a is None or b is None or a.lead != b.lead or a.name == b.name:
             return None
-        style = next((s for s in STYLES if s.convert(a.name) == b.name), None)
-        return self._add_rule(style if style is not None else renamed(a.name, b.name))
+        return self._add_rule(self._rule_for(a.name, b.name))
+
+    @staticmethod
+    def _rule_for(old: str, new: str) -> Style:
+        """The style that turns ``old`` into ``new``, else the rename of ``old``."""
+        style = next((s for s in STYLES if s.convert(old) == new), None)
+        return style if style is not None else renamed(old, new)
 
     def _add_rule(self, style: Style) -> StyleRule:
         rule = next((r for r in self.styles if r.style.name == style.name), None)

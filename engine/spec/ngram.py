@@ -83,7 +83,7 @@ class NgramDrafter:
     name = "ngram"
 
     def __init__(self, params: NgramParams | None = None, vocab: Vocab | None = None) -> None:
-        """``vocab``: the target's tokenizer, to learn identifier styles (engine.spec.styles)."""
+        """``vocab``: the target's tokenizer, to learn identifier styles and renames (engine.spec.styles)."""
         self.params = params if params is not None else NgramParams()
         self.reliability = MatchReliability()
         self.edits = EditMemory(vocab)
@@ -101,6 +101,7 @@ class NgramDrafter:
         """A reply to ``prompt`` starts: index it, and score predictions from its end on."""
         self.reliability.reset()
         self.edits.clear()
+        self.edits.learn_stated(prompt)
         self._learn_from = None
         self._sync(prompt)
         self._learn_from = len(prompt)

@@ -12,6 +12,10 @@
 
 Trust is counted as for edits: a rule the reply stops applying is dropped.
 
+A rename the user states in the prompt (``addItem -> add_item``, "rename `item` to `entry`") is
+known before the reply makes it, so it is learned from the prompt (``stated_renames``) and
+drafted from its first occurrence on, with the same trust as one the reply made.
+
 This works on text: the identifier under a source position is read from the tokens' pieces,
 converted, and the converted text is tokenized again (the target usually tokenizes it the same
 way; where it does not, the draft is simply rejected there).
@@ -25,7 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["STYLES", "Style", "StyleRule", "Vocab", "Words", "camel_to_snake", "renamed", "snake_to_camel"]
+__all__ = ["STYLES", "Style", "StyleRule", "Vocab", "Words", "camel_to_snake", "renamed", "snake_to_camel",
+           "stated_renames"]
 
 MAX_TOKENS = 8  # longest identifier (in tokens) a rule is applied to
 _IDENT = re.compile(r"[^\W\d]\w*")
@@ -33,6 +38,20 @@ _WORD = re.compile(r"\w+")
 _NON_WORD = re.compile(r"\W*")
 _LOWER_CAMEL = re.compile(r"[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+")
 _LOWER_SNAKE = re.compile(r"_?[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+
+
+_Q = r"[`'\"]?"
+_STATED = (
+    re.compile(rf"{_Q}([^\W\d]\w*){_Q}\s*(?:->|→|=>)\s*{_Q}([^\W\d]\w*){_Q}"),  # a -> b
+    re.compile(r"\brenam\w*\b[^\n.]{0,60}?`([^\W\d]\w*)`\s+(?:to|into|as)\s+`([^\W\d]\w*)`", re.I),
+)
+
+
+def stated_renames(text: str) -> list[tuple[str, str]]:
+    """Renames ``text`` states: ``old -> new`` (or ``→``, ``=>``), and "rename `old` to `new`"
+    (backquoted, so that prose such as "rename it to match" is not taken for one)."""
+    found = [m.groups() for pattern in _STATED for m in pattern.finditer(text)]
+    return [(old, new) for old, new in found if old != new]
 
 
 class Vocab(Protocol):

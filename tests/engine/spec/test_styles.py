@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.spec.ngram import NgramDrafter
-from engine.spec.styles import Words, camel_to_snake, snake_to_camel
+from engine.spec.styles import Words, camel_to_snake, snake_to_camel, stated_renames
 
 
 @pytest.mark.parametrize("name, snake", [
@@ -112,3 +112,24 @@ def test_the_latest_rename_of_a_name_wins(qwen_draft) -> None:  # noqa: ANN001
         memory.learn_style(toks, toks.index(tokens(qwen_draft, " item")[0]),
                            len(toks) - 2)
     assert [r.style.name for r in memory.styles] == ["item -> thing"]
+
+
+@pytest.mark.parametrize("text, renames", [
+    ("Rename every method to snake_case (addItem -> add_item and so on).", [("addItem", "add_item")]),
+    ("rename the variable `item` to `entry` everywhere", [("item", "entry")]),
+    ("Rename `foo` into `bar`, and `a` → `b`.", [("a", "b"), ("foo", "bar")]),
+    ("rename it to match the spec", []),  # prose, not a stated rename
+    ("x => x + 1", []),
+    ("keep `n` -> `n`", []),
+])
+def test_stated_renames(text: str, renames: list[tuple[str, str]]) -> None:
+    assert stated_renames(text) == renames
+
+
+def test_a_rename_stated_in_the_prompt_is_drafted_at_its_first_occurrence(qwen_draft) -> None:  # noqa: ANN001
+    d = NgramDrafter(vocab=qwen_draft)
+    source = tokens(qwen_draft, "Rename `item` to `entry`.\n\n" + VARS)
+    d.begin(source)
+    reply = tokens(qwen_draft, "def total")
+    draft = d.propose(source + reply, 8)
+    assert qwen_draft.detokenize(draft.tokens).startswith("(entry, items):\n")
