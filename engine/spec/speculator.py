@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 CALIBRATION_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 # Batches are timed after this many tokens of context: attention over a few hundred tokens makes
 # a long batch dearer relative to one step, and a curve measured at the start of a context
-# drafts too long in the middle of a real conversation (about 10% slower on the edit prompts).
+# drafts too long in the middle of a real conversation (simulated: about 10% slower on the edit
+# prompts).
 CALIBRATION_DEPTH = 512
 GOOD_DRAFT_ALPHA = 0.9
 
