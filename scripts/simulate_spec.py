@@ -112,7 +112,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=300)
     ap.add_argument("--cost", default=CPU)
     ap.add_argument("--draft-max", type=int, default=SpeculativeParams().draft_max)
-    ap.add_argument("--no-styles", action="store_true", help="without the model's tokenizer (no learned styles or renames)")
+    ap.add_argument("--no-styles", action="store_true",
+                    help="without the model's tokenizer (no learned styles or renames)")
     args = ap.parse_args()
     if args.record:
         record(args.traces, args.model, args.max_tokens)

@@ -89,7 +89,8 @@ class EditMemory:
         words = self._words
         if words is None:
             return None
-        while src > 0 and out > 0 and tokens[src - 1] == tokens[out - 1] and words.continues_word(tokens, src):
+        while (src > 0 and out > 0 and tokens[src - 1] == tokens[out - 1]
+               and words.continues_word(tokens, src)):
             src, out = src - 1, out - 1  # back to where the word starts
         a, b = words.identifier_at(tokens, src), words.identifier_at(tokens, out)
         if a is None or b is None or a.lead != b.lead or a.name == b.name:

@@ -141,7 +141,8 @@ def build_speculation(rt: Runtime, params: SpeculativeParams) -> Speculator:
             model_drafter = ModelDrafter(dctx, params.p_min)
             draft_cost = cached_cost(dctx, sizes=(1,)).verify_cost(1)
     use_ngram = params.drafter in ("ngram", "auto") or (params.drafter == "model" and model_drafter is None)
-    ngram = NgramDrafter(NgramParams(params.ngram_min, params.ngram_max), vocab=rt.target) if use_ngram else None
+    ngram = (NgramDrafter(NgramParams(params.ngram_min, params.ngram_max), vocab=rt.target)
+             if use_ngram else None)
     cost = cached_cost(rt.ctx)
     return Speculator(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost,
                       eog_ids=rt.target.eog_ids)

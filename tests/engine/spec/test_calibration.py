@@ -19,7 +19,7 @@ def timed_batches(ctx: Context) -> list[tuple[int, int]]:
     return seen
 
 
-def test_batches_are_timed_after_a_realistic_context_and_the_context_is_left_empty(smol) -> None:  # noqa: ANN001
+def test_batches_are_timed_after_a_realistic_context_then_cleared(smol) -> None:  # noqa: ANN001
     with Context(smol, ContextParams(n_ctx=2048)) as ctx:
         ctx.decode([1, 2, 3])
         seen = timed_batches(ctx)
