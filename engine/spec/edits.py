@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.spec.styles import STYLES, Style, StyleRule, Vocab, Words, renamed, stated_renames
+from engine.spec.styles import STYLES, Style, StyleRule, Vocab, Words, renamed, stated_renames, trust
 
 __all__ = ["Edit", "EditMemory"]
 
@@ -34,16 +34,14 @@ class Edit:
 
     source: tuple[int, ...]
     output: tuple[int, ...]
-    held: int = 0  # times it was applied and the reply made it
+    held: int = 0  # times it was applied and the reply made it (counted on ``style`` if set)
     failed: int = 0  # times it was applied and the reply did not
     style: StyleRule | None = None  # the learned style this edit applies, if it comes from one
 
     @property
     def trust(self) -> float:
         """Estimated probability that the reply makes this edit at the next occurrence."""
-        if self.style is not None:
-            return self.style.trust
-        return (self.held + 1.0) / (self.held + self.failed + 1.5)
+        return self.style.trust if self.style is not None else trust(self.held, self.failed)
 
 
 class EditMemory:
@@ -146,8 +144,8 @@ class EditMemory:
 
     @staticmethod
     def confirm(edit: Edit, held: bool) -> None:
-        for counts in (edit, edit.style) if edit.style is not None else (edit,):
-            if held:
-                counts.held += 1
-            else:
-                counts.failed += 1
+        counts = edit.style if edit.style is not None else edit
+        if held:
+            counts.held += 1
+        else:
+            counts.failed += 1

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = ["STYLES", "Style", "StyleRule", "Vocab", "Words", "camel_to_snake", "renamed", "snake_to_camel",
-           "stated_renames"]
+           "stated_renames", "trust"]
 
 MAX_TOKENS = 8  # longest identifier (in tokens) a rule is applied to
 _IDENT = re.compile(r"[^\W\d]\w*")
@@ -102,6 +102,11 @@ def renamed(old: str, new: str) -> Style:
     return Style(f"{old} -> {new}", functools.partial(_rename, old, new), renames=old)
 
 
+def trust(held: int, failed: int) -> float:
+    """Estimated probability that a learned edit or rule holds at its next use."""
+    return (held + 1.0) / (held + failed + 1.5)
+
+
 @dataclass(eq=False)
 class StyleRule:
     """A style or rename the reply has applied: how often its drafted conversions held or failed."""
@@ -112,7 +117,7 @@ class StyleRule:
 
     @property
     def trust(self) -> float:
-        return (self.held + 1.0) / (self.held + self.failed + 1.5)
+        return trust(self.held, self.failed)
 
     @property
     def active(self) -> bool:
@@ -121,9 +126,9 @@ class StyleRule:
 
 @dataclass(frozen=True)
 class Identifier:
-    """An identifier in a token sequence: ``tokens[start:end]`` render as ``lead + name + trail``."""
+    """An identifier that starts at a token position and ends before token ``end``: the tokens
+    render as ``lead + name + trail``."""
 
-    start: int
     end: int
     lead: str
     name: str
@@ -175,7 +180,7 @@ class Words:
                 return None  # too long to be a name a style converts
             name, trail = name + more.group(), nxt[more.end():]
             end += 1
-        return Identifier(pos, end, lead, name, trail)
+        return Identifier(end, lead, name, trail)
 
     def continues_word(self, tokens: Sequence[int], pos: int) -> bool:
         """Whether ``tokens[pos]`` goes on with a word that ``tokens[pos - 1]`` began."""
