@@ -24,12 +24,16 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 
+# ggml's RPC backend is in every flavour (duet-cli worker, --rpc): it adds one small library and
+# about 20 s of build time. DUET_NO_RPC=1 leaves it out.
+USER_ARGS=${CMAKE_ARGS:-}
+[ -n "${DUET_NO_RPC:-}" ] || export CMAKE_ARGS="$USER_ARGS -DGGML_RPC=on"
 flavour=$(printf '%s' "${CMAKE_ARGS:-cpu}" | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-12)
-[ -z "${CMAKE_ARGS:-}" ] && flavour=cpu
+if [ -z "$USER_ARGS" ]; then flavour=cpu; [ -n "${DUET_NO_RPC:-}" ] || flavour=cpu-rpc; fi
 WHEELS="${DUET_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/duet/wheels}/$flavour"
 mkdir -p "$WHEELS"
 if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
-  echo "bootstrap: building llama-cpp-python $LLAMA_VERSION (${CMAKE_ARGS:-CPU build}); about 5 minutes, once" >&2
+  echo "bootstrap: building llama-cpp-python $LLAMA_VERSION (${USER_ARGS:-CPU build}${CMAKE_ARGS:+; $CMAKE_ARGS}); about 8 minutes, once" >&2
   CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)} \
     "${PIP[@]}" wheel --no-deps --no-binary llama-cpp-python "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
 fi
