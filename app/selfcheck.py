@@ -132,7 +132,7 @@ def runtime_config(path: Path, opts: CheckOptions, drafter: str):  # noqa: ANN20
     from engine.model import ModelSpec
     from engine.runtime import RuntimeConfig
     from engine.sampling import SamplingParams
-    from engine.spec.params import SpeculativeParams
+    from engine.speculative.params import SpeculativeParams
 
     spec = SpeculativeParams(drafter=drafter, draft_max=8, adaptive=False)
     return RuntimeConfig(target=ModelSpec(path),

@@ -26,7 +26,7 @@ from engine.errors import DuetError
 from engine.model import ModelSpec
 from engine.runtime import RuntimeConfig
 from engine.sampling import SamplingParams
-from engine.spec.params import SpeculativeParams
+from engine.speculative.params import SpeculativeParams
 
 log = logging.getLogger(__name__)
 

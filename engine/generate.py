@@ -23,8 +23,8 @@ from engine.errors import ContextFullError, DecodeError
 from engine.events import Done, Event, PromptProgress, Stats, Token
 from engine.prompt import fit_messages
 from engine.sampling import Sampler, SamplingParams, penalized
-from engine.spec.accept import verify
-from engine.spec.draft import Draft
+from engine.speculative.accept import verify
+from engine.speculative.draft import Draft
 from engine.stops import StopMatcher
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ PREFILL_CHUNK = 256  # prompt tokens per progress event / cancellation point
 
 
 class Speculation(Protocol):
-    """What the loop needs from speculative decoding (engine.spec.speculator implements it)."""
+    """What the loop needs from speculative decoding (engine.speculative.speculator implements it)."""
 
     def begin(self, prompt: Sequence[int]) -> None: ...
 

@@ -18,7 +18,7 @@ from engine.generate import Generator
 from engine.model import Model, ModelSpec
 from engine.native import NativeOwner
 from engine.sampling import SamplingParams
-from engine.spec.params import DRAFTERS, SpeculativeParams
+from engine.speculative.params import DRAFTERS, SpeculativeParams
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class Runtime(NativeOwner):
         spec = self.config.speculative
         if spec.drafter == "none":
             return None
-        from engine.spec.speculator import build_speculation
+        from engine.speculative.speculator import build_speculation
 
         return build_speculation(self, spec)
 

@@ -18,11 +18,11 @@ import argparse
 import json
 
 from engine.sampling import Sampler, SamplingParams
-from engine.spec.controller import CostModel
-from engine.spec.ngram import NgramDrafter, NgramParams
-from engine.spec.params import SpeculativeParams
-from engine.spec.speculator import Speculator
-from engine.spec.styles import Vocab
+from engine.speculative.controller import CostModel
+from engine.speculative.ngram import NgramDrafter, NgramParams
+from engine.speculative.params import SpeculativeParams
+from engine.speculative.speculator import Speculator
+from engine.speculative.styles import Vocab
 
 # Qwen2.5-Coder 1.5B Q4_K_M, 2 threads on this 2-core CPU, flash attention off, n tokens decoded
 # (all logits) after a 512-token context, median of 7 interleaved repeats (seconds).

@@ -25,7 +25,7 @@ from engine.model import ModelSpec
 from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig, resolve_model
 from engine.sampling import SamplingParams
-from engine.spec.params import SpeculativeParams
+from engine.speculative.params import SpeculativeParams
 
 log = logging.getLogger(__name__)
 

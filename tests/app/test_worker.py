@@ -12,7 +12,7 @@ from engine.context import ContextParams
 from engine.model import ModelSpec
 from engine.runtime import RuntimeConfig
 from engine.sampling import SamplingParams
-from engine.spec.params import SpeculativeParams
+from engine.speculative.params import SpeculativeParams
 
 from app.engine_client import EngineClient
 

@@ -1,11 +1,11 @@
-"""Tests of engine.spec.accept.verify: exhaustive greedy cases and seeded chi-square checks that
+"""Tests of engine.speculative.accept.verify: exhaustive greedy cases and seeded chi-square checks that
 speculative sampling emits the target's distribution."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from engine.spec.accept import Verdict, verify
+from engine.speculative.accept import Verdict, verify
 
 # 0.999 quantiles of the chi-square distribution (p = 0.001), by degrees of freedom.
 CHI2_CRIT_999 = {1: 10.828, 2: 13.816, 3: 16.266, 4: 18.467, 5: 20.515, 6: 22.458, 7: 24.322,

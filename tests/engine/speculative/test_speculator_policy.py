@@ -4,11 +4,11 @@ and the draft cost."""
 import numpy as np
 
 from engine.sampling import Sampler, SamplingParams
-from engine.spec.controller import CostModel, best_length_by_survival
-from engine.spec.draft import Draft
-from engine.spec.ngram import NgramDrafter
-from engine.spec.params import SpeculativeParams
-from engine.spec.speculator import Speculator, _end_at_eog
+from engine.speculative.controller import CostModel, best_length_by_survival
+from engine.speculative.draft import Draft
+from engine.speculative.ngram import NgramDrafter
+from engine.speculative.params import SpeculativeParams
+from engine.speculative.speculator import Speculator, _end_at_eog
 
 CPU = CostModel(((1, .032), (2, .059), (4, .085), (8, .174), (16, .215), (32, .364)))
 GPU = CostModel(((1, .010), (2, .010), (4, .0105), (8, .011), (16, .012), (32, .014)))

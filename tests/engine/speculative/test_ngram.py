@@ -1,4 +1,4 @@
-"""Tests of engine.spec.ngram: matching semantics against a brute-force reference, the
+"""Tests of engine.speculative.ngram: matching semantics against a brute-force reference, the
 incremental index under appends, rewinds and edits, the match length, and speed."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.spec.draft import Draft
-from engine.spec.ngram import NgramDrafter, NgramParams
+from engine.speculative.draft import Draft
+from engine.speculative.ngram import NgramDrafter, NgramParams
 
 
 def reference(history: list[int], params: NgramParams, cap: int) -> tuple[int, ...]:

@@ -14,7 +14,7 @@ only appends accepted tokens). An edit that leaves both windows intact is not de
 ``reset()`` when a conversation is replaced.
 
 Within a reply (after ``begin(prompt)``) the drafter predicts the next token after every token
-and scores the prediction when the token arrives (engine.spec.reliability), drafted or not. A
+and scores the prediction when the token arrives (engine.speculative.reliability), drafted or not. A
 right prediction continues the same copy (the next source token, not the latest occurrence of
 the n-gram, which in a reply that repeats itself is often an earlier part of the reply). A
 wrong one leaves an *anchor* where the copy broke off: an edit replaces, inserts or drops a
@@ -22,7 +22,7 @@ few tokens, and the copy resumes just after, so the ``NEAR`` tokens after the an
 searched first, for the position whose preceding text agrees longest with the history's end
 (one token of agreement is enough there; anywhere else it takes an n-gram). When the copy
 resumes, what the reply wrote in place of the skipped source is learned as an edit
-(engine.spec.edits), and later copies of the same source span are drafted with the edit made:
+(engine.speculative.edits), and later copies of the same source span are drafted with the edit made:
 after ``item`` has been renamed ``entry`` once, every later ``item`` is drafted as ``entry``.
 
 Confidence: with each proposal comes ``match_len``, how far back (up to ``MATCH_CAP`` tokens)
@@ -37,10 +37,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from engine.spec.draft import Draft
-from engine.spec.edits import Edit, EditMemory
-from engine.spec.reliability import MatchReliability
-from engine.spec.styles import Vocab
+from engine.speculative.draft import Draft
+from engine.speculative.edits import Edit, EditMemory
+from engine.speculative.reliability import MatchReliability
+from engine.speculative.styles import Vocab
 
 __all__ = ["Draft", "NgramDrafter", "NgramParams"]
 
@@ -83,7 +83,7 @@ class NgramDrafter:
     name = "ngram"
 
     def __init__(self, params: NgramParams | None = None, vocab: Vocab | None = None) -> None:
-        """``vocab``: the target's tokenizer, to learn identifier styles and renames (engine.spec.styles)."""
+        """``vocab``: the target's tokenizer, to learn identifier styles and renames (engine.speculative.styles)."""
         self.params = params if params is not None else NgramParams()
         self.reliability = MatchReliability()
         self.edits = EditMemory(vocab)

@@ -2,7 +2,7 @@
 
 * **Styles.** Asked to rename methods to snake_case, a reply writes ``add_item`` for
   ``addItem``, then ``remove_item`` for ``removeItem``: each name is new, so no learned token
-  edit (engine.spec.edits) predicts the next one, but the rule that made them does. When an
+  edit (engine.speculative.edits) predicts the next one, but the rule that made them does. When an
   edit turns one identifier into its snake_case (or camelCase) form, the n-gram drafter learns
   that style, and while copying it drafts every later identifier of the source's style
   converted.

@@ -12,7 +12,7 @@ replacement is a rewrite, not an edit that recurs.
 
 Given the tokenizer, an edit that converts an identifier to another style (``addItem`` to
 ``add_item``) also teaches that style, and one that renames an identifier teaches the rename
-(engine.spec.styles): every later identifier it applies to is then drafted converted, however
+(engine.speculative.styles): every later identifier it applies to is then drafted converted, however
 it is tokenized there, each the edit of its own span.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.spec.styles import STYLES, Style, StyleRule, Vocab, Words, renamed, stated_renames, trust
+from engine.speculative.styles import STYLES, Style, StyleRule, Vocab, Words, renamed, stated_renames, trust
 
 __all__ = ["Edit", "EditMemory"]
 

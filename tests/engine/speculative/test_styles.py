@@ -1,11 +1,11 @@
-"""Tests of engine.spec.styles and of the n-gram drafter converting identifiers to a learned style
+"""Tests of engine.speculative.styles and of the n-gram drafter converting identifiers to a learned style
 (the Qwen tokenizer, real)."""
 from __future__ import annotations
 
 import pytest
 
-from engine.spec.ngram import NgramDrafter
-from engine.spec.styles import Words, camel_to_snake, snake_to_camel, stated_renames
+from engine.speculative.ngram import NgramDrafter
+from engine.speculative.styles import Words, camel_to_snake, snake_to_camel, stated_renames
 
 
 @pytest.mark.parametrize("name, snake", [
@@ -104,7 +104,7 @@ def test_a_rename_learned_once_applies_however_the_name_is_tokenized(qwen_draft)
 
 
 def test_the_latest_rename_of_a_name_wins(qwen_draft) -> None:  # noqa: ANN001
-    from engine.spec.edits import EditMemory
+    from engine.speculative.edits import EditMemory
 
     memory = EditMemory(qwen_draft)
     for new in ("entry", "thing"):

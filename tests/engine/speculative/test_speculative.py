@@ -10,8 +10,8 @@ from engine.events import Done, Token
 from engine.model import ModelSpec
 from engine.runtime import Runtime, RuntimeConfig
 from engine.sampling import SamplingParams
-from engine.spec.compat import check_pair
-from engine.spec.params import SpeculativeParams
+from engine.speculative.compat import check_pair
+from engine.speculative.params import SpeculativeParams
 
 GREEDY = SamplingParams(temperature=0, max_tokens=48)
 REPEAT = ("Repeat this list exactly, twice, one item per line: apple, banana, cherry, date, "

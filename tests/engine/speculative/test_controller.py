@@ -1,4 +1,4 @@
-"""Tests of engine.spec.controller: cost interpolation, the draft-length optimum on measured CPU
+"""Tests of engine.speculative.controller: cost interpolation, the draft-length optimum on measured CPU
 and GPU-like curves, the acceptance tracker, the probe rule, calibration and the JSON cache."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from engine.spec.controller import (
+from engine.speculative.controller import (
     AcceptanceTracker,
     Controller,
     CostModel,

@@ -1,8 +1,8 @@
-"""engine.spec.reliability: per-match-length copy statistics and draft survival (pure)."""
+"""engine.speculative.reliability: per-match-length copy statistics and draft survival (pure)."""
 
 import pytest
 
-from engine.spec.reliability import PRIORS, MatchReliability
+from engine.speculative.reliability import PRIORS, MatchReliability
 
 
 def test_buckets_split_short_matches_by_nearness() -> None:

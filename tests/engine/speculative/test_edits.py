@@ -1,8 +1,8 @@
-"""Tests of engine.spec.edits and of the n-gram drafter applying the edits it learns."""
+"""Tests of engine.speculative.edits and of the n-gram drafter applying the edits it learns."""
 from __future__ import annotations
 
-from engine.spec.edits import MAX_SPAN, EditMemory
-from engine.spec.ngram import NgramDrafter, NgramParams
+from engine.speculative.edits import MAX_SPAN, EditMemory
+from engine.speculative.ngram import NgramDrafter, NgramParams
 
 WIDE = NgramParams(ngram_min=2, ngram_max=4)
 

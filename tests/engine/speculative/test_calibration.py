@@ -1,8 +1,8 @@
-"""Tests of the verify-cost calibration (engine.spec.speculator.measure_cost), on a real model."""
+"""Tests of the verify-cost calibration (engine.speculative.speculator.measure_cost), on a real model."""
 from __future__ import annotations
 
 from engine.context import Context, ContextParams
-from engine.spec.speculator import CALIBRATION_DEPTH, measure_cost
+from engine.speculative.speculator import CALIBRATION_DEPTH, measure_cost
 
 
 def timed_batches(ctx: Context) -> list[tuple[int, int]]:

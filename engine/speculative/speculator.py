@@ -4,7 +4,7 @@ The target's verify-cost curve is measured once per model, machine and settings,
 An n-gram proposal comes with its survival (the estimated probability that each prefix is
 accepted, learned from every token of the reply) and gets the length with the highest expected
 tokens per second: a long batch for a copy in progress, nothing for a guess. The draft model
-has an online acceptance estimate (engine.spec.controller). ``auto`` asks the n-gram drafter
+has an online acceptance estimate (engine.speculative.controller). ``auto`` asks the n-gram drafter
 first (free to draft, strong when the reply copies its context), then the draft model, and
 decodes plainly when neither is expected to pay."""
 
@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Sequence
 from engine import paths
 from engine.context import Context
 from engine.sampling import Sampler
-from engine.spec.controller import (AcceptanceTracker, Controller, CostModel, best_draft_length,
+from engine.speculative.controller import (AcceptanceTracker, Controller, CostModel, best_draft_length,
                                      best_length_by_survival, calibrate)
-from engine.spec.draft import Draft
-from engine.spec.draft_model import ModelDrafter
-from engine.spec.ngram import NgramDrafter, NgramParams
-from engine.spec.params import SpeculativeParams
+from engine.speculative.draft import Draft
+from engine.speculative.draft_model import ModelDrafter
+from engine.speculative.ngram import NgramDrafter, NgramParams
+from engine.speculative.params import SpeculativeParams
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -119,7 +119,7 @@ def build_speculation(rt: Runtime, params: SpeculativeParams) -> Speculator:
     """Load the draft model if configured (refusing an incompatible one), calibrate, assemble."""
     from engine.context import ContextParams
     from engine.model import Model
-    from engine.spec.compat import check_pair
+    from engine.speculative.compat import check_pair
 
     cfg = rt.config
     model_drafter = None

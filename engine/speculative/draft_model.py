@@ -15,7 +15,7 @@ import numpy as np
 from engine.context import Context
 from engine.generate import common_prefix
 from engine.sampling import Sampler, dense, distribution
-from engine.spec.draft import Draft
+from engine.speculative.draft import Draft
 
 
 class ModelDrafter:
