@@ -53,6 +53,7 @@ class Renderer:
         doc.setUndoRedoEnabled(False)  # read-only text: an undo stack would only grow
         self._done: list[tuple[object, int]] = []  # (what was rendered, where it starts)
         self._mode: object = None
+        self.rebuilt_chars = 0  # characters of text the last ``render`` rebuilt
 
     def render(self, text: str, colors: Colors, *, spans: Sequence[tuple[int, int]] = (),
                markdown: bool = True) -> list[str]:
@@ -75,6 +76,7 @@ class Renderer:
             _clear(doc)
             self._done, self._mode = [], None
             _insert_plain(QTextCursor(doc), text, spans, colors)
+            self.rebuilt_chars = len(text)
             return []
         blocks = split_blocks(text)
         keys = [(b, tuple(clip(spans, b.start, b.start + len(b.text)))) for b in blocks]
@@ -94,6 +96,7 @@ class Renderer:
             _reset_block(cursor)
         del self._done[keep:]
         self._mode = mode
+        self.rebuilt_chars = sum(len(b.text) for b in blocks[keep:])
         first = not any(b.kind == "code" or b.text.strip() for b in blocks[:keep])
         for index in range(keep, len(blocks)):
             block, rel = blocks[index], keys[index][1]

@@ -144,7 +144,7 @@ class Generator:
         p = sampler.params
         if p.greedy:
             if p.repeat_penalty != 1.0:
-                rows = np.stack([penalized(rows[i], (history + list(draft.tokens[:i]))[-p.repeat_last_n:],
+                rows = np.stack([penalized(rows[i], p.window(history + list(draft.tokens[:i])),
                                            p.repeat_penalty) for i in range(len(rows))])
             verdict = verify(draft.tokens, rows)
         else:

@@ -34,6 +34,10 @@ class SamplingParams:
     def greedy(self) -> bool:
         return self.temperature <= 0
 
+    def window(self, tokens: Sequence[int]) -> Sequence[int]:
+        """The recent tokens the repetition penalty looks at (none when repeat_last_n is 0)."""
+        return tokens[-self.repeat_last_n:] if self.repeat_last_n > 0 else ()
+
 
 def penalized(logits: np.ndarray, recent: Sequence[int], penalty: float) -> np.ndarray:
     """llama.cpp's repetition penalty: a copy where each recent token's logit is divided by
@@ -50,8 +54,7 @@ def penalized(logits: np.ndarray, recent: Sequence[int], penalty: float) -> np.n
 def distribution(logits: np.ndarray, params: SamplingParams,
                  recent: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
     """(token ids, probabilities) of the final sampling distribution, probabilities descending."""
-    scores = penalized(logits, recent[-params.repeat_last_n:] if params.repeat_last_n else (),
-                       params.repeat_penalty)
+    scores = penalized(logits, params.window(recent), params.repeat_penalty)
     n = scores.shape[0]
     if 0 < params.top_k < n:
         ids = np.argpartition(scores, n - params.top_k)[n - params.top_k:]
@@ -90,8 +93,7 @@ class Sampler:
     def sample(self, logits: np.ndarray, recent: Sequence[int] = ()) -> int:
         p = self.params
         if p.greedy:
-            window = recent[-p.repeat_last_n:] if p.repeat_last_n else ()
-            return int(np.argmax(penalized(logits, window, p.repeat_penalty)))
+            return int(np.argmax(penalized(logits, p.window(recent), p.repeat_penalty)))
         ids, probs = distribution(logits, p, recent)
         return int(ids[min(int(np.searchsorted(np.cumsum(probs), self.rng.random())), len(ids) - 1)])
 

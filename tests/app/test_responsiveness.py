@@ -1,142 +1,108 @@
-"""Targets: the GUI thread never blocks for 50 ms; start to window shown within 1.5 s.
+"""Properties that keep the window responsive, which no load on the machine can break.
 
-The heartbeat is a 10 ms QTimer on the GUI thread; each gap between two ticks is the longest
-the thread could not run its event loop. It runs while a real model (Qwen2.5-Coder 0.5B, half
-a gigabyte) loads, replies (tokens streamed into Markdown), the reply is autosaved with its KV
-state, and the conversation is reopened through the engine's KV restore.
+How long the GUI thread is blocked, start-up time and render cost are *speeds*: they are
+measured by ``scripts/bench_gui.py`` (figures in docs/benchmarks/gui.md), never asserted here.
+What is asserted is why they stay small: the GUI thread never calls into llama.cpp (loading,
+replying, saving and reopening all run on the engine worker), and a streamed update rebuilds
+only the tail of the reply, so its work does not grow with the reply's length.
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QTextDocument
+import pytest
+from llama_cpp import llama_cpp as lib
 
 from engine.runtime import STARTER_FILES
 
-from app.render import render
-from app.theme import LIGHT_COLORS
-
 LONG_MS = 300_000
-MAX_GAP_S = 0.050
 REPO = Path(__file__).resolve().parents[2]
 
 
-class Heartbeat:
-    """Longest gap between ticks of a 10 ms timer, per phase; and the longest GC pause."""
+@pytest.fixture
+def native_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Every llama.cpp function the engine calls, as (function, thread name). The engine reaches
+    llama.cpp only through ``llama_cpp.llama_cpp`` attributes (engine/backend.py), looked up at
+    call time, so wrapping them sees every call."""
+    calls: list[tuple[str, str]] = []
+    for name in dir(lib):
+        fn = getattr(lib, name)
+        if not name.startswith("llama_") or isinstance(fn, type) or not callable(fn):
+            continue
 
-    def __init__(self) -> None:
-        self.timer = QTimer()
-        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
-        self.timer.setInterval(10)
-        self.timer.timeout.connect(self._tick)
-        self.gaps: dict[str, float] = {}
-        self.phase = "start"
-        self._last = time.perf_counter()
-        self.gc_pause = 0.0
-        self._gc_t0 = 0.0
+        def spy(*args, _fn=fn, _name=name):  # noqa: ANN002, ANN202
+            calls.append((_name, threading.current_thread().name))
+            return _fn(*args)
 
-    def _gc(self, stage: str, info: dict) -> None:
-        if stage == "start":
-            self._gc_t0 = time.perf_counter()
-        else:
-            self.gc_pause = max(self.gc_pause, time.perf_counter() - self._gc_t0)
-
-    def _tick(self) -> None:
-        now = time.perf_counter()
-        self.gaps[self.phase] = max(self.gaps.get(self.phase, 0.0), now - self._last)
-        self._last = now
-
-    def start(self) -> None:
-        gc.callbacks.append(self._gc)
-        self._last = time.perf_counter()
-        self.timer.start()
-
-    def stop(self) -> None:
-        self.timer.stop()
-        gc.callbacks.remove(self._gc)
+        monkeypatch.setattr(lib, name, spy)
+    return calls
 
 
-def test_gui_thread_heartbeat(qtbot, window, driver, settings, smol_path, record_property) -> None:  # noqa: ANN001
-    model = smol_path.parent / STARTER_FILES["draft"]  # Qwen2.5-Coder 0.5B
-    settings.update({"autosave": True, "save_kv": True, "max_tokens": 96})
-    beat = Heartbeat()
-    beat.start()
-    beat.phase = "load"
+def test_gui_thread_never_calls_llama_cpp(qtbot, window, driver, settings, smol_path,  # noqa: ANN001
+                                          native_calls) -> None:
+    """Load, reply, autosave with the KV state, start another chat, reopen through the KV
+    restore: llama.cpp runs on the worker thread only."""
+    model = smol_path.parent / STARTER_FILES["draft"]  # Qwen2.5-Coder 0.5B, a real load
+    settings.update({"autosave": True, "save_kv": True, "max_tokens": 48})
     driver.load(model)
-    beat.phase = "generate+save"
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as saved:
-        reply = driver.send("Write a Python function that checks whether a number is prime, in "
-                            "a code block, then explain it in two sentences.")
-    assert reply.done.stats.n_tokens > 20
+        reply = driver.send("Write a Python function that checks whether a number is prime.")
+    assert reply.done.stats.n_tokens > 10
     path = saved.args[0].path
-    beat.phase = "other conversation"
     window.controller.new()
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS):
         driver.send("Say hello.")
-    beat.phase = "reopen"
     with qtbot.waitSignal(window.controller.conversation_opened, timeout=LONG_MS) as opened:
         window.controller.open_path(path)
     assert opened.args[0].restored_kv
-    qtbot.wait(100)
-    beat.stop()
-    worst = max(beat.gaps.values())
-    summary = ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in beat.gaps.items())
-    record_property("max_gui_gap_ms", round(worst * 1000, 1))
-    print(f"\nGUI-thread max gap per phase: {summary}; longest GC pause "
-          f"{beat.gc_pause * 1000:.1f} ms")
-    assert worst < MAX_GAP_S, summary
+    gui = threading.main_thread().name
+    used = {name for name, _ in native_calls}
+    assert {"llama_decode", "llama_state_seq_set_data"} <= used  # the spy saw the engine work
+    on_gui = sorted({name for name, thread in native_calls if thread == gui})
+    assert on_gui == [], f"the GUI thread called llama.cpp: {on_gui}"
 
 
-def test_rendering_a_long_reply_is_fast(qtbot) -> None:  # noqa: ANN001
-    """Each streamed update re-renders the changed tail of the reply (in a shown view, layout
-    included): its worst case must stay well inside the 50 ms budget."""
+def test_streamed_updates_rebuild_only_the_tail(qtbot) -> None:  # noqa: ANN001
+    """Streaming a 4,600-character reply in 40-character steps: each update rebuilds at most the
+    last block (a paragraph or a code block) plus the new text, never the whole reply."""
     from app.chat_view import MessageWidget
     from app.conversation import Turn
+    from app.markdown import split_blocks
 
     para = "Some **bold** prose with `code` and a [link](https://example.org). " * 6
     code = "```python\n" + "\n".join(f"def f{i}(x):\n    return x + {i}  # note"
                                       for i in range(20)) + "\n```"
-    text = "\n\n".join([para, code] * 4)  # about 4,600 characters
+    text = "\n\n".join([para, code] * 4)
     spans = [(i, i + 3) for i in range(0, len(text), 7)]  # a drafted token every other one
+    longest_block = max(len(b.text) for b in split_blocks(text))
     turn = Turn("assistant", "", streaming=True)
     widget = MessageWidget(turn)
     qtbot.addWidget(widget)
     widget.resize(800, 600)
     widget.show()
-    worst = 0.0
-    for n in range(40, len(text) + 40, 40):  # ~115 updates of 40 characters
+    rebuilt = []
+    for n in range(40, len(text) + 40, 40):
         turn.text = text[:n]
         turn.spans = [(a, min(b, n)) for a, b in spans if a < n]
-        t = time.perf_counter()
         widget.refresh(highlight_draft=True)
-        widget.body.document().documentLayout().documentSize()  # force the layout
-        worst = max(worst, time.perf_counter() - t)
-    t = time.perf_counter()
-    render(QTextDocument(), text, LIGHT_COLORS, spans=spans)
-    full = time.perf_counter() - t
-    print(f"\nstreamed update of a {len(text)}-character reply: worst {worst * 1000:.1f} ms; "
-          f"full render {full * 1000:.1f} ms")
-    assert worst < MAX_GAP_S
+        rebuilt.append(widget.renderer.rebuilt_chars)
+    assert len(rebuilt) > 100 and len(text) > 4 * longest_block
+    # Each update: the block that grew (and the one it may have closed), never the reply.
+    assert max(rebuilt) <= 2 * longest_block + 40, max(rebuilt)
+    assert sum(rebuilt) < len(rebuilt) * len(text) / 4  # far from re-rendering everything
+    assert widget.body.toPlainText().count("def f19") == 4  # and the whole reply is there
 
 
-def test_start_to_window_shown(tmp_path: Path, record_property) -> None:  # noqa: ANN001
+def test_start_shows_the_window_and_exits(tmp_path: Path) -> None:
+    """The packaged entry point starts, shows its window and exits cleanly (its speed is in
+    scripts/bench_gui.py)."""
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "DUET_HOME": str(tmp_path)}
-    times = []
-    for _ in range(3):
-        t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "app", "--no-autoload", "--exit-after-show"],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
-        times.append(time.perf_counter() - t)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-    best = min(times)
-    record_property("start_to_shown_s", round(best, 2))
-    print(f"\nstart to window shown (process start to exit after show): "
-          f"{', '.join(f'{x:.2f}' for x in times)} s")
-    assert best <= 1.5
+    proc = subprocess.run([sys.executable, "-m", "app", "--no-autoload", "--exit-after-show"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr

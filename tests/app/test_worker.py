@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -56,30 +55,25 @@ def test_chat_streams_coalesced_batches_then_finishes(qtbot, loaded) -> None:  #
     streamed = "".join(b.text for b in batches)
     assert reply.done.text == streamed + reply.done.tail
     assert sum(len(b.tokens) for b in batches) <= reply.done.stats.n_tokens
-    # at most one batch per ~33 ms (plus the final flush)
-    span = events[-1][1] - events[0][1]
-    assert len(batches) <= span / 0.033 + 2
+    assert len(batches) >= 1 and all(b.tokens for b in batches)  # no empty batch is emitted
     assert 0 < reply.n_past <= reply.n_ctx
+    # How often batches come is the Coalescer's job (fake-clock tests in tests/app/test_text.py).
 
 
-def test_cancel_stops_within_a_token(qtbot, loaded) -> None:  # noqa: ANN001
+def test_cancel_ends_the_reply_and_the_worker_goes_on(qtbot, loaded) -> None:  # noqa: ANN001
+    """A cancel sent while tokens stream ends the reply as cancelled, long before its limit
+    (how soon, in tokens, is asserted without threads in tests/engine/test_generate.py)."""
     events = loaded.relay.events
-    long = SamplingParams(temperature=0.0, max_tokens=500)
+    long = SamplingParams(temperature=0.0, max_tokens=900)
     loaded.chat("c2", [Message("user", "Write a long story about a lighthouse keeper.")], long)
-    qtbot.waitUntil(lambda: sum(len(e[2].tokens) for e in events if e[0] == "tokens") >= 3,
-                    timeout=LONG_MS)
-    seen = sum(len(e[2].tokens) for e in events if e[0] == "tokens")
-    t_cancel = time.perf_counter()
+    qtbot.waitUntil(lambda: any(e[0] == "tokens" for e in events), timeout=LONG_MS)
     with qtbot.waitSignal(loaded.relay.finished, timeout=LONG_MS) as blocker:
         loaded.cancel("chat")
-    delay = time.perf_counter() - t_cancel
     done = blocker.args[0].done
-    assert done.reason == "cancelled"
-    # the loop checks the event before each target pass: at most the step in flight (and the
-    # tokens still held by the 33 ms coalescer) come after the Stop
-    assert done.stats.n_tokens - seen <= 3
-    per_token = done.stats.gen_s / max(done.stats.n_tokens, 1)
-    assert delay < 3 * per_token + 0.5, (delay, per_token)
+    assert done.reason == "cancelled" and done.stats.n_tokens < long.max_tokens
+    with qtbot.waitSignal(loaded.relay.finished, timeout=LONG_MS) as blocker:
+        loaded.chat("c2", [Message("user", "Say yes.")], GREEDY)
+    assert blocker.args[0].done.reason in ("stop", "length")
 
 
 def test_errors_are_reported_and_the_thread_survives(qtbot, client, smol_path, tmp_path) -> None:  # noqa: ANN001

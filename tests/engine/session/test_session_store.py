@@ -274,10 +274,10 @@ def test_text_only_save_is_small_and_reopens_without_a_note(smol, chat, tmp_path
         assert same_text(opened.messages, messages) and opened.settings == SETTINGS
 
 
-def test_resave_keeps_the_creation_time_and_empty_context_saves_text(smol, chat):
+def test_resave_keeps_the_creation_time_and_empty_context_saves_text(smol, chat, monkeypatch):
     path, ctx, messages = chat
     created = read_meta(path).created
-    time.sleep(1.1)
+    monkeypatch.setattr(store, "utc_now_iso", lambda: "2999-01-01T00:00:00+00:00")  # later
     store.save_contexts(path, ctx, None, messages, settings={})
     assert read_meta(path).created == created and read_meta(path).saved > created
     with ctx_on(smol) as empty:

@@ -119,3 +119,17 @@ def test_runtime_falls_back_to_ngram_with_incompatible_draft(smol_path):
     with runtime(model_path("target"), "auto", draft=smol_path) as rt:
         assert rt.draft_ctx is None and rt.draft_problem and "cannot be used" in rt.draft_problem
         assert rt.speculation.ngram is not None and rt.speculation.model is None
+
+
+@pytest.mark.parametrize("last_n", [64, 0])
+def test_greedy_verify_applies_the_repeat_penalty_as_plain_decoding_does(smol_path, last_n):
+    """Greedy verification penalises the same window as the sampler: the last ``last_n`` tokens,
+    or none at all when it is 0 (llama.cpp's "off", not "the whole history")."""
+    params = SamplingParams(temperature=0, max_tokens=48, repeat_penalty=1.5, repeat_last_n=last_n)
+    with runtime(smol_path) as rt:
+        want = reply(rt, params=params)[-1]
+    with runtime(smol_path, "model", draft=smol_path, adaptive=False, p_min=0.0, draft_max=4) as rt:
+        got = reply(rt, params=params)[-1]
+        check_cache(rt, got)
+    assert got.stats.proposed > 20  # the verify path ran
+    assert got.token_ids == want.token_ids
