@@ -56,3 +56,23 @@ def test_auto_never_drafts_with_a_model_that_cannot_pay():
     assert spec.plan([1, 2, 3, 4], 10, Sampler(SamplingParams(temperature=0))).tokens == ()
     gpu = Speculator(SpeculativeParams(drafter="auto"), GPU, model=NoModel(), draft_cost_s=0.001)
     assert gpu.model_can_pay
+
+
+def test_verified_drafts_are_booked_and_a_losing_drafter_goes_quiet():
+    source = list(range(100, 200))
+    sampler = Sampler(SamplingParams(temperature=0))
+    for adaptive in (True, False):
+        spec = Speculator(SpeculativeParams(drafter="ngram", adaptive=adaptive), CPU,
+                          ngram=NgramDrafter())
+        spec.begin(source)
+        history = source + source[:40]
+        draft = spec.plan(history, 64, sampler)
+        assert len(draft.tokens) >= 15
+        spec.observe(draft, 0, 0.3)  # every drafted token rejected: the pass lost time
+        ledger = spec.ledgers["ngram"]
+        if adaptive:
+            assert ledger.saved_s < 0 and ledger.quiet_left > 0
+            assert not spec._allowed("ngram", match_len=2)  # a weak match waits out the spell
+            assert spec._allowed("ngram", match_len=32)  # a copy in progress does not
+        else:  # drafting asked for explicitly: nothing is withheld
+            assert ledger.quiet_left == 0 and spec._allowed("ngram", match_len=2)
