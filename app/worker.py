@@ -55,14 +55,14 @@ class EngineWorker(QObject):
             t0 = time.perf_counter()
             rt = Runtime(cfg)
             self.runtime = rt
-            spec = getattr(rt, "speculation", None)
-            draft_model = getattr(rt, "draft_model", None)
+            spec = rt.speculation
+            draft_model = rt.draft_model
             info = ModelInfo(
                 target_path=cfg.target.path, target_name=rt.target.display_name,
                 draft_path=cfg.draft.path if cfg.draft else None,
                 draft_name=draft_model.display_name if draft_model is not None else None,
                 drafter=getattr(spec, "name", cfg.speculative.drafter) if spec else "none",
-                draft_problem=getattr(rt, "draft_problem", None),
+                draft_problem=rt.draft_problem,
                 n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0)
             log.info("loaded %s in %.2f s (drafter %s)", info.target_name, info.load_s, info.drafter)
             self.loaded.emit(info)

@@ -43,7 +43,7 @@ def _read_prompt(args: argparse.Namespace) -> str:
 
 def _generate(args: argparse.Namespace) -> int:
     from engine.chat import Message
-    from engine.events import Done, Token
+    from engine.events import collect
     from engine.runtime import Runtime, runtime_config
 
     prompt = _read_prompt(args)
@@ -56,19 +56,18 @@ def _generate(args: argparse.Namespace) -> int:
             return continue_session(rt, args.session, prompt, config.sampling, as_json=args.json,
                                     system=args.system)
         messages = ([Message("system", args.system)] if args.system else []) + [Message("user", prompt)]
-        done = None
-        for ev in rt.generator.chat(messages, config.sampling):
-            if isinstance(ev, Token) and not args.json:
-                sys.stdout.write(ev.text)
-                sys.stdout.flush()
-            elif isinstance(ev, Done):
-                done = ev
-        assert done is not None
+        done = collect(rt.generator.chat(messages, config.sampling),
+                       None if args.json else _write_token)
         if args.json:
             print(json.dumps(done_json(done)))
         else:
             sys.stdout.write(done.tail + "\n")
     return 0
+
+
+def _write_token(token) -> None:  # noqa: ANN001 - engine.events.Token
+    sys.stdout.write(token.text)
+    sys.stdout.flush()
 
 
 def done_json(done) -> dict:  # noqa: ANN001 - engine.events.Done

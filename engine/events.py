@@ -4,6 +4,7 @@ all consume the same way."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterable
 
 
 @dataclass(frozen=True)
@@ -73,3 +74,18 @@ class Done:
 
 
 Event = PromptProgress | Token | Done
+
+
+def collect(events: Iterable[Event], on_token: Callable[[Token], None] | None = None) -> Done:
+    """Run a stream to its end and return its ``Done`` (calling ``on_token`` for each token)."""
+    done = None
+    for ev in events:
+        if isinstance(ev, Token) and on_token is not None:
+            on_token(ev)
+        elif isinstance(ev, Done):
+            done = ev
+    if done is None:
+        from engine.errors import DuetError
+
+        raise DuetError("the generation ended without a result")
+    return done

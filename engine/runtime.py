@@ -48,59 +48,73 @@ class RuntimeConfig:
 
 
 class Runtime(NativeOwner):
-    """Owns the loaded models and contexts. Not thread-safe: one owner thread."""
+    """Owns the loaded models and contexts. Not thread-safe: one owner thread.
+
+    ``speculation`` (None with drafter "none") owns the draft model and its context."""
 
     def __init__(self, config: RuntimeConfig) -> None:
         self.config = config
+        self.target: Model | None = None
+        self.ctx: Context | None = None
+        self.speculation = None
         self.target = Model(config.target)
-        self._closables: list = [self.target]
         try:
             self.ctx = Context(self.target, config.context)
-            self._closables.insert(0, self.ctx)
-            self.draft_model: Model | None = None
-            self.draft_ctx: Context | None = None
-            self.draft_problem: str | None = None  # why a configured draft model is not used
-            self.speculation = self._build_speculation()
+            if config.speculative.drafter != "none":
+                from engine.speculative.speculator import build_speculation
+
+                self.speculation = build_speculation(self.target, self.ctx, config.draft,
+                                                     config.speculative, config.draft_context)
             self.generator = Generator(self.ctx, self.speculation)
         except BaseException:
             self.close()
             raise
 
-    def _build_speculation(self):  # noqa: ANN202
-        spec = self.config.speculative
-        if spec.drafter == "none":
-            return None
-        from engine.speculative.speculator import build_speculation
+    @property
+    def draft_model(self) -> Model | None:
+        return self.speculation.draft_model if self.speculation else None
 
-        return build_speculation(self, spec)
+    @property
+    def draft_ctx(self) -> Context | None:
+        return self.speculation.draft_ctx if self.speculation else None
+
+    @property
+    def draft_problem(self) -> str | None:
+        """Why a configured draft model is not used (None: it is, or none was configured)."""
+        return self.speculation.draft_problem if self.speculation else None
 
     def close(self) -> None:
-        for obj in getattr(self, "_closables", ()):
-            obj.close()
-        self._closables = []
+        for obj in (self.speculation, self.ctx, self.target):
+            if obj is not None:
+                obj.close()
+        self.speculation = self.ctx = self.target = None
 
 
 def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
+    """The model, context, sampling and speculation flags; defaults come from the dataclasses."""
+    sampling, spec, context = SamplingParams(), SpeculativeParams(), ContextParams()
     p.add_argument("--model", default="target", help="GGUF path or starter key (target, draft, test)")
-    p.add_argument("--max-tokens", type=int, default=512)
-    p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--top-k", type=int, default=40)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--min-p", type=float, default=0.05)
-    p.add_argument("--repeat-penalty", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--max-tokens", type=int, default=sampling.max_tokens)
+    p.add_argument("--temperature", type=float, default=sampling.temperature)
+    p.add_argument("--top-k", type=int, default=sampling.top_k)
+    p.add_argument("--top-p", type=float, default=sampling.top_p)
+    p.add_argument("--min-p", type=float, default=sampling.min_p)
+    p.add_argument("--repeat-penalty", type=float, default=sampling.repeat_penalty)
+    p.add_argument("--seed", type=int, default=sampling.seed)
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-    p.add_argument("--ctx", type=int, default=4096, help="context size in tokens")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: one per core)")
+    p.add_argument("--ctx", type=int, default=context.n_ctx, help="context size in tokens")
+    p.add_argument("--threads", type=int, default=context.n_threads,
+                   help="CPU threads (0: one per core)")
     p.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to the GPU (-1: all)")
-    p.add_argument("--kv-type", choices=("f16", "q8_0"), default="f16", help="KV cache type")
+    p.add_argument("--kv-type", choices=("f16", "q8_0"), default=context.type_k, help="KV cache type")
     p.add_argument("--draft", default=None, help="draft model GGUF path or starter key")
     p.add_argument("--draft-gpu-layers", type=int, default=None)
-    p.add_argument("--drafter", choices=DRAFTERS, default=None,
-                   help="speculative drafter (default: auto with --draft, else none)")
-    p.add_argument("--draft-max", type=int, default=SpeculativeParams().draft_max)
-    p.add_argument("--draft-min", type=int, default=1)
-    p.add_argument("--p-min", type=float, default=0.75)
+    p.add_argument("--drafter", choices=DRAFTERS, default=spec.drafter,
+                   help=f"speculative drafter (default: {spec.drafter}; with no --draft, auto "
+                        "drafts with the n-gram drafter alone, and only where it pays)")
+    p.add_argument("--draft-max", type=int, default=spec.draft_max)
+    p.add_argument("--draft-min", type=int, default=spec.draft_min)
+    p.add_argument("--p-min", type=float, default=spec.p_min)
 
 
 def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
@@ -109,7 +123,7 @@ def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
             temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
             repeat_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens,
             stop=tuple(args.stop))
-        drafter = args.drafter or ("auto" if args.draft else "none")
+        drafter = args.drafter
         speculative = SpeculativeParams(drafter=drafter, draft_max=args.draft_max,
                                         draft_min=args.draft_min, p_min=args.p_min)
     except ValueError as e:

@@ -16,10 +16,11 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from engine import paths
-from engine.context import Context
+from engine.context import Context, ContextParams
+from engine.model import Model, ModelSpec
 from engine.sampling import Sampler
 from engine.speculative.controller import (AcceptanceTracker, Controller, CostModel, best_draft_length,
                                      best_length_by_survival, calibrate)
@@ -27,9 +28,7 @@ from engine.speculative.draft import Draft
 from engine.speculative.draft_model import ModelDrafter
 from engine.speculative.ngram import NgramDrafter, NgramParams
 from engine.speculative.params import SpeculativeParams
-
-if TYPE_CHECKING:
-    from engine.runtime import Runtime
+from engine.speculative.payoff import PayoffLedger
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +54,12 @@ class Speculator:
         self.model = model
         self.controllers: dict[str, Controller] = {}
         self.cost = cost
+        # What drafting really saved, per source: a losing one goes quiet (never slower).
+        self.ledgers = {"ngram": PayoffLedger(cost)}
         self.model_can_pay = False
         if model is not None:
             model_cost = cost.with_draft_cost(draft_cost_s)
+            self.ledgers["model"] = PayoffLedger(model_cost)
             self.controllers["model"] = Controller(model_cost, AcceptanceTracker(prior=0.6))
             # Even a very good draft model (right 90% of the time) cannot pay when drafting a
             # token costs too much next to verifying it (a 0.5B draft for a 1.5B target on a
@@ -76,11 +78,11 @@ class Speculator:
             if len(draft.tokens) >= self.params.draft_min:
                 k = (best_length_by_survival(self.cost, draft.survival)
                      if self.params.adaptive else len(draft.tokens))
-                if k >= self.params.draft_min:
+                if k >= self.params.draft_min and self._allowed("ngram", draft.match_len):
                     return Draft(draft.tokens[:k], None, "ngram", draft.seconds, draft.match_len)
         if self.model is not None and (self.model_can_pay or self.params.drafter == "model"):
             k = self._choose("model", k_max, None)
-            if k >= self.params.draft_min:
+            if k >= self.params.draft_min and self._allowed("model"):
                 draft = self.model.propose(history, k, sampler)
                 if len(draft.tokens) >= self.params.draft_min:
                     return draft
@@ -93,6 +95,13 @@ class Speculator:
     def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None:
         if draft.source in self.controllers:
             self.controllers[draft.source].update(len(draft.tokens), n_accepted)
+        if self.params.adaptive and draft.source in self.ledgers:
+            self.ledgers[draft.source].record(len(draft.tokens), n_accepted)
+
+    def _allowed(self, source: str, match_len: int = 0) -> bool:
+        """Asked for explicitly (not adaptive): always; else unless the source is in a quiet
+        spell for losing time (engine.speculative.payoff)."""
+        return not self.params.adaptive or self.ledgers[source].allows(match_len)
 
     def reset(self) -> None:
         if self.ngram is not None:
@@ -115,37 +124,60 @@ def _end_at_eog(draft: Draft, eog_ids: frozenset[int]) -> Draft:
 
 # -- building one for a runtime -----------------------------------------------------------
 
-def build_speculation(rt: Runtime, params: SpeculativeParams) -> Speculator:
+class Speculation(Speculator):
+    """A Speculator with what it owns: the draft model and its context (when one is used), and
+    why a configured draft model was refused. The runtime holds one and closes it."""
+
+    draft_model: Model | None = None
+    draft_ctx: Context | None = None
+    draft_problem: str | None = None
+
+    def close(self) -> None:
+        for obj in (self.draft_ctx, self.draft_model):
+            if obj is not None:
+                obj.close()
+        self.draft_ctx = self.draft_model = None
+
+
+def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
+                      params: SpeculativeParams,
+                      draft_context: ContextParams | None = None) -> Speculation:
     """Load the draft model if configured (refusing an incompatible one), calibrate, assemble."""
-    from engine.context import ContextParams
-    from engine.model import Model
     from engine.speculative.compat import check_pair
 
-    cfg = rt.config
-    model_drafter = None
+    draft_model = draft_ctx = model_drafter = problem = None
     draft_cost = 0.0
-    if cfg.draft is not None and params.drafter in ("model", "auto"):
-        draft = Model(cfg.draft)
-        rt._closables.append(draft)
-        problem = check_pair(rt.target, draft)
+    if draft_spec is not None and params.drafter in ("model", "auto"):
+        draft_model = Model(draft_spec)
+        problem = check_pair(target, draft_model)
         if problem is not None:
-            rt.draft_problem = f"the draft model cannot be used with this target: {problem}"
-            log.warning("%s; using the n-gram drafter", rt.draft_problem)
-            draft.close()
+            problem = f"the draft model cannot be used with this target: {problem}"
+            log.warning("%s; using the n-gram drafter", problem)
+            draft_model.close()
+            draft_model = None
         else:
-            dctx = Context(draft, cfg.draft_context or ContextParams(
-                n_ctx=rt.ctx.n_ctx, n_batch=cfg.context.n_batch, n_threads=cfg.context.n_threads,
-                type_k=cfg.context.type_k, type_v=cfg.context.type_v))
-            rt._closables.insert(0, dctx)
-            rt.draft_model, rt.draft_ctx = draft, dctx
-            model_drafter = ModelDrafter(dctx, params.p_min)
-            draft_cost = cached_cost(dctx, sizes=(1,)).verify_cost(1)
+            try:
+                draft_ctx = Context(draft_model, draft_context or replace(ctx.params, n_ctx=ctx.n_ctx))
+                model_drafter = ModelDrafter(draft_ctx, params.p_min)
+                draft_cost = cached_cost(draft_ctx, sizes=(1,)).verify_cost(1)
+            except BaseException:
+                if draft_ctx is not None:
+                    draft_ctx.close()
+                draft_model.close()
+                raise
     use_ngram = params.drafter in ("ngram", "auto") or (params.drafter == "model" and model_drafter is None)
-    ngram = (NgramDrafter(NgramParams(params.ngram_min, params.ngram_max), vocab=rt.target)
-             if use_ngram else None)
-    cost = cached_cost(rt.ctx)
-    return Speculator(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost,
-                      eog_ids=rt.target.eog_ids)
+    ngram = NgramDrafter(NgramParams(params.ngram_min, params.ngram_max), vocab=target) if use_ngram else None
+    try:
+        cost = cached_cost(ctx)
+    except BaseException:
+        for obj in (draft_ctx, draft_model):
+            if obj is not None:
+                obj.close()
+        raise
+    spec = Speculation(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost,
+                       eog_ids=target.eog_ids)
+    spec.draft_model, spec.draft_ctx, spec.draft_problem = draft_model, draft_ctx, problem
+    return spec
 
 
 def _cache_file() -> Path:
