@@ -1,0 +1,44 @@
+"""The configured ``huggingface_hub`` pieces: endpoint and token read at call time, the API, URLs.
+
+``huggingface_hub`` reads ``HF_ENDPOINT`` once, at import; Duet reads it on every call so a test
+(or a user changing settings) can point it elsewhere without a restart. ``HF_TOKEN`` likewise.
+"""
+
+from __future__ import annotations
+
+import os
+
+import huggingface_hub
+from huggingface_hub import constants
+from huggingface_hub.utils import build_hf_headers, get_session
+
+DEFAULT_REVISION = "main"
+TIMEOUT = 10.0  # seconds to connect or between bytes
+
+
+def endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+
+
+def token() -> str | None:
+    """HF_TOKEN if set; None lets huggingface_hub use its stored login, if any."""
+    return os.environ.get("HF_TOKEN") or None
+
+
+def api() -> huggingface_hub.HfApi:
+    return huggingface_hub.HfApi(endpoint=endpoint(), token=token())
+
+
+def file_url(repo: str, filename: str, revision: str = DEFAULT_REVISION) -> str:
+    return huggingface_hub.hf_hub_url(repo, filename, revision=revision, endpoint=endpoint())
+
+
+def headers() -> dict[str, str]:
+    """The Hub's request headers (user agent, Authorization when a token is known)."""
+    out = build_hf_headers(token=token(), library_name="duet")
+    out["Accept-Encoding"] = "identity"  # byte ranges and sizes must be of the file itself
+    return out
+
+
+def session():  # noqa: ANN201 - huggingface_hub's configured HTTP client (httpx-like)
+    return get_session()
