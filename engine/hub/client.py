@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+from urllib.parse import quote
 
 import huggingface_hub
 from huggingface_hub import constants
@@ -30,7 +31,9 @@ def api() -> huggingface_hub.HfApi:
 
 
 def file_url(repo: str, filename: str, revision: str = DEFAULT_REVISION) -> str:
-    return huggingface_hub.hf_hub_url(repo, filename, revision=revision, endpoint=endpoint())
+    """The file's ``resolve`` URL, as ``hf_hub_url`` builds it (which swaps in another endpoint only
+    when its import-time one is a prefix of the URL, so we build it from ours)."""
+    return f"{endpoint()}/{repo}/resolve/{quote(revision, safe='')}/{quote(filename)}"
 
 
 def headers() -> dict[str, str]:

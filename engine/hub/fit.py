@@ -7,10 +7,12 @@ creates a context (engine/context.py: f16 KV cache, n_ubatch 512, no flash atten
   the token embeddings stay on the CPU; the output layer goes to the GPU with the last layer;
 - KV cache: ``n_ctx × layers × n_head_kv × (head_dim_k + head_dim_v) × 2 bytes`` (f16), sliding-window
   layers (Gemma 3) hold ``min(n_ctx, window + n_ubatch)`` cells;
-- compute buffer: the logits of one micro-batch (``n_vocab × n_ubatch × 4``), plus the attention
-  scores of one layer (``n_ctx × n_ubatch × n_head × 4``) and the activations (``n_embd × n_ubatch × 4``
-  times a small factor), which is how ggml's allocator sizes the worst-case graph;
-- a fixed overhead for the backend's own buffers.
+- compute buffer: ggml's allocator reuses memory between graph steps, so its size is the largest
+  step: the logits of one micro-batch (``n_vocab × n_ubatch × 4``) or one layer's attention scores
+  (``n_ctx × n_ubatch × n_head × 4``), plus the activations (``n_embd × n_ubatch × 4`` times a small
+  factor). It is allocated at load but only becomes resident at the first decode, so the estimate
+  gives both ``ram_loaded`` (after loading) and ``ram_needed`` (once generating);
+- a fixed overhead for the backend's own allocations (measured: ~20 MB).
 
 ``scripts/measure_fit.py`` compares this with the resident memory measured after loading.
 """
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from engine.hub.gguf_header import GGUFHeader, ModelFacts, model_facts
 
 N_UBATCH = 512
-OVERHEAD = 24 << 20
+OVERHEAD = 20_000_000
 ACTIVATION_FACTOR = 8  # live f32 activations of width n_embd per token in the worst graph step
 FITS, TIGHT, WONT_FIT = "fits", "tight", "won't fit"
 SWA_EVERY = {"gemma3": 6, "gemma3n": 5}  # every Nth layer is global; the others are sliding-window
@@ -53,7 +55,8 @@ class FitEstimate:
     weights_gpu: int
     kv_cache: int
     compute: int
-    ram_needed: int
+    ram_loaded: int  # resident right after loading (the compute buffer not yet touched)
+    ram_needed: int  # resident once generating: what must fit
     vram_needed: int
     ram_available: int
     vram_total: int | None
@@ -94,7 +97,7 @@ def compute_bytes(f: ModelFacts, n_ctx: int) -> int:
     logits = f.n_vocab * n_ub * 4
     scores = n_ctx * n_ub * max(f.n_head, 1) * 4
     activations = f.n_embd * n_ub * 4 * ACTIVATION_FACTOR
-    return logits + scores + activations
+    return max(logits, scores) + activations
 
 
 def split_weights(h: GGUFHeader, n_layer: int, n_gpu_layers: int) -> tuple[int, int]:
@@ -121,15 +124,16 @@ def estimate(h: GGUFHeader, req: FitRequest, box: Machine | None = None, *,
     f = model_facts(h)
     cpu_w, gpu_w = split_weights(h, f.n_layer, req.n_gpu_layers)
     if not f.tensor_bytes and file_size:  # a tensor type we do not know: count the file instead
-        cpu_w, gpu_w = file_size - h.data_offset, 0
+        cpu_w, gpu_w = max(file_size - h.data_offset, 0), 0
     n_ctx = req.n_ctx if req.n_ctx > 0 else f.n_ctx_train
     kv = kv_cache_bytes(f, n_ctx, req.kv_bytes_per_element)
     compute = compute_bytes(f, n_ctx)
     offload = req.n_gpu_layers != 0
-    ram = cpu_w + OVERHEAD + (0 if offload else kv + compute)
+    ram_loaded = cpu_w + OVERHEAD + (0 if offload else kv)
+    ram = ram_loaded + (0 if offload else compute)
     vram = gpu_w + kv + compute if offload else 0
     verdict, reason = _judge(ram, vram, box, offload)
-    return FitEstimate(verdict, cpu_w, gpu_w, kv, compute, ram, vram, box.ram_available, box.vram_total,
+    return FitEstimate(verdict, cpu_w, gpu_w, kv, compute, ram_loaded, ram, vram, box.ram_available, box.vram_total,
                        f"{verdict}: {reason} (weights {_gb(cpu_w + gpu_w)}, KV cache {_gb(kv)} at "
                        f"{n_ctx} tokens, compute {_gb(compute)})")
 

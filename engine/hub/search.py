@@ -39,7 +39,7 @@ class RepoFiles:
         for e in self.entries:
             if name == e.name or name in (f.path for f in e.files):
                 return e
-        base = [e for e in self.entries if e.name.rsplit("/", 1)[-1] == name]
+        base = [e for e in self.entries if name in (f.path.rsplit("/", 1)[-1] for f in e.files)]
         if len(base) == 1:
             return base[0]
         raise HubError(f"{self.repo} has no GGUF file {name!r}")

@@ -246,3 +246,8 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(body)
 
     return Handler
+
+
+def listing(d: Path) -> list[str]:
+    """The names in folder ``d``, sorted."""
+    return sorted(p.name for p in d.iterdir())
