@@ -45,3 +45,17 @@ def headers() -> dict[str, str]:
 
 def session():  # noqa: ANN201 - huggingface_hub's configured HTTP client (httpx-like)
     return get_session()
+
+
+def check_reachable(what: str) -> None:
+    """Raise HubError at once when the Hub cannot be reached (one request, no retries).
+
+    ``HfApi.list_models`` retries connection errors with back-off for ~20 s; a search box must
+    say "offline" at once instead."""
+    from engine.hub.errors import HubError, describe, is_network_error
+
+    try:
+        session().request("HEAD", endpoint() + "/", headers=headers(), timeout=TIMEOUT)
+    except Exception as e:  # any HTTP answer means reachable; only transport errors count
+        if is_network_error(e):
+            raise HubError(describe(e, what)) from e

@@ -51,6 +51,7 @@ class RepoFiles:
 
 def search(query: str, limit: int = 20) -> list[RepoHit]:
     """Repositories with GGUF files matching ``query``, most downloaded first. Raises HubError."""
+    client.check_reachable(f"search {query!r}")
     try:
         models = client.api().list_models(search=query or None, filter="gguf", sort="downloads", limit=limit)
         hits = [RepoHit(m.id, m.downloads or 0, m.likes or 0, _gated(m.gated), str(m.last_modified or ""))

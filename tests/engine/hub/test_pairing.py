@@ -34,15 +34,25 @@ def test_only_the_headers_are_read(hub):
         assert last < 16 << 20  # the 1.1 GB target: a few MB of header only
 
 
+@pytest.fixture(scope="module")
+def target_vocab():
+    from engine.model import Model, ModelSpec
+
+    path = model_path("target")
+    with Model(ModelSpec(path, vocab_only=True)) as t:
+        yield t, judge_ref(ModelRef(path=path))
+
+
 @pytest.mark.parametrize("other", ["draft", "test", "gemma"])
-def test_header_verdicts_agree_with_check_pair_on_the_real_models(other):
+def test_header_verdicts_agree_with_check_pair_on_the_real_models(target_vocab, other):
     from engine.model import Model, ModelSpec
     from engine.speculative.compat import check_pair
 
-    t_path, d_path = model_path("target"), model_path(other)
-    with Model(ModelSpec(t_path, vocab_only=True)) as t, Model(ModelSpec(d_path, vocab_only=True)) as d:
+    t, t_judged = target_vocab
+    d_path = model_path(other)
+    with Model(ModelSpec(d_path, vocab_only=True)) as d:
         expected = check_pair(t, d)
-    got = check_facts(judge_ref(ModelRef(path=t_path)), judge_ref(ModelRef(path=d_path)))
+    got = check_facts(t_judged, judge_ref(ModelRef(path=d_path)))
     assert (got is None) == (expected is None)
     if expected is not None:
         assert got.split(" (")[0] == expected.split(" (")[0]
