@@ -6,8 +6,9 @@ Endpoints: ``GET /api/models`` (search, filter, sort, limit), ``GET /api/models/
 ``X-Error-Code: GatedRepo`` for a gated repository without the right token; 404 with
 ``RepoNotFound``/``EntryNotFound``) and ``HEAD|GET /cdn/{repo}/{path}`` serving the real bytes with
 ``Range``/``If-Range``. Faults to inject: ``cut_after`` (close the connection after N body bytes,
-once per value popped), ``die_on_cut`` (stop listening after a cut), ``wrong_sha`` (paths whose
-advertised sha256 is wrong). ``requests`` records (method, path, Range header) of every request.
+once per value popped), ``die_on_cut`` (stop listening after a cut), ``pause_after`` (send N bytes, set ``paused``,
+then hold the connection until ``resume`` is set), ``wrong_sha`` (paths whose advertised sha256
+is wrong). ``requests`` records (method, path, Range header) of every request.
 """
 
 from __future__ import annotations
@@ -62,10 +63,14 @@ class FakeHub:
         self.cut_after: list[int] = []
         self.die_on_cut = False
         self.wrong_sha: set[str] = set()
+        self.pause_after: int | None = None  # hold a GET after N body bytes until ``resume`` is set
+        self.paused = threading.Event()
+        self.resume = threading.Event()
         self.requests: list[tuple[str, str, str | None]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
         self._stopped = False
         self._connections: set = set()
 
@@ -215,6 +220,11 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             if method == "HEAD":
                 return
             cut = hub.cut_after.pop(0) if hub.cut_after else None
+            if hub.pause_after is not None:
+                cut, pause = hub.pause_after, True
+                hub.pause_after = None
+            else:
+                pause = False
             with open(f.source, "rb") as src:
                 src.seek(start)
                 left = length if cut is None else min(length, cut)
@@ -224,6 +234,12 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                         break
                     self.wfile.write(chunk)
                     left -= len(chunk)
+            if pause:
+                self.wfile.flush()
+                hub.paused.set()
+                hub.resume.wait(30)
+                self.close_connection = True
+                return
             if cut is not None and cut < length:
                 self.wfile.flush()
                 self.close_connection = True

@@ -136,3 +136,36 @@ def test_cancel_keeps_the_partial_download(hub, dest, small_file):
         download_entry(SMALL_REPO, entry(SMALL_REPO, SMALL_FILE), dest, progress=progress, cancel=cancel)
     assert 0 < part_path(dest / SMALL_FILE).stat().st_size < small_file.stat().st_size
     assert not (dest / SMALL_FILE).exists()
+
+
+def test_a_killed_download_process_resumes_where_it_stopped(hub, dest, small_file):
+    """The issue's target: kill the downloading process mid-file, start again, get the right file."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    hub.pause_after = 1_500_000
+    env = {**os.environ, "DUET_MODELS_DIR": str(dest)}
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli_models", "download", SMALL_REPO, SMALL_FILE],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert hub.paused.wait(60), "the download never started"
+        part = part_path(dest / SMALL_FILE)
+        deadline = time.monotonic() + 30
+        while (not part.exists() or part.stat().st_size < 1_500_000) and time.monotonic() < deadline:
+            time.sleep(0.02)  # a condition poll: the client writes what it received
+        assert part.stat().st_size == 1_500_000
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        hub.resume.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not (dest / SMALL_FILE).exists()
+    hub.requests.clear()
+    path = download_entry(SMALL_REPO, entry(SMALL_REPO, SMALL_FILE), dest, options=NO_RETRY)
+    assert hub.ranges("/cdn/") == ["bytes=1500000-"]
+    assert sha(path) == sha(small_file) and listing(dest) == [SMALL_FILE]
