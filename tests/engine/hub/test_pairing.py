@@ -78,3 +78,26 @@ def test_catalog_covers_the_named_families():
     assert drafts_for("Qwen/Qwen3-8B-GGUF")[0][1].repo == "Qwen/Qwen3-0.6B-GGUF"
     assert drafts_for("google/gemma-3-12b-it-qat-q4_0-gguf")[0][0].name == "Gemma 3"
     assert drafts_for("someone/unknown-7B-GGUF") == []
+
+
+def test_token_texts_are_compared_by_hash_within_the_size_slack(target_vocab):
+    from dataclasses import replace
+
+    from engine.hub.gguf_header import tokens_digest
+
+    _, t = target_vocab
+
+    def with_tokens(tokens):
+        tokens = tuple(tokens)
+        return replace(t, tokens=tokens, facts=replace(t.facts, n_vocab=len(tokens),
+                                                        tokens_digest=tokens_digest(tokens)))
+
+    assert check_facts(t, with_tokens(t.tokens)) is None
+    changed = list(t.tokens)
+    changed[1000] = b"something else"
+    assert check_facts(t, with_tokens(changed)).startswith("token 1000 differs")
+    assert check_facts(t, with_tokens(t.tokens + (b"<pad>",) * 100)) is None  # llama.cpp's 128 slack
+    assert "vocabulary sizes differ" in check_facts(t, with_tokens(t.tokens + (b"<pad>",) * 200))
+    changed_early = list(t.tokens)
+    changed_early[2] = b"ignored"  # ids below 5 are not compared (as in llama.cpp)
+    assert check_facts(t, with_tokens(changed_early)) is None
