@@ -40,6 +40,18 @@ GGML_TYPES: dict[int, tuple[int, int]] = {
 }
 
 
+KEPT_ARRAYS = frozenset({"tokenizer.ggml.tokens"})  # large arrays kept whole; others are skipped
+SMALL_ARRAY = 4096  # arrays up to this length are always kept (per-layer values, tags)
+
+
+@dataclass(frozen=True)
+class SkippedArray:
+    """A large array the parser stepped over (merges, scores, token types): its type and length."""
+
+    item_type: int
+    length: int
+
+
 class GGUFError(ValueError):
     """The bytes are not a GGUF header, or it is corrupt. The message is one line."""
 
@@ -72,7 +84,7 @@ class TensorInfo:
 @dataclass(frozen=True)
 class GGUFHeader:
     version: int
-    metadata: dict[str, Any]  # scalars, strings; arrays of strings/numbers as tuples
+    metadata: dict[str, Any]  # scalars, strings; arrays as tuples (large ones as SkippedArray)
     tensors: tuple[TensorInfo, ...]
     header_size: int  # bytes up to the end of the tensor table (data starts at the next alignment)
     data_offset: int = field(default=0)
@@ -129,6 +141,25 @@ class _Reader:
         self.pos = pos
         return tuple(out)
 
+    def skip_array(self, itype: int, n: int, key: str) -> None:
+        if itype in _SCALARS:
+            self.take(n * struct.calcsize(_SCALARS[itype]))
+            return
+        if itype != _STRING:
+            raise GGUFError(f"corrupt GGUF header: array {key[:60]} has item type {itype}")
+        buf, pos, size = self.buf, self.pos, len(self.buf)
+        unpack_from = struct.unpack_from
+        for _ in range(n):
+            if pos + 8 > size:
+                raise NeedMoreBytes(pos + 8)
+            length = unpack_from("<Q", buf, pos)[0]
+            if length > MAX_STRING:
+                raise GGUFError(f"corrupt GGUF header: a string length of {length} exceeds {MAX_STRING}")
+            pos += 8 + length
+        if pos > size:
+            raise NeedMoreBytes(pos)
+        self.pos = pos
+
     def value(self, vtype: int, key: str) -> Any:
         if vtype in _SCALARS:
             return self.scalar(_SCALARS[vtype])
@@ -137,6 +168,9 @@ class _Reader:
         if vtype == _ARRAY:
             itype = self.scalar("<I")
             n = self.count(MAX_ARRAY, f"the length of array {key[:60]}")
+            if n > SMALL_ARRAY and key not in KEPT_ARRAYS:
+                self.skip_array(itype, n, key)
+                return SkippedArray(itype, n)
             if itype == _STRING:
                 # Token texts are kept as bytes: they are compared exactly, not displayed.
                 return self.string_array(n)

@@ -1,8 +1,9 @@
 """Read a GGUF header without the file: HTTP range requests for the first MB, more while needed.
 
 A header holds the metadata and the tensor table: a few KB for most keys, but the vocabulary
-(tokens, merges) makes it 1-12 MB. We read ``FIRST_READ`` bytes, and when the parser says the
-header goes on we fetch the rest in growing steps, never past ``MAX_HEADER`` bytes.
+(tokens, merges, scores) makes it 1-12 MB (Qwen2.5: 5.9 MB, Gemma 3: 6.5 MB, SmolLM2: 1.6 MB).
+We read ``FIRST_READ`` bytes (one request covers most models), and when the parser says the header
+goes on we fetch the rest in growing steps, never past ``MAX_HEADER`` bytes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from engine.hub.gguf_header import GGUFError, GGUFHeader, NeedMoreBytes, parse_h
 
 log = logging.getLogger(__name__)
 
-FIRST_READ = 4 << 20
+FIRST_READ = 8 << 20
 MAX_HEADER = 64 << 20
 
 Fetch = Callable[[int, int], bytes]  # (start, stop) -> the bytes in [start, stop), fewer at end of file
