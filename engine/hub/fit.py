@@ -75,6 +75,7 @@ class FitEstimate:
     verdict: str  # FITS, TIGHT or WONT_FIT
     weights_cpu: int  # resident on the CPU side: mapped file pages plus repacked copies
     weights_gpu: int
+    weights_repacked: int  # of weights_cpu: the copies llama.cpp's CPU backend repacks
     kv_cache: int
     compute: int
     ram_loaded: int  # resident right after loading (the compute buffer not yet touched)
@@ -162,8 +163,9 @@ def estimate(h: GGUFHeader, req: FitRequest, box: Machine | None = None, *,
     ram = ram_loaded + (0 if offload else compute)
     vram = gpu_w + kv + compute if offload else 0
     verdict, reason = _judge(ram, vram, box, offload)
-    return FitEstimate(verdict, cpu_w, gpu_w, kv, compute, ram_loaded, ram, vram, box.ram_available, box.vram_total,
-                       f"{verdict}: {reason} (weights {_gb(cpu_w + gpu_w)}, KV cache {_gb(kv)} at "
+    weights = f"weights {_gb(cpu_w + gpu_w)}" + (f" with {_gb(repacked)} repacked" if repacked else "")
+    return FitEstimate(verdict, cpu_w, gpu_w, repacked, kv, compute, ram_loaded, ram, vram, box.ram_available,
+                       box.vram_total, f"{verdict}: {reason} ({weights}, KV cache {_gb(kv)} at "
                        f"{n_ctx} tokens, compute {_gb(compute)})")
 
 

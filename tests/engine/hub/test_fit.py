@@ -30,6 +30,7 @@ def test_estimate_counts_weights_kv_and_repacked_copies(hub):
     repacked = fit.estimate(h, fit.FitRequest(n_ctx=4096), BIG, repack=frozenset({fit.Q4_K}))
     # llama.cpp logs "CPU_REPACK model buffer size = 596.53 MiB" for this file.
     assert abs((repacked.weights_cpu - plain.weights_cpu) - 596.53 * 2**20) < 2**20
+    assert repacked.weights_repacked == repacked.weights_cpu - plain.weights_cpu and plain.weights_repacked == 0
     bigger = fit.estimate(h, fit.FitRequest(n_ctx=16384), BIG, repack=frozenset())
     assert bigger.kv_cache == 4 * plain.kv_cache
 
