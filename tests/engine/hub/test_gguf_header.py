@@ -5,6 +5,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.hub.gguf_header import GGUFError, NeedMoreBytes, model_facts, parse_header
 from engine.hub.remote_header import local_header
@@ -56,3 +58,16 @@ def test_not_gguf():
 def test_local_header_reads_a_qwen_vocabulary_larger_than_the_first_read():
     h = local_header(model_path("target"), first=1 << 20)  # the Qwen header is ~6 MB
     assert model_facts(h).n_vocab == 151936
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flips=st.lists(st.tuples(st.integers(0, (1 << 16) - 1), st.integers(0, 255)), min_size=1, max_size=8),
+       cut=st.integers(0, 1 << 16))
+def test_corrupt_bytes_raise_only_gguf_errors(smol_head, flips, cut):
+    buf = bytearray(smol_head[:1 << 16])
+    for pos, value in flips:
+        buf[pos] = value
+    try:
+        parse_header(bytes(buf[:cut]))
+    except GGUFError:
+        pass
