@@ -9,9 +9,10 @@ a streamed ``Range`` GET.
 
 On disk, beside the final name: ``NAME.part`` (the bytes so far) and ``NAME.part.json`` (the ETag,
 size and SHA-256 they belong to). A restart resumes from the ``.part`` size with ``Range`` and
-``If-Range: ETag``; a different ETag (the file changed upstream) starts again from zero. The
-complete ``.part`` is hashed and only then renamed to the final name (atomic, same folder), so a
-half file never appears under the final name.
+``If-Range: ETag``; a different ETag (the file changed upstream) starts again from zero. Bytes are
+hashed as they arrive (a resume first hashes what is on disk); only a ``.part`` whose SHA-256
+matches is renamed to the final name (atomic, same folder), so a half or corrupt file never
+appears under the final name.
 """
 
 from __future__ import annotations
@@ -130,10 +131,11 @@ def _download_file(repo: str, f: RemoteFile, final: Path, revision: str, meter: 
     etag = meta.etag or sha256
     part, meta_file = part_path(final), _meta_path(final)
     _forget_stale_part(part, meta_file, {"etag": etag, "size": size, "sha256": sha256})
+    hasher = _PartHasher(part, cancel, what)
     attempt = 0
     while True:
         try:
-            _stream_into(meta.location, part, size, etag, meter, cancel, what)
+            _stream_into(meta.location, part, size, etag, meter, cancel, what, hasher)
             break
         except HubError as e:
             network = isinstance(e.__cause__, Exception) and is_network_error(e.__cause__)
@@ -144,7 +146,8 @@ def _download_file(repo: str, f: RemoteFile, final: Path, revision: str, meter: 
             if cancel.wait(options.retry_wait_s):
                 raise DownloadCancelled(f"{what}: cancelled; {_gb(part.stat().st_size)} kept to resume") from None
     meter.emit("verify", force=True)
-    digest = _sha256_file(part, cancel, what)
+    hasher.sync(size)  # a no-op unless the bytes on disk were not all hashed on the way in
+    digest = hasher.hexdigest()
     if digest != sha256:
         part.unlink(missing_ok=True)
         meta_file.unlink(missing_ok=True)
@@ -175,12 +178,13 @@ def _forget_stale_part(part: Path, meta_file: Path, meta: dict) -> None:
 
 
 def _stream_into(url: str, part: Path, size: int, etag: str, meter: _Meter, cancel: threading.Event,
-                 what: str) -> None:
-    """Append the bytes from ``part``'s size to ``size`` to ``part``."""
+                 what: str, hasher: _PartHasher) -> None:
+    """Append the bytes from ``part``'s size to ``size`` to ``part``, hashing them on the way."""
     have = part.stat().st_size if part.exists() else 0
     meter.resume_at(have)
     if have == size:
         return
+    hasher.sync(have)
     headers = client.headers()
     if have:
         headers.update({"Range": f"bytes={have}-", "If-Range": f'"{etag}"'})
@@ -194,6 +198,7 @@ def _stream_into(url: str, part: Path, size: int, etag: str, meter: _Meter, canc
                 log.info("%s: the server ignored the range; starting from zero", what)
                 have = 0
                 meter.resume_at(0)
+                hasher.sync(0)
             with open(part, "r+b" if have else "wb") as out:
                 out.seek(have)
                 out.truncate()
@@ -203,6 +208,7 @@ def _stream_into(url: str, part: Path, size: int, etag: str, meter: _Meter, canc
                     if out.tell() + len(piece) > size:
                         raise HubError(f"{what}: the server sent more than the {size} bytes expected")
                     out.write(piece)
+                    hasher.update(piece)
                     meter.add(len(piece))
                 out.flush()
                 os.fsync(out.fileno())
@@ -222,14 +228,36 @@ def _stream_into(url: str, part: Path, size: int, etag: str, meter: _Meter, canc
                        "download again to resume") from ConnectionError()
 
 
-def _sha256_file(path: Path, cancel: threading.Event, what: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK * 4):
-            if cancel.is_set():
-                raise DownloadCancelled(f"{what}: cancelled while verifying; the download is kept")
-            h.update(block)
-    return h.hexdigest()
+class _PartHasher:
+    """SHA-256 of ``part`` kept up to date as bytes are appended, so the end needs no second read.
+
+    ``sync(n)`` makes it cover exactly the first ``n`` bytes on disk (re-reading them when it
+    covers something else: a resume after a restart, or a restart from zero)."""
+
+    def __init__(self, part: Path, cancel: threading.Event, what: str) -> None:
+        self._part, self._cancel, self._what = part, cancel, what
+        self._h = hashlib.sha256()
+        self._n = 0
+
+    def sync(self, n: int) -> None:
+        if self._n == n:
+            return
+        self._h, self._n = hashlib.sha256(), 0
+        with open(self._part, "rb") as f:
+            while self._n < n:
+                block = f.read(min(CHUNK * 4, n - self._n))
+                if not block:
+                    raise HubError(f"{self._what}: the partial download shrank while being read")
+                if self._cancel.is_set():
+                    raise DownloadCancelled(f"{self._what}: cancelled; the partial download is kept")
+                self.update(block)
+
+    def update(self, data: bytes) -> None:
+        self._h.update(data)
+        self._n += len(data)
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
 
 
 class _Meter:
