@@ -65,6 +65,9 @@ class ModelsPanel(QWidget):
         self.draft_combo.setToolTip("A small model that drafts tokens for the target to verify")
         self.load_button = QPushButton("Load", self)
         self.load_button.clicked.connect(self._request_load)
+        self.hub_button = QPushButton("Hugging Face…", self)
+        self.hub_button.setToolTip("Search Hugging Face for GGUF models and download one")
+        self.hub_button.clicked.connect(self.open_hub)
         self.busy = QProgressBar(self)
         self.busy.setRange(0, 0)
         self.busy.setMaximumWidth(90)
@@ -83,6 +86,7 @@ class ModelsPanel(QWidget):
         row.addWidget(QLabel("Draft", self))
         row.addWidget(self.draft_combo)
         row.addWidget(self.load_button)
+        row.addWidget(self.hub_button)
         row.addWidget(self.busy)
         row.addStretch(1)
         layout = QVBoxLayout(self)
@@ -155,6 +159,15 @@ class ModelsPanel(QWidget):
         title = "Choose a draft model" if as_draft else "Choose a target model"
         name, _ = QFileDialog.getOpenFileName(self, title, str(paths.models_dir()), GGUF_FILTER)
         return Path(name) if name else None
+
+    def open_hub(self) -> None:
+        """The Browse Hugging Face dialog; a downloaded model becomes the target choice."""
+        from app.hub_dialog import HubDialog  # huggingface_hub is imported only when used
+
+        dialog = HubDialog(self)
+        dialog.model_ready.connect(lambda path: self.set_choice(Path(path)))
+        dialog.exec()
+        dialog.deleteLater()
 
     def _request_load(self) -> None:
         if self.target() is not None:

@@ -1,5 +1,7 @@
 """``duet-cli models fetch|list``: fetch the starter models; list what the models folder holds.
 
+``search|files|download|pair`` (Hugging Face) live in ``engine/hub/cli.py`` and are registered here.
+
 ``engine/cli.py`` calls :func:`add_parser` and then ``args.func(args)``. Run standalone as
 ``python -m engine.cli_models fetch --group test`` (used by the bootstrap script).
 Progress goes to stderr; ``fetch`` prints each model's path to stdout; ``list`` prints a table.
@@ -24,13 +26,14 @@ PROG = "duet-cli"
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``models`` (with ``fetch`` and ``list``) on the top-level CLI's subparsers."""
-    parser = subparsers.add_parser("models", help="fetch or list the starter models")
+    parser = subparsers.add_parser("models", help="fetch, list, search, download or pair models")
     _add_subcommands(parser)
     return parser
 
 
 def _add_subcommands(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="models_command", required=True, metavar="{fetch,list}")
+    sub = parser.add_subparsers(dest="models_command", required=True,
+                                metavar="{fetch,list,search,files,download,pair}")
     f = sub.add_parser("fetch", help="download, assemble and verify starter models")
     f.add_argument("--group", choices=tuple(GROUPS), default="starter",
                    help="starter: what the app needs; test: what the tests need; all (default: starter)")
@@ -39,6 +42,9 @@ def _add_subcommands(parser: argparse.ArgumentParser) -> None:
     f.set_defaults(func=run_fetch)
     ls = sub.add_parser("list", help="show the starter models and other GGUF files in the models folder")
     ls.set_defaults(func=run_list)
+    from engine.hub.cli import add_subcommands  # huggingface_hub is imported only when used
+
+    add_subcommands(sub)
 
 
 class ProgressPrinter:

@@ -1,0 +1,13 @@
+"""Names of the repositories and files the fake Hub serves in these tests."""
+
+SMOL_REPO = "bartowski/SmolLM2-135M-Instruct-GGUF"
+SMOL_FILE = "SmolLM2-135M-Instruct-Q4_1.gguf"
+TARGET_REPO = "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"
+TARGET_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+DRAFT_REPO = "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"
+DRAFT_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+GEMMA_REPO = "ggml-org/gemma-3-270m-GGUF"
+GEMMA_FILE = "gemma-3-270m-Q4_K_M.gguf"
+GATED_REPO = "meta-llama/Gated-GGUF"
+SMALL_REPO = "test/small-GGUF"
+SMALL_FILE = "small-Q4_1.gguf"
