@@ -37,16 +37,16 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from engine.runtime import Runtime, runtime_config
     from engine.server.app import ServerConfig
-    from engine.server.run import build, is_loopback, model_names, serve_forever
+    from engine.server.run import build, host_problem, is_loopback, model_names, serve_forever
 
     if not 0 <= args.port <= 65535:
         raise DuetError(f"--port {args.port} is not a port number")
     if args.max_queue < 1 or args.cache_mb < 0 or args.max_body_mb < 1:
         raise DuetError("--max-queue and --max-body-mb must be >= 1, --cache-mb >= 0")
+    problem = host_problem(args.host, args.api_key)
+    if problem and not args.insecure_no_key:
+        raise DuetError(f"{problem} (--api-key KEY, or --insecure-no-key if you mean it)")
     if not is_loopback(args.host):
-        if not args.api_key and not args.insecure_no_key:
-            raise DuetError(f"--host {args.host} lets other machines in: give --api-key KEY "
-                            f"(or --insecure-no-key if you really mean it)")
         log.warning("listening on %s: anyone who can reach it %s", args.host,
                     "and has the API key can use the model" if args.api_key else
                     "can use the model (no API key)")

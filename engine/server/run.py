@@ -29,6 +29,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def host_problem(host: str, api_key: str | None) -> str | None:
+    """Why listening on ``host`` without a key is unsafe (None when it is fine)."""
+    if is_loopback(host) or api_key:
+        return None
+    return f"listening on {host} lets other machines use the model: it needs an API key"
+
+
 def model_names(runtime: Runtime, given: str | None = None) -> tuple[str, frozenset[str]]:
     """The id /v1/models lists (the file's stem) and the other names a request may use."""
     path = Path(runtime.target.path)
