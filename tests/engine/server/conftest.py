@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import shutil
 import threading
 from dataclasses import dataclass
 
@@ -51,11 +52,18 @@ class Served:
 
 @pytest.fixture(scope="session")
 def duet_home(tmp_path_factory):
-    """Calibration caches and the like go to a temporary folder, not the user's."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DUET_HOME", str(tmp_path_factory.mktemp("duet-home")))
-    yield
-    mp.undo()
+    """Caches go to a temporary folder, not the user's. The speculator's verify-cost
+    calibration (a per-machine measurement, not state) is copied in when the machine has one,
+    as tests/app does, so that it is not measured again."""
+    from engine import paths
+
+    calibration = paths.cache_dir() / "verify-cost.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DUET_HOME", str(tmp_path_factory.mktemp("duet-home")))
+        if calibration.exists():
+            paths.cache_dir().mkdir(parents=True, exist_ok=True)
+            shutil.copy(calibration, paths.cache_dir() / calibration.name)
+        yield
 
 
 def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8,
