@@ -77,7 +77,7 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
     from engine.server.run import BackgroundServer, build, model_names
     from engine.speculative.params import SpeculativeParams
 
-    config = RuntimeConfig(target=ModelSpec(smol_path), context=ContextParams(n_ctx=N_CTX),
+    config = RuntimeConfig(target=ModelSpec(smol_path), context=ContextParams(n_ctx=N_CTX, n_threads=1),
                            sampling=SamplingParams(temperature=0, max_tokens=16),
                            speculative=SpeculativeParams(drafter="auto"))
     runtime = Runtime(config)
