@@ -99,6 +99,8 @@ class DuetServer:
         changes = {k: getattr(body, k) for k in ("temperature", "top_p", "top_k", "min_p",
                                                   "repeat_penalty", "seed")
                    if getattr(body, k) is not None}
+        if body.seed is not None and body.seed < 0:  # llama.cpp's convention: -1 is random
+            changes["seed"] = None
         if body.stop is not None:
             changes["stop"] = body.stops()
         limit = body.limit()
@@ -229,6 +231,8 @@ async def chat_completions(request: Request) -> Response:
         prompt = await run_in_threadpool(chat_tokens, server.model, messages)
     except DuetError as e:
         raise bad_request(str(e), "messages") from None
+    except UnicodeError:
+        raise bad_request("the messages are not valid Unicode text", "messages") from None
     return await _respond(request, server, "chat", body, prompt, params)
 
 
@@ -238,7 +242,10 @@ async def completions(request: Request) -> Response:
     body = schema.parse(schema.CompletionRequest, await server.read_json(request))
     server.check_model(body.model)
     params = server.sampling(body)
-    prompt = await run_in_threadpool(_completion_prompt, server, body)
+    try:
+        prompt = await run_in_threadpool(_completion_prompt, server, body)
+    except UnicodeError:
+        raise bad_request("the prompt is not valid Unicode text", "prompt") from None
     return await _respond(request, server, "text", body, prompt, params)
 
 

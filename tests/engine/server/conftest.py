@@ -68,7 +68,7 @@ def duet_home(tmp_path_factory):
 
 def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8,
                  gate: threading.Event | None = None, max_body: int = 1 << 20,
-                 cache_bytes: int = 256 << 20):
+                 cache_bytes: int = 256 << 20, cors: tuple[str, ...] = ()):
     from engine.context import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import Runtime, RuntimeConfig
@@ -82,7 +82,8 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
                            speculative=SpeculativeParams(drafter="auto"))
     runtime = Runtime(config)
     model_id, aliases = model_names(runtime, "test")
-    engine, app = build(runtime, ServerConfig(model_id, aliases, api_key=api_key, max_body=max_body),
+    engine, app = build(runtime, ServerConfig(model_id, aliases, api_key=api_key, max_body=max_body,
+                                                  cors_origins=cors),
                         max_queue=max_queue, cache_bytes=cache_bytes, gate=gate)
     server = BackgroundServer(app)
     return server, Served(server.url, server.port, engine, model_id, runtime.target)

@@ -115,9 +115,12 @@ def _error(served, body, path="/v1/chat/completions", method="POST", headers=Non
     ({"messages": QUESTION, "n": 2}, "n"),
     ({"messages": QUESTION, "tools": [{"type": "function"}]}, "tools"),
     ({"messages": QUESTION, "stop": 5}, "stop"),
+    ('{"messages": [{"role": "user", "content": "\\ud800"}]}', "messages"),  # a lone surrogate
+    ({"prompt": 5}, "prompt"),
 ])
 def test_malformed_requests_get_a_400(served, body, param):
-    status, error = _error(served, body)
+    path = "/v1/completions" if isinstance(body, dict) and "prompt" in body else "/v1/chat/completions"
+    status, error = _error(served, body, path=path)
     assert status == 400
     assert error["param"] == param
 
@@ -151,3 +154,20 @@ def test_a_body_over_the_limit_gets_413(served):
 
 def test_the_engine_survives_the_errors(served):
     assert _chat(served.client(), max_tokens=4).choices[0].message.content is not None
+
+
+def test_cors_is_off_unless_an_origin_is_given(served, smol_path, duet_home):
+    from conftest import start_server
+
+    preflight = {"Origin": "http://app.example", "Access-Control-Request-Method": "POST"}
+    status, headers, _ = served.raw("OPTIONS", "/v1/chat/completions", headers=preflight, key=None)
+    assert "access-control-allow-origin" not in headers
+    server, other = start_server(smol_path, cors=("http://app.example",))
+    try:
+        status, headers, _ = other.raw("OPTIONS", "/v1/chat/completions", headers=preflight, key=None)
+        assert status == 200 and headers["access-control-allow-origin"] == "http://app.example"
+        status, headers, _ = other.raw("GET", "/v1/models", headers={"Origin": "http://app.example"})
+        assert status == 200 and headers["access-control-allow-origin"] == "http://app.example"
+    finally:
+        server.close()
+        other.engine.close()
