@@ -264,6 +264,8 @@ async def _respond(request: Request, server: DuetServer, kind: str, body: schema
             item = await watch.next()
             if isinstance(item, BaseException):
                 raise _engine_error(item)
+            if isinstance(item, Done) and item.reason == "cancelled":  # the server is stopping
+                raise ApiError(503, "the server stopped before this request ran", type="server_error")
             if isinstance(item, Done):
                 return JSONResponse(shaper.full(item))
     except _Gone:

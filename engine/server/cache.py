@@ -4,7 +4,9 @@ The context holds one conversation at a time; the generator reuses the longest c
 what it holds. Before a request would throw away a long stretch of the live context (another
 client's conversation arrives), that state is saved here; when a request's prompt shares more
 with a saved state than with the live context, the state is restored first. Entries are kept in
-least-recently-used order within a byte budget. Only the engine thread touches this object.
+least-recently-used order within a byte budget. With a draft model, its context is saved and
+restored alongside (else switching conversations would re-prefill the whole conversation in the
+draft model). Only the engine thread touches this object.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from engine.generate import common_prefix
 
 log = logging.getLogger(__name__)
 
+Snapshot = tuple[tuple[int, ...], memoryview]  # the tokens a context held, and its saved state
 MIN_SAVE = 64  # a live context is saved only when a request would discard at least this many tokens
 
 
@@ -49,7 +52,8 @@ class CacheStats:
 class StateCache:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[int, tuple[tuple[int, ...], memoryview]] = OrderedDict()
+        # id -> one (tokens, state) per context, the target's first
+        self._entries: OrderedDict[int, tuple[Snapshot, ...]] = OrderedDict()
         self._next_id = 0
         self.used_bytes = 0
         self.stats = CacheStats()
@@ -57,19 +61,20 @@ class StateCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def prepare(self, ctx: Context, prompt: Sequence[int]) -> int:
-        """Make ``ctx`` hold the best available prefix of ``prompt``; return its length."""
-        live = common_prefix(ctx.tokens, prompt)
+    def prepare(self, ctxs: Sequence[Context], prompt: Sequence[int]) -> int:
+        """Make the target ``ctxs[0]`` (and a draft ``ctxs[1]``) hold the best available prefix
+        of ``prompt``; return its length."""
+        target = ctxs[0]
+        live = common_prefix(target.tokens, prompt)
+        if target.n_past - live >= MIN_SAVE and self.max_bytes > 0:
+            self._save(ctxs)  # first: saving may evict
         best_id, best = None, live
-        for key, (tokens, _) in self._entries.items():
-            n = common_prefix(tokens, prompt)
+        for key, entry in self._entries.items():
+            n = common_prefix(entry[0][0], prompt)
             if n > best:
                 best_id, best = key, n
-        if ctx.n_past - live >= MIN_SAVE and self.max_bytes > 0:
-            self._save(ctx)
-        if best_id is not None:
-            if self._restore(ctx, best_id):
-                live = best
+        if best_id is not None and self._restore(ctxs, best_id):
+            live = best
         return live
 
     def record(self, n_prompt: int, n_reused: int, n_template: int) -> None:
@@ -85,41 +90,51 @@ class StateCache:
         return self.stats.to_json(len(self._entries), self.used_bytes, self.max_bytes)
 
     # -- internals ------------------------------------------------------------------------
-    def _save(self, ctx: Context) -> None:
-        tokens = tuple(ctx.tokens)
-        for key, (old, _) in list(self._entries.items()):
+    def _save(self, ctxs: Sequence[Context]) -> None:
+        tokens = tuple(ctxs[0].tokens)
+        for key, entry in list(self._entries.items()):
+            old = entry[0][0]
             if common_prefix(old, tokens) == len(old):  # the same conversation, now longer
                 self._drop(key)
         t = time.perf_counter()
-        data = ctx.state_bytes()
+        entry = tuple((tuple(ctx.tokens), ctx.state_bytes()) for ctx in ctxs)
         self.stats.save_s += time.perf_counter() - t
-        if len(data) > self.max_bytes:
-            log.info("a state of %d tokens (%d bytes) exceeds the cache budget", len(tokens), len(data))
+        size = _size(entry)
+        if size > self.max_bytes:
+            log.info("a state of %d tokens (%d bytes) exceeds the cache budget", len(tokens), size)
             return
-        self._entries[self._next_id] = (tokens, data)
+        self._entries[self._next_id] = entry
         self._next_id += 1
-        self.used_bytes += len(data)
+        self.used_bytes += size
         self.stats.saves += 1
         while self.used_bytes > self.max_bytes:
             self._drop(next(iter(self._entries)))
             self.stats.evictions += 1
-        log.debug("saved a state of %d tokens (%d bytes)", len(tokens), len(data))
+        log.debug("saved a state of %d tokens (%d bytes)", len(tokens), size)
 
-    def _restore(self, ctx: Context, key: int) -> bool:
-        tokens, data = self._entries[key]
+    def _restore(self, ctxs: Sequence[Context], key: int) -> bool:
+        entry = self._entries[key]
         t = time.perf_counter()
-        try:
-            ctx.load_state(data, tokens)
-        except DecodeError as e:
-            log.warning("a saved conversation state could not be restored (%s); dropped", e)
-            self._drop(key)
-            return False
+        for i, (ctx, (tokens, data)) in enumerate(zip(ctxs, entry)):
+            if not tokens:
+                ctx.clear()
+                continue
+            try:
+                ctx.load_state(data, tokens)
+            except DecodeError as e:  # load_state left the context empty
+                log.warning("a saved conversation state could not be restored (%s)", e)
+                if i == 0:
+                    self._drop(key)
+                    return False
         self.stats.restore_s += time.perf_counter() - t
         self.stats.restores += 1
         self._entries.move_to_end(key)
-        log.debug("restored a state of %d tokens", len(tokens))
+        log.debug("restored a state of %d tokens", len(entry[0][0]))
         return True
 
     def _drop(self, key: int) -> None:
-        _, data = self._entries.pop(key)
-        self.used_bytes -= len(data)
+        self.used_bytes -= _size(self._entries.pop(key))
+
+
+def _size(entry: tuple[Snapshot, ...]) -> int:
+    return sum(len(data) for _, data in entry)

@@ -56,6 +56,7 @@ class EngineThread:
             raise ValueError("max_queue must be >= 1")
         self.runtime = runtime
         self.cache = StateCache(cache_bytes)
+        self._contexts = [c for c in (runtime.ctx, runtime.draft_ctx) if c is not None]
         self.counters = EngineCounters()
         self._queue: queue.Queue[Job | None] = queue.Queue(maxsize=max_queue)
         self._gate = gate
@@ -136,7 +137,7 @@ class EngineThread:
             return
         rt = self.runtime
         try:
-            self.cache.prepare(rt.ctx, job.prompt)
+            self.cache.prepare(self._contexts, job.prompt)
             for ev in rt.generator.complete(job.prompt, job.params, job.cancel):
                 if isinstance(ev, Done):
                     self._finished(job, ev)
