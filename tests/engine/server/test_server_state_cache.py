@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from engine.context import Context, ContextParams
-from engine.server.cache import StateCache
+from engine.server.cache import MIN_SAVE, StateCache
 
-TEXT_A = "The quick brown fox jumps over the lazy dog while the cat watches from the fence. " * 4
-TEXT_B = "In 1905 Einstein published four papers that changed physics for good, one on light. " * 4
+TEXT_A = "The quick brown fox jumps over the lazy dog while the cat watches from the fence. " * 5
+TEXT_B = "In 1905 Einstein published four papers that changed physics for good, one on light. " * 5
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def test_a_switched_out_conversation_comes_back_exactly(smol, contexts):
     target, draft, reference = contexts
     a, b = smol.tokenize(TEXT_A), smol.tokenize(TEXT_B)
     more = smol.tokenize(" And then?", add_special=False)
-    assert len(a) > 70 and len(b) > 70
+    assert len(a) > MIN_SAVE and len(b) > MIN_SAVE
     target.decode(a)
     draft.decode(a[:-1])  # a draft context lags the target by a token or so
     cache = StateCache(64 << 20)
