@@ -20,6 +20,7 @@ import logging
 import platform
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -47,6 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alternating-turns", type=int, default=3,
                    help="turns per client in the two-client test (0: skip)")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "server.md")
+    p.add_argument("--note", default="", help="a line about the run (machine load, ...) for the report")
     p.set_defaults(func=run)
 
 
@@ -200,10 +202,12 @@ def alternating(port: int, turns: int) -> list[dict]:
 # -- report ----------------------------------------------------------------------------------
 def markdown(report: dict) -> str:
     lines = [f"# Duet's server against llama-server\n",
-             f"`duet-cli bench server --model {report['model_arg']}` on {report['machine']}: "
+             f"`{report.get('command') or 'duet-cli bench server'}` on {report['machine']}: "
              f"{Path(report['model']).name}, greedy, max {report['max_tokens']} tokens, "
              f"{report['threads']} threads, median of {report['repeats']}; generation tok/s as each "
              f"server reports it (`timings.predicted_per_second`), same loopback client.\n"]
+    if report.get("note"):
+        lines.append(f"{report['note']}\n")
     best = report.get("llama_best_ngram") or {}
     plain = report["modes"].get("server-plain", {})
     lines += ["| prompt | kind | server | tok/s | acceptance | × llama-server best n-gram | × llama-server plain |",
@@ -255,6 +259,7 @@ def run(args: argparse.Namespace) -> int:
                     "threads": ContextParams(n_threads=args.threads).threads(),
                     "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
                     "llama_server": str(args.llama_server) if args.llama_server else None,
+                    "note": args.note, "command": "duet-cli " + " ".join(sys.argv[1:]),
                     "prompts": [{"id": p.id, "kind": p.kind} for p in prompts], "modes": {}}
     try:
         report["modes"]["duet-auto"] = measure(server.port, prompts, args)
