@@ -21,6 +21,7 @@ class Served:
     engine: object  # engine.server.engine_thread.EngineThread
     model_id: str
     model: object  # engine.model.Model
+    n_ctx: int = N_CTX
 
     def client(self, api_key: str | None = API_KEY):
         import openai
@@ -87,6 +88,12 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
                         max_queue=max_queue, cache_bytes=cache_bytes, gate=gate)
     server = BackgroundServer(app)
     return server, Served(server.url, server.port, engine, model_id, runtime.target)
+
+
+@pytest.fixture(scope="session")
+def server_factory(duet_home):
+    """``start_server`` itself, for tests that need a server of their own."""
+    return start_server
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import openai
 import pytest
 
-from conftest import N_CTX
-
 QUESTION = [{"role": "user", "content": "Name three colours of the rainbow."}]
 
 
@@ -126,7 +124,7 @@ def test_malformed_requests_get_a_400(served, body, param):
 
 
 def test_a_prompt_longer_than_the_context_gets_a_400(served):
-    long = " ".join(["word"] * (N_CTX + 100))
+    long = " ".join(["word"] * (served.n_ctx + 100))
     status, error = _error(served, {"messages": [{"role": "user", "content": long}]})
     assert status == 400 and error["code"] == "context_length_exceeded"
     status, error = _error(served, {"prompt": long}, path="/v1/completions")
@@ -156,13 +154,11 @@ def test_the_engine_survives_the_errors(served):
     assert _chat(served.client(), max_tokens=4).choices[0].message.content is not None
 
 
-def test_cors_is_off_unless_an_origin_is_given(served, smol_path, duet_home):
-    from conftest import start_server
-
+def test_cors_is_off_unless_an_origin_is_given(served, smol_path, server_factory):
     preflight = {"Origin": "http://app.example", "Access-Control-Request-Method": "POST"}
     status, headers, _ = served.raw("OPTIONS", "/v1/chat/completions", headers=preflight, key=None)
     assert "access-control-allow-origin" not in headers
-    server, other = start_server(smol_path, cors=("http://app.example",))
+    server, other = server_factory(smol_path, cors=("http://app.example",))
     try:
         status, headers, _ = other.raw("OPTIONS", "/v1/chat/completions", headers=preflight, key=None)
         assert status == 200 and headers["access-control-allow-origin"] == "http://app.example"

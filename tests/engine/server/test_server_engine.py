@@ -8,8 +8,6 @@ import threading
 import openai
 import pytest
 
-from conftest import start_server
-
 
 def test_a_closed_stream_cancels_its_generation_and_frees_the_engine(served):
     client = served.client()
@@ -30,9 +28,9 @@ def test_a_closed_stream_cancels_its_generation_and_frees_the_engine(served):
     assert after["completed"] == before["completed"] + 1
 
 
-def test_a_full_queue_answers_429_with_retry_after(smol_path, duet_home):
+def test_a_full_queue_answers_429_with_retry_after(smol_path, server_factory):
     gate = threading.Event()  # holds the engine thread before it takes a job
-    server, served = start_server(smol_path, max_queue=1, gate=gate)
+    server, served = server_factory(smol_path, max_queue=1, gate=gate)
     try:
         client = served.client()
         results = []
