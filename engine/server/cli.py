@@ -31,6 +31,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--max-body-mb", type=int, default=8, help="largest request body, in MiB")
     # Speculation on every request: auto (n-gram alone when no --draft) unless told otherwise.
     p.set_defaults(func=run, drafter="auto")
+    for action in p._actions:
+        if action.dest == "drafter":
+            action.help = "speculative drafter (default: auto; the n-gram drafter alone without --draft)"
     return p
 
 
