@@ -67,3 +67,23 @@ def test_serve_speculates_by_default():
     args = build_parser().parse_args(["serve", "--model", "test"])
     assert args.drafter == "auto" and args.host == "127.0.0.1"
     assert runtime_config(args).speculative.drafter == "auto"
+
+
+def test_concurrent_clients_get_the_replies_they_would_get_alone(served):
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = served.client()
+    questions = ["What is rain?", "Name a fruit.", "Say something about the sea.", "What is 2 + 2?"]
+
+    def ask(question: str, stream: bool) -> str:
+        kw = dict(model="test", temperature=0, max_tokens=10,
+                  messages=[{"role": "user", "content": question}])
+        if not stream:
+            return client.chat.completions.create(**kw).choices[0].message.content
+        chunks = client.chat.completions.create(stream=True, **kw)
+        return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+    alone = [ask(q, False) for q in questions]
+    with ThreadPoolExecutor(len(questions) * 2) as pool:
+        together = list(pool.map(ask, questions * 2, [False] * len(questions) + [True] * len(questions)))
+    assert together == alone * 2
