@@ -72,6 +72,7 @@ _SAMPLING, _SPEC, _CONTEXT = SamplingParams(), SpeculativeParams(), ContextParam
 
 SPEC, SAMPLING, LOADING, CONVERSATIONS, APPEARANCE, MODELS = (
     "Speculative decoding", "Sampling", "Model loading", "Conversations", "Appearance", "Models")
+SERVER = "Local server"
 
 SCHEMA: tuple[Option, ...] = (
     Option("speculative", bool, True, "Speculative decoding",
@@ -122,6 +123,17 @@ SCHEMA: tuple[Option, ...] = (
            "Tint the text of tokens that came from the drafter.", "now", APPEARANCE),
     Option("theme", str, "system", "Theme", "system, light or dark.", "now", APPEARANCE,
            choices=("system", "light", "dark")),
+    Option("server_enabled", bool, False, "Local server",
+           "Serve the loaded model to other programs over an OpenAI-compatible HTTP API.",
+           "reload", SERVER),
+    Option("server_host", str, "127.0.0.1", "Server address",
+           "127.0.0.1 keeps it to this computer; any other address needs an API key.",
+           "reload", SERVER),
+    Option("server_port", int, 8080, "Server port", "TCP port of the local server.",
+           "reload", SERVER, 1, 65535),
+    Option("server_api_key", str, "", "Server API key",
+           "Clients must send Authorization: Bearer KEY (empty: no key, loopback only).",
+           "reload", SERVER),
     Option("target_model", str, "", "Target model", "The last target GGUF file.", "reload", MODELS,
            visible=False),
     Option("draft_model", str, "", "Draft model", "The last draft GGUF file (empty: none).",

@@ -1,4 +1,4 @@
-"""``duet-cli``: the headless front end (generate, models, session, bench)."""
+"""``duet-cli``: the headless front end (generate, models, session, bench, serve)."""
 
 from __future__ import annotations
 
@@ -103,9 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generate(sub)
     from engine import cli_models
     from engine.bench import cli as bench_cli
+    from engine.server import cli as server_cli
     from engine.session import cli as session_cli
 
-    for module in (cli_models, session_cli, bench_cli):
+    for module in (cli_models, session_cli, bench_cli, server_cli):
         module.add_parser(sub)
     return parser
 

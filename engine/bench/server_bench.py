@@ -1,0 +1,285 @@
+"""``duet-cli bench server``: Duet's OpenAI-compatible server against llama.cpp's ``llama-server``.
+
+Both are driven over loopback HTTP by the same client, greedy, on the same prompts (the shipped
+speculative prompt set). For each prompt and server mode: generation tok/s as each server
+reports it (``timings.predicted_per_second``), draft acceptance, and the ratio to llama-server's
+best n-gram mode and to its plain mode. llama-server runs with ``cache_prompt`` on, one slot,
+the same context and threads; it is skipped when no ``--llama-server`` binary is given.
+
+Then, Duet alone: time to first token of the second turn of a ~2,000-token conversation next to
+a one-line prompt, and two clients taking turns (what each turn re-prefilled). Writes a
+Markdown table (``--out``, default docs/benchmarks/server.md) and the raw JSON beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import logging
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from engine.bench.prompts import load_prompts
+from engine.bench.server import SERVER_MODES, _free_port, _wait_ready
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+NGRAM_MODES = ("server-ngram-simple", "server-ngram-mod", "server-ngram-map-k")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("server", help="Duet's HTTP server against llama-server on the prompt set")
+    p.add_argument("--model", default="target", help="GGUF path or starter key")
+    p.add_argument("--draft", default=None, help="draft model for Duet (and llama-server's draft mode)")
+    p.add_argument("--llama-server", type=Path, default=None, help="llama-server binary to compare")
+    p.add_argument("--prompts", default="", help="comma-separated prompt ids (default: all)")
+    p.add_argument("--max-tokens", type=int, default=300)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--ctx", type=int, default=4096)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--conversation-tokens", type=int, default=2000,
+                   help="length of the conversation for the second-turn timing (0: skip)")
+    p.add_argument("--alternating-turns", type=int, default=3,
+                   help="turns per client in the two-client test (0: skip)")
+    p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "server.md")
+    p.add_argument("--note", default="", help="a line about the run (machine load, ...) for the report")
+    p.set_defaults(func=run)
+
+
+# -- a small streaming client (the same for both servers) --------------------------------
+def request(port: int, path: str, body: dict, timeout: float = 900) -> dict:
+    """POST ``body`` with stream on; returns text, ttft_s, elapsed_s, timings, usage."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    t0 = time.perf_counter()
+    conn.request("POST", path, json.dumps({**body, "stream": True,
+                                           "stream_options": {"include_usage": True}}),
+                 {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    if r.status != 200:
+        raise RuntimeError(f"{path}: HTTP {r.status}: {r.read()[:300]!r}")
+    text, ttft, timings, usage = [], None, {}, {}
+    for raw in r:
+        line = raw.decode("utf-8").strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        chunk = json.loads(line[6:])
+        for choice in chunk.get("choices") or ():
+            piece = (choice.get("delta") or {}).get("content") or choice.get("text") or ""
+            if piece and ttft is None:
+                ttft = time.perf_counter() - t0
+            text.append(piece)
+        timings = chunk.get("timings") or timings
+        usage = chunk.get("usage") or usage
+    conn.close()
+    elapsed = time.perf_counter() - t0
+    return {"text": "".join(text), "ttft_s": ttft if ttft is not None else elapsed,
+            "elapsed_s": elapsed, "timings": timings, "usage": usage}
+
+
+def chat(port: int, messages: list[dict], max_tokens: int, **extra: object) -> dict:
+    return request(port, "/v1/chat/completions", {"messages": messages, "temperature": 0,
+                                                  "max_tokens": max_tokens, **extra})
+
+
+def _row(runs: list[dict]) -> dict:
+    t = [r["timings"] for r in runs]
+    n_draft, n_acc = sum(x.get("draft_n", 0) for x in t), sum(x.get("draft_n_accepted", 0) for x in t)
+    return {"tokens_per_s": statistics.median(float(x.get("predicted_per_second", 0)) for x in t),
+            "n_tokens": statistics.median(int(x.get("predicted_n", 0)) for x in t),
+            "acceptance": n_acc / n_draft if n_draft else None, "text": runs[-1]["text"]}
+
+
+def measure(port: int, prompts: list, args: argparse.Namespace, extra: dict | None = None) -> dict:
+    out = {}
+    for bp in prompts:
+        messages = [{"role": "user", "content": bp.text}]
+        chat(port, messages, args.max_tokens, **(extra or {}))  # warm-up (and the prompt cache)
+        out[bp.id] = _row([chat(port, messages, args.max_tokens, **(extra or {}))
+                           for _ in range(args.repeats)])
+        log.info("%s: %.1f tok/s", bp.id, out[bp.id]["tokens_per_s"])
+    return out
+
+
+# -- the servers --------------------------------------------------------------------------
+def start_duet(args: argparse.Namespace):  # noqa: ANN201 - (BackgroundServer, EngineThread)
+    from engine.context import ContextParams
+    from engine.model import ModelSpec
+    from engine.runtime import Runtime, RuntimeConfig, resolve_model
+    from engine.sampling import SamplingParams
+    from engine.server.app import ServerConfig
+    from engine.server.run import BackgroundServer, build, model_names
+    from engine.speculative.params import SpeculativeParams
+
+    config = RuntimeConfig(
+        target=ModelSpec(resolve_model(args.model)),
+        draft=ModelSpec(resolve_model(args.draft)) if args.draft else None,
+        context=ContextParams(n_ctx=args.ctx, n_threads=args.threads),
+        sampling=SamplingParams(temperature=0, max_tokens=args.max_tokens),
+        speculative=SpeculativeParams(drafter="auto"))
+    runtime = Runtime(config)
+    model_id, aliases = model_names(runtime, args.model)
+    engine, app = build(runtime, ServerConfig(model_id, aliases))
+    return BackgroundServer(app), engine
+
+
+def llama_modes(args: argparse.Namespace, prompts: list) -> dict[str, dict]:
+    from engine.context import ContextParams
+    from engine.runtime import resolve_model
+
+    target = resolve_model(args.model)
+    threads = ContextParams(n_threads=args.threads).threads()
+    out = {}
+    for mode, extra in SERVER_MODES.items():
+        if "{draft}" in extra and not args.draft:
+            continue
+        port = _free_port()
+        cmd = [str(args.llama_server), "-m", str(target), "-t", str(threads), "-c", str(args.ctx),
+               "-np", "1", "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
+        cmd += [a.format(draft=resolve_model(args.draft) if args.draft else "", threads=threads)
+                for a in extra]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait_ready(port, proc)
+            out[mode] = measure(port, prompts, args, {"cache_prompt": True})
+        except (OSError, RuntimeError, ValueError) as e:
+            log.warning("%s failed: %s", mode, e)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return out
+
+
+# -- Duet's conversation caches -----------------------------------------------------------
+def second_turn(port: int, model, n_tokens: int) -> dict:  # noqa: ANN001
+    """TTFT of a one-line prompt, of a conversation's first sight, and of its next turn."""
+    from engine.bench.session import conversation
+
+    # A new conversation (its own system line): only the template's opening can be reused.
+    one_line = chat(port, [{"role": "system", "content": f"Session {time.time_ns()}."},
+                           {"role": "user", "content": "Say hello in one line."}], 8)
+    msgs = [{"role": m.role, "content": m.content} for m in conversation(model, n_tokens)]
+    first = chat(port, msgs, 16)
+    msgs += [{"role": "assistant", "content": first["text"]},
+             {"role": "user", "content": "Thanks. Which one would you test first?"}]
+    second = chat(port, msgs, 16)
+    return {"one_line_ttft_s": one_line["ttft_s"], "first_ttft_s": first["ttft_s"],
+            "second_ttft_s": second["ttft_s"], "prompt_tokens": second["usage"].get("prompt_tokens"),
+            "second_prompt_n": second["timings"].get("prompt_n"),
+            "one_line_prompt_n": one_line["timings"].get("prompt_n"),
+            "ratio": second["ttft_s"] / one_line["ttft_s"]}
+
+
+def alternating(port: int, turns: int) -> list[dict]:
+    """Two clients (different system prompts) taking turns; per turn, what was re-prefilled."""
+    systems = {"a": "You review Python code for a careful team. " * 10,
+               "b": "You answer questions about the weather, briefly. " * 10}
+    chats = {k: [{"role": "system", "content": s}] for k, s in systems.items()}
+    seen = {k: 0 for k in chats}
+    rows = []
+    for turn in range(turns):
+        for name, msgs in chats.items():
+            msgs.append({"role": "user", "content": f"Question {turn + 1} from {name}: go on."})
+            r = chat(port, msgs, 16)
+            msgs.append({"role": "assistant", "content": r["text"]})
+            n_prompt = r["usage"].get("prompt_tokens", 0)
+            rows.append({"client": name, "turn": turn + 1, "prompt_tokens": n_prompt,
+                         "new_tokens": n_prompt - seen[name],
+                         "prefilled": r["timings"].get("prompt_n"),
+                         "cached": r["timings"].get("cache_n")})
+            seen[name] = n_prompt + r["usage"].get("completion_tokens", 0)
+    return rows
+
+
+# -- report ----------------------------------------------------------------------------------
+def markdown(report: dict) -> str:
+    lines = [f"# Duet's server against llama-server\n",
+             f"`{report.get('command') or 'duet-cli bench server'}` on {report['machine']}: "
+             f"{Path(report['model']).name}, greedy, max {report['max_tokens']} tokens, "
+             f"{report['threads']} threads, median of {report['repeats']}; generation tok/s as each "
+             f"server reports it (`timings.predicted_per_second`), same loopback client.\n"]
+    if report.get("note"):
+        lines.append(f"{report['note']}\n")
+    best = report.get("llama_best_ngram") or {}
+    plain = report["modes"].get("server-plain", {})
+    lines += ["| prompt | kind | server | tok/s | acceptance | × llama-server best n-gram | × llama-server plain |",
+              "|---|---|---|---|---|---|---|"]
+    for bp in report["prompts"]:
+        for mode, rows in report["modes"].items():
+            r = rows.get(bp["id"])
+            if r is None:
+                continue
+            vs_best = r["tokens_per_s"] / best[bp["id"]] if best.get(bp["id"]) else None
+            vs_plain = (r["tokens_per_s"] / plain[bp["id"]]["tokens_per_s"]
+                        if plain.get(bp["id"], {}).get("tokens_per_s") else None)
+            acc = "–" if r["acceptance"] is None else f"{r['acceptance']:.2f}"
+            lines.append(f"| {bp['id']} | {bp['kind']} | {mode} | {r['tokens_per_s']:.1f} | {acc} | "
+                         f"{'–' if vs_best is None else f'{vs_best:.2f}'} | "
+                         f"{'–' if vs_plain is None else f'{vs_plain:.2f}'} |")
+    if not report.get("llama_server"):
+        lines.append("\nNo `--llama-server` binary was given: Duet alone.")
+    st = report.get("second_turn")
+    if st:
+        lines += ["\n## Second turn of a conversation\n",
+                  f"A {st['prompt_tokens']}-token conversation: its second turn re-prefilled "
+                  f"{st['second_prompt_n']} tokens; time to first token {st['second_ttft_s'] * 1000:.0f} ms "
+                  f"against {st['one_line_ttft_s'] * 1000:.0f} ms for a one-line prompt in a new "
+                  f"conversation ({st['one_line_prompt_n']} tokens prefilled) "
+                  f"(**{st['ratio']:.2f}×**; target ≤ 1.5×) and {st['first_ttft_s'] * 1000:.0f} ms "
+                  f"for the conversation's first sight."]
+    alt = report.get("alternating")
+    if alt:
+        lines += ["\n## Two clients taking turns\n",
+                  "| client | turn | prompt tokens | new since its last turn | re-prefilled | from cache |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['client']} | {r['turn']} | {r['prompt_tokens']} | {r['new_tokens']} | "
+                  f"{r['prefilled']} | {r['cached']} |" for r in alt]
+        cache = report.get("cache") or {}
+        lines.append(f"\nState cache: {cache.get('restores', 0)} restores, {cache.get('saves', 0)} saves, "
+                     f"hit rate {cache.get('hit_rate', 0):.2f} (tokens {cache.get('token_hit_rate', 0):.2f}).")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.context import ContextParams
+    from engine.runtime import resolve_model
+
+    prompts = load_prompts(ids=tuple(x for x in args.prompts.split(",") if x))
+    server, engine = start_duet(args)
+    report: dict = {"model": str(resolve_model(args.model)), "model_arg": args.model,
+                    "max_tokens": args.max_tokens, "repeats": args.repeats,
+                    "threads": ContextParams(n_threads=args.threads).threads(),
+                    "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
+                    "llama_server": str(args.llama_server) if args.llama_server else None,
+                    "note": args.note, "command": "duet-cli " + " ".join(sys.argv[1:]),
+                    "prompts": [{"id": p.id, "kind": p.kind} for p in prompts], "modes": {}}
+    try:
+        report["modes"]["duet-auto"] = measure(server.port, prompts, args)
+        if args.conversation_tokens:
+            report["second_turn"] = second_turn(server.port, engine.runtime.target,
+                                                args.conversation_tokens)
+        if args.alternating_turns:
+            report["alternating"] = alternating(server.port, args.alternating_turns)
+        report["cache"] = engine.stats()["cache"]
+    finally:
+        server.close()
+        engine.close()
+    if args.llama_server:
+        report["modes"].update(llama_modes(args, prompts))
+        report["llama_best_ngram"] = {
+            bp.id: max((report["modes"][m][bp.id]["tokens_per_s"] for m in NGRAM_MODES
+                        if bp.id in report["modes"].get(m, {})), default=None) for bp in prompts}
+    text = markdown(report)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    args.out.with_suffix(".json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    print(text)
+    return 0

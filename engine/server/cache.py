@@ -1,0 +1,140 @@
+"""Saved KV states of recent conversations, so that clients taking turns do not re-prefill.
+
+The context holds one conversation at a time; the generator reuses the longest common prefix of
+what it holds. Before a request would throw away a long stretch of the live context (another
+client's conversation arrives), that state is saved here; when a request's prompt shares more
+with a saved state than with the live context, the state is restored first. Entries are kept in
+least-recently-used order within a byte budget. With a draft model, its context is saved and
+restored alongside (else switching conversations would re-prefill the whole conversation in the
+draft model). Only the engine thread touches this object.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Sequence
+
+from engine.context import Context
+from engine.errors import DecodeError
+from engine.generate import common_prefix
+
+log = logging.getLogger(__name__)
+
+Snapshot = tuple[tuple[int, ...], memoryview]  # the tokens a context held, and its saved state
+MIN_SAVE = 64  # a live context is saved only when a request would discard at least this many tokens
+
+
+@dataclass
+class CacheStats:
+    requests: int = 0
+    prompt_tokens: int = 0
+    reused_tokens: int = 0  # prompt tokens not decoded again (live context or restored state)
+    hits: int = 0  # requests that reused at least one token beyond the shared template start
+    restores: int = 0
+    saves: int = 0
+    evictions: int = 0
+    restore_s: float = 0.0
+    save_s: float = 0.0
+
+    def to_json(self, entries: int, used_bytes: int, max_bytes: int) -> dict:
+        d = dict(self.__dict__)
+        d.update(hit_rate=round(self.hits / self.requests, 4) if self.requests else 0.0,
+                 token_hit_rate=round(self.reused_tokens / self.prompt_tokens, 4)
+                 if self.prompt_tokens else 0.0,
+                 restore_s=round(self.restore_s, 4), save_s=round(self.save_s, 4),
+                 entries=entries, bytes=used_bytes, max_bytes=max_bytes)
+        return d
+
+
+class StateCache:
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        # id -> one (tokens, state) per context, the target's first
+        self._entries: OrderedDict[int, tuple[Snapshot, ...]] = OrderedDict()
+        self._next_id = 0
+        self.used_bytes = 0
+        self.stats = CacheStats()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def prepare(self, ctxs: Sequence[Context], prompt: Sequence[int]) -> int:
+        """Make the target ``ctxs[0]`` (and a draft ``ctxs[1]``) hold the best available prefix
+        of ``prompt``; return its length."""
+        target = ctxs[0]
+        live = common_prefix(target.tokens, prompt)
+        if target.n_past - live >= MIN_SAVE and self.max_bytes > 0:
+            self._save(ctxs)  # first: saving may evict
+        best_id, best = None, live
+        for key, entry in self._entries.items():
+            n = common_prefix(entry[0][0], prompt)
+            if n > best:
+                best_id, best = key, n
+        if best_id is not None and self._restore(ctxs, best_id):
+            live = best
+        return live
+
+    def record(self, n_prompt: int, n_reused: int, n_template: int) -> None:
+        """Count one request: ``n_reused`` of ``n_prompt`` tokens came from the cache; reusing
+        no more than the ``n_template`` tokens every prompt starts with is not a hit."""
+        s = self.stats
+        s.requests += 1
+        s.prompt_tokens += n_prompt
+        s.reused_tokens += n_reused
+        s.hits += n_reused > n_template
+
+    def to_json(self) -> dict:
+        return self.stats.to_json(len(self._entries), self.used_bytes, self.max_bytes)
+
+    # -- internals ------------------------------------------------------------------------
+    def _save(self, ctxs: Sequence[Context]) -> None:
+        tokens = tuple(ctxs[0].tokens)
+        for key, entry in list(self._entries.items()):
+            old = entry[0][0]
+            if common_prefix(old, tokens) == len(old):  # the same conversation, now longer
+                self._drop(key)
+        t = time.perf_counter()
+        entry = tuple((tuple(ctx.tokens), ctx.state_bytes()) for ctx in ctxs)
+        self.stats.save_s += time.perf_counter() - t
+        size = _size(entry)
+        if size > self.max_bytes:
+            log.info("a state of %d tokens (%d bytes) exceeds the cache budget", len(tokens), size)
+            return
+        self._entries[self._next_id] = entry
+        self._next_id += 1
+        self.used_bytes += size
+        self.stats.saves += 1
+        while self.used_bytes > self.max_bytes:
+            self._drop(next(iter(self._entries)))
+            self.stats.evictions += 1
+        log.debug("saved a state of %d tokens (%d bytes)", len(tokens), size)
+
+    def _restore(self, ctxs: Sequence[Context], key: int) -> bool:
+        entry = self._entries[key]
+        t = time.perf_counter()
+        for i, (ctx, (tokens, data)) in enumerate(zip(ctxs, entry)):
+            if not tokens:
+                ctx.clear()
+                continue
+            try:
+                ctx.load_state(data, tokens)
+            except DecodeError as e:  # load_state left the context empty
+                log.warning("a saved conversation state could not be restored (%s)", e)
+                if i == 0:
+                    self._drop(key)
+                    return False
+        self.stats.restore_s += time.perf_counter() - t
+        self.stats.restores += 1
+        self._entries.move_to_end(key)
+        log.debug("restored a state of %d tokens", len(entry[0][0]))
+        return True
+
+    def _drop(self, key: int) -> None:
+        self.used_bytes -= _size(self._entries.pop(key))
+
+
+def _size(entry: tuple[Snapshot, ...]) -> int:
+    return sum(len(data) for _, data in entry)

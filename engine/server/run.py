@@ -1,0 +1,108 @@
+"""Starting the server: in the foreground (``duet-cli serve``) or in a background thread
+(tests, benchmarks, the app), always on a socket bound before uvicorn starts so that the port is
+known and connections made at once simply wait in the backlog."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+import threading
+from pathlib import Path
+
+import uvicorn
+from starlette.applications import Starlette
+
+from engine.runtime import Runtime
+from engine.server.app import ServerConfig, create_app
+from engine.server.engine_thread import EngineThread
+
+log = logging.getLogger(__name__)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_problem(host: str, api_key: str | None) -> str | None:
+    """Why listening on ``host`` without a key is unsafe (None when it is fine)."""
+    if is_loopback(host) or api_key:
+        return None
+    return f"listening on {host} lets other machines use the model: it needs an API key"
+
+
+def model_names(runtime: Runtime, given: str | None = None) -> tuple[str, frozenset[str]]:
+    """The id /v1/models lists (the file's stem) and the other names a request may use."""
+    path = Path(runtime.target.path)
+    names = {path.name, str(path), runtime.target.display_name}
+    if given:
+        names.add(given)
+    return path.stem, frozenset(names)
+
+
+def build(runtime: Runtime, config: ServerConfig, *, max_queue: int = 8,
+          cache_bytes: int = 1 << 30, gate: threading.Event | None = None
+          ) -> tuple[EngineThread, Starlette]:
+    """The engine thread (which owns ``runtime`` from now on) and the app over it."""
+    engine = EngineThread(runtime, max_queue=max_queue, cache_bytes=cache_bytes, gate=gate)
+    return engine, create_app(engine, config)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _uvicorn(app: Starlette) -> uvicorn.Server:
+    return uvicorn.Server(uvicorn.Config(app, lifespan="off", access_log=False, log_config=None,
+                                         timeout_graceful_shutdown=5))
+
+
+def serve_forever(app: Starlette, host: str, port: int) -> None:
+    """Serve until interrupted (uvicorn handles SIGINT/SIGTERM)."""
+    sock = _listen(host, port)
+    try:
+        _uvicorn(app).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+class BackgroundServer:
+    """uvicorn in a daemon thread on ``host``:``port`` (0: a free port). ``close`` stops it."""
+
+    def __init__(self, app: Starlette, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._sock = _listen(host, port)
+        self.host, self.port = self._sock.getsockname()[:2]
+        self._server = _uvicorn(app)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
+                                        name="duet-server", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def close(self, timeout: float = 30) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout)
+        self._sock.close()
+
+    def __enter__(self) -> BackgroundServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,55 @@
+"""The app's Local server: started from the settings on the app's models, stopped again."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+
+from app.local_server import LocalServer
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(port: int, path: str, key: str | None = None) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {key}"} if key else {})
+        r = conn.getresponse()
+        return r.status, json.loads(r.read())
+    finally:
+        conn.close()
+
+
+def test_the_local_server_follows_its_settings(qtbot, settings, smol_path) -> None:  # noqa: ANN001
+    port = _free_port()
+    settings.update({"target_model": str(smol_path), "server_enabled": True,
+                     "server_port": port, "server_api_key": "k"})
+    server = LocalServer()
+    try:
+        with qtbot.waitSignal(server.started, timeout=120_000) as started:
+            server.apply(settings.values)
+        assert started.args == [f"http://127.0.0.1:{port}/v1"]
+        assert _get(port, "/health")[0] == 200
+        assert _get(port, "/v1/models")[0] == 401
+        assert _get(port, "/v1/models", key="k")[1]["data"][0]["id"] == smol_path.stem
+        settings.set("server_enabled", False)
+        with qtbot.waitSignal(server.stopped, timeout=60_000):
+            server.apply(settings.values)
+        assert server.address is None
+    finally:
+        server.stop()
+
+
+def test_a_public_address_without_a_key_is_refused(qtbot, settings, smol_path) -> None:  # noqa: ANN001
+    settings.update({"target_model": str(smol_path), "server_enabled": True,
+                     "server_host": "0.0.0.0", "server_api_key": ""})
+    server = LocalServer()
+    with qtbot.waitSignal(server.failed, timeout=60_000) as failed:
+        server.apply(settings.values)
+    assert "API key" in failed.args[0]
+    assert server.address is None

@@ -1,0 +1,104 @@
+"""A real Duet server on a loopback port over the SmolLM2 test model, and small HTTP helpers."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import threading
+from dataclasses import dataclass
+
+import pytest
+
+API_KEY = "test-key-0123"
+N_CTX = 1024
+
+
+@dataclass
+class Served:
+    url: str
+    port: int
+    engine: object  # engine.server.engine_thread.EngineThread
+    model_id: str
+    model: object  # engine.model.Model
+    n_ctx: int = N_CTX
+
+    def client(self, api_key: str | None = API_KEY):
+        import openai
+
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=api_key or "none", max_retries=0,
+                             timeout=120)
+
+    def raw(self, method: str, path: str, body: bytes | str | dict | None = None,
+            headers: dict | None = None, key: str | None = API_KEY) -> tuple[int, dict, object]:
+        """(status, headers, decoded JSON or text) of one request made with http.client."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        hdrs = {"Content-Type": "application/json", **(headers or {})}
+        if key:
+            hdrs["Authorization"] = f"Bearer {key}"
+        data = json.dumps(body).encode() if isinstance(body, dict) else body
+        data = data.encode() if isinstance(data, str) else data  # bytes, or an iterable: chunked
+        try:
+            conn.request(method, path, body=data, headers=hdrs)
+            r = conn.getresponse()
+            text = r.read().decode("utf-8", "replace")
+            try:
+                payload = json.loads(text)
+            except ValueError:
+                payload = text
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, payload
+        finally:
+            conn.close()
+
+
+@pytest.fixture(scope="session")
+def duet_home(tmp_path_factory):
+    """Caches go to a temporary folder, not the user's. The speculator's verify-cost
+    calibration (a per-machine measurement, not state) is copied in when the machine has one,
+    as tests/app does, so that it is not measured again."""
+    from engine import paths
+
+    calibration = paths.cache_dir() / "verify-cost.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DUET_HOME", str(tmp_path_factory.mktemp("duet-home")))
+        if calibration.exists():
+            paths.cache_dir().mkdir(parents=True, exist_ok=True)
+            shutil.copy(calibration, paths.cache_dir() / calibration.name)
+        yield
+
+
+def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8,
+                 gate: threading.Event | None = None, max_body: int = 1 << 20,
+                 cache_bytes: int = 256 << 20, cors: tuple[str, ...] = ()):
+    from engine.context import ContextParams
+    from engine.model import ModelSpec
+    from engine.runtime import Runtime, RuntimeConfig
+    from engine.sampling import SamplingParams
+    from engine.server.app import ServerConfig
+    from engine.server.run import BackgroundServer, build, model_names
+    from engine.speculative.params import SpeculativeParams
+
+    config = RuntimeConfig(target=ModelSpec(smol_path), context=ContextParams(n_ctx=N_CTX, n_threads=1),
+                           sampling=SamplingParams(temperature=0, max_tokens=16),
+                           speculative=SpeculativeParams(drafter="auto"))
+    runtime = Runtime(config)
+    model_id, aliases = model_names(runtime, "test")
+    engine, app = build(runtime, ServerConfig(model_id, aliases, api_key=api_key, max_body=max_body,
+                                                  cors_origins=cors),
+                        max_queue=max_queue, cache_bytes=cache_bytes, gate=gate)
+    server = BackgroundServer(app)
+    return server, Served(server.url, server.port, engine, model_id, runtime.target)
+
+
+@pytest.fixture(scope="session")
+def server_factory(duet_home):
+    """``start_server`` itself, for tests that need a server of their own."""
+    return start_server
+
+
+@pytest.fixture(scope="module")
+def served(smol_path, duet_home):
+    server, handle = start_server(smol_path)
+    yield handle
+    server.close()
+    handle.engine.close()

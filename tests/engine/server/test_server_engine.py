@@ -1,0 +1,89 @@
+"""One engine thread: a disconnected stream cancels its generation, a full queue answers 429,
+and the CLI refuses to listen beyond loopback without a key."""
+
+from __future__ import annotations
+
+import threading
+
+import openai
+import pytest
+
+
+def test_a_closed_stream_cancels_its_generation_and_frees_the_engine(served):
+    client = served.client()
+    before = served.engine.stats()
+    stream = client.chat.completions.create(
+        model="test", temperature=0, max_tokens=900, stream=True,
+        messages=[{"role": "user", "content": "Count from 1 to 1000, one number per line."}])
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            break
+    stream.close()  # the client goes away in the middle of the reply
+    # The engine is free again: the next request is served, and the first one ended cancelled.
+    r = client.chat.completions.create(model="test", temperature=0, max_tokens=4,
+                                       messages=[{"role": "user", "content": "Hi"}])
+    assert r.choices[0].message.content is not None
+    after = served.engine.stats()
+    assert after["cancelled"] == before["cancelled"] + 1
+    assert after["completed"] == before["completed"] + 1
+
+
+def test_a_full_queue_answers_429_with_retry_after(smol_path, server_factory):
+    gate = threading.Event()  # holds the engine thread before it takes a job
+    server, served = server_factory(smol_path, max_queue=1, gate=gate)
+    try:
+        client = served.client()
+        results = []
+        first = threading.Thread(target=lambda: results.append(client.chat.completions.create(
+            model="test", temperature=0, max_tokens=4, messages=[{"role": "user", "content": "Hi"}])))
+        first.start()
+        assert served.engine.wait_until(lambda e: e.queued == 1, timeout=60)
+        with pytest.raises(openai.RateLimitError) as err:
+            client.chat.completions.create(model="test", max_tokens=4,
+                                           messages=[{"role": "user", "content": "Hi"}])
+        assert err.value.response.headers["retry-after"] == "1"
+        assert err.value.body["code"] == "queue_full"
+        gate.set()
+        first.join(timeout=120)
+        assert results and results[0].choices[0].message.content is not None
+        assert served.engine.stats()["rejected"] == 1
+    finally:
+        gate.set()
+        server.close()
+        served.engine.close()
+
+
+def test_serve_refuses_a_public_host_without_a_key(capsys):
+    from engine.cli import main
+
+    assert main(["serve", "--model", "test", "--host", "0.0.0.0"]) == 1
+    assert "--api-key" in capsys.readouterr().err
+
+
+def test_serve_speculates_by_default():
+    from engine.cli import build_parser
+    from engine.runtime import runtime_config
+
+    args = build_parser().parse_args(["serve", "--model", "test"])
+    assert args.drafter == "auto" and args.host == "127.0.0.1"
+    assert runtime_config(args).speculative.drafter == "auto"
+
+
+def test_concurrent_clients_get_the_replies_they_would_get_alone(served):
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = served.client()
+    questions = ["What is rain?", "Name a fruit.", "Say something about the sea.", "What is 2 + 2?"]
+
+    def ask(question: str, stream: bool) -> str:
+        kw = dict(model="test", temperature=0, max_tokens=10,
+                  messages=[{"role": "user", "content": question}])
+        if not stream:
+            return client.chat.completions.create(**kw).choices[0].message.content
+        chunks = client.chat.completions.create(stream=True, **kw)
+        return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+    alone = [ask(q, False) for q in questions]
+    with ThreadPoolExecutor(len(questions) * 2) as pool:
+        together = list(pool.map(ask, questions * 2, [False] * len(questions) + [True] * len(questions)))
+    assert together == alone * 2
