@@ -326,9 +326,8 @@ def _alive(fd: int, endpoint: str) -> bool:
             host, port = s.getpeername()[:2]
             if parse_endpoint(endpoint)[1] != port:
                 return False  # the descriptor was closed and reused
-            s.setblocking(False)
-            try:
-                data = s.recv(1, socket.MSG_PEEK)
+            try:  # MSG_DONTWAIT, not setblocking: O_NONBLOCK would be shared with ggml's fd
+                data = s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
             except BlockingIOError:
                 return True  # nothing to read: the connection is open and idle
             return bool(data)  # b"": the worker closed it (no unsolicited bytes otherwise)
@@ -349,6 +348,7 @@ def _on_ggml_abort(message: bytes | None) -> None:
     if lost is None and "RPC" not in text:
         os.write(2, (text + "\n").encode())
         return  # not ours: ggml goes on to abort() as it would have
+    log.debug("ggml aborted: %s", text)
     who = f"the RPC worker at {lost}" if lost else "an RPC worker"
     line = (f"duet: error: {who} went away during a pass; llama.cpp's RPC client cannot recover "
             "from that, so this process ends (the text streamed so far is kept)\n")

@@ -126,7 +126,7 @@ def _workers(layout: str, args: argparse.Namespace) -> Iterator[tuple[str, ...]]
         stack.callback(_stop, procs)
         endpoints = tuple(f"{host}:{_free_port()}" for _ in range(2))
         for endpoint in endpoints:
-            cmd = prefix + [sys.executable, "-m", "engine.cli", "worker", "--listen", endpoint,
+            cmd = prefix + [sys.executable, "-m", "engine", "worker", "--listen", endpoint,
                             "--threads", str(args.threads),
                             "--i-understand-this-is-unauthenticated"]
             proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,

@@ -34,7 +34,7 @@ def free_port() -> int:
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "engine.cli", *args]
+    return [sys.executable, "-m", "engine", *args]
 
 
 class Worker:
