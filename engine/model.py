@@ -130,6 +130,12 @@ class Model(NativeOwner):
         watch = getattr(self, "_watch", None)
         return watch.dead() if watch is not None else None
 
+    @property
+    def connected_workers(self) -> tuple[str, ...]:
+        """RPC endpoints with a live connection (the workers that hold part of this model)."""
+        watch = getattr(self, "_watch", None)
+        return watch.connected if watch is not None else ()
+
     def check_workers(self) -> None:
         """Raise WorkerLostError when an RPC worker went away (costs microseconds, no traffic)."""
         if self._watch is not None:

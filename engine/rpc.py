@@ -267,6 +267,11 @@ class ConnectionWatch:
                         ", ".join(missing))
         _watches.add(self)
 
+    @property
+    def connected(self) -> tuple[str, ...]:
+        """The endpoints this process holds a connection to (those holding part of the model)."""
+        return tuple(e for e in self.endpoints if e in self._fds.values())
+
     def dead(self) -> str | None:
         """The endpoint of a connection the worker has closed, or None (all alive)."""
         if self.lost is not None:

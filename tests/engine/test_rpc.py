@@ -89,6 +89,7 @@ def test_distributed_greedy_tokens_equal_local(smol_path, workers, local_reply):
     with Runtime(rpc_config(smol_path, workers, tensor_split=(1.0, 3.0))) as rt:
         assert [w.endpoint for w in rt.target.workers] == [w.endpoint for w in workers]
         assert all(w.total_bytes > 0 and w.devices for w in rt.target.workers)
+        assert rt.target.connected_workers == tuple(w.endpoint for w in workers)  # layers there
         done = reply(rt)
         assert done.token_ids == local_reply.token_ids
         assert done.stats.n_tokens == GREEDY.max_tokens
@@ -201,3 +202,20 @@ def test_bad_endpoints_are_one_line_errors():
     for bad in ("127.0.0.1", "host:0", "host:99999", ":80", "a:1,a:1", ""):
         with pytest.raises(DuetError):
             parse_endpoints(bad)
+
+
+def test_verify_cost_cache_key_includes_the_rpc_layout(smol_path):
+    from types import SimpleNamespace
+
+    from engine.speculative.speculator import _cache_key
+
+    def key(spec: ModelSpec) -> str:
+        model = SimpleNamespace(path=smol_path, spec=spec)
+        return _cache_key(SimpleNamespace(model=model, params=CTX), (1, 2))
+
+    local = key(ModelSpec(smol_path))
+    one = key(ModelSpec(smol_path, rpc=("127.0.0.1:5000",)))
+    two = key(ModelSpec(smol_path, rpc=("127.0.0.1:5000", "127.0.0.1:5001")))
+    split = key(ModelSpec(smol_path, rpc=("127.0.0.1:5000", "127.0.0.1:5001"), tensor_split=(1, 3)))
+    assert len({local, one, two, split}) == 4
+    assert key(ModelSpec(smol_path)) == local
