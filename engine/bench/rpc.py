@@ -130,19 +130,28 @@ def _workers(layout: str, args: argparse.Namespace) -> Iterator[tuple[str, ...]]
                             "--threads", str(args.threads),
                             "--i-understand-this-is-unauthenticated"]
             proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, text=True)
+                                    stderr=subprocess.DEVNULL)
             procs.append(proc)
             if not wait_ready(proc):
                 raise DuetError(f"worker {endpoint} did not start")
         yield endpoints
 
 
-def wait_ready(proc: subprocess.Popen) -> bool:
-    """Read a worker's output until it says it listens (True) or ends (False)."""
-    for line in proc.stdout:
-        if line.startswith(READY):
+def wait_ready(proc: subprocess.Popen, timeout_s: float = 120.0) -> bool:
+    """Read a worker's output (a binary pipe) until it says it listens (True), ends or stays
+    silent for ``timeout_s`` (False)."""
+    import select
+
+    fd, seen = proc.stdout.fileno(), b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], timeout_s)
+        chunk = os.read(fd, 4096) if ready else b""
+        if not chunk:
+            log.warning("worker output so far: %r", seen[-500:])
+            return False
+        seen += chunk
+        if READY.encode() in seen:
             return True
-    return False
 
 
 def _free_port() -> int:

@@ -40,28 +40,27 @@ def cli(*args: str) -> list[str]:
 class Worker:
     """A real ``duet-cli worker`` subprocess on a free loopback port (always killed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *extra: str) -> None:
         self.endpoint = f"127.0.0.1:{free_port()}"
-        self.proc = subprocess.Popen(cli("worker", "--listen", self.endpoint, "--threads", "1"),
-                                     cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+        self.proc = subprocess.Popen(cli("worker", "--listen", self.endpoint, "--threads", "1", *extra),
+                                     cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if not wait_ready(self.proc):  # blocks until it listens (or exits)
-            self.kill()
-            pytest.fail(f"worker did not start: {self.proc.stderr.read()!r}")
+            self.proc.kill()
+            err = self.proc.communicate()[1]
+            pytest.fail(f"worker did not start: {err[-2000:]!r}")
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.wait()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
+        self.proc.communicate()
 
 
 @pytest.fixture
 def workers():
     started: list[Worker] = []
     try:
-        started.extend([Worker(), Worker()])
+        for _ in range(2):
+            started.append(Worker())
         yield started
     finally:
         for w in started:
@@ -219,3 +218,15 @@ def test_verify_cost_cache_key_includes_the_rpc_layout(smol_path):
     split = key(ModelSpec(smol_path, rpc=("127.0.0.1:5000", "127.0.0.1:5001"), tensor_split=(1, 3)))
     assert len({local, one, two, split}) == 4
     assert key(ModelSpec(smol_path)) == local
+
+
+def test_worker_advertises_the_memory_it_is_given():
+    from engine.rpc import memory, probe
+
+    worker = Worker("--mem", "0.5")
+    try:
+        assert probe(worker.endpoint)[0] == 7
+        free, total = memory(worker.endpoint)
+        assert total == 2**29 and 0 < free <= total
+    finally:
+        worker.kill()
