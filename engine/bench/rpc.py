@@ -1,9 +1,11 @@
 """``duet-cli bench rpc``: the target local vs across two ``duet-cli worker`` processes.
 
 Layouts: ``local`` (this process), ``loopback`` (two workers on 127.0.0.1) and, when this
-process may make network namespaces (root on Linux, iproute2), ``netem``: the two workers in a
-namespace of their own behind a veth pair with ``tc netem delay`` on both ends (so a round trip
-costs twice the delay), made here and removed afterwards. In each layout: plain decoding and
+process may make network namespaces (root on Linux, iproute2, the sch_netem module), ``netem``:
+the two workers in a namespace of their own behind a veth pair with ``tc netem delay`` on both
+ends (so a round trip costs twice the delay), made here and removed afterwards. Where netem is
+refused, ``proxy`` gives the same delay each way from a user-space forwarder
+(engine.bench.latency). In each layout: plain decoding and
 n-gram speculation on a copy-heavy edit prompt, greedy; tok/s, speculative speedup, and whether
 the tokens equal the local plain run.
 
@@ -29,6 +31,7 @@ from engine.bench.timing import median, time_duet
 from engine.chat import Message
 from engine.context import ContextParams
 from engine.errors import DuetError
+from engine.rpc import parse_endpoint
 from engine.model import ModelSpec
 from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig, resolve_model
@@ -64,14 +67,16 @@ def run(args: argparse.Namespace) -> int:
     layouts = [x for x in args.layouts.split(",") if x]
     results: dict[str, dict] = {}
     skipped: dict[str, str] = {}
-    reference: tuple[int, ...] | None = None
-    for layout in layouts:
+    reference: dict[str, tuple[int, ...]] = {}  # each mode's tokens in the first layout
+    for layout in layouts:  # (grows by "proxy" when netem is skipped)
         with ExitStack() as stack:
             try:
                 endpoints = stack.enter_context(_workers(layout, args))
             except _Skip as e:
                 skipped[layout] = str(e)
                 print(f"bench rpc: skipping {layout}: {e}", file=sys.stderr)
+                if layout == "netem" and "proxy" not in layouts:
+                    layouts.append("proxy")  # the same delay from a user-space forwarder
                 continue
             row = {}
             for mode in ("plain", "ngram"):
@@ -82,11 +87,11 @@ def run(args: argparse.Namespace) -> int:
                     prompt = chat_tokens(rt.target, [Message("user", bp.text)])
                     runs = [time_duet(rt, prompt, sampling) for _ in range(args.repeats)]
                 done = runs[-1][1]
-                reference = reference or done.token_ids
+                reference.setdefault(mode, done.token_ids)
                 row[mode] = {"decode_tps": median(t.decode_tps for t, _ in runs),
                              "n_tokens": done.stats.n_tokens,
                              "tokens_per_pass": round(done.stats.tokens_per_pass, 3),
-                             "same_tokens": done.token_ids == reference}
+                             "same_tokens_as_local": done.token_ids == reference[mode]}
                 log.info("%s %s: %.2f tok/s", layout, mode, row[mode]["decode_tps"])
             plain = row["plain"]["decode_tps"]
             row["speedup"] = row["ngram"]["decode_tps"] / plain if plain else 0.0
@@ -94,8 +99,9 @@ def run(args: argparse.Namespace) -> int:
     report = {"model": str(path), "prompt_id": bp.id, "max_tokens": args.max_tokens,
               "threads": ctx.threads(), "delay_ms_each_way": args.delay_ms,
               "results": results, "skipped": skipped}
-    if "local" in results and "netem" in results and results["local"]["speedup"]:
-        report["netem_vs_local_speedup"] = results["netem"]["speedup"] / results["local"]["speedup"]
+    for slow in ("netem", "proxy"):
+        if "local" in results and slow in results and results["local"]["speedup"]:
+            report[f"{slow}_vs_local_speedup"] = results[slow]["speedup"] / results["local"]["speedup"]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "rpc.json").write_text(json.dumps(report, indent=2))
     md = _markdown(report)
@@ -114,14 +120,25 @@ def _workers(layout: str, args: argparse.Namespace) -> Iterator[tuple[str, ...]]
     if layout == "local":
         yield ()
         return
-    if layout not in ("loopback", "netem"):
-        raise DuetError(f"unknown layout {layout!r} (local, loopback, netem)")
+    if layout not in ("loopback", "netem", "proxy"):
+        raise DuetError(f"unknown layout {layout!r} (local, loopback, netem, proxy)")
     with ExitStack() as stack:
         prefix: list[str] = []
         host = "127.0.0.1"
         if layout == "netem":
             prefix = ["ip", "netns", "exec", stack.enter_context(_namespace(args.delay_ms))]
             host = NS_ADDR
+        if layout == "proxy":
+            from engine.bench.latency import DelayProxy
+
+            with _workers("loopback", args) as real:
+                proxies = [DelayProxy(parse_endpoint(e), args.delay_ms / 1000) for e in real]
+                try:
+                    yield tuple(p.endpoint for p in proxies)
+                finally:
+                    for proxy in proxies:
+                        proxy.close()
+            return
         procs: list[subprocess.Popen] = []
         stack.callback(_stop, procs)
         endpoints = tuple(f"{host}:{_free_port()}" for _ in range(2))
@@ -209,15 +226,17 @@ def _markdown(r: dict) -> str:
     lines = [f"RPC layouts, {Path(r['model']).name}, prompt '{r['prompt_id']}', "
              f"{r['max_tokens']} tokens, {r['threads']} threads, netem {r['delay_ms_each_way']} ms "
              "each way", "",
-             "| layout | plain tok/s | n-gram tok/s | speedup | tokens/pass | same tokens |",
-             "|---|---|---|---|---|---|"]
+             "| layout | plain tok/s | n-gram tok/s | speedup | tokens/pass | same tokens as local "
+             "(plain, n-gram) |", "|---|---|---|---|---|---|"]
     for layout, row in r["results"].items():
         p, n = row["plain"], row["ngram"]
         lines.append(f"| {layout} | {p['decode_tps']:.2f} | {n['decode_tps']:.2f} | "
                      f"{row['speedup']:.2f}x | {n['tokens_per_pass']} | "
-                     f"{p['same_tokens'] and n['same_tokens']} |")
+                     f"{p['same_tokens_as_local']}, {n['same_tokens_as_local']} |")
     for layout, why in r["skipped"].items():
         lines.append(f"\n{layout} skipped: {why}")
-    if "netem_vs_local_speedup" in r:
-        lines.append(f"\nspeculative speedup under latency / local: {r['netem_vs_local_speedup']:.2f}x")
+    for slow in ("netem", "proxy"):
+        if f"{slow}_vs_local_speedup" in r:
+            lines.append(f"\nspeculative speedup with {slow} latency / local: "
+                         f"{r[f'{slow}_vs_local_speedup']:.2f}x")
     return "\n".join(lines)
