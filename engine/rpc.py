@@ -354,9 +354,10 @@ def _on_ggml_abort(message: bytes | None) -> None:
         os.write(2, (text + "\n").encode())
         return  # not ours: ggml goes on to abort() as it would have
     log.debug("ggml aborted: %s", text)
-    who = f"the RPC worker at {lost}" if lost else "an RPC worker"
-    line = (f"duet: error: {who} went away during a pass; llama.cpp's RPC client cannot recover "
-            "from that, so this process ends (the text streamed so far is kept)\n")
+    what = (f"the RPC worker at {lost} went away during a pass" if lost else
+            f"the connection to an RPC worker failed ({text.rpartition(': ')[2][:120]})")
+    line = (f"duet: error: {what}; llama.cpp's RPC client cannot recover from that, so this "
+            "process ends (the text streamed so far is kept)\n")
     try:
         sys.stdout.flush()
     except Exception:  # noqa: BLE001 - exiting anyway
