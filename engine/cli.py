@@ -105,8 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     from engine.bench import cli as bench_cli
     from engine.server import cli as server_cli
     from engine.session import cli as session_cli
+    from engine import worker
 
-    for module in (cli_models, session_cli, bench_cli, server_cli):
+    for module in (cli_models, session_cli, bench_cli, server_cli, worker):
         module.add_parser(sub)
     return parser
 

@@ -87,7 +87,8 @@ class Context(NativeOwner):
     def close(self) -> None:
         if getattr(self, "_handle", None) is not None:
             lib.llama_batch_free(self._batch)
-            lib.llama_free(self._handle)
+            if self.model.worker_lost() is None:
+                lib.llama_free(self._handle)  # (with a lost RPC worker this would abort: leaked)
             self._handle = None
 
 
@@ -121,6 +122,7 @@ class Context(NativeOwner):
                 f"the context is full: {self.n_past} + {n} tokens exceed its {self.n_ctx}")
         if logits == "all" and n > self.n_batch:
             raise ValueError(f"cannot return logits for {n} tokens in one batch of {self.n_batch}")
+        self.model.check_workers()
         start = self.n_past
         self._cancel = cancel
         if cancel is not None:
@@ -171,12 +173,14 @@ class Context(NativeOwner):
         del self.tokens[n_keep:]
 
     def clear(self) -> None:
+        self.model.check_workers()
         lib.llama_memory_clear(self._mem, True)
         self.tokens.clear()
 
     # -- saved state ----------------------------------------------------------------------
     def state_bytes(self) -> memoryview:
         """The KV state of sequence 0 (llama_state_seq_get_data), covering ``self.tokens``."""
+        self.model.check_workers()
         size = lib.llama_state_seq_get_size(self._handle, 0)
         buf = (ctypes.c_uint8 * size)()
         written = lib.llama_state_seq_get_data(self._handle, buf, size, 0)

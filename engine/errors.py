@@ -35,3 +35,7 @@ class SessionError(DuetError):
 
 class FetchError(DuetError):
     """A starter model could not be fetched or failed its checksum."""
+
+
+class WorkerLostError(DecodeError):
+    """An RPC worker holding part of the model went away; the model cannot be used any more."""

@@ -21,12 +21,19 @@ GGUF_MAGIC = b"GGUF"
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """What to load and how. ``n_gpu_layers``: -1 offloads every layer (CUDA/Metal builds), 0 none."""
+    """What to load and how. ``n_gpu_layers``: -1 offloads every layer (CUDA/Metal builds), 0 none.
+
+    ``rpc``: ``HOST:PORT`` endpoints of ``duet-cli worker`` processes that hold the offloaded
+    layers instead of a local GPU (with ``rpc``, ``n_gpu_layers`` 0 means all of them; a count
+    below the number of layers keeps the first ones in this process). ``tensor_split``: the
+    share of each remote device (default: in proportion to the memory each one reports)."""
 
     path: Path
     n_gpu_layers: int = 0
     use_mmap: bool = True
     vocab_only: bool = False
+    rpc: tuple[str, ...] = ()
+    tensor_split: tuple[float, ...] = ()
 
 
 def check_gguf_file(path: Path) -> None:
@@ -58,12 +65,26 @@ class Model(NativeOwner):
         params.n_gpu_layers = spec.n_gpu_layers
         params.load_mode = lib.LLAMA_LOAD_MODE_MMAP if spec.use_mmap else lib.LLAMA_LOAD_MODE_NONE
         params.vocab_only = spec.vocab_only
+        self._watch = None
+        remote = None
+        if spec.rpc and not spec.vocab_only:
+            from engine import rpc
+
+            remote = rpc.RemoteDevices(spec.rpc, spec.tensor_split)  # probes each worker first
+            remote.apply(params)
+            params.n_gpu_layers = spec.n_gpu_layers or -1
+            rpc.install_abort_handler()
+        self.workers = tuple(remote.workers) if remote is not None else ()
         backend.take_errors()
         handle = lib.llama_model_load_from_file(os.fsencode(self.path), params)
         if not handle:
             reason = backend.take_errors() or "llama.cpp could not load it"
             raise ModelLoadError(f"cannot load {self.path.name}: {_short(reason)}")
         self._handle = handle
+        if remote is not None:
+            from engine import rpc
+
+            self._watch = rpc.ConnectionWatch(spec.rpc)
         self._vocab = lib.llama_model_get_vocab(handle)
         self.n_vocab: int = lib.llama_vocab_n_tokens(self._vocab)
         self.bos: int = lib.llama_vocab_bos(self._vocab)
@@ -95,8 +116,30 @@ class Model(NativeOwner):
 
     def close(self) -> None:
         if getattr(self, "_handle", None) is not None:
-            lib.llama_model_free(self._handle)
+            if self.worker_lost() is None:
+                lib.llama_model_free(self._handle)
+            else:  # freeing would talk to the dead worker, which aborts: leak it instead
+                log.warning("not freeing %s: an RPC worker holding it went away", self.path.name)
             self._handle = None
+            if self._watch is not None:
+                self._watch.forget()
+
+    # -- RPC workers ----------------------------------------------------------------------
+    def worker_lost(self) -> str | None:
+        """The endpoint of an RPC worker that went away, or None (also for a local model)."""
+        watch = getattr(self, "_watch", None)
+        return watch.dead() if watch is not None else None
+
+    @property
+    def connected_workers(self) -> tuple[str, ...]:
+        """RPC endpoints with a live connection (the workers that hold part of this model)."""
+        watch = getattr(self, "_watch", None)
+        return watch.connected if watch is not None else ()
+
+    def check_workers(self) -> None:
+        """Raise WorkerLostError when an RPC worker went away (costs microseconds, no traffic)."""
+        if self._watch is not None:
+            self._watch.check()
 
 
     # -- facts ----------------------------------------------------------------------------

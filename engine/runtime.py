@@ -115,6 +115,12 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-max", type=int, default=spec.draft_max)
     p.add_argument("--draft-min", type=int, default=spec.draft_min)
     p.add_argument("--p-min", type=float, default=spec.p_min)
+    p.add_argument("--rpc", default=None, metavar="HOST:PORT[,...]",
+                   help="run the target's layers on these duet-cli workers (ggml RPC)")
+    p.add_argument("--draft-rpc", default=None, metavar="HOST:PORT[,...]",
+                   help="run the draft model's layers on these workers (default: locally)")
+    p.add_argument("--tensor-split", default=None, metavar="W[,W...]",
+                   help="share of each --rpc worker (default: by the memory each reports)")
 
 
 def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
@@ -133,8 +139,34 @@ def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
     draft = None
     if args.draft:
         gpu = args.gpu_layers if args.draft_gpu_layers is None else args.draft_gpu_layers
-        draft = ModelSpec(resolve_model(args.draft), n_gpu_layers=gpu)
+        draft = ModelSpec(resolve_model(args.draft), n_gpu_layers=gpu,
+                          rpc=_endpoints(getattr(args, "draft_rpc", None)))
     elif drafter == "model":
         raise DuetError("--drafter model needs --draft PATH")
-    return RuntimeConfig(target=ModelSpec(resolve_model(args.model), n_gpu_layers=args.gpu_layers),
-                         draft=draft, context=context, sampling=sampling, speculative=speculative)
+    target = ModelSpec(resolve_model(args.model), n_gpu_layers=args.gpu_layers,
+                       rpc=_endpoints(getattr(args, "rpc", None)),
+                       tensor_split=_split(getattr(args, "tensor_split", None)))
+    if target.tensor_split and not target.rpc:
+        raise DuetError("--tensor-split needs --rpc")
+    return RuntimeConfig(target=target, draft=draft, context=context, sampling=sampling,
+                         speculative=speculative)
+
+
+def _endpoints(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return ()
+    from engine.rpc import parse_endpoints
+
+    return parse_endpoints(text)
+
+
+def _split(text: str | None) -> tuple[float, ...]:
+    if not text:
+        return ()
+    try:
+        parts = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise DuetError(f"--tensor-split wants numbers separated by commas, not {text!r}") from None
+    if any(not x >= 0 for x in parts) or not any(parts):
+        raise DuetError("--tensor-split parts must be >= 0 and not all zero")
+    return parts

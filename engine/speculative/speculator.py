@@ -185,14 +185,20 @@ def _cache_file() -> Path:
 
 
 def _cache_key(ctx: Context, sizes: Sequence[int]) -> str:
-    """What the curve depends on: the model file, the settings, the machine, and the build of
-    llama.cpp (another build has other kernels, and batches cost differently)."""
+    """What the curve depends on: the model file, the settings, the machine, the build of
+    llama.cpp (another build has other kernels, and batches cost differently) and the RPC
+    layout (remote layers add network round trips to every pass; the curve is measured on the
+    real layout, so they are in it)."""
     from engine.backend import _pkg
 
     st = ctx.model.path.stat()
-    return json.dumps([str(ctx.model.path), st.st_size, st.st_mtime_ns, ctx.params.threads(),
-                       ctx.model.spec.n_gpu_layers, ctx.params.type_k, ctx.params.flash_attn,
-                       list(sizes), CALIBRATION_DEPTH, os.cpu_count(), getattr(_pkg, "__version__", "?")])
+    spec = ctx.model.spec
+    key = [str(ctx.model.path), st.st_size, st.st_mtime_ns, ctx.params.threads(),
+           spec.n_gpu_layers, ctx.params.type_k, ctx.params.flash_attn,
+           list(sizes), CALIBRATION_DEPTH, os.cpu_count(), getattr(_pkg, "__version__", "?")]
+    if spec.rpc:
+        key.append({"rpc": list(spec.rpc), "tensor_split": list(spec.tensor_split)})
+    return json.dumps(key)
 
 
 def cached_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES) -> CostModel:

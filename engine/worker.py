@@ -1,0 +1,100 @@
+"""``duet-cli worker``: serve this machine's CPU backend to other Duet processes (ggml RPC).
+
+The server is llama.cpp's own (``ggml_backend_rpc_start_server``); it blocks in a daemon thread
+while the main thread waits for Ctrl+C or SIGTERM, so either ends the worker promptly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+from engine.errors import DuetError
+
+log = logging.getLogger(__name__)
+
+UNAUTHENTICATED = (
+    "the ggml RPC protocol has no authentication and has had remote-code-execution bugs "
+    "(CVE-2026-34159): anyone who can reach the port can run code on this machine. Keep workers "
+    "on 127.0.0.1 and reach them through an SSH tunnel (ssh -L PORT:127.0.0.1:PORT host) or a "
+    "VPN, or pass --i-understand-this-is-unauthenticated")
+READY = "duet worker: listening on"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("worker", help="serve this machine's CPU to other Duet processes (RPC)")
+    p.add_argument("--listen", default="127.0.0.1:50052", metavar="HOST:PORT",
+                   help="address to listen on (default: 127.0.0.1:50052)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: one per core)")
+    p.add_argument("--mem", type=float, default=None, metavar="GiB",
+                   help="memory to offer (clients split the model by it; default: what is free)")
+    p.add_argument("--cache", type=Path, default=None, metavar="DIR",
+                   help="keep received weights in DIR so a reload skips sending them")
+    p.add_argument("--i-understand-this-is-unauthenticated", dest="unauthenticated",
+                   action="store_true", help="allow a non-loopback --listen address")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine import rpc
+
+    host, port = rpc.parse_endpoint(args.listen)
+    if not rpc.is_loopback(host) and not args.unauthenticated:
+        raise DuetError(f"refusing to listen on {host}:{port}: {UNAUTHENTICATED}")
+    if args.mem is not None and not args.mem > 0:
+        raise DuetError("--mem must be a positive number of GiB")
+    _check_free(host, port)
+    threads = args.threads if args.threads > 0 else (os.cpu_count() or 1)
+    endpoint = f"{host}:{port}"
+    mem = int(args.mem * 2**30) if args.mem is not None else None
+    rpc.lib()  # a one-line error now if this build has no RPC
+    failed: list[str] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        try:
+            rpc.serve(endpoint, threads, mem, args.cache)
+        except DuetError as e:
+            failed.append(str(e))
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    threading.Thread(target=serve, name="rpc-server", daemon=True).start()
+    if _wait_listening(host, port, stop):
+        print(f"{READY} {endpoint} ({threads} threads)", flush=True)
+    stop.wait()
+    if failed:
+        raise DuetError(failed[0])
+    print("duet worker: stopped", file=sys.stderr)
+    return 0
+
+
+def _check_free(host: str, port: int) -> None:
+    """A one-line error now if the port is taken (ggml would only print to stderr)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise DuetError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+
+
+def _wait_listening(host: str, port: int, stop: threading.Event) -> bool:
+    """Wait until the server accepts connections (it prints nothing when it starts to);
+    False when it stopped first."""
+    while not stop.is_set():
+        try:
+            socket.create_connection((host, port), timeout=5.0).close()
+            return True
+        except OSError as e:
+            log.debug("not listening yet: %s", e)
+            stop.wait(0.05)
+    return False
