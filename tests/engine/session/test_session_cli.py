@@ -40,7 +40,7 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 def test_inspect_good_file(saved, capsys):
     code, out, err = run_cli(capsys, "session", "inspect", saved)
     assert code == 0 and err == ""
-    assert "format 1" in out and "kv.target" in out and " ok" in out and "bytes per token" in out
+    assert "format 2" in out and "kv.target" in out and " ok" in out and "bytes per token" in out
     assert "n_ctx 1024, f16/f16" in out
     code, out, _ = run_cli(capsys, "session", "inspect", saved, "--json")
     info = json.loads(out)
@@ -78,7 +78,7 @@ def test_verify_ok_and_mismatches(saved, smol_path, tmp_path, capsys):
     other = tmp_path / "other.gguf"
     other.write_bytes(b"GGUF" + bytes(100))
     code, out, _ = run_cli(capsys, "session", "verify", saved, "--model", other)
-    assert code == 1 and "changed since" in out
+    assert code == 1 and "different target model" in out
     code, out, _ = run_cli(capsys, "session", "verify", saved, "--model", tmp_path / "gone.gguf")
     assert code == 1 and "not found" in out
     code, out, _ = run_cli(capsys, "session", "verify", saved, "--model", smol_path,
