@@ -99,7 +99,7 @@ def test_generate_session_twice_restores_and_appends(smol, smol_path, tmp_path, 
     first = json.loads(out)
     assert code == 0 and first["session"] == {
         "restored_kv": False, "note": None, "path": str(path), "bytes": path.stat().st_size,
-        "n_tokens": first["session"]["n_tokens"]}
+        "n_tokens": first["session"]["n_tokens"], "saved": True, "save_problem": None}
     assert first["n_cached_tokens"] == 0 and first["session"]["n_tokens"] > 10
     code, out, _ = run_cli(capsys, *base, "And a fruit?")
     second = json.loads(out)
