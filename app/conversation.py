@@ -167,6 +167,11 @@ def saved_conversations(folder: Path | None = None) -> list[Path]:
     return sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
+def _check_recent(data: object) -> None:
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        raise ValueError("it has no list of files")
+
+
 class RecentFiles:
     """The last opened or saved conversation files, in ``config_dir()/recent.json``."""
 
@@ -186,8 +191,8 @@ class RecentFiles:
             self._write()
 
     def _read(self) -> list[Path]:
-        data = read_json(self.path)  # a damaged file is kept aside as recent.json.bad
-        if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        data = read_json(self.path, _check_recent)  # a damaged file is kept as recent.json.bad
+        if data is None:
             return []
         return [Path(p) for p in data["files"] if isinstance(p, str) and "\0" not in p][:MAX_RECENT]
 
