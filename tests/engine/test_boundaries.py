@@ -68,11 +68,24 @@ def test_cli_flags_give_one_line_errors(flags, capsys):
     assert err.startswith("duet-cli: error: ") and err.count("\n") == 1
 
 
-def test_cli_any_seed_and_many_threads(smol_path, capsys):
+def test_cli_seeds(smol_path):
+    from engine.cli import build_parser
+    from engine.runtime import runtime_config
+
+    def seed(*flags):
+        args = build_parser().parse_args(["generate", "--model", str(smol_path), *flags, "hi"])
+        return runtime_config(args).sampling.seed
+
+    assert seed("--seed", "-1") is None and seed() is None  # -1: random
+    assert seed("--seed", str(2**70)) == 2**70 and seed("--seed", "-7") == -7
+
+
+def test_cli_runs_with_any_seed_and_too_many_threads(smol_path, capsys, monkeypatch, caplog):
     from engine.cli import main
 
-    for extra in (["--seed", "-1"], ["--seed", str(2**70)], ["--seed", "-7", "--threads", "10000"]):
-        args = ["generate", "--model", str(smol_path), "--max-tokens", "2", "--ctx", "256", *extra,
-                "hi"]
-        assert main(args) == 0, extra
-    assert capsys.readouterr().out
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)  # one spinning thread on a busy machine
+
+    args = ["generate", "--model", str(smol_path), "--max-tokens", "2", "--ctx", "256",
+            "--seed", "-7", "--threads", "10000", "hi"]
+    assert main(args) == 0 and capsys.readouterr().out
+    assert "10000 threads asked for but this machine has 1 cores" in caplog.text
