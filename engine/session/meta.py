@@ -109,7 +109,7 @@ class Message:
     @classmethod
     def from_json(cls, obj: Any, where: str = "message") -> Message:
         d = _dict(obj, {"role", "content", "time"}, where)
-        if d["role"] not in ROLES:
+        if not isinstance(d["role"], str) or d["role"] not in ROLES:
             raise _fail(f"{where} has an unknown role")
         if isinstance(d["content"], str) and len(d["content"]) > MAX_MESSAGE_CHARS:
             raise _fail(f"{where} is longer than {MAX_MESSAGE_CHARS:,} characters")
