@@ -119,7 +119,7 @@ def _check_format(s: Any) -> None:
 
 
 def _check_replace(b: _Budget, s: Any, args: tuple[Any, ...]) -> None:
-    if isinstance(s, str) and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+    if isinstance(s, str) and len(args) >= 2 and all(isinstance(a, str) for a in args[:2]):
         n = s.count(args[0]) if args[0] else len(s) + 1
         b.size(len(s) + n * len(args[1]), "a replacement")
 

@@ -244,16 +244,19 @@ def _section_problem(problems: Sequence[str], name: str) -> str | None:
     return next((p for p in problems if p.startswith(f"section {name} ")), None)
 
 
-def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = None
-                  ) -> OpenResult:
+def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = None, *,
+                  use_kv: bool = True) -> OpenResult:
     """Read the conversation at ``path``; restore its KV states into ``ctx`` / ``draft_ctx``
-    where the models, layouts and sections all match. Raises SessionError only when the header
-    or metadata is unusable; every other problem falls back to text with a ``note``."""
+    where the models, layouts and sections all match and the state proves to belong to the text
+    (``use_kv=False``: never; the history is processed again). Raises SessionError only when the
+    header or metadata is unusable; every other problem falls back to text with a ``note``."""
     path = Path(path)
     meta = read_meta(path)
     notes: list[str] = []
     plan: dict[str, Context] = {}
-    if ctx is None:
+    if not use_kv:
+        pass
+    elif ctx is None:
         if not Path(meta.target.path).exists():
             notes.append(f"the model this conversation used is missing: {meta.target.path}")
     else:
@@ -295,11 +298,11 @@ def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = N
         draft_restored=restored.get("draft", False))
 
 
-def open_conversation(path: Path, runtime: Runtime | None) -> OpenResult:
+def open_conversation(path: Path, runtime: Runtime | None, *, use_kv: bool = True) -> OpenResult:
     """open_contexts with the runtime's target and draft contexts (text only without one)."""
     if runtime is None:
-        return open_contexts(path, None, None)
-    return open_contexts(path, runtime.ctx, runtime.draft_ctx)
+        return open_contexts(path, None, None, use_kv=use_kv)
+    return open_contexts(path, runtime.ctx, runtime.draft_ctx, use_kv=use_kv)
 
 
 # ─── duet-cli generate --session ──────────────────────────────────────────────
@@ -313,15 +316,16 @@ def sampling_settings(sampling: SamplingParams) -> dict[str, Any]:
 
 
 def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: SamplingParams, *,
-                     as_json: bool, system: str | None) -> int:
-    """Open ``path`` (restoring its KV state) or start a new conversation, reply to ``prompt``
-    (streamed text, or one JSON object), append the reply and save with KV. Returns 0."""
+                     as_json: bool, system: str | None, use_kv: bool = True) -> int:
+    """Open ``path`` (restoring its KV state unless ``use_kv`` is False) or start a new
+    conversation, reply to ``prompt`` (streamed text, or one JSON object), append the reply and
+    save with KV. Returns 0, or 1 when the reply (still shown) could not be saved."""
     from engine.cli import done_json
     from engine.events import Done, Token
 
     path = Path(path)
     if path.exists():
-        opened = open_conversation(path, runtime)
+        opened = open_conversation(path, runtime, use_kv=use_kv)
         messages, settings = opened.messages, opened.settings
         restored, note = opened.restored_kv, opened.note
         if system is not None:

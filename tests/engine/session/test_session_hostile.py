@@ -58,6 +58,13 @@ def test_the_untouched_file_restores(smol, red_and_blue):
         assert len(ctx.tokens) == len(read_meta(red_and_blue["red"]).kv_target.tokens)
 
 
+def test_a_file_can_be_opened_from_its_text_alone(smol, red_and_blue):
+    with Context(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx:
+        opened = store.open_contexts(red_and_blue["red"], ctx, use_kv=False)
+        assert not opened.restored_kv and opened.note is None and ctx.tokens == []
+        assert len(opened.messages) == 3
+
+
 def test_a_forged_file_falls_back_to_its_text(smol, red_and_blue, tmp_path):
     forged = tmp_path / "forged.duet"
     forge(red_and_blue["red"], red_and_blue["blue"], forged)
