@@ -74,3 +74,21 @@ def test_fit_messages_can_be_cancelled(smol) -> None:
     cancel.set()
     with pytest.raises(DecodeError, match="cancelled"):
         prompt.fit_messages(smol, [Message("user", "hi")], 100, cancel=cancel)
+
+
+def test_fit_messages_never_tokenizes_what_cannot_fit(smol, monkeypatch) -> None:
+    """Tokenizing stops once the budget is spent, and a text longer than any tokenization of
+    ``budget`` tokens is not tokenized at all: a reply's overhead follows the context size."""
+    seen = []
+    real = smol.tokenize
+    monkeypatch.setattr(smol, "tokenize", lambda text, **k: seen.append(len(text)) or real(text, **k))
+    huge = "word " * 400_000  # 2 MB
+    old = [Message("user", f"old message {i} " * 20) for i in range(300)]
+    msgs = [Message("system", "S"), Message("user", huge)] + old + [Message("user", "hi")]
+    tokens, dropped = prompt.fit_messages(smol, msgs, 400)
+    assert len(tokens) <= 400 and dropped > 250
+    assert max(seen) < 1000 and sum(seen) < 30_000  # neither the huge text nor the old turns
+    seen.clear()
+    with pytest.raises(ContextFullError):
+        prompt.fit_messages(smol, [Message("user", "hi"), Message("user", huge)], 400)
+    assert max(seen, default=0) < 1000
