@@ -12,6 +12,12 @@ whatever the file claims. Header or metadata damage raises SessionError (nothing
 section damage only drops that section and adds a one-line problem, so the caller can rebuild the
 KV state from the text. Older formats are upgraded by MIGRATIONS (metadata JSON of version v to
 v+1; the binary layout is shared), newer ones are refused with a message to update Duet.
+
+Format 2 (current) adds to each KV state a probe of the model's predictions after its last
+tokens, checked on opening (engine.session.probe); format 1 files open from their text. What a
+file may hold is bounded (engine.session.meta: MAX_MESSAGES, MAX_MESSAGE_CHARS, MAX_TEXT_CHARS;
+MAX_META_BYTES here). Checksums and the probe are integrity checks, not a signature.
+Only regular files are read or written; a symlink is written through to its target.
 """
 
 from __future__ import annotations
