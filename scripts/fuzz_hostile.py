@@ -11,8 +11,8 @@ one, from the repository root::
 
     python scripts/fuzz_hostile.py --sessions 20000 --local 5000 --open 500 --seed 1
 
-It prints the counts of each outcome, the slowest case and the peak RSS, and exits 1 on the first
-failure (with the offending file written next to the working folder).
+It prints the counts of each outcome, the slowest case and the peak RSS, and stops at the first
+failure with a traceback (the offending file is kept as ./fuzz-failure*, for a bug report).
 """
 
 from __future__ import annotations

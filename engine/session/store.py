@@ -254,9 +254,7 @@ def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = N
     meta = read_meta(path)
     notes: list[str] = []
     plan: dict[str, Context] = {}
-    if not use_kv:
-        pass
-    elif ctx is None:
+    if ctx is None or not use_kv:
         if not Path(meta.target.path).exists():
             notes.append(f"the model this conversation used is missing: {meta.target.path}")
     else:
