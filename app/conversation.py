@@ -8,9 +8,7 @@ finds the longest common prefix with its cache and recomputes only the changed t
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
 import time
 import uuid
@@ -19,6 +17,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from engine import paths
+from engine.localfile import read_json, write_json
 from engine.chat import Message
 from engine.events import Done, Stats, Token
 
@@ -168,6 +167,11 @@ def saved_conversations(folder: Path | None = None) -> list[Path]:
     return sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
+def _check_recent(data: object) -> None:
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        raise ValueError("it has no list of files")
+
+
 class RecentFiles:
     """The last opened or saved conversation files, in ``config_dir()/recent.json``."""
 
@@ -187,23 +191,13 @@ class RecentFiles:
             self._write()
 
     def _read(self) -> list[Path]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        data = read_json(self.path, _check_recent)  # a damaged file is kept as recent.json.bad
+        if data is None:
             return []
-        except (OSError, ValueError) as e:
-            log.warning("ignoring unreadable %s: %s", self.path, e)
-            return []
-        if not isinstance(data, dict) or not isinstance(data.get("files"), list):
-            return []
-        return [Path(p) for p in data["files"] if isinstance(p, str)][:MAX_RECENT]
+        return [Path(p) for p in data["files"] if isinstance(p, str) and "\0" not in p][:MAX_RECENT]
 
     def _write(self) -> None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".recent-{os.getpid()}-{time.monotonic_ns()}.tmp")
-            tmp.write_text(json.dumps({"version": 1, "files": [str(p) for p in self.items]}),
-                           encoding="utf-8")
-            os.replace(tmp, self.path)
-        except OSError as e:
+            write_json(self.path, {"version": 1, "files": [str(p) for p in self.items]})
+        except (OSError, ValueError) as e:
             log.warning("cannot save the recent files list: %s", e)

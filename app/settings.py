@@ -1,18 +1,16 @@
 """The app's settings: one declarative schema, one ``changed(name)`` signal, one JSON file.
 
 File: ``engine.paths.config_dir()/settings.json`` holding ``{"version": 1, "values": {...}}``,
-written atomically (temporary file + ``os.replace``). Reading never fails: a missing or corrupt
-file gives the defaults, and an unknown or invalid value is dropped for its default with a
-logged warning. Options marked ``applies="now"`` take effect on the next request; ``"reload"``
+written atomically (unique temporary file + ``os.replace``). Reading never fails: a missing or
+damaged file gives the defaults (a damaged one is kept aside as ``settings.json.bad``), and an
+unknown or invalid value (NaN included) is dropped for its default with a logged warning. Options marked ``applies="now"`` take effect on the next request; ``"reload"``
 ones when the models are next loaded (they are baked into the ``Runtime``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import tempfile
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -23,6 +21,7 @@ from PySide6.QtCore import QObject, Signal
 from engine import paths
 from engine.context import ContextParams
 from engine.errors import DuetError
+from engine.localfile import read_json, write_json
 from engine.model import ModelSpec
 from engine.runtime import RuntimeConfig
 from engine.sampling import SamplingParams
@@ -56,6 +55,8 @@ class Option:
         """``value`` converted to this option's type, or ValueError saying why it is refused."""
         if self.type is float and type(value) is int:
             value = float(value)
+        if self.type is float and type(value) is float and not math.isfinite(value):
+            raise ValueError(f"{self.name}: {value} is not a finite number")
         if type(value) is not self.type:  # bool is not an int here, on purpose
             raise ValueError(f"{self.name}: expected {self.type.__name__}, got {type(value).__name__}")
         if self.minimum is not None and value < self.minimum:
@@ -170,35 +171,20 @@ def parse(data: Any) -> dict[str, Any]:
 
 
 def load(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return dict(DEFAULTS)
-    except OSError as e:
-        log.warning("cannot read %s (%s); using the defaults", path, e)
-        return dict(DEFAULTS)
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        log.warning("%s is not valid JSON (%s); using the defaults", path, e)
-        return dict(DEFAULTS)
-    return parse(data)
+    """The values in ``path``; the defaults when it is missing or damaged (a damaged file —
+    not UTF-8, not JSON, nested too deeply, not an object — is kept aside as ``<name>.bad``)."""
+    return parse(read_json(path, _check_shape) or {"version": VERSION, "values": {}})
+
+
+def _check_shape(data: Any) -> None:
+    if not isinstance(data, dict) or not isinstance(data.get("values"), dict):
+        raise ValueError("it has no values object")
 
 
 def save(path: Path, values: Mapping[str, Any]) -> None:
     """Write ``values`` atomically: a reader sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"version": VERSION, "values": {o.name: values[o.name] for o in SCHEMA}}
-    fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json(path, {"version": VERSION, "values": {o.name: values[o.name] for o in SCHEMA}},
+               indent=2)
 
 
 # -- settings → engine dataclasses (pure functions of a values mapping) -----------------------

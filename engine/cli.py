@@ -21,6 +21,8 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--system", help="system message")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.add_argument("--session", type=Path, help="continue a saved conversation (.duet) and save it")
+    p.add_argument("--no-session-kv", action="store_true",
+                   help="reopen --session from its text only (ignore its saved KV state)")
     p.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
     p.add_argument("prompt", nargs="?", help="the prompt, or - to read standard input")
     p.set_defaults(func=_generate)
@@ -54,7 +56,7 @@ def _generate(args: argparse.Namespace) -> int:
         if args.session is not None:
             from engine.session.store import continue_session
             return continue_session(rt, args.session, prompt, config.sampling, as_json=args.json,
-                                    system=args.system)
+                                    system=args.system, use_kv=not args.no_session_kv)
         messages = ([Message("system", args.system)] if args.system else []) + [Message("user", prompt)]
         done = collect(rt.generator.chat(messages, config.sampling),
                        None if args.json else _write_token)

@@ -8,6 +8,7 @@ memory is changed, so the two never drift apart.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import threading
@@ -25,6 +26,7 @@ from engine.model import Model
 log = logging.getLogger(__name__)
 
 KV_TYPES = {"f16": lib.GGML_TYPE_F16, "q8_0": lib.GGML_TYPE_Q8_0, "f32": lib.GGML_TYPE_F32}
+MAX_CTX = 1 << 24
 KV_BYTES_PER_ELEMENT = {"f16": 2.0, "q8_0": 34 / 32, "f32": 4.0}
 
 
@@ -41,8 +43,31 @@ class ContextParams:
     type_v: str = "f16"
     flash_attn: bool | None = None  # None: off on a CPU-only model (faster there), else llama.cpp's choice
 
+    def __post_init__(self) -> None:
+        for name in ("n_ctx", "n_batch", "n_threads"):
+            if type(getattr(self, name)) is not int:
+                raise ValueError(f"{name} must be an integer")
+        if not 0 < self.n_ctx <= MAX_CTX:
+            raise ValueError(f"context size must be between 1 and {MAX_CTX}, not {self.n_ctx}")
+        if not 0 < self.n_batch <= MAX_CTX:
+            raise ValueError(f"batch size must be between 1 and {MAX_CTX}, not {self.n_batch}")
+        if self.n_threads < 0:
+            raise ValueError(f"threads must be 0 (one per core) or more, not {self.n_threads}")
+
     def threads(self) -> int:
-        return self.n_threads if self.n_threads > 0 else default_threads()
+        """The threads to use: as asked, but never more than the cores present."""
+        if self.n_threads <= 0:
+            return default_threads()
+        cores = os.cpu_count() or 1
+        if self.n_threads > cores:
+            _warn_threads(self.n_threads, cores)
+            return cores
+        return self.n_threads
+
+
+@functools.lru_cache(maxsize=4)
+def _warn_threads(asked: int, cores: int) -> None:
+    log.warning("%d threads asked for but this machine has %d cores; using %d", asked, cores, cores)
 
 
 class Context(NativeOwner):

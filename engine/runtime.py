@@ -100,7 +100,7 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, default=sampling.top_p)
     p.add_argument("--min-p", type=float, default=sampling.min_p)
     p.add_argument("--repeat-penalty", type=float, default=sampling.repeat_penalty)
-    p.add_argument("--seed", type=int, default=sampling.seed)
+    p.add_argument("--seed", type=int, default=sampling.seed, help="any integer (-1: random)")
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("--ctx", type=int, default=context.n_ctx, help="context size in tokens")
     p.add_argument("--threads", type=int, default=context.n_threads,
@@ -127,15 +127,15 @@ def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
     try:
         sampling = SamplingParams(
             temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-            repeat_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens,
-            stop=tuple(args.stop))
+            repeat_penalty=args.repeat_penalty, max_tokens=args.max_tokens, stop=tuple(args.stop),
+            seed=None if args.seed is None or args.seed == -1 else args.seed)  # -1: random
         drafter = args.drafter
         speculative = SpeculativeParams(drafter=drafter, draft_max=args.draft_max,
                                         draft_min=args.draft_min, p_min=args.p_min)
+        context = ContextParams(n_ctx=args.ctx, n_threads=args.threads, type_k=args.kv_type,
+                                type_v=args.kv_type)
     except ValueError as e:
         raise DuetError(str(e)) from None
-    context = ContextParams(n_ctx=args.ctx, n_threads=args.threads, type_k=args.kv_type,
-                            type_v=args.kv_type)
     draft = None
     if args.draft:
         gpu = args.gpu_layers if args.draft_gpu_layers is None else args.draft_gpu_layers

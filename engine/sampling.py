@@ -6,6 +6,7 @@ Order as in llama.cpp's default chain: repetition penalty → top-k → top-p �
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -25,10 +26,22 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        for name in ("temperature", "top_p", "min_p", "repeat_penalty"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value):
+                raise ValueError(f"{name.replace('_', '-')} must be a finite number, "
+                                 f"not {value!r}")
+        for name in ("top_k", "repeat_last_n", "max_tokens"):
+            if type(getattr(self, name)) is not int:
+                raise ValueError(f"{name.replace('_', '-')} must be an integer")
+        if self.seed is not None and type(self.seed) is not int:
+            raise ValueError("seed must be an integer")
         if self.temperature < 0 or self.top_k < 0 or not 0 < self.top_p <= 1 or not 0 <= self.min_p < 1:
-            raise ValueError("sampling parameters out of range")
-        if self.repeat_penalty <= 0 or self.max_tokens < 1:
-            raise ValueError("repeat_penalty must be > 0 and max_tokens >= 1")
+            raise ValueError("sampling parameters out of range (temperature >= 0, top-k >= 0, "
+                             "0 < top-p <= 1, 0 <= min-p < 1)")
+        if self.repeat_penalty <= 0 or self.max_tokens < 1 or self.repeat_last_n < 0:
+            raise ValueError("repeat-penalty must be > 0, repeat-last-n >= 0 and max-tokens >= 1")
 
     @property
     def greedy(self) -> bool:
@@ -88,7 +101,8 @@ class Sampler:
 
     def __init__(self, params: SamplingParams) -> None:
         self.params = params
-        self.rng = np.random.default_rng(params.seed)
+        # any integer seeds it: folded into numpy's range (non-negative, below 2**64)
+        self.rng = np.random.default_rng(None if params.seed is None else params.seed % 2**64)
 
     def sample(self, logits: np.ndarray, recent: Sequence[int] = ()) -> int:
         p = self.params

@@ -7,9 +7,10 @@ models and cache layout a KV state belongs to. None of it needs llama.cpp.
 from engine.session.fingerprint import KVLayout, check_model, file_fingerprint, kv_layout
 from engine.session.format import (MIGRATIONS, SUFFIX, LoadedSession, SectionInfo, inspect,
                                    read_meta, read_session, write_session)
-from engine.session.meta import (FORMAT_VERSION, KVState, Message, ModelInfo, SessionMeta,
-                                 utc_now_iso)
+from engine.session.meta import (FORMAT_VERSION, KVState, Message, ModelInfo, Probe,
+                                 SessionMeta, utc_now_iso)
 
 __all__ = ["FORMAT_VERSION", "MIGRATIONS", "SUFFIX", "KVLayout", "KVState", "LoadedSession",
-           "Message", "ModelInfo", "SectionInfo", "SessionMeta", "check_model", "file_fingerprint",
-           "inspect", "kv_layout", "read_meta", "read_session", "utc_now_iso", "write_session"]
+           "Message", "ModelInfo", "Probe", "SectionInfo", "SessionMeta", "check_model",
+           "file_fingerprint", "inspect", "kv_layout", "read_meta", "read_session", "utc_now_iso",
+           "write_session"]

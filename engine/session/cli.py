@@ -4,7 +4,8 @@
 (exit 0 when everything is intact, 1 when a section is damaged or missing). ``verify FILE
 --model PATH [--draft PATH] [--ctx N] [--kv-type T]`` says whether the saved KV states could be
 restored with those model files (and that context), without loading any weights: exit 0 and
-``OK`` when they can, else 1 and the reasons. A damaged header or metadata raises SessionError,
+``OK`` when they can, else 1 and the reasons. Whether a KV state belongs to the conversation's
+text needs the model itself: that is checked when the file is opened (engine.session.probe). A damaged header or metadata raises SessionError,
 which engine/cli.py prints as ``duet-cli: error: ...`` (exit 1).
 """
 
@@ -129,6 +130,13 @@ def run_verify(args: argparse.Namespace) -> int:
         lines += ok
     if meta.kv_target is None:
         lines.append("no KV state saved (text only): the history will be processed on opening")
+    else:
+        lines.append("the KV state is checked against the conversation's text when opened")
+    for role in ("target", "draft"):
+        state = meta.kv(role)
+        if state is not None and state.probe is None:
+            reasons.append(f"the {role} KV state was saved by an older Duet and cannot be "
+                           "checked against the conversation's text")
     if reasons:
         print(f"{args.file}: cannot restore the saved KV state:")
         print("\n".join(f"  - {r}" for r in reasons))

@@ -133,7 +133,7 @@ def check_model(info: ModelInfo, path_now: Path | str, layout_now: KVLayout | No
         return f"model file not found: {path_now}"
     except OSError as e:
         return f"cannot read the {role} model file {path_now}: {e.strerror or e}"
-    changed = f"the {role} model file changed since this conversation was saved"
+    changed = _changed(info, path_now, role)
     saved_size = fingerprint_size(info.fingerprint)
     if saved_size is None:
         return f"the {role} model was saved with an unknown fingerprint kind"
@@ -149,6 +149,18 @@ def check_model(info: ModelInfo, path_now: Path | str, layout_now: KVLayout | No
     if info.layout is None or layout_now is None:
         return None
     return _layout_reason(info.layout, layout_now, role)
+
+
+def _changed(info: ModelInfo, path_now: Path, role: str) -> str:
+    """The reason for a fingerprint mismatch: the same file changed, or another model."""
+    try:
+        same_file = Path(info.path).resolve() == path_now.resolve()
+    except (OSError, RuntimeError):
+        same_file = False
+    if same_file:
+        return f"the {role} model file changed since this conversation was saved"
+    return (f"{path_now.name} is a different {role} model from the one this conversation was "
+            f"saved with ({info.display_name or Path(info.path).name})")
 
 
 def _layout_reason(saved: KVLayout, now: KVLayout, role: str) -> str | None:

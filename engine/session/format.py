@@ -12,17 +12,26 @@ whatever the file claims. Header or metadata damage raises SessionError (nothing
 section damage only drops that section and adds a one-line problem, so the caller can rebuild the
 KV state from the text. Older formats are upgraded by MIGRATIONS (metadata JSON of version v to
 v+1; the binary layout is shared), newer ones are refused with a message to update Duet.
+
+Format 2 (current) adds to each KV state a probe of the model's predictions after its last
+tokens, checked on opening (engine.session.probe); format 1 files open from their text. What a
+file may hold is bounded (engine.session.meta: MAX_MESSAGES, MAX_MESSAGE_CHARS, MAX_TEXT_CHARS;
+MAX_META_BYTES here). Checksums and the probe are integrity checks, not a signature.
+Only regular files are read or written; a symlink is written through to its target.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import logging
 import os
 import re
+import stat
 import struct
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping
@@ -30,7 +39,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, Mapping
 from blake3 import blake3
 
 from engine.errors import SessionError
-from engine.session.meta import FORMAT_VERSION, SessionMeta
+from engine.session.meta import FORMAT_VERSION, SessionMeta, migrate_v1
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +51,11 @@ HEADER = struct.Struct("<8sHHI32s")  # magic, version, flags, meta_len, blake3(m
 SECTION_TAIL = struct.Struct("<Q32s")  # payload_len, blake3(payload); follows name_len + name
 _NAME_RE = re.compile(rb"[a-z0-9][a-z0-9._-]*")
 _HASH_CHUNK = 8 * 1024 * 1024
+TEMP_MARK = ".tmp-"  # temporary files of a save are named <file name>.tmp-<random>
+STALE_S = 600.0
 
 #: MIGRATIONS[v] turns the metadata JSON of format v into that of format v + 1.
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: migrate_v1}
 
 
 @dataclass(frozen=True)
@@ -145,13 +156,17 @@ def write_session(path: Path, meta: SessionMeta, sections: Mapping[str, bytes | 
 
     The file is written to a temporary sibling, fsynced and renamed over ``path`` (then the folder
     is fsynced), so a crash or an exception leaves the previous file intact and no temporary
-    behind. Payloads are hashed (blake3, all cores) and written straight from their buffers.
+    behind (temporaries a crash did leave are removed by a later save). A symlink is followed
+    (its target is replaced, the link kept), the file keeps its permission bits, and anything
+    but a regular file is refused. Payloads are hashed (blake3, all cores) and written straight from their buffers.
     ``kv.<role>`` sections must match the metadata's ``kv_<role>`` entries."""
-    path = Path(path)
+    path = _write_target(Path(path))
     blob = encode_meta(meta)
     parts = _section_parts(meta, sections)
     header = HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(blob), blake3(blob).digest())
-    tmp = tempfile.NamedTemporaryFile(delete=False, dir=path.parent, prefix=path.name + ".tmp-")
+    mode = _mode_for(path)
+    _clean_stale_temps(path)
+    tmp = tempfile.NamedTemporaryFile(delete=False, dir=path.parent, prefix=path.name + TEMP_MARK)
     tmp_path = Path(tmp.name)
     try:
         with tmp:
@@ -159,6 +174,8 @@ def write_session(path: Path, meta: SessionMeta, sections: Mapping[str, bytes | 
             total = _write_all(fd, header) + _write_all(fd, blob)
             for head, payload in parts:
                 total += _write_all(fd, head) + _write_all(fd, payload)
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, mode)
             os.fsync(fd)
         os.replace(tmp_path, path)
     except BaseException:
@@ -168,6 +185,60 @@ def write_session(path: Path, meta: SessionMeta, sections: Mapping[str, bytes | 
     _fsync_dir(path.parent)
     log.debug("saved %s: %d bytes, sections %s", path, total, list(sections))
     return total
+
+
+def _write_target(path: Path) -> Path:
+    """Where saving to ``path`` writes: the file a symlink points to (the link stays a link),
+    ``path`` itself otherwise. Refuses a symlink loop and anything but a regular file."""
+    try:
+        st = os.stat(path)  # follows links
+    except FileNotFoundError:
+        st = None
+    except OSError as e:  # ELOOP and friends
+        raise SessionError(f"cannot save to {path}: {e.strerror or e}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise SessionError(f"cannot save to {path}: it is not a regular file")
+    if os.path.islink(path):
+        target = Path(os.path.realpath(path))
+        log.debug("%s is a link; saving to %s", path, target)
+        return target
+    return path
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits the saved file gets: those of the file it replaces, else the usual
+    ones for a new file (0666 less the umask)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _clean_stale_temps(path: Path) -> None:
+    """Remove temporary files that interrupted saves of ``path`` left (older than STALE_S, so a
+    save under way in another process is left alone)."""
+    now = time.time()
+    try:
+        candidates = list(path.parent.glob(glob.escape(path.name) + TEMP_MARK + "*"))
+    except OSError:
+        return
+    for old in candidates:
+        with contextlib.suppress(OSError):
+            st = os.lstat(old)
+            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_S:
+                old.unlink()
+                log.info("removed %s, left by an interrupted save", old.name)
 
 
 # ─── reading ──────────────────────────────────────────────────────────────────
@@ -191,10 +262,17 @@ def _read_exact(f: IO[bytes], n: int) -> bytes:
 
 @contextlib.contextmanager
 def _opened(path: Path) -> Iterator[tuple[IO[bytes], int]]:
-    """The file (unbuffered, so reads are exact) and its size; OSError becomes SessionError."""
+    """The file (unbuffered, so reads are exact) and its size; OSError becomes SessionError.
+    Anything but a regular file (a FIFO, a device, a folder) is refused before it could block."""
     try:
-        with open(path, "rb", buffering=0) as f:
-            yield f, os.fstat(f.fileno()).st_size
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise SessionError(f"{path} is not a regular file")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with open(fd, "rb", buffering=0) as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):  # swapped in between
+                raise SessionError(f"{path} is not a regular file")
+            yield f, st.st_size
     except FileNotFoundError:
         raise SessionError(f"session file not found: {path}") from None
     except OSError as e:

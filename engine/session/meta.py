@@ -3,6 +3,15 @@
 ``from_json`` checks every type and shape and raises SessionError on anything else, so a reader
 never hands the app a half-valid conversation; ``to_json`` gives plain JSON (lists, dicts, str,
 int, finite float, bool, None).
+
+Size limits (checked on reading and on saving): at most ``MAX_MESSAGES`` messages of at most
+``MAX_MESSAGE_CHARS`` characters each, and ``MAX_TEXT_CHARS`` in all; with the metadata itself
+under ``format.MAX_META_BYTES``. They keep the text a reply re-reads each turn to a few seconds
+of tokenizing at most, far beyond what any context holds.
+
+Format 2 adds ``kv.<role>.probe``: the top logits of the last few tokens, recomputed from the
+restored KV state when the file is opened (engine.session.probe). Format 1 files are read with
+``probe: null``, and their KV state is not trusted.
 """
 
 from __future__ import annotations
@@ -15,7 +24,12 @@ from typing import Any, Mapping
 from engine.errors import SessionError
 from engine.session.fingerprint import KVLayout
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+MAX_MESSAGES = 100_000
+MAX_MESSAGE_CHARS = 4_000_000
+MAX_TEXT_CHARS = 16_000_000
+MAX_PROBE_ROWS = 8
+MAX_PROBE_TOP = 64
 ROLES = frozenset({"system", "user", "assistant"})
 KV_ROLES = ("target", "draft")
 MAX_TOKEN_ID = 2**31
@@ -95,8 +109,10 @@ class Message:
     @classmethod
     def from_json(cls, obj: Any, where: str = "message") -> Message:
         d = _dict(obj, {"role", "content", "time"}, where)
-        if d["role"] not in ROLES:
+        if not isinstance(d["role"], str) or d["role"] not in ROLES:
             raise _fail(f"{where} has an unknown role")
+        if isinstance(d["content"], str) and len(d["content"]) > MAX_MESSAGE_CHARS:
+            raise _fail(f"{where} is longer than {MAX_MESSAGE_CHARS:,} characters")
         return cls(d["role"], _str(d["content"], f"{where}.content"),
                    _iso(d["time"], f"{where}.time"))
 
@@ -127,29 +143,62 @@ class ModelInfo:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """What the model predicted after the last ``len(rows)`` tokens of a KV state, recomputed
+    from that state when it was saved: for each, the top (token id, logit) pairs."""
+
+    rows: tuple[tuple[tuple[int, float], ...], ...]
+
+    def to_json(self) -> list[list[list[Any]]]:
+        return [[[t, v] for t, v in row] for row in self.rows]
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str = "probe") -> Probe:
+        if not isinstance(obj, list) or not 1 <= len(obj) <= MAX_PROBE_ROWS:
+            raise _fail(f"{where} is not a list of 1 to {MAX_PROBE_ROWS} rows")
+        rows = []
+        for row in obj:
+            if not isinstance(row, list) or not 1 <= len(row) <= MAX_PROBE_TOP:
+                raise _fail(f"{where} has a row that is not 1 to {MAX_PROBE_TOP} pairs")
+            pairs = []
+            for pair in row:
+                if (not isinstance(pair, list) or len(pair) != 2 or type(pair[0]) is not int
+                        or not 0 <= pair[0] < MAX_TOKEN_ID or type(pair[1]) not in (int, float)
+                        or not math.isfinite(pair[1])):
+                    raise _fail(f"{where} has a bad (token, logit) pair")
+                pairs.append((pair[0], float(pair[1])))
+            rows.append(tuple(pairs))
+        return cls(tuple(rows))
+
+
+@dataclass(frozen=True)
 class KVState:
-    """What one saved KV section covers: exactly ``tokens``, in order, from position 0."""
+    """What one saved KV section covers: exactly ``tokens``, in order, from position 0.
+    ``probe`` (None in files of format 1) lets the reader check the section against them."""
 
     tokens: tuple[int, ...]
     n_ctx: int
     type_k: str
     type_v: str
+    probe: Probe | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"tokens": list(self.tokens), "n_ctx": self.n_ctx,
-                "type_k": self.type_k, "type_v": self.type_v}
+                "type_k": self.type_k, "type_v": self.type_v,
+                "probe": None if self.probe is None else self.probe.to_json()}
 
     @classmethod
     def from_json(cls, obj: Any, where: str = "kv") -> KVState:
-        d = _dict(obj, {"tokens", "n_ctx", "type_k", "type_v"}, where)
+        d = _dict(obj, {"tokens", "n_ctx", "type_k", "type_v", "probe"}, where)
         n_ctx = _int(d["n_ctx"], f"{where}.n_ctx", lo=1, hi=2**31)
         tokens = d["tokens"]
         if not isinstance(tokens, list) or len(tokens) > n_ctx:
             raise _fail(f"{where}.tokens is not a list of at most n_ctx tokens")
         if not all(type(t) is int and 0 <= t < MAX_TOKEN_ID for t in tokens):
             raise _fail(f"{where}.tokens holds something other than token ids")
+        probe = None if d["probe"] is None else Probe.from_json(d["probe"], f"{where}.probe")
         return cls(tuple(tokens), n_ctx, _str(d["type_k"], f"{where}.type_k", nonempty=True),
-                   _str(d["type_v"], f"{where}.type_v", nonempty=True))
+                   _str(d["type_v"], f"{where}.type_v", nonempty=True), probe)
 
 
 @dataclass(frozen=True)
@@ -187,11 +236,15 @@ class SessionMeta:
         d = _dict(obj, {"app", "format", "created", "saved", "messages", "settings", "models",
                         "kv"}, "the metadata")
         if d["app"] != "duet" or d["format"] != FORMAT_VERSION or type(d["format"]) is not int:
-            raise _fail("it does not name app 'duet', format 1")
+            raise _fail(f"it does not name app 'duet', format {FORMAT_VERSION}")
         if not isinstance(d["messages"], list):
             raise _fail("messages is not a list")
+        if len(d["messages"]) > MAX_MESSAGES:
+            raise _fail(f"it holds more than {MAX_MESSAGES:,} messages")
         messages = tuple(Message.from_json(m, f"messages[{i}]")
                          for i, m in enumerate(d["messages"]))
+        if sum(len(m.content) for m in messages) > MAX_TEXT_CHARS:
+            raise _fail(f"its messages hold more than {MAX_TEXT_CHARS:,} characters")
         if not isinstance(d["settings"], dict):
             raise _fail("settings is not an object")
         check_plain_json(d["settings"])
@@ -206,3 +259,14 @@ class SessionMeta:
                    messages=messages, target=ModelInfo.from_json(models["target"], "models.target"),
                    draft=draft, settings=d["settings"], kv_target=kvs["target"],
                    kv_draft=kvs["draft"])
+
+
+def migrate_v1(obj: Any) -> Any:
+    """Format 1 → 2: KV states gain ``probe`` (null: saved before probes, not trusted)."""
+    if isinstance(obj, dict):
+        obj = {**obj, "format": 2}
+        kv = obj.get("kv")
+        if isinstance(kv, dict):
+            obj["kv"] = {role: ({**state, "probe": None} if isinstance(state, dict) else state)
+                         for role, state in kv.items()}
+    return obj

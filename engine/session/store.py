@@ -3,7 +3,8 @@
 ``save_contexts`` writes the messages, settings and the KV state of the target context (and of
 the draft context, when there is one) so that the state covers exactly ``ctx.tokens``.
 ``open_contexts`` reads a file back and restores each KV state whose model file, cache layout
-and section are intact; anything else falls back to the text with a one-line ``note`` (the next
+and section are intact and whose probe (engine.session.probe) shows that it belongs to the
+conversation's text; anything else falls back to the text with a one-line ``note`` (the next
 reply then processes the history again). The ``*_conversation`` functions take a Runtime and
 just pass its contexts; ``continue_session`` is ``duet-cli generate --session FILE``.
 """
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from engine.chat import Message
 from engine.errors import DecodeError, DuetError, ModelLoadError, SessionError
 from engine.session.fingerprint import check_model, file_fingerprint, fingerprint_size, kv_layout
+from engine.session import probe
 from engine.session.format import read_meta, read_session, write_session
 from engine.session.meta import KVState, ModelInfo, SessionMeta, utc_now_iso
 from engine.session.meta import Message as SavedMessage
@@ -138,8 +140,13 @@ def _capture(ctx: Context | None) -> tuple[KVState, memoryview] | None:
         log.warning("%s: the cache and its token mirror disagree; saving text only",
                     ctx.model.display_name)
         return None
+    check = probe.take(ctx)  # decodes the last tokens again: the same cells, the same tokens
+    if check is None:
+        log.info("%s: its KV state cannot be checked; saving text only", ctx.model.display_name)
+        return None
     data = ctx.state_bytes()
-    return KVState(tuple(ctx.tokens), ctx.n_ctx, ctx.params.type_k, ctx.params.type_v), data
+    return KVState(tuple(ctx.tokens), ctx.n_ctx, ctx.params.type_k, ctx.params.type_v,
+                   check), data
 
 
 def _created(path: Path) -> str | None:
@@ -219,10 +226,17 @@ def _restore(ctx: Context, kv: KVState, payload: bytes | None, problem: str | No
     """Load ``payload`` into ``ctx``; None on success, else a reason (ctx may be cleared)."""
     if payload is None:
         return problem or f"the saved {role} KV state is missing"
+    if kv.probe is None:
+        return (f"the saved {role} KV state comes from an older Duet and cannot be checked "
+                "against the conversation's text")
     try:
         ctx.load_state(payload, kv.tokens)
     except DecodeError as e:
         return f"the saved {role} KV state could not be loaded ({e})"
+    reason = probe.mismatch(ctx, kv.probe)
+    if reason is not None:
+        ctx.clear()
+        return f"the saved {role} KV state was not used: {reason}"
     return None
 
 
@@ -230,16 +244,17 @@ def _section_problem(problems: Sequence[str], name: str) -> str | None:
     return next((p for p in problems if p.startswith(f"section {name} ")), None)
 
 
-def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = None
-                  ) -> OpenResult:
+def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = None, *,
+                  use_kv: bool = True) -> OpenResult:
     """Read the conversation at ``path``; restore its KV states into ``ctx`` / ``draft_ctx``
-    where the models, layouts and sections all match. Raises SessionError only when the header
-    or metadata is unusable; every other problem falls back to text with a ``note``."""
+    where the models, layouts and sections all match and the state proves to belong to the text
+    (``use_kv=False``: never; the history is processed again). Raises SessionError only when the
+    header or metadata is unusable; every other problem falls back to text with a ``note``."""
     path = Path(path)
     meta = read_meta(path)
     notes: list[str] = []
     plan: dict[str, Context] = {}
-    if ctx is None:
+    if ctx is None or not use_kv:
         if not Path(meta.target.path).exists():
             notes.append(f"the model this conversation used is missing: {meta.target.path}")
     else:
@@ -281,11 +296,11 @@ def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = N
         draft_restored=restored.get("draft", False))
 
 
-def open_conversation(path: Path, runtime: Runtime | None) -> OpenResult:
+def open_conversation(path: Path, runtime: Runtime | None, *, use_kv: bool = True) -> OpenResult:
     """open_contexts with the runtime's target and draft contexts (text only without one)."""
     if runtime is None:
-        return open_contexts(path, None, None)
-    return open_contexts(path, runtime.ctx, runtime.draft_ctx)
+        return open_contexts(path, None, None, use_kv=use_kv)
+    return open_contexts(path, runtime.ctx, runtime.draft_ctx, use_kv=use_kv)
 
 
 # ─── duet-cli generate --session ──────────────────────────────────────────────
@@ -299,15 +314,16 @@ def sampling_settings(sampling: SamplingParams) -> dict[str, Any]:
 
 
 def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: SamplingParams, *,
-                     as_json: bool, system: str | None) -> int:
-    """Open ``path`` (restoring its KV state) or start a new conversation, reply to ``prompt``
-    (streamed text, or one JSON object), append the reply and save with KV. Returns 0."""
+                     as_json: bool, system: str | None, use_kv: bool = True) -> int:
+    """Open ``path`` (restoring its KV state unless ``use_kv`` is False) or start a new
+    conversation, reply to ``prompt`` (streamed text, or one JSON object), append the reply and
+    save with KV. Returns 0, or 1 when the reply (still shown) could not be saved."""
     from engine.cli import done_json
     from engine.events import Done, Token
 
     path = Path(path)
     if path.exists():
-        opened = open_conversation(path, runtime)
+        opened = open_conversation(path, runtime, use_kv=use_kv)
         messages, settings = opened.messages, opened.settings
         restored, note = opened.restored_kv, opened.note
         if system is not None:
@@ -328,13 +344,36 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
     if done is None:
         raise DuetError("the generation ended without a result")
     messages.append(Message("assistant", done.text, time.time()))
-    settings = {**settings, "sampling": sampling_settings(sampling)}
-    report = save_conversation(path, runtime, messages, settings=settings)
+    report, problem = save_keeping_turn(path, runtime, messages, settings,
+                                        {"sampling": sampling_settings(sampling)})
     if as_json:
         out = done_json(done)
         out["session"] = {"restored_kv": restored, "note": note, "path": str(path),
-                          "bytes": report.bytes, "n_tokens": report.n_tokens}
+                          "saved": report is not None, "save_problem": problem,
+                          "bytes": report.bytes if report else 0,
+                          "n_tokens": report.n_tokens if report else 0}
         print(json.dumps(out))
     else:
         sys.stdout.write(done.tail + "\n")
-    return 0
+    if problem:
+        print(f"duet-cli: {'note' if report else 'error'}: {problem}", file=sys.stderr)
+    return 0 if report is not None else 1
+
+
+def save_keeping_turn(path: Path, runtime: Runtime, messages: Sequence[Message],
+                      settings: Mapping[str, Any], new_settings: Mapping[str, Any]
+                      ) -> tuple[SaveReport | None, str | None]:
+    """Save so that no turn is lost to a save error: with ``new_settings`` and the KV state; if
+    that fails, the text alone with the settings as they were. Returns (the report or None, one
+    line on what went wrong or None)."""
+    try:
+        return save_conversation(path, runtime, messages,
+                                 settings={**settings, **new_settings}), None
+    except SessionError as e:
+        first = str(e)
+    log.warning("%s; saving the text without the new settings", first)
+    try:
+        report = save_conversation(path, runtime, messages, settings=settings, with_kv=False)
+    except SessionError as e:
+        return None, f"the reply was not saved ({e})"
+    return report, f"saved without its KV state and new settings ({first})"

@@ -95,8 +95,8 @@ class CostModel:
         """Parse ``to_json`` output; ValueError on anything malformed (the caller recalibrates)."""
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"cost model cache is not JSON: {exc}") from exc
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ValueError(f"cost model cache is not usable JSON: {exc}"[:200]) from None
         if not isinstance(data, dict) or data.get("version") != _JSON_VERSION:
             raise ValueError("cost model cache has an unknown format or version")
         raw = data.get("verify_s")

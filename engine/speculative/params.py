@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 DRAFTERS = ("none", "model", "ngram", "auto")
@@ -24,9 +25,13 @@ class SpeculativeParams:
     def __post_init__(self) -> None:
         if self.drafter not in DRAFTERS:
             raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}")
+        for name in ("draft_max", "draft_min", "ngram_min", "ngram_max"):
+            if type(getattr(self, name)) is not int:
+                raise ValueError(f"{name.replace('_', '-')} must be an integer")
         if not 1 <= self.draft_min <= self.draft_max <= 64:
             raise ValueError("need 1 <= draft_min <= draft_max <= 64")
-        if not 0 <= self.p_min < 1:
+        if isinstance(self.p_min, bool) or not isinstance(self.p_min, (int, float)) \
+                or not math.isfinite(self.p_min) or not 0 <= self.p_min < 1:
             raise ValueError("p_min must be in [0, 1)")
         if not 1 <= self.ngram_min <= self.ngram_max <= 16:
             raise ValueError("need 1 <= ngram_min <= ngram_max <= 16")

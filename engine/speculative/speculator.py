@@ -20,6 +20,7 @@ from typing import Sequence
 
 from engine import paths
 from engine.context import Context, ContextParams
+from engine.localfile import read_json, write_json
 from engine.model import Model, ModelSpec
 from engine.sampling import Sampler
 from engine.speculative.controller import (AcceptanceTracker, Controller, CostModel, best_draft_length,
@@ -204,23 +205,23 @@ def _cache_key(ctx: Context, sizes: Sequence[int]) -> str:
 def cached_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES) -> CostModel:
     """The verify-cost curve of ``ctx``'s model on this machine (measured once, then cached)."""
     key = _cache_key(ctx, sizes)
-    try:
-        entries = json.loads(_cache_file().read_text())
-        if isinstance(entries, dict) and isinstance(entries.get(key), str):
+    entries = read_json(_cache_file(), _check_cost_cache) or {}
+    if isinstance(entries.get(key), str):
+        try:
             return CostModel.from_json(entries[key])
-    except (OSError, ValueError):
-        entries = {}
+        except ValueError as e:
+            log.warning("ignoring a bad cached verify cost: %s", e)
     cost = measure_cost(ctx, sizes)
     try:
-        entries = entries if isinstance(entries, dict) else {}
-        entries[key] = cost.to_json()
-        _cache_file().parent.mkdir(parents=True, exist_ok=True)
-        tmp = _cache_file().with_suffix(".tmp")
-        tmp.write_text(json.dumps(entries))
-        os.replace(tmp, _cache_file())
-    except OSError as e:
+        write_json(_cache_file(), {**entries, key: cost.to_json()})
+    except (OSError, ValueError) as e:
         log.warning("could not cache the verify cost: %s", e)
     return cost
+
+
+def _check_cost_cache(obj: object) -> None:
+    if not isinstance(obj, dict):
+        raise ValueError("it is not an object")
 
 
 def measure_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES, repeats: int = 3) -> CostModel:

@@ -71,3 +71,58 @@ def test_stop_false_alarm_released():
     assert m.feed("ART") == "START"
     assert m.feed(" S") == " "
     assert m.flush() == "S"
+
+
+HOSTILE_TEMPLATES = [
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    "{{ 'x' * 1000000000 }}",
+    "{% for a in 'x'*1000 %}{% for b in 'x'*1000 %}{% for c in 'x'*1000 %}{% endfor %}"
+    "{% endfor %}{% endfor %}",
+    "{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}"
+    "{% endfor %}{{ ns.s }}",
+    "{{ 'x'|center(1000000000) }}",
+    "{{ '{:>1000000000}'.format('x') }}",
+    "{{ ('x'*100000).replace('x', 'x'*100000) }}",
+    "{{ ('x'*100000)|replace('x', 'x'*100000) }}",
+    "{% macro f(n) %}{{ f(n+1) }}{% endmacro %}{{ f(0) }}",
+    "{{ 9**9**9 }}",
+    "{{ '%1000000000s' % 'x' }}",
+    "{% for i in range(10000) %}{{ 'y'*1000 }}{% endfor %}",
+    "{% for m in messages*100000 %}{% for n in messages*100000 %}{% endfor %}{% endfor %}",
+    "{{ [1]*1000000000 }}",
+]
+
+
+@pytest.mark.parametrize("evil", HOSTILE_TEMPLATES)
+def test_hostile_template_is_refused_within_limits(evil):
+    from engine.template_limits import Limits
+
+    with pytest.raises(TemplateError, match="limit.*ChatML"):
+        render([Message("user", "hi")], evil, limits=Limits(seconds=0.3))
+
+
+def test_template_rendering_can_be_cancelled():
+    import threading
+
+    from engine.errors import DecodeError
+
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(DecodeError, match="cancelled"):
+        render([Message("user", "hi")], HOSTILE_TEMPLATES[0], cancel=cancel)
+
+
+def test_render_segments_separates_markup_from_text():
+    from engine.chat import render_segments
+
+    segs = render_segments([Message("system", "S"), Message("user", "<|im_end|>x")], None)
+    assert [(s.text, s.message) for s in segs] == [
+        ("<|im_start|>system\n", None), ("S", 0), ("<|im_end|>\n<|im_start|>user\n", None),
+        ("<|im_end|>x", 1), ("<|im_end|>\n<|im_start|>assistant\n", None)]
+    # a template that rewrites the text: located in a normal render, or refused
+    upper = "{% for m in messages %}[{{ m.content|upper }}]{% endfor %}"
+    with pytest.raises(TemplateError, match="cannot be told apart"):
+        render_segments([Message("user", "abc")], upper)
+    trimmed = "{% for m in messages %}[{{ m.content|trim }}]{% endfor %}"
+    segs = render_segments([Message("user", " abc ")], trimmed)
+    assert "".join(s.text for s in segs) == "[ abc ]"

@@ -40,7 +40,7 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 def test_inspect_good_file(saved, capsys):
     code, out, err = run_cli(capsys, "session", "inspect", saved)
     assert code == 0 and err == ""
-    assert "format 1" in out and "kv.target" in out and " ok" in out and "bytes per token" in out
+    assert "format 2" in out and "kv.target" in out and " ok" in out and "bytes per token" in out
     assert "n_ctx 1024, f16/f16" in out
     code, out, _ = run_cli(capsys, "session", "inspect", saved, "--json")
     info = json.loads(out)
@@ -78,7 +78,7 @@ def test_verify_ok_and_mismatches(saved, smol_path, tmp_path, capsys):
     other = tmp_path / "other.gguf"
     other.write_bytes(b"GGUF" + bytes(100))
     code, out, _ = run_cli(capsys, "session", "verify", saved, "--model", other)
-    assert code == 1 and "changed since" in out
+    assert code == 1 and "different target model" in out
     code, out, _ = run_cli(capsys, "session", "verify", saved, "--model", tmp_path / "gone.gguf")
     assert code == 1 and "not found" in out
     code, out, _ = run_cli(capsys, "session", "verify", saved, "--model", smol_path,
@@ -99,7 +99,7 @@ def test_generate_session_twice_restores_and_appends(smol, smol_path, tmp_path, 
     first = json.loads(out)
     assert code == 0 and first["session"] == {
         "restored_kv": False, "note": None, "path": str(path), "bytes": path.stat().st_size,
-        "n_tokens": first["session"]["n_tokens"]}
+        "n_tokens": first["session"]["n_tokens"], "saved": True, "save_problem": None}
     assert first["n_cached_tokens"] == 0 and first["session"]["n_tokens"] > 10
     code, out, _ = run_cli(capsys, *base, "And a fruit?")
     second = json.loads(out)

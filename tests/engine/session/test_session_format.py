@@ -41,7 +41,7 @@ def sections(meta: SessionMeta) -> dict[str, bytes]:
         {"kv.target": TARGET} if meta.kv_target else {})
 
 
-def raw_file(meta_obj: object, secs: list[tuple[bytes, bytes]] = (), *, version: int = 1,
+def raw_file(meta_obj: object, secs: list[tuple[bytes, bytes]] = (), *, version: int = 2,
              flags: int = 0) -> bytes:
     """An independent encoder of the documented layout (so the tests check the spec)."""
     blob = json.dumps(meta_obj).encode()
@@ -87,9 +87,9 @@ def test_round_trip(saved):
     assert got.sections == {"kv.target": TARGET, "kv.draft": DRAFT}
     assert read_meta(path) == meta
     assert read_session(path, want=("kv.draft",)).sections == {"kv.draft": DRAFT}
-    assert data[:8] == b"DUETSESS" and struct.unpack_from("<HH", data, 8) == (1, 0)
+    assert data[:8] == b"DUETSESS" and struct.unpack_from("<HH", data, 8) == (2, 0)
     obj = json.loads(data[48:48 + struct.unpack_from("<I", data, 12)[0]])
-    assert obj["app"] == "duet" and obj["format"] == 1 and obj["kv"]["target"]["tokens"] == [1, 2, 3, 151643]
+    assert obj["app"] == "duet" and obj["format"] == 2 and obj["kv"]["target"]["tokens"] == [1, 2, 3, 151643]
     assert obj["models"]["target"]["fingerprint"] == meta.target.fingerprint
 
 
@@ -106,7 +106,7 @@ def test_text_only_file_is_small_and_valid(tmp_path):
 def test_inspect(saved):
     path, data = saved
     info = inspect(path)
-    assert info["format"] == 1 and info["file_size"] == len(data) and info["messages"] == 3
+    assert info["format"] == 2 and info["file_size"] == len(data) and info["messages"] == 3
     assert info["models"]["target"]["display_name"] == "Target 1.5B"
     assert info["kv"]["target"] == {"tokens": 4, "n_ctx": 4096, "type_k": "f16", "type_v": "q8_0"}
     assert [(s["name"], s["size"], s["valid"]) for s in info["sections"]] == [

@@ -116,3 +116,45 @@ def test_files_that_claim_huge_lengths(valid, spot, version, meta_len, name, nam
     n = len(name) if name_len is None else name_len
     section = bytes([n]) + name + struct.pack("<Q", length) + blake3(payload).digest() + payload
     check_reader(spot, header(meta_blob, version=version, meta_len=meta_len) + section + more)
+
+
+# ─── seeded mutation pass (scripts/fuzz_hostile.py runs the long one) ─────────
+
+
+def test_seeded_mutations_of_a_real_session(smol_path, tmp_path):
+    """2,000 mutated copies of a real SmolLM2 session (raw damage, and metadata or KV changes
+    with recomputed checksums): each is read, refused with one line, or opened (the first 100
+    into a real context, where a KV state is restored only if its probe agrees)."""
+    import random
+
+    from scripts.fuzz_hostile import _valid_session, check_session, mutate_session
+
+    valid, ctx = _valid_session(tmp_path, smol_path)
+    rng = random.Random(2026)
+    outcomes = {}
+    try:
+        for i in range(2000):
+            out = check_session(tmp_path / "case.duet", mutate_session(valid, rng),
+                                ctx if i < 100 else None)
+            outcomes[out] = outcomes.get(out, 0) + 1
+    finally:
+        model = ctx.model
+        ctx.close()
+        model.close()
+    assert outcomes.get("refused", 0) > 200 and outcomes.get("ok", 0) > 200
+    assert outcomes.get("text", 0) > 0  # KV changes behind recomputed checksums were caught
+
+
+def test_seeded_mutations_of_local_files(tmp_path):
+    """500 mutated copies each of settings.json, verify-cost.json and recent.json: defaults (and
+    the damaged file kept aside), never an exception."""
+    import random
+
+    from scripts.fuzz_hostile import local_checkers, mutate_local
+
+    rng = random.Random(14)
+    for name, content, check in local_checkers():
+        for _ in range(500):
+            path = tmp_path / name
+            path.write_bytes(mutate_local(content, rng))
+            check(path)
