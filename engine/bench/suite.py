@@ -19,6 +19,8 @@ from engine.bench import stdlib_text as st
 
 SEED = 13
 PER_CATEGORY = 6
+# Bounds every user turn keeps (the token bound is checked with real tokenizers in the tests).
+MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS = 4000, 1500
 CATEGORIES = ("multi_turn", "translation", "summarization", "qa", "math", "rag", "code_edit", "code_new")
 
 
