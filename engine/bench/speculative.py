@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     name = "speculative"
     if args.suite:
         name = "suite"
-        report.update(python=platform.python_version(), suite_hash=suite_mod.suite_hash(prompts),
+        report.update(python=platform.python_version(), suite_hash=suite_mod.suite_hash(suite_mod.build_suite()),
                       suite_seed=suite_mod.SEED, n_prompts=len(prompts), summary=summarize(rows))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{name}.json").write_text(json.dumps(report, indent=2))

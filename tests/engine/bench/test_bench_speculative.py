@@ -7,6 +7,7 @@ import pytest
 
 from engine.bench import speculative
 from engine.bench.report import geomean, summarize
+from engine.bench.suite import build_suite, suite_hash
 from engine.chat import Message
 from engine.cli import main
 from engine.context import ContextParams
@@ -18,7 +19,7 @@ TURNS = ("Name three colours.", "Now name three more, different from those.")
 
 @pytest.fixture(scope="module")
 def plain_rt(smol_path):
-    rt = speculative._runtime("plain", smol_path, smol_path, ContextParams(n_ctx=2048),
+    rt = speculative._runtime("plain", smol_path, smol_path, ContextParams(n_ctx=1024, n_threads=1),
                               SamplingParams(temperature=0, max_tokens=16), draft_max=8)
     yield rt
     rt.close()
@@ -40,20 +41,21 @@ def test_second_turn_reuses_the_first_turns_cache(plain_rt):
 
 def test_a_tiny_suite_run_writes_the_reports(tmp_path, capsys):
     code = main(["bench", "speculative", "--suite", "--model", "test", "--draft", "test",
-                 "--modes", "plain,ngram", "--prompts", "multi_turn-00,code_edit-00-textwrap-logging",
-                 "--max-tokens", "16", "--ctx", "2048", "--out", str(tmp_path)])
+                 "--modes", "ngram", "--prompts", "multi_turn-02", "--max-tokens", "16",
+                 "--ctx", "1024", "--threads", "1", "--out", str(tmp_path)])
     assert code == 0
     report = json.loads((tmp_path / "suite.json").read_text())
-    assert report["n_prompts"] == 2 and len(report["suite_hash"]) == 16 and report["python"]
-    assert [(r["prompt"], r["mode"]) for r in report["rows"]] == [
-        ("multi_turn-00", "plain"), ("multi_turn-00", "ngram"),
-        ("code_edit-00-textwrap-logging", "plain"), ("code_edit-00-textwrap-logging", "ngram")]
-    plain = report["rows"][0]
-    assert plain["speedup"] == 1.0 and plain["identical"] is True and plain["n_cached"] > 100
-    assert set(report["summary"]["categories"]) == {"multi_turn", "code_edit"}
+    assert report["n_prompts"] == 1 and report["python"]
+    assert report["suite_hash"] == suite_hash(build_suite())
+    assert [(r["prompt"], r["mode"]) for r in report["rows"]] == [("multi_turn-02", "plain"),
+                                                                   ("multi_turn-02", "ngram")]
+    plain, ngram = report["rows"]
+    assert plain["speedup"] == 1.0 and plain["identical"] is True and plain["n_cached"] > 30
+    assert ngram["speedup"] > 0 and ngram["identical"] in (True, False) and ngram["n_tokens"] > 0
+    assert report["summary"]["categories"]["multi_turn"]["ngram"]["n"] == 1
     assert set(report["summary"]["overall"]) == {"plain", "ngram"}
     md = (tmp_path / "suite.md").read_text()
-    assert "| multi_turn |" in md and "| code_edit |" in md and report["suite_hash"] in md
+    assert "| multi_turn |" in md and report["suite_hash"] in md and "| multi_turn-02 | ngram |" in md
     assert md in capsys.readouterr().out
 
 
