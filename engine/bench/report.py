@@ -108,8 +108,8 @@ def suite_markdown(report: dict) -> str:
         "|---|" + "---|" * len(modes),
     ]
     for cat, per_mode in summary["categories"].items():
-        cells = [f"{per_mode[m]['speedup']:.2f} ({per_mode[m]['min_speedup']:.2f})" if m in per_mode else "–"
-                 for m in modes]
+        cells = [f"{per_mode[m]['speedup']:.2f} ({per_mode[m]['min_speedup']:.2f})"
+                 if m in per_mode else "–" for m in modes]
         lines.append(f"| {cat} | " + " | ".join(cells) + " |")
     lines.append("| **overall** | " + " | ".join(f"**{summary['overall'][m]:.2f}**" for m in modes) + " |")
     lines += ["", "Acceptance / tokens per target pass (means over the category's prompts):", "",

@@ -125,8 +125,9 @@ def run(args: argparse.Namespace) -> int:
     name = "speculative"
     if args.suite:
         name = "suite"
-        report.update(python=platform.python_version(), suite_hash=suite_mod.suite_hash(suite_mod.build_suite()),
-                      suite_seed=suite_mod.SEED, n_prompts=len(prompts), summary=summarize(rows))
+        report.update(python=platform.python_version(), suite_seed=suite_mod.SEED,
+                      suite_hash=suite_mod.suite_hash(suite_mod.build_suite()),  # the whole suite's
+                      n_prompts=len(prompts), summary=summarize(rows))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{name}.json").write_text(json.dumps(report, indent=2))
     md = suite_markdown(report) if args.suite else markdown_table(report)
@@ -177,7 +178,9 @@ def _run_turns(rt: Runtime, turns: tuple[str, ...], sampling: SamplingParams) ->
     timing, timed = time_stream(len(prompt), events, count=lambda e: isinstance(e, Token))
     done = timed[-1]
     result = _result(timing.decode_tps, done)
-    result.update(prompt_ids=prompt, n_cached=done.stats.n_cached_tokens)
+    result["prompt_ids"] = prompt
+    if len(turns) > 1:
+        result["n_cached"] = done.stats.n_cached_tokens  # turn 2's prompt tokens found in the cache
     return result
 
 
