@@ -69,8 +69,11 @@ def _prompts(args: argparse.Namespace) -> list:
     ids = tuple(x for x in args.prompts.split(",") if x)
     if not args.suite:
         return load_prompts(ids=ids)
-    chosen = suite_mod.select(suite_mod.build_suite(), tuple(c for c in args.category.split(",") if c),
-                              args.per_category)
+    try:
+        suite = suite_mod.build_suite()
+    except (ImportError, OSError) as e:  # an install without the stdlib's sources or pydoc_data
+        raise ValueError(f"cannot build the suite from this interpreter's standard library: {e}") from None
+    chosen = suite_mod.select(suite, tuple(c for c in args.category.split(",") if c), args.per_category)
     return [p for p in chosen if not ids or p.id in ids]
 
 
