@@ -188,12 +188,16 @@ RAG = (
 )
 RAG_QUESTIONS = (
     "What does the documentation say about {title}?",
-    "How does {title} behave, according to the documents?",
+    "According to the documents, what are the rules for {title}?",
 )
 
 
 def _title(p: st.Passage) -> str:
-    return p.title.replace('"', "")
+    """The topic's title for use inside a sentence: 'The "with" statement' -> 'the with statement'
+    (capitalized words lowered; "Python" and names such as "NotImplemented" kept)."""
+    words = p.title.replace('"', "").split()
+    return " ".join(w.lower() if w[:1].isupper() and w[1:].islower() and w != "Python" else w
+                    for w in words)
 
 
 def _translation(rng: random.Random) -> list[SuitePrompt]:
