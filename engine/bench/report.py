@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,8 @@ def markdown_table(report: dict) -> str:
     return "\n".join(lines)
 
 
-def chart(report: dict, path: Path) -> None:
+def chart(report: dict, path: Path, title: str = "Duet speculative decoding (greedy, same run)",
+          xlabel: str = "") -> None:
     """Grouped bars of speedup against plain decoding, one group per prompt."""
     try:
         import matplotlib
@@ -50,8 +52,80 @@ def chart(report: dict, path: Path) -> None:
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks([i + width * (len(modes) - 1) / 2 for i in range(len(prompts))], prompts)
     ax.set_ylabel("speed / plain decoding")
-    ax.set_title("Duet speculative decoding (greedy, same run)")
+    ax.set_title(title)
+    if xlabel:
+        ax.set_xlabel(xlabel)
     ax.legend(fontsize=8, ncol=min(len(modes), 4), loc="upper center", bbox_to_anchor=(0.5, -0.12))
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+# -- the suite: per category and overall ------------------------------------------------------
+
+def geomean(values: list[float]) -> float:
+    """Geometric mean of the positive values (0.0 when there are none)."""
+    vals = [v for v in values if v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else 0.0
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per category and mode: geometric mean and minimum of the speedups, mean acceptance and
+    tokens per pass, prompts identical to plain. Overall: the geometric mean of the categories'
+    geometric means, so that each category weighs the same whatever its number of prompts."""
+    cats: dict[str, dict[str, dict]] = {}
+    for cat in dict.fromkeys(r["category"] for r in rows):
+        cats[cat] = {}
+        for mode in dict.fromkeys(r["mode"] for r in rows if r["category"] == cat):
+            sel = [r for r in rows if r["category"] == cat and r["mode"] == mode]
+            acc = [r["acceptance"] for r in sel if r.get("acceptance") is not None]
+            tpp = [r["tokens_per_pass"] for r in sel if r.get("tokens_per_pass")]
+            cats[cat][mode] = {
+                "speedup": geomean([r["speedup"] for r in sel]),
+                "min_speedup": min(r["speedup"] for r in sel),
+                "acceptance": sum(acc) / len(acc) if acc else None,
+                "tokens_per_pass": sum(tpp) / len(tpp) if tpp else None,
+                "identical": sum(1 for r in sel if r.get("identical")),
+                "n": len(sel)}
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    overall = {m: geomean([c[m]["speedup"] for c in cats.values() if m in c]) for m in modes}
+    return {"categories": cats, "overall": overall}
+
+
+def suite_markdown(report: dict) -> str:
+    """The per-category table (geometric means of × plain, worst prompt in brackets), then every
+    prompt."""
+    summary = report["summary"]
+    modes = list(summary["overall"])
+    lines = [
+        f"Suite {report['suite_hash']} (seed {report['suite_seed']}, Python {report['python']}, "
+        f"{report['n_prompts']} prompts)",
+        "",
+        "Geometric mean of × plain per category (lowest prompt in brackets); overall: the geometric "
+        "mean of the categories.",
+        "",
+        "| category | " + " | ".join(modes) + " |",
+        "|---|" + "---|" * len(modes),
+    ]
+    for cat, per_mode in summary["categories"].items():
+        cells = [f"{per_mode[m]['speedup']:.2f} ({per_mode[m]['min_speedup']:.2f})"
+                 if m in per_mode else "–" for m in modes]
+        lines.append(f"| {cat} | " + " | ".join(cells) + " |")
+    lines.append("| **overall** | " + " | ".join(f"**{summary['overall'][m]:.2f}**" for m in modes) + " |")
+    lines += ["", "Acceptance / tokens per target pass (means over the category's prompts):", "",
+              "| category | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
+    for cat, per_mode in summary["categories"].items():
+        cells = [f"{_fmt(per_mode[m]['acceptance'])} / {_fmt(per_mode[m]['tokens_per_pass'], '.1f')}"
+                 if m in per_mode else "–" for m in modes]
+        lines.append(f"| {cat} | " + " | ".join(cells) + " |")
+    lines += ["", markdown_table(report)]
+    return "\n".join(lines)
+
+
+def suite_chart(report: dict, path: Path) -> None:
+    """Grouped bars of the per-category geometric means, and overall."""
+    summary = report["summary"]
+    rows = [{"prompt": cat, "mode": m, "speedup": v["speedup"]}
+            for cat, per_mode in summary["categories"].items() for m, v in per_mode.items()]
+    rows += [{"prompt": "overall", "mode": m, "speedup": v} for m, v in summary["overall"].items()]
+    chart({"rows": rows}, path, title="Duet speculative decoding on the suite (geometric means, greedy)")

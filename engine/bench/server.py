@@ -15,6 +15,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Sequence
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,23 @@ def _wait_ready(port: int, proc: subprocess.Popen, timeout: float = 180) -> None
     raise RuntimeError("llama-server did not become ready")
 
 
-def run_server_modes(binary: Path, target: Path, draft: Path, prompt: str, max_tokens: int,
-                     threads: int, repeats: int) -> dict[str, list[dict]]:
+def _chat(port: int, turns: Sequence[str], max_tokens: int) -> dict:
+    """One conversation: each turn's reply goes into the next turn's history (with the server's
+    prompt cache on, as a chat client would); the last turn's response is returned."""
+    messages: list[dict] = []
+    for text in turns:
+        messages.append({"role": "user", "content": text})
+        r = _post(port, {"messages": messages, "temperature": 0, "max_tokens": max_tokens,
+                         "cache_prompt": len(turns) > 1})
+        messages.append({"role": "assistant", "content": r["choices"][0]["message"]["content"]})
+    return r
+
+
+def run_server_modes(binary: Path, target: Path, draft: Path, prompt: str | Sequence[str],
+                     max_tokens: int, threads: int, repeats: int) -> dict[str, list[dict]]:
+    """Each server mode on ``prompt`` (a message, or the user turns of a conversation whose
+    last reply is timed)."""
+    turns = (prompt,) if isinstance(prompt, str) else tuple(prompt)
     out: dict[str, list[dict]] = {}
     for mode, extra in SERVER_MODES.items():
         port = _free_port()
@@ -65,12 +81,10 @@ def run_server_modes(binary: Path, target: Path, draft: Path, prompt: str, max_t
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             _wait_ready(port, proc)
-            body = {"messages": [{"role": "user", "content": prompt}], "temperature": 0,
-                    "max_tokens": max_tokens, "cache_prompt": False}
-            _post(port, body)  # warm-up
+            _chat(port, turns, max_tokens)  # warm-up
             runs = []
             for _ in range(repeats):
-                r = _post(port, body)
+                r = _chat(port, turns, max_tokens)
                 t = r.get("timings", {})
                 n_draft, n_acc = t.get("draft_n", 0), t.get("draft_n_accepted", 0)
                 runs.append({"tokens_per_s": float(t.get("predicted_per_second", 0.0)),
