@@ -17,6 +17,8 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPus
                                QScrollArea, QSizePolicy, QTextBrowser, QToolButton, QVBoxLayout,
                                QWidget)
 
+from engine.conversation.library import Library
+
 from app import theme
 from app.conversation import Conversation, Turn
 from app.render import COPY_SCHEME, Renderer
@@ -68,6 +70,8 @@ class MessageBody(QTextBrowser):
 class MessageWidget(QFrame):
     edit_submitted = Signal(str)
     regenerate = Signal()
+    switch = Signal(int)  # -1: the previous version, +1: the next
+    continue_ = Signal()
 
     def __init__(self, turn: Turn, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -84,14 +88,25 @@ class MessageWidget(QFrame):
                                       self._start_edit)
         self.regen_button = self._tool("Regenerate", "Generate this reply again",
                                        self.regenerate.emit)
+        self.continue_button = self._tool("Continue", "Go on with this reply (it stopped at the "
+                                          "length limit)", self.continue_.emit)
         self.edit_button.setVisible(turn.role == "user")
         self.regen_button.setVisible(turn.role == "assistant")
+        self.continue_button.setVisible(False)
+        self.prev_button = self._tool("‹", "The previous version", lambda: self.switch.emit(-1))
+        self.next_button = self._tool("›", "The next version", lambda: self.switch.emit(1))
+        self.version_label = QLabel()
+        self.version_label.setObjectName("messageMeta")
+        self.set_versions(1, 1)
 
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
         header.addWidget(self.role_label)
+        header.addWidget(self.prev_button)
+        header.addWidget(self.version_label)
+        header.addWidget(self.next_button)
         header.addWidget(self.meta_label, 1)
-        for b in (self.copy_button, self.edit_button, self.regen_button):
+        for b in (self.copy_button, self.edit_button, self.regen_button, self.continue_button):
             header.addWidget(b)
         self.body = MessageBody(self)
         self.renderer = Renderer(self.body.document())
@@ -131,12 +146,27 @@ class MessageWidget(QFrame):
         spans = turn.spans if highlight_draft else ()
         self.body.codes = self.renderer.render(turn.text or ("…" if turn.streaming else ""),
                                                theme.colors(), spans=spans,
-                                               markdown=turn.role == "assistant")
+                                               markdown=turn.role != "system")
         self.meta_label.setText(summary(turn))
+        self.continue_button.setVisible(turn.reason == "length" and not turn.streaming)
+
+    def set_versions(self, shown: int, count: int) -> None:
+        """``‹ 2/3 ›``: which version of this message is shown; hidden with only one."""
+        self._versions = (shown, count)
+        self.version_label.setText(f"{shown}/{count}")
+        for w in (self.prev_button, self.version_label, self.next_button):
+            w.setVisible(count > 1)
+        self.prev_button.setEnabled(shown > 1)
+        self.next_button.setEnabled(shown < count)
 
     def set_busy(self, busy: bool) -> None:
-        self.edit_button.setEnabled(not busy)
-        self.regen_button.setEnabled(not busy)
+        for b in (self.edit_button, self.regen_button, self.continue_button, self.prev_button,
+                  self.next_button):
+            b.setEnabled(not busy)
+        if not busy:
+            shown, count = self._versions
+            self.prev_button.setEnabled(shown > 1)
+            self.next_button.setEnabled(shown < count)
 
     def _copy(self) -> None:
         QGuiApplication.clipboard().setText(self.turn.text)
@@ -177,10 +207,14 @@ def summary(turn: Turn) -> str:
 
 
 class ChatView(QScrollArea):
-    """Shows one conversation. ``regenerate_requested(i)`` / ``edit_requested(i, text)``."""
+    """Shows one conversation. ``regenerate_requested(i)`` / ``edit_requested(i, text)`` /
+    ``switch_requested(i, step)`` / ``continue_requested()``. ``follow(library)`` makes it show
+    the library's current conversation and follow its changes."""
 
     regenerate_requested = Signal(int)
     edit_requested = Signal(int, str)
+    switch_requested = Signal(int, int)
+    continue_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -213,6 +247,23 @@ class ChatView(QScrollArea):
         bar.rangeChanged.connect(self._on_range)
         self.restyle()
 
+    # -- following the model ---------------------------------------------------------------
+    def follow(self, library: Library) -> None:
+        library.subscribe(self._on_model)
+
+    def _on_model(self, kind: str, conv: Conversation | None) -> None:
+        if kind == "current" or (kind == "path" and conv is not self.conversation):
+            if conv is not None and not conv.loaded:
+                self.set_placeholder_text(f"Opening {conv.path.name}…")
+                self.set_conversation(None)
+            else:
+                self.set_placeholder_text("Send a message to start.")
+                self.set_conversation(conv)
+        elif kind == "path":
+            self.sync()
+        elif kind == "text" and conv is self.conversation:
+            self.refresh_last(now=conv is not None and conv.streaming is None)
+
     # -- content ---------------------------------------------------------------------------
     def set_conversation(self, conversation: Conversation | None) -> None:
         for w in self.widgets:
@@ -222,6 +273,7 @@ class ChatView(QScrollArea):
         self.conversation = conversation
         for turn in conversation.turns if conversation else ():
             self._add(turn)
+        self._update_versions()
         self._follow = True
         self._update_placeholder()
 
@@ -237,6 +289,7 @@ class ChatView(QScrollArea):
         del self.widgets[keep:]
         for turn in turns[keep:]:
             self._add(turn)
+        self._update_versions()
         self._update_placeholder()
 
     def refresh_last(self, *, now: bool = False) -> None:
@@ -302,6 +355,8 @@ class ChatView(QScrollArea):
         w.set_busy(self._busy)
         w.regenerate.connect(lambda w=w: self._emit_for(w, None))
         w.edit_submitted.connect(lambda text, w=w: self._emit_for(w, text))
+        w.switch.connect(lambda step, w=w: self._switch_for(w, step))
+        w.continue_.connect(self.continue_requested)
         self._layout.insertWidget(self._layout.count() - 1, w)
         self.widgets.append(w)
 
@@ -313,6 +368,18 @@ class ChatView(QScrollArea):
             self.regenerate_requested.emit(index)
         else:
             self.edit_requested.emit(index, text)
+
+    def _switch_for(self, widget: MessageWidget, step: int) -> None:
+        if widget in self.widgets:
+            self.switch_requested.emit(self.widgets.index(widget), step)
+
+    def _update_versions(self) -> None:
+        conv = self.conversation
+        if conv is None:
+            return
+        for i, w in enumerate(self.widgets):
+            w.set_versions(*conv.versions(i))
+            w.set_busy(self._busy)
 
     def _update_placeholder(self) -> None:
         self.placeholder.setVisible(not self.widgets)

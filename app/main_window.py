@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QMainWin
 
 from engine import paths
 from engine.errors import DuetError
+from engine.model import check_gguf_file
 from engine.runtime import STARTER_FILES
 
 from app import theme
@@ -57,11 +58,9 @@ class MainWindow(QMainWindow):
             self.setWindowIcon(QIcon(str(ICON)))
         self.setAcceptDrops(True)
         self._build()
-        self.controller = ChatController(self.client, self.settings, self.chat_view, self.composer,
-                                         self.sidebar, self.status, self.notice, self.recent, self)
+        self.controller = ChatController(self.client, self.settings, self.recent, parent=self)
         self.controller.can_chat = lambda: self.model_info is not None or self.loading
-        self.controller.current_changed.connect(self._update_title)
-        self.controller.model_suggested.connect(self._suggest_model)
+        self._connect_controller()
         self._build_menus()
         w = self.client.worker
         w.loaded.connect(self.on_loaded)
@@ -110,6 +109,28 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(splitter)
         self.status = StatusBar(self)
         self.setStatusBar(self.status)
+
+    def _connect_controller(self) -> None:
+        """The views follow the conversation model; their requests go to the controller."""
+        c, library = self.controller, self.controller.library
+        for view in (self.chat_view, self.sidebar, self.status, self.notice):
+            view.follow(library)
+        self.composer.send_requested.connect(c.send)
+        self.composer.stop_requested.connect(c.stop)
+        self.chat_view.regenerate_requested.connect(c.regenerate)
+        self.chat_view.edit_requested.connect(c.edit)
+        self.chat_view.switch_requested.connect(c.switch)
+        self.chat_view.continue_requested.connect(c.continue_reply)
+        self.sidebar.selected.connect(c.select)
+        self.sidebar.new_requested.connect(c.new)
+        self.sidebar.delete_requested.connect(c.delete)
+        c.generating_changed.connect(self.composer.set_generating)
+        c.generating_changed.connect(self.chat_view.set_busy)
+        c.notice.connect(self.notice.show_message)
+        c.message.connect(self.status.showMessage)
+        c.draft_returned.connect(self.composer.edit.setPlainText)
+        c.current_changed.connect(self._update_title)
+        c.model_suggested.connect(self._suggest_model)
 
     def _build_menus(self) -> None:
         c = self.controller
@@ -167,9 +188,12 @@ class MainWindow(QMainWindow):
 
     def load_models(self, target: Path, draft: Path | None = None) -> None:
         try:
+            for path in (target, draft):
+                if path is not None:
+                    check_gguf_file(Path(path))
             config = self.settings.runtime_config(target, draft)
         except (DuetError, ValueError) as e:
-            self.notice.show_message(f"Cannot load: {e}", "error")
+            self._refuse_model(target, draft, f"Could not load the model: {e}")
             return
         self.settings.update({"target_model": str(target), "draft_model": str(draft or "")})
         self.models.populate(target, draft)
@@ -177,6 +201,24 @@ class MainWindow(QMainWindow):
         self.loading = True
         self.models.set_loading(True, f"Loading {target.name}…")
         self.client.load(config)
+
+    def _refuse_model(self, target: Path, draft: Path | None, message: str) -> None:
+        """A choice that cannot load: say why, keep what is loaded, drop bad files from the
+        pickers."""
+        for path in (target, draft):
+            if path is not None:
+                try:
+                    check_gguf_file(Path(path))
+                except DuetError:
+                    self.models.forget(Path(path))
+        info = self.model_info
+        if info is not None:
+            self.models.populate(info.target_path, info.draft_path)
+            self.models.show_loaded(info)
+        else:
+            self.models.populate()
+        self.notice.show_message(message + (f" (still using {info.target_name})" if info else ""),
+                                 "error")
 
     def reload(self) -> None:
         if self.models.target() is not None:

@@ -8,6 +8,8 @@ from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QListWidget, QListWidgetItem, QMenu, QPushButton,
                                QVBoxLayout, QWidget)
 
+from engine.conversation.library import Library
+
 from app.conversation import Conversation
 
 ID_ROLE = Qt.ItemDataRole.UserRole
@@ -46,9 +48,18 @@ class Sidebar(QWidget):
         layout.addLayout(buttons)
         layout.addWidget(self.list, 1)
 
+    def follow(self, library: Library) -> None:
+        """List the library's conversations (never a blank one) and mark the one shown."""
+        def on_change(kind: str, _conv: Conversation | None) -> None:
+            if kind in ("list", "current"):
+                current = library.current
+                self.set_conversations(library.listed(), current.id if current else None)
+        library.subscribe(on_change)
+
     def set_conversations(self, conversations: Sequence[Conversation], current: str | None) -> None:
         self.list.blockSignals(True)
         self.list.clear()
+        self.list.setCurrentItem(None)
         for conv in conversations:
             item = QListWidgetItem(self._label(conv))
             item.setData(ID_ROLE, conv.id)

@@ -57,12 +57,13 @@ class Generator:
         self.ctx = ctx
         self.model = ctx.model
         self.speculation = speculation
+        self.last_dropped = 0  # messages the last ``chat`` left out to fit the context
 
     def chat(self, messages: Sequence[Message], params: SamplingParams,
              cancel: threading.Event | None = None) -> Iterator[Event]:
         """Reply to ``messages`` (the last is the user's). Oldest turns are dropped if needed."""
         budget = self.ctx.n_ctx - min(params.max_tokens, self.ctx.n_ctx // 4)
-        tokens, _ = fit_messages(self.model, messages, budget)
+        tokens, self.last_dropped = fit_messages(self.model, messages, budget)
         return self.complete(tokens, params, cancel)
 
     def complete(self, prompt: Sequence[int], params: SamplingParams,
@@ -215,7 +216,10 @@ class _Output:
         return None
 
     def flush_events(self) -> list[Event]:
+        """The events of this step, the last token marked ``step_end``."""
         events, self._events = self._events, []
+        if events and isinstance(events[-1], Token):
+            events[-1] = replace(events[-1], step_end=True)
         return events
 
     def finish(self, reason: str, stats: Stats) -> Done:
