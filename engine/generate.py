@@ -50,6 +50,49 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
+MIN_SHIFT_GAIN = 16  # tokens a cache shift must save over a rewind to be worth it
+MAX_SHIFT_CANDIDATES = 512  # where the kept part may start (usually a message boundary)
+
+
+def dropped_span(cached: Sequence[int], prompt: Sequence[int]) -> tuple[int, int, int] | None:
+    """(p, d, kept) when ``prompt`` starts with ``cached[:p] + cached[p+d:p+d+kept]``: the
+    oldest turns after the shared head (the system prompt) were dropped to fit the context.
+    Picks the span keeping most tokens; None when no shift keeps more than rewinding to p."""
+    p = common_prefix(cached, prompt)
+    if p >= len(cached) or p >= len(prompt):
+        return None
+    old = np.asarray(cached[p:], dtype=np.int64)
+    new = np.asarray(prompt[p:], dtype=np.int64)
+    best: tuple[int, int, int] | None = None
+    for d in np.nonzero(old == new[0])[0][:MAX_SHIFT_CANDIDATES]:
+        n = min(len(old) - d, len(new))
+        same = old[d:d + n] == new[:n]
+        kept = n if same.all() else int(np.argmin(same))
+        if kept >= MIN_SHIFT_GAIN and (best is None or kept > best[2]):
+            best = (p, int(d), kept)
+    return best
+
+
+def align(ctx: Context, prompt: Sequence[int]) -> tuple[int, int]:
+    """Make ``ctx`` hold the longest reusable part of ``prompt``; return (tokens reused,
+    tokens dropped by a cache shift). Reuses the common prefix; when the conversation outgrew
+    the context and its oldest turns were dropped, removes them from the cache and shifts
+    the rest down instead of recomputing it. At least the last prompt token is left to
+    decode (its logits are needed)."""
+    shift = dropped_span(ctx.tokens, prompt)
+    dropped = 0
+    if shift is not None:
+        p, d, _ = shift
+        if ctx.drop(p, p + d):
+            dropped = d
+        else:
+            log.info("%s cannot shift its cache: recomputing the %d tokens after the dropped "
+                     "turns", ctx.model.display_name, len(ctx.tokens) - p - d)
+    reuse = min(common_prefix(ctx.tokens, prompt), len(prompt) - 1)
+    ctx.rewind(reuse)
+    return reuse, dropped
+
+
 class Generator:
     """Streams replies for one conversation on ``ctx`` (owned by one thread)."""
 
@@ -81,8 +124,7 @@ class Generator:
              cancel: threading.Event) -> Iterator[Event]:
         ctx, model = self.ctx, self.model
         t0 = time.perf_counter()
-        reuse = min(common_prefix(ctx.tokens, prompt), len(prompt) - 1)
-        ctx.rewind(reuse)
+        reuse, _ = align(ctx, prompt)
         out = _Output(model, params)
         stats = _Counters(n_prompt=len(prompt), n_cached=reuse)
         try:
