@@ -1,4 +1,4 @@
-"""``duet-cli bench ...``: plain, speculative, session."""
+"""``duet-cli bench ...``: plain, speculative, session, conversation."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import argparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from engine.bench import plain, session, speculative
+    from engine.bench import conversation, plain, session, speculative
 
     p = sub.add_parser("bench", help="benchmarks that compare in one run")
     bench = p.add_subparsers(dest="bench", required=True)
     plain.add_parser(bench)
     speculative.add_parser(bench)
     session.add_parser(bench)
+    conversation.add_parser(bench)
