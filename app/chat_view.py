@@ -146,7 +146,8 @@ class MessageWidget(QFrame):
         spans = turn.spans if highlight_draft else ()
         self.body.codes = self.renderer.render(turn.text or ("…" if turn.streaming else ""),
                                                theme.colors(), spans=spans,
-                                               markdown=turn.role != "system")
+                                               markdown=turn.role != "system",
+                                               html=turn.role == "assistant")
         self.meta_label.setText(summary(turn))
         self.continue_button.setVisible(turn.reason == "length" and not turn.streaming)
 
