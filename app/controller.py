@@ -20,14 +20,16 @@ from PySide6.QtCore import QObject, Signal
 
 from engine import paths
 from engine.conversation.library import Library
+from engine.conversation.presets import Preset
 from engine.conversation.store import tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation
 from engine.events import Stats
+from engine.sampling import SamplingParams
 
 from app.conversation import RecentFiles, saved_conversations, unique_path
 from app.engine_client import EngineClient
 from app.requests import Failure, Opened, Reply, Saved, TokenBatch
-from app.settings import Settings
+from app.settings import Settings, sampling_params
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +219,33 @@ class ChatController(QObject):
     def stop(self) -> None:
         self.client.cancel("chat")
 
+    def apply_preset(self, preset: Preset, conv: Conversation | None = None) -> None:
+        """Give ``conv`` (the one shown) ``preset``: its system prompt and sampling. With
+        history, a changed system prompt becomes a new version of the first message and
+        nothing after it can come from the cache: the chat says so."""
+        conv = conv or self.current
+        if conv is None or conv.id == self.generating:
+            return
+        conv.preset = preset.name
+        conv.settings = preset.chat_settings()
+        conv.dirty = conv.dirty or bool(conv.turns)
+        conv.notify("meta")
+        if conv.turns:
+            after = conv.set_system(preset.system_prompt)
+            if after:
+                self._notify(conv, f"The system prompt changed: the {after} messages after it "
+                             "will be processed again at the next reply (nothing after the "
+                             "change is reused). The previous prompt is kept as version 1 "
+                             "of the first message.", "info")
+        if self.settings["drafter"] != preset.drafter:
+            self.settings.set("drafter", preset.drafter)  # the window says "at the next load"
+
+    def sampling_for(self, conv: Conversation) -> SamplingParams:
+        """The settings' sampling, with the conversation's own values (its preset) on top."""
+        values = dict(self.settings.values)
+        values.update({k: v for k, v in conv.settings.items() if k in SAMPLING_KEYS})
+        return sampling_params(values)
+
     def _reply(self, conv: Conversation, regenerate: int | None = None) -> None:
         conv.set_status(notice=None)
         conv.begin_reply(regenerate)
@@ -226,7 +255,7 @@ class ChatController(QObject):
         self.library.cached = conv.id
         self._live[conv.id] = (0.0, 0, 0)
         self._set_generating(conv.id)
-        self.client.chat(conv.id, messages, self.settings.sampling_params(),
+        self.client.chat(conv.id, messages, self.sampling_for(conv),
                          continue_text=continue_text)
 
     def _set_generating(self, cid: str | None) -> None:

@@ -28,6 +28,7 @@ from app.conversation import SUFFIX, RecentFiles
 from app.engine_client import EngineClient
 from app.models_panel import FirstRunPanel, ModelsPanel, gguf_paths, installed_models
 from app.notice import NoticeBar
+from app.presets import PresetBar
 from app.requests import Failure, Fetched, ModelInfo, Progress
 from app.settings import OPTIONS, Settings
 from app.settings_dialog import SettingsDialog
@@ -83,6 +84,7 @@ class MainWindow(QMainWindow):
         self.notice = NoticeBar(self)
         self.chat_view = ChatView(self)
         self.composer = Composer(self)
+        self.presets = PresetBar(self)
         self.first_run = FirstRunPanel(self)
         self.first_run.fetch_requested.connect(self.fetch_starters)
         self.first_run.open_requested.connect(self._first_run_open)
@@ -100,6 +102,7 @@ class MainWindow(QMainWindow):
         notice_row.addWidget(self.notice)
         column.addLayout(notice_row)
         column.addWidget(self.stack, 1)
+        column.addWidget(self.presets)
         column.addWidget(self.composer)
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(self.sidebar)
@@ -113,8 +116,9 @@ class MainWindow(QMainWindow):
     def _connect_controller(self) -> None:
         """The views follow the conversation model; their requests go to the controller."""
         c, library = self.controller, self.controller.library
-        for view in (self.chat_view, self.sidebar, self.status, self.notice):
+        for view in (self.chat_view, self.sidebar, self.status, self.notice, self.presets):
             view.follow(library)
+        self.presets.chosen.connect(c.apply_preset)
         self.composer.send_requested.connect(c.send)
         self.composer.stop_requested.connect(c.stop)
         self.chat_view.regenerate_requested.connect(c.regenerate)

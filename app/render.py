@@ -42,7 +42,7 @@ class Colors:
     draft_bg: QColor
     muted: QColor
     link: QColor
-    draft_line: QColor = QColor(191, 135, 0)
+    draft_line: QColor  # the underline of drafted text
 
 
 def draft_format(colors: Colors, base: QTextCharFormat | None = None) -> QTextCharFormat:
