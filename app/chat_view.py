@@ -9,6 +9,7 @@ scrolled up.
 from __future__ import annotations
 
 import math
+import re
 import time
 
 from PySide6.QtCore import QSize, Qt, QTimer, QUrl, Signal
@@ -108,6 +109,15 @@ class MessageWidget(QFrame):
         header.addWidget(self.meta_label, 1)
         for b in (self.copy_button, self.edit_button, self.regen_button, self.continue_button):
             header.addWidget(b)
+        self.think_button = QToolButton(self)
+        self.think_button.setAutoRaise(True)
+        self.think_button.setCheckable(True)
+        self.think_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.think_button.toggled.connect(self._toggle_thinking)
+        self.think_button.setVisible(False)
+        self.think_body = MessageBody(self)
+        self.think_body.setObjectName("thinking")
+        self.think_body.setVisible(False)
         self.body = MessageBody(self)
         self.renderer = Renderer(self.body.document())
         self.editor = QPlainTextEdit(self)
@@ -129,6 +139,8 @@ class MessageWidget(QFrame):
         layout.setContentsMargins(12, 8, 12, 8)
         layout.setSpacing(2)
         layout.addLayout(header)
+        layout.addWidget(self.think_button, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(self.think_body)
         layout.addWidget(self.body)
         layout.addWidget(self.editor)
         layout.addWidget(self.edit_row)
@@ -144,12 +156,28 @@ class MessageWidget(QFrame):
     def refresh(self, highlight_draft: bool) -> None:
         turn = self.turn
         spans = turn.spans if highlight_draft else ()
-        self.body.codes = self.renderer.render(turn.text or ("…" if turn.streaming else ""),
+        thinking, rest, at = split_thinking(turn.text) if turn.role == "assistant" else \
+            (None, turn.text, 0)
+        if at:
+            spans = [(a - at, b - at) for a, b in spans if b > at]
+        self.think_button.setVisible(thinking is not None)
+        if thinking is not None:
+            open_ = turn.streaming and not rest
+            self.think_button.setText(("▾ " if self.think_button.isChecked() else "▸ ") +
+                                      thinking_label(turn, finished=not open_))
+            self.think_body.setPlainText(thinking.strip())
+        self.body.setVisible(bool(rest) or thinking is None)
+        self.body.codes = self.renderer.render(rest or ("…" if turn.streaming else ""),
                                                theme.colors(), spans=spans,
                                                markdown=turn.role != "system",
                                                html=turn.role == "assistant")
         self.meta_label.setText(summary(turn))
         self.continue_button.setVisible(turn.reason == "length" and not turn.streaming)
+
+    def _toggle_thinking(self, on: bool) -> None:
+        self.think_body.setVisible(on)
+        text = self.think_button.text()
+        self.think_button.setText(("▾ " if on else "▸ ") + text[2:])
 
     def set_versions(self, shown: int, count: int) -> None:
         """``‹ 2/3 ›``: which version of this message is shown; hidden with only one."""
@@ -190,6 +218,26 @@ class MessageWidget(QFrame):
         self.editor.setVisible(on)
         self.edit_row.setVisible(on)
         self.body.setVisible(not on)
+
+
+THINK = re.compile(r"\A\s*<think>(.*?)(?:</think>\s*|\Z)", re.DOTALL)
+
+
+def split_thinking(text: str) -> tuple[str | None, str, int]:
+    """(the reasoning of a ``<think>…</think>`` opening, the rest, where the rest starts).
+    A section still open (streaming) is all reasoning; no section: (None, text, 0)."""
+    m = THINK.match(text)
+    if m is None:
+        return None, text, 0
+    return m.group(1), text[m.end():], m.end()
+
+
+def thinking_label(turn: Turn, *, finished: bool) -> str:
+    if not finished:
+        return "Thinking…"
+    if turn.think_s is not None:
+        return f"Thought for {turn.think_s:.0f} s" if turn.think_s >= 1 else "Thought briefly"
+    return "Reasoning"
 
 
 def summary(turn: Turn) -> str:
@@ -346,7 +394,8 @@ class ChatView(QScrollArea):
             "MessageBody { background: transparent; }"
             "QFrame#userMessage { background: palette(alternate-base); border-radius: 10px; }"
             "QFrame#systemMessage { border: 1px dashed palette(mid); border-radius: 10px; }"
-            "QLabel#messageMeta, QLabel#placeholder { color: palette(placeholder-text); }")
+            "QLabel#messageMeta, QLabel#placeholder, MessageBody#thinking "
+            "{ color: palette(placeholder-text); }")
         self.refresh_all()
 
     # -- internals -------------------------------------------------------------------------

@@ -61,7 +61,7 @@ def tree_to_json(conv: Conversation) -> dict[str, Any]:
         nodes.append({"parent": index[id(node.parent)], "role": t.role, "text": t.text,
                       "time": t.time, "chosen": node.chosen,
                       "spans": [[a, b] for a, b in t.spans], "stats": stats_to_json(t.stats),
-                      "reason": t.reason})
+                      "reason": t.reason, "think_s": t.think_s})
     return {"version": TREE_VERSION, "chosen": conv.root.chosen, "nodes": nodes}
 
 
@@ -107,9 +107,11 @@ def _parse(obj: Any) -> Node | None:
             if type(a) is not int or type(b) is not int or not 0 <= a < b <= len(text):
                 raise ValueError(f"node {i} has a bad span")
             spans.append((a, b))
-        reason = d.get("reason")
+        reason, think = d.get("reason"), d.get("think_s")
         turn = Turn(role, text, spans, stats_from_json(d.get("stats")),
-                    reason if isinstance(reason, str) else None, time=float(when))
+                    reason if isinstance(reason, str) else None, time=float(when),
+                    think_s=float(think) if type(think) in (int, float) and
+                    math.isfinite(think) and think >= 0 else None)
         parent = root if parent_i < 0 else nodes[parent_i]
         node = Node(turn, parent)
         parent.children.append(node)

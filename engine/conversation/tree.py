@@ -40,6 +40,7 @@ class Turn:
     reason: str | None = None  # how an assistant reply ended (stop, length, cancelled…)
     streaming: bool = False
     time: float = field(default_factory=time.time)  # when it was written (epoch seconds)
+    think_s: float | None = None  # how long a <think> section took to stream (None: none)
 
     def message(self) -> Message:
         return Message(self.role, self.text, self.time)
@@ -232,6 +233,9 @@ class Conversation:
             parts.append(tok.text)
             pos += len(tok.text)
         turn.text += "".join(parts)
+        if turn.think_s is None and "</think>" in turn.text and \
+                turn.text.lstrip().startswith("<think>"):
+            turn.think_s = max(0.0, time.time() - turn.time)
         self.notify("text", len(self.turns) - 1)
 
     def resume_reply(self) -> Turn:
