@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QMainWin
                                QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from engine import paths
+from engine.conversation.export import export
 from engine.errors import DuetError
 from engine.model import check_gguf_file
 from engine.runtime import STARTER_FILES
@@ -152,6 +153,8 @@ class MainWindow(QMainWindow):
         self._action(conv, "&Rename…", lambda: self.rename_dialog(c.current and c.current.id),
                      QKeySequence("F2"))
         self._action(conv, "&Delete", self.delete_dialog)
+        self._action(conv, "&Export the branch shown…", self.export_dialog)
+        self._action(conv, "&Find…", self.sidebar.search.setFocus, QKeySequence.StandardKey.Find)
         self._action(conv, "S&top the reply", c.stop)
         model = bar.addMenu("&Model")
         self._action(model, "Choose &target model…", lambda: self._browse_model(False))
@@ -328,6 +331,25 @@ class MainWindow(QMainWindow):
         if name:
             path = Path(name)
             self.controller.save(conv, path if path.suffix == SUFFIX else path.with_suffix(SUFFIX))
+
+    def export_dialog(self) -> None:
+        conv = self.controller.current
+        if conv is None or not conv.turns:
+            return
+        start = Path.home() / (conv.title + ".md")
+        name, chosen = QFileDialog.getSaveFileName(
+            self, "Export the conversation", str(start),
+            "Markdown, the branch shown (*.md);;JSON, every version (*.json)")
+        if name:
+            path = Path(name)
+            if not path.suffix:
+                path = path.with_suffix(".json" if "json" in chosen.lower() else ".md")
+            try:
+                export(conv, path)
+            except OSError as e:
+                self.notice.show_message(f"Cannot export to {path.name}: {e.strerror}", "error")
+                return
+            self.status.showMessage(f"Exported {path.name}", 4000)
 
     def rename_dialog(self, cid: str | None) -> None:
         conv = self.controller.by_id(cid)
