@@ -295,9 +295,10 @@ class ChatController(QObject):
             if reply.dropped:
                 conv.status.dropped = reply.dropped
                 if notice is None:
+                    why = f" ({reply.shift_note})" if reply.shift_note else ""
                     notice = (f"The {reply.dropped} oldest messages are out of the model's view "
-                              "(the context is full); it still sees the system prompt.", "info",
-                              None, None)
+                              f"(the context is full); it still sees the system prompt{why}.",
+                              "info", None, None)
             conv.set_status(stats=reply.done.stats, live=False, n_past=reply.n_past,
                             n_ctx=reply.n_ctx, notice=notice)
         if reply.conversation_id == self.generating:

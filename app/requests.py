@@ -108,6 +108,7 @@ class Reply:
     n_past: int
     n_ctx: int
     dropped: int = 0  # the oldest messages left out to fit the context
+    shift_note: str | None = None  # why the kept turns were recomputed, not shifted
 
 
 @dataclass(frozen=True)

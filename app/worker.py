@@ -99,7 +99,8 @@ class EngineWorker(QObject):
                     if rest:
                         self.tokens.emit(TokenBatch(req.conversation_id, tuple(rest)))
                     self.finished.emit(Reply(req.conversation_id, event, rt.ctx.n_past,
-                                             rt.ctx.n_ctx, dropped))
+                                             rt.ctx.n_ctx, dropped,
+                                             getattr(rt.generator, "shift_note", None)))
 
     @Slot(object)
     def save(self, req: SaveRequest) -> None:

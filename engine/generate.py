@@ -73,24 +73,25 @@ def dropped_span(cached: Sequence[int], prompt: Sequence[int]) -> tuple[int, int
     return best
 
 
-def align(ctx: Context, prompt: Sequence[int]) -> tuple[int, int]:
+def align(ctx: Context, prompt: Sequence[int]) -> tuple[int, int, str | None]:
     """Make ``ctx`` hold the longest reusable part of ``prompt``; return (tokens reused,
-    tokens dropped by a cache shift). Reuses the common prefix; when the conversation outgrew
+    tokens dropped by a cache shift, why a shift was not possible or None). Reuses the common prefix; when the conversation outgrew
     the context and its oldest turns were dropped, removes them from the cache and shifts
     the rest down instead of recomputing it. At least the last prompt token is left to
     decode (its logits are needed)."""
     shift = dropped_span(ctx.tokens, prompt)
-    dropped = 0
+    dropped, note = 0, None
     if shift is not None:
         p, d, _ = shift
         if ctx.drop(p, p + d):
             dropped = d
         else:
-            log.info("%s cannot shift its cache: recomputing the %d tokens after the dropped "
-                     "turns", ctx.model.display_name, len(ctx.tokens) - p - d)
+            note = (f"{ctx.model.display_name} cannot shift its cache: the "
+                    f"{len(ctx.tokens) - p - d} tokens after the dropped turns are recomputed")
+            log.info(note)
     reuse = min(common_prefix(ctx.tokens, prompt), len(prompt) - 1)
     ctx.rewind(reuse)
-    return reuse, dropped
+    return reuse, dropped, note
 
 
 class Generator:
@@ -101,6 +102,7 @@ class Generator:
         self.model = ctx.model
         self.speculation = speculation
         self.last_dropped = 0  # messages the last ``chat`` left out to fit the context
+        self.shift_note: str | None = None  # why the last reply could not shift the cache
 
     def chat(self, messages: Sequence[Message], params: SamplingParams,
              cancel: threading.Event | None = None) -> Iterator[Event]:
@@ -124,7 +126,7 @@ class Generator:
              cancel: threading.Event) -> Iterator[Event]:
         ctx, model = self.ctx, self.model
         t0 = time.perf_counter()
-        reuse, _ = align(ctx, prompt)
+        reuse, _, self.shift_note = align(ctx, prompt)
         out = _Output(model, params)
         stats = _Counters(n_prompt=len(prompt), n_cached=reuse)
         try:

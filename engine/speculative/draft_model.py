@@ -29,7 +29,7 @@ class ModelDrafter:
     def sync(self, history: Sequence[int]) -> None:
         """Make the draft context hold ``history`` (so its last logits predict what follows)."""
         ctx = self.ctx
-        keep, _ = align(ctx, history)  # drops what the target dropped, shifting the rest
+        keep, _, _ = align(ctx, history)  # drops what the target dropped, shifting the rest
         ctx.decode(history[keep:])
 
     def propose(self, history: Sequence[int], max_n: int, sampler: Sampler) -> Draft:
