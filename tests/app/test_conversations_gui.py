@@ -201,3 +201,17 @@ def test_user_messages_render_as_markdown_without_html(qtbot) -> None:  # noqa: 
     text = w.body.document().toPlainText()
     assert "```" not in text and w.body.codes == ["x = 1"]
     assert "<b>not bold</b>" in text
+
+
+def test_the_chat_says_when_older_turns_are_out_of_view(qtbot, window) -> None:  # noqa: ANN001
+    c = window.controller
+    conv = c.current
+    conv.add_user("a long chat")
+    conv.begin_reply()
+    done = Done("stop", "ok", (1,), Stats(n_tokens=1, gen_s=0.1))
+    c.on_finished(Reply(conv.id, done, 200, 256, dropped=4))
+    assert "4 oldest messages are out of the model's view" in window.notice.text()
+    conv.begin_reply(1)
+    c.on_finished(Reply(conv.id, done, 200, 256, dropped=6,
+                        shift_note="M cannot shift its cache: the 90 tokens … are recomputed"))
+    assert "6 oldest" in window.notice.text() and "cannot shift" in window.notice.text()
