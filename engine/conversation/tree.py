@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -357,15 +357,19 @@ class Conversation:
             stack.extend(reversed(node.children))
 
 
+def _copy_turn(turn: Turn) -> Turn:
+    return replace(turn, spans=list(turn.spans))
+
+
 def _copy_subtree(node: Node, parent: Node) -> Node:
     """A copy of ``node`` and its descendants under ``parent`` (iterative)."""
-    top = Node(node.turn, parent)
+    top = Node(_copy_turn(node.turn), parent)
     top.chosen = node.chosen
     stack = [(node, top)]
     while stack:
         src, dst = stack.pop()
         for child in src.children:
-            c = Node(child.turn, dst)
+            c = Node(_copy_turn(child.turn), dst)
             c.chosen = child.chosen
             dst.children.append(c)
             stack.append((child, c))
