@@ -19,6 +19,7 @@ from typing import Callable
 from PySide6.QtCore import QObject, Signal
 
 from engine import paths
+from engine.chat import Message
 from engine.conversation.library import Library
 from engine.conversation.presets import Preset
 from engine.conversation.store import tree_from_json, tree_to_json
@@ -251,7 +252,8 @@ class ChatController(QObject):
         conv.begin_reply(regenerate)
         self._start(conv, conv.engine_messages())
 
-    def _start(self, conv: Conversation, messages, continue_text: str | None = None) -> None:  # noqa: ANN001
+    def _start(self, conv: Conversation, messages: tuple[Message, ...],
+               continue_text: str | None = None) -> None:
         self.library.cached = conv.id
         self._live[conv.id] = (0.0, 0, 0)
         self._set_generating(conv.id)

@@ -75,10 +75,11 @@ def dropped_span(cached: Sequence[int], prompt: Sequence[int]) -> tuple[int, int
 
 def align(ctx: Context, prompt: Sequence[int]) -> tuple[int, int, str | None]:
     """Make ``ctx`` hold the longest reusable part of ``prompt``; return (tokens reused,
-    tokens dropped by a cache shift, why a shift was not possible or None). Reuses the common prefix; when the conversation outgrew
-    the context and its oldest turns were dropped, removes them from the cache and shifts
-    the rest down instead of recomputing it. At least the last prompt token is left to
-    decode (its logits are needed)."""
+    tokens dropped by a cache shift, why a shift was not possible or None).
+
+    Reuses the common prefix; when the conversation outgrew the context and its oldest turns
+    were dropped, removes them from the cache and shifts the rest down instead of recomputing
+    it. At least the last prompt token is left to decode (its logits are needed)."""
     shift = dropped_span(ctx.tokens, prompt)
     dropped, note = 0, None
     if shift is not None:
