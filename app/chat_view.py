@@ -9,6 +9,7 @@ scrolled up.
 from __future__ import annotations
 
 import math
+import re
 import time
 
 from PySide6.QtCore import QSize, Qt, QTimer, QUrl, Signal
@@ -16,6 +17,8 @@ from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
                                QScrollArea, QSizePolicy, QTextBrowser, QToolButton, QVBoxLayout,
                                QWidget)
+
+from engine.conversation.library import Library
 
 from app import theme
 from app.conversation import Conversation, Turn
@@ -68,6 +71,8 @@ class MessageBody(QTextBrowser):
 class MessageWidget(QFrame):
     edit_submitted = Signal(str)
     regenerate = Signal()
+    switch = Signal(int)  # -1: the previous version, +1: the next
+    continue_ = Signal()
 
     def __init__(self, turn: Turn, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -84,15 +89,35 @@ class MessageWidget(QFrame):
                                       self._start_edit)
         self.regen_button = self._tool("Regenerate", "Generate this reply again",
                                        self.regenerate.emit)
+        self.continue_button = self._tool("Continue", "Go on with this reply (it stopped at the "
+                                          "length limit)", self.continue_.emit)
         self.edit_button.setVisible(turn.role == "user")
         self.regen_button.setVisible(turn.role == "assistant")
+        self.continue_button.setVisible(False)
+        self.prev_button = self._tool("‹", "The previous version", lambda: self.switch.emit(-1))
+        self.next_button = self._tool("›", "The next version", lambda: self.switch.emit(1))
+        self.version_label = QLabel()
+        self.version_label.setObjectName("messageMeta")
+        self.set_versions(1, 1)
 
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
         header.addWidget(self.role_label)
+        header.addWidget(self.prev_button)
+        header.addWidget(self.version_label)
+        header.addWidget(self.next_button)
         header.addWidget(self.meta_label, 1)
-        for b in (self.copy_button, self.edit_button, self.regen_button):
+        for b in (self.copy_button, self.edit_button, self.regen_button, self.continue_button):
             header.addWidget(b)
+        self.think_button = QToolButton(self)
+        self.think_button.setAutoRaise(True)
+        self.think_button.setCheckable(True)
+        self.think_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.think_button.toggled.connect(self._toggle_thinking)
+        self.think_button.setVisible(False)
+        self.think_body = MessageBody(self)
+        self.think_body.setObjectName("thinking")
+        self.think_body.setVisible(False)
         self.body = MessageBody(self)
         self.renderer = Renderer(self.body.document())
         self.editor = QPlainTextEdit(self)
@@ -114,6 +139,8 @@ class MessageWidget(QFrame):
         layout.setContentsMargins(12, 8, 12, 8)
         layout.setSpacing(2)
         layout.addLayout(header)
+        layout.addWidget(self.think_button, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(self.think_body)
         layout.addWidget(self.body)
         layout.addWidget(self.editor)
         layout.addWidget(self.edit_row)
@@ -129,14 +156,46 @@ class MessageWidget(QFrame):
     def refresh(self, highlight_draft: bool) -> None:
         turn = self.turn
         spans = turn.spans if highlight_draft else ()
-        self.body.codes = self.renderer.render(turn.text or ("…" if turn.streaming else ""),
+        thinking, rest, at = split_thinking(turn.text) if turn.role == "assistant" else \
+            (None, turn.text, 0)
+        if at:
+            spans = [(a - at, b - at) for a, b in spans if b > at]
+        self.think_button.setVisible(thinking is not None)
+        if thinking is not None:
+            open_ = turn.streaming and not rest
+            self.think_button.setText(("▾ " if self.think_button.isChecked() else "▸ ") +
+                                      thinking_label(turn, finished=not open_))
+            self.think_body.setPlainText(thinking.strip())
+        self.body.setVisible(bool(rest) or thinking is None)
+        self.body.codes = self.renderer.render(rest or ("…" if turn.streaming else ""),
                                                theme.colors(), spans=spans,
-                                               markdown=turn.role == "assistant")
+                                               markdown=turn.role != "system",
+                                               html=turn.role == "assistant")
         self.meta_label.setText(summary(turn))
+        self.continue_button.setVisible(turn.reason == "length" and not turn.streaming)
+
+    def _toggle_thinking(self, on: bool) -> None:
+        self.think_body.setVisible(on)
+        text = self.think_button.text()
+        self.think_button.setText(("▾ " if on else "▸ ") + text[2:])
+
+    def set_versions(self, shown: int, count: int) -> None:
+        """``‹ 2/3 ›``: which version of this message is shown; hidden with only one."""
+        self._versions = (shown, count)
+        self.version_label.setText(f"{shown}/{count}")
+        for w in (self.prev_button, self.version_label, self.next_button):
+            w.setVisible(count > 1)
+        self.prev_button.setEnabled(shown > 1)
+        self.next_button.setEnabled(shown < count)
 
     def set_busy(self, busy: bool) -> None:
-        self.edit_button.setEnabled(not busy)
-        self.regen_button.setEnabled(not busy)
+        for b in (self.edit_button, self.regen_button, self.continue_button, self.prev_button,
+                  self.next_button):
+            b.setEnabled(not busy)
+        if not busy:
+            shown, count = self._versions
+            self.prev_button.setEnabled(shown > 1)
+            self.next_button.setEnabled(shown < count)
 
     def _copy(self) -> None:
         QGuiApplication.clipboard().setText(self.turn.text)
@@ -161,6 +220,26 @@ class MessageWidget(QFrame):
         self.body.setVisible(not on)
 
 
+THINK = re.compile(r"\A\s*<think>(.*?)(?:</think>\s*|\Z)", re.DOTALL)
+
+
+def split_thinking(text: str) -> tuple[str | None, str, int]:
+    """(the reasoning of a ``<think>…</think>`` opening, the rest, where the rest starts).
+    A section still open (streaming) is all reasoning; no section: (None, text, 0)."""
+    m = THINK.match(text)
+    if m is None:
+        return None, text, 0
+    return m.group(1), text[m.end():], m.end()
+
+
+def thinking_label(turn: Turn, *, finished: bool) -> str:
+    if not finished:
+        return "Thinking…"
+    if turn.think_s is not None:
+        return f"Thought for {turn.think_s:.0f} s" if turn.think_s >= 1 else "Thought briefly"
+    return "Reasoning"
+
+
 def summary(turn: Turn) -> str:
     """"128 tokens · 41.3 tok/s · 72% drafted tokens accepted", plus how it ended if not stop."""
     parts = []
@@ -177,10 +256,14 @@ def summary(turn: Turn) -> str:
 
 
 class ChatView(QScrollArea):
-    """Shows one conversation. ``regenerate_requested(i)`` / ``edit_requested(i, text)``."""
+    """Shows one conversation. ``regenerate_requested(i)`` / ``edit_requested(i, text)`` /
+    ``switch_requested(i, step)`` / ``continue_requested()``. ``follow(library)`` makes it show
+    the library's current conversation and follow its changes."""
 
     regenerate_requested = Signal(int)
     edit_requested = Signal(int, str)
+    switch_requested = Signal(int, int)
+    continue_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -213,6 +296,23 @@ class ChatView(QScrollArea):
         bar.rangeChanged.connect(self._on_range)
         self.restyle()
 
+    # -- following the model ---------------------------------------------------------------
+    def follow(self, library: Library) -> None:
+        library.subscribe(self._on_model)
+
+    def _on_model(self, kind: str, conv: Conversation | None) -> None:
+        if kind == "current" or (kind == "path" and conv is not self.conversation):
+            if conv is not None and not conv.loaded:
+                self.set_placeholder_text(f"Opening {conv.path.name}…")
+                self.set_conversation(None)
+            else:
+                self.set_placeholder_text("Send a message to start.")
+                self.set_conversation(conv)
+        elif kind == "path":
+            self.sync()
+        elif kind == "text" and conv is self.conversation:
+            self.refresh_last(now=conv is not None and conv.streaming is None)
+
     # -- content ---------------------------------------------------------------------------
     def set_conversation(self, conversation: Conversation | None) -> None:
         for w in self.widgets:
@@ -222,6 +322,7 @@ class ChatView(QScrollArea):
         self.conversation = conversation
         for turn in conversation.turns if conversation else ():
             self._add(turn)
+        self._update_versions()
         self._follow = True
         self._update_placeholder()
 
@@ -237,6 +338,7 @@ class ChatView(QScrollArea):
         del self.widgets[keep:]
         for turn in turns[keep:]:
             self._add(turn)
+        self._update_versions()
         self._update_placeholder()
 
     def refresh_last(self, *, now: bool = False) -> None:
@@ -292,7 +394,8 @@ class ChatView(QScrollArea):
             "MessageBody { background: transparent; }"
             "QFrame#userMessage { background: palette(alternate-base); border-radius: 10px; }"
             "QFrame#systemMessage { border: 1px dashed palette(mid); border-radius: 10px; }"
-            "QLabel#messageMeta, QLabel#placeholder { color: palette(placeholder-text); }")
+            "QLabel#messageMeta, QLabel#placeholder, MessageBody#thinking "
+            "{ color: palette(placeholder-text); }")
         self.refresh_all()
 
     # -- internals -------------------------------------------------------------------------
@@ -302,6 +405,8 @@ class ChatView(QScrollArea):
         w.set_busy(self._busy)
         w.regenerate.connect(lambda w=w: self._emit_for(w, None))
         w.edit_submitted.connect(lambda text, w=w: self._emit_for(w, text))
+        w.switch.connect(lambda step, w=w: self._switch_for(w, step))
+        w.continue_.connect(self.continue_requested)
         self._layout.insertWidget(self._layout.count() - 1, w)
         self.widgets.append(w)
 
@@ -313,6 +418,18 @@ class ChatView(QScrollArea):
             self.regenerate_requested.emit(index)
         else:
             self.edit_requested.emit(index, text)
+
+    def _switch_for(self, widget: MessageWidget, step: int) -> None:
+        if widget in self.widgets:
+            self.switch_requested.emit(self.widgets.index(widget), step)
+
+    def _update_versions(self) -> None:
+        conv = self.conversation
+        if conv is None:
+            return
+        for i, w in enumerate(self.widgets):
+            w.set_versions(*conv.versions(i))
+            w.set_busy(self._busy)
 
     def _update_placeholder(self) -> None:
         self.placeholder.setVisible(not self.widgets)

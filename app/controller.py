@@ -1,33 +1,41 @@
-"""The conversations and the chat flow: send, stream, stop, regenerate, edit, save, open.
+"""The chat flow: send, stream, stop, regenerate, edit, switch versions, continue, save, open.
 
-Lives on the GUI thread. It changes a ``Conversation``, tells the chat view which message to
-re-render, and sends frozen requests to the worker through the ``EngineClient``; what the
-worker emits comes back here (tokens, finished, saved, opened, failed).
+Lives on the GUI thread. The state is the Qt-free model (``engine.conversation``): a
+``Library`` of ``Conversation`` trees, which the views follow through its change callbacks.
+This controller changes the model and sends frozen requests to the worker through the
+``EngineClient``; what the worker emits comes back here (tokens, finished, saved, opened,
+failed). Notices and figures about a conversation are kept in that conversation's ``status``,
+so they are shown with it and never on another one.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import time
 from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 
 from engine import paths
+from engine.chat import Message
+from engine.conversation.library import Library
+from engine.conversation.presets import Preset
+from engine.conversation.store import tree_from_json, tree_to_json
+from engine.conversation.tree import Conversation
+from engine.events import Stats
+from engine.sampling import SamplingParams
 
-from app.chat_view import ChatView
-from app.composer import Composer
-from app.conversation import Conversation, RecentFiles, saved_conversations, unique_path
+from app.conversation import RecentFiles, saved_conversations, unique_path
 from app.engine_client import EngineClient
-from app.notice import NoticeBar
 from app.requests import Failure, Opened, Reply, Saved, TokenBatch
-from app.settings import Settings
-from app.sidebar import Sidebar
-from app.status import StatusBar
+from app.settings import Settings, sampling_params
 
 log = logging.getLogger(__name__)
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "seed", "max_tokens")
+TOO_LONG = re.compile(r"\((\d+) tokens, room for (\d+)\)")
 
 
 class ChatController(QObject):
@@ -38,18 +46,18 @@ class ChatController(QObject):
     conversation_saved = Signal(object)  # Saved
     conversation_opened = Signal(object)  # Opened
     request_failed = Signal(object)  # Failure of a chat, save or open (after it was shown)
+    notice = Signal(str, str)  # text, kind: a notice about no conversation in particular
+    message = Signal(str, int)  # a transient status line, its duration in ms
+    draft_returned = Signal(str)  # text given back to the composer (it could not be sent)
 
-    def __init__(self, client: EngineClient, settings: Settings, view: ChatView,
-                 composer: Composer, sidebar: Sidebar, status: StatusBar, notice: NoticeBar,
-                 recent: RecentFiles, parent: QObject | None = None) -> None:
+    def __init__(self, client: EngineClient, settings: Settings, recent: RecentFiles,
+                 library: Library | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.client, self.settings, self.view, self.composer = client, settings, view, composer
-        self.sidebar, self.status, self.notice, self.recent = sidebar, status, notice, recent
-        self.conversations: list[Conversation] = []
-        self.current: Conversation | None = None
-        self.generating: str | None = None  # id of the conversation being answered
-        self.cached: str | None = None  # id of the conversation the engine's KV cache holds
+        self.client, self.settings, self.recent = client, settings, recent
+        self.library = library or Library()
         self.can_chat: Callable[[], bool] = lambda: True
+        self._live: dict[str, tuple[float, int, int]] = {}  # id → (first token at, tokens, drafted)
+        self.library.subscribe(self._on_library)
         w = client.worker
         w.tokens.connect(self.on_tokens)
         w.finished.connect(self.on_finished)
@@ -57,29 +65,38 @@ class ChatController(QObject):
         w.opened.connect(self.on_opened)
         w.failed.connect(self.on_failed)
         w.loaded.connect(self.on_model_loaded)
-        composer.send_requested.connect(self.send)
-        composer.stop_requested.connect(self.stop)
-        view.regenerate_requested.connect(self.regenerate)
-        view.edit_requested.connect(self.edit)
-        sidebar.selected.connect(self.select)
-        sidebar.new_requested.connect(self.new)
-        sidebar.delete_requested.connect(self.delete)
+
+    # -- the model's state, by its old names -----------------------------------------------
+    @property
+    def conversations(self) -> list[Conversation]:
+        return self.library.conversations
+
+    @property
+    def current(self) -> Conversation | None:
+        return self.library.current
+
+    @property
+    def generating(self) -> str | None:
+        return self.library.generating
+
+    def by_id(self, cid: str | None) -> Conversation | None:
+        return self.library.by_id(cid)
+
+    def _on_library(self, kind: str, conv: Conversation | None) -> None:
+        if kind == "current":
+            self.current_changed.emit(conv)
 
     # -- the list --------------------------------------------------------------------------
     def start(self) -> None:
-        """List the saved conversations and open a new, empty one."""
-        self.conversations = [Conversation(p.stem, p) for p in saved_conversations()]
+        """List the saved conversations and show a blank one (not listed until it is used)."""
+        for p in saved_conversations():
+            self.library.add(Conversation(p.stem, p), first=False, show=False)
         self.new()
 
-    def by_id(self, cid: str | None) -> Conversation | None:
-        return next((c for c in self.conversations if c.id == cid), None)
-
     def new(self) -> Conversation:
-        if self.current is not None and not self.current.turns and self.current.path is None:
-            return self.current  # already on an empty one
-        conv = Conversation()
-        self.conversations.insert(0, conv)
-        self._show(conv)
+        conv = self.library.new()
+        if conv.status.notice is not None:
+            conv.set_status(notice=None)
         return conv
 
     def select(self, cid: str) -> None:
@@ -89,21 +106,15 @@ class ChatController(QObject):
         self._show(conv)
 
     def _show(self, conv: Conversation) -> None:
-        self.current = conv
-        self.sidebar.set_conversations(self.conversations, conv.id)
         if conv.loaded:
-            self.view.set_placeholder_text("Send a message to start.")
-            self.view.set_conversation(conv)
-            if conv.path is not None and not conv.dirty and self.cached != conv.id and \
+            if conv.path is not None and not conv.dirty and self.library.cached != conv.id and \
                     self.can_chat() and self.generating is None:
                 # Another conversation is in the engine's cache: restore this one's saved KV
                 # state (off the GUI thread) rather than recompute its history on the next reply.
                 self.client.open(conv.id, conv.path)
         else:
-            self.view.set_placeholder_text(f"Opening {conv.path.name}…")
-            self.view.set_conversation(None)
             self.client.open(conv.id, conv.path)
-        self.current_changed.emit(conv)
+        self.library.show(conv)
 
     def open_path(self, path: Path) -> None:
         path = Path(path).resolve()
@@ -112,7 +123,7 @@ class ChatController(QObject):
                 self._show(conv)
                 return
         conv = Conversation(path.stem, path)
-        self.conversations.insert(0, conv)
+        self.library.add(conv, show=False)
         self._show(conv)
 
     def rename(self, cid: str, title: str) -> None:
@@ -128,13 +139,12 @@ class ChatController(QObject):
             try:
                 conv.path.rename(new_path)
             except OSError as e:
-                self.notice.show_message(f"Cannot rename {conv.path.name}: {e.strerror}", "error")
+                self._notify(conv, f"Cannot rename {conv.path.name}: {e.strerror}", "error")
                 return
             self.recent.remove(conv.path)
             self.recent.add(new_path)
             conv.path, title = new_path, new_path.stem
-        conv.title = title
-        self.sidebar.update_conversation(conv)
+        conv.rename(title)
         self.current_changed.emit(self.current)
 
     def delete(self, cid: str) -> None:
@@ -145,87 +155,156 @@ class ChatController(QObject):
             try:
                 conv.path.unlink(missing_ok=True)
             except OSError as e:
-                self.notice.show_message(f"Cannot delete {conv.path.name}: {e.strerror}", "error")
+                self._notify(conv, f"Cannot delete {conv.path.name}: {e.strerror}", "error")
                 return
             self.recent.remove(conv.path)
-        self.conversations.remove(conv)
-        if conv is self.current:
-            self.current = None
-            if self.conversations:
-                self._show(self.conversations[0])
+        shown = conv is self.current
+        self.library.remove(conv)
+        if shown:
+            listed = self.library.listed()
+            if listed:
+                self._show(listed[0])
             else:
                 self.new()
-        else:
-            self.sidebar.set_conversations(self.conversations, self.current and self.current.id)
 
     # -- chatting --------------------------------------------------------------------------
+    def system_prompt(self, conv: Conversation) -> str:
+        return conv.settings.get("system_prompt", self.settings["system_prompt"])
+
     def send(self, text: str) -> None:
         if self.generating or not self.can_chat():
             if not self.can_chat():
-                self.notice.show_message("Choose a model and press Load before sending.", "error")
-                self.composer.edit.setPlainText(text)
+                self.notice.emit("Choose a model and press Load before sending.", "error")
+                self.draft_returned.emit(text)
             return
         conv = self.current if self.current is not None and self.current.loaded else self.new()
-        conv.add_user(text, self.settings["system_prompt"])
-        self.sidebar.update_conversation(conv)
+        conv.add_user(text, self.system_prompt(conv))
         self.current_changed.emit(conv)
         self._reply(conv)
 
     def regenerate(self, index: int) -> None:
+        """A new version of reply ``index``; the old one stays one click away."""
         conv = self.current
         if conv is None or self.generating or not 0 <= index < len(conv.turns) or \
                 conv.turns[index].role != "assistant":
             return
-        conv.truncate(index)
-        self._reply(conv)
+        self._reply(conv, index)
 
     def edit(self, index: int, text: str) -> None:
+        """A new version of user message ``index``, answered; the old branch is kept."""
         conv = self.current
         if conv is None or self.generating or not 0 <= index < len(conv.turns) or \
                 conv.turns[index].role != "user":
             return
-        conv.truncate(index)
-        conv.add_user(text, self.settings["system_prompt"])
+        conv.edit(index, text)
         self._reply(conv)
+
+    def switch(self, index: int, step: int) -> None:
+        """Show another version of message ``index``; the engine keeps the shared prefix."""
+        conv = self.current
+        if conv is None or self.generating:
+            return
+        conv.switch(index, step)
+
+    def continue_reply(self, conv: Conversation | None = None) -> None:
+        """Carry on a reply that stopped at the length limit, in the same message."""
+        conv = conv or self.current
+        if conv is None or self.generating or not self.can_chat() or not conv.turns or \
+                conv.turns[-1].role != "assistant" or conv.streaming is not None:
+            return
+        messages = conv.engine_messages(len(conv.turns) - 1)
+        conv.set_status(notice=None)
+        turn = conv.resume_reply()
+        self._start(conv, messages, continue_text=turn.text)
 
     def stop(self) -> None:
         self.client.cancel("chat")
 
-    def _reply(self, conv: Conversation) -> None:
-        messages = conv.engine_messages()
-        self.cached = conv.id
-        conv.begin_reply()
-        self.view.sync()
+    def apply_preset(self, preset: Preset, conv: Conversation | None = None) -> None:
+        """Give ``conv`` (the one shown) ``preset``: its system prompt and sampling. With
+        history, a changed system prompt becomes a new version of the first message and
+        nothing after it can come from the cache: the chat says so."""
+        conv = conv or self.current
+        if conv is None or conv.id == self.generating:
+            return
+        conv.preset = preset.name
+        conv.settings = preset.chat_settings()
+        conv.dirty = conv.dirty or bool(conv.turns)
+        conv.notify("meta")
+        if conv.turns:
+            after = conv.set_system(preset.system_prompt)
+            if after:
+                self._notify(conv, f"The system prompt changed: the {after} messages after it "
+                             "will be processed again at the next reply (nothing after the "
+                             "change is reused). The previous prompt is kept as version 1 "
+                             "of the first message.", "info")
+        if self.settings["drafter"] != preset.drafter:
+            self.settings.set("drafter", preset.drafter)  # the window says "at the next load"
+
+    def sampling_for(self, conv: Conversation) -> SamplingParams:
+        """The settings' sampling, with the conversation's own values (its preset) on top."""
+        values = dict(self.settings.values)
+        values.update({k: v for k, v in conv.settings.items() if k in SAMPLING_KEYS})
+        return sampling_params(values)
+
+    def _reply(self, conv: Conversation, regenerate: int | None = None) -> None:
+        conv.set_status(notice=None)
+        conv.begin_reply(regenerate)
+        self._start(conv, conv.engine_messages())
+
+    def _start(self, conv: Conversation, messages: tuple[Message, ...],
+               continue_text: str | None = None) -> None:
+        self.library.cached = conv.id
+        self._live[conv.id] = (0.0, 0, 0)
         self._set_generating(conv.id)
-        self.client.chat(conv.id, messages, self.settings.sampling_params())
+        self.client.chat(conv.id, messages, self.sampling_for(conv),
+                         continue_text=continue_text)
 
     def _set_generating(self, cid: str | None) -> None:
-        self.generating = cid
-        self.composer.set_generating(cid is not None)
-        self.view.set_busy(cid is not None)
+        self.library.generating = cid
         self.generating_changed.emit(cid is not None)
 
     def on_tokens(self, batch: TokenBatch) -> None:
         conv = self.by_id(batch.conversation_id)
         if conv is None:
             return
+        first, n, drafted = self._live.get(conv.id, (0.0, 0, 0))
+        now = time.monotonic()
+        if n == 0:
+            first = now
+        n += len(batch.tokens)
+        drafted += sum(t.from_draft for t in batch.tokens)
+        self._live[conv.id] = (first, n, drafted)
+        if n > 1 and now > first:  # the first batch's time is the start of the clock
+            conv.status.stats = Stats(n_tokens=n - 1, gen_s=now - first, proposed=n,
+                                      accepted=drafted)
+            conv.status.live = True
         conv.append_tokens(batch.tokens)
-        if conv is self.current:
-            self.view.refresh_last()
+        conv.notify("status")
 
     def on_finished(self, reply: Reply) -> None:
         conv = self.by_id(reply.conversation_id)
+        self._live.pop(reply.conversation_id, None)
         if conv is not None:
             conv.finish_reply(reply.done)
-            if conv is self.current:
-                self.view.refresh_last(now=True)
-            self.sidebar.update_conversation(conv)
-        self.status.show_stats(reply.done.stats, reply.n_past, reply.n_ctx)
+            notice = None
+            if reply.done.reason == "context_full":
+                notice = ("The context is full: start a new conversation or choose a "
+                          "larger context size in the settings.", "error", None, None)
+            elif reply.done.reason == "length":
+                notice = ("The reply stopped at the length limit.", "info", "Continue",
+                          lambda c=conv: self.continue_reply(c))
+            if reply.dropped:
+                conv.status.dropped = reply.dropped
+                if notice is None:
+                    why = f" ({reply.shift_note})" if reply.shift_note else ""
+                    notice = (f"The {reply.dropped} oldest messages are out of the model's view "
+                              f"(the context is full); it still sees the system prompt{why}.",
+                              "info", None, None)
+            conv.set_status(stats=reply.done.stats, live=False, n_past=reply.n_past,
+                            n_ctx=reply.n_ctx, notice=notice)
         if reply.conversation_id == self.generating:
             self._set_generating(None)
-        if reply.done.reason == "context_full":
-            self.notice.show_message("The context is full: start a new conversation or choose a "
-                                     "larger context size in the settings.", "error")
         if conv is not None and self.settings["autosave"]:
             self.save(conv)
         self.reply_finished.emit(reply)
@@ -240,49 +319,64 @@ class ChatController(QObject):
                                     taken=(c.path for c in self.conversations if c.path))
         path = path or conv.path
         values = self.settings.values
-        meta = {"title": conv.title, "sampling": {k: values[k] for k in SAMPLING_KEYS}}
+        meta = {"title": conv.title, "sampling": {k: values[k] for k in SAMPLING_KEYS},
+                "tree": tree_to_json(conv)}
+        if conv.preset:
+            meta["preset"] = conv.preset
+        if conv.settings:
+            meta["chat"] = dict(conv.settings)
         self.client.save(conv.id, path, conv.engine_messages(), settings=meta,
                          with_kv=values["save_kv"])
 
     def on_saved(self, saved: Saved) -> None:
         conv = self.by_id(saved.conversation_id)
         if conv is not None:
-            conv.path, conv.title, conv.dirty = saved.path, saved.path.stem, False
-            self.sidebar.update_conversation(conv)
+            conv.path, conv.dirty = saved.path, False
+            conv.rename(saved.path.stem)
             if conv is self.current:
                 self.current_changed.emit(conv)
         self.recent.add(saved.path)
         kv = "with its KV state" if saved.with_kv else "text only"
-        self.status.showMessage(f"Saved {saved.path.name} ({kv})", 4000)
+        self.message.emit(f"Saved {saved.path.name} ({kv})", 4000)
         self.conversation_saved.emit(saved)
 
     def on_model_loaded(self, _info: object) -> None:
-        self.cached = None
+        self.library.cached = None
+        for conv in self.conversations:
+            conv.status.n_past = 0
 
     def on_opened(self, res: Opened) -> None:
         conv = self.by_id(res.conversation_id)
         if conv is None:
             return
         if res.restored_kv:
-            self.cached = conv.id
+            self.library.cached = conv.id
+            conv.set_status(n_past=res.n_past, n_ctx=res.n_ctx)
         self.recent.add(res.path)
         shown = conv.loaded and conv.engine_messages() == res.messages
         if shown:  # a cache restore of a conversation already on screen: keep its turns
             if res.restored_kv:
-                self.status.showMessage(f"Restored the KV state of {res.path.name}", 4000)
+                self.message.emit(f"Restored the KV state of {res.path.name}", 4000)
             self.conversation_opened.emit(res)
             return
-        conv.set_messages(res.messages)
-        if conv is self.current:
-            self.view.set_placeholder_text("Send a message to start.")
-            self.view.set_conversation(conv)
+        root = tree_from_json(res.settings.get("tree"), res.messages)
+        if root is not None:
+            conv.set_root(root)
+        else:
+            conv.set_messages(res.messages)
+        if isinstance(res.settings.get("preset"), str):
+            conv.preset = res.settings["preset"]
+        if isinstance(res.settings.get("chat"), dict):
+            conv.settings = dict(res.settings["chat"])
+        last = next((t for t in reversed(conv.turns) if t.stats is not None), None)
+        conv.set_status(stats=last.stats if last else None)
         if res.restored_kv:
-            self.status.showMessage(f"Reopened {res.path.name} with its saved KV state", 6000)
+            self.message.emit(f"Reopened {res.path.name} with its saved KV state", 6000)
         else:
             why = res.note or ("no model is loaded" if not self.can_chat()
                                else "the file holds no KV state")
-            self.notice.show_message(f"Reopened {res.path.name} from its text ({why}); the next "
-                                     "reply recomputes the prompt.", "info")
+            self._notify(conv, f"Reopened {res.path.name} from its text ({why}); the next "
+                         "reply recomputes the prompt.", "info")
         if res.model_path is not None and not self.can_chat():
             self.model_suggested.emit(res.model_path)
         self.conversation_opened.emit(res)
@@ -290,28 +384,52 @@ class ChatController(QObject):
     def on_failed(self, failure: Failure) -> None:
         conv = self.by_id(failure.conversation_id)
         if failure.op == "chat":
+            self._live.pop(failure.conversation_id or "", None)
             if conv is not None:
-                conv.abort_reply()
-                if conv is self.current:
-                    self.view.sync()
-                    self.view.refresh_last(now=True)
+                conv.status.live = False
+                self._chat_failed(conv, failure.message)
             if failure.conversation_id == self.generating:
                 self._set_generating(None)
-            self.notice.show_message(f"The reply failed: {failure.message}", "error")
         elif failure.op == "save":
-            self.notice.show_message(f"Could not save the conversation: {failure.message}", "error")
+            self._notify(conv, f"Could not save the conversation: {failure.message}", "error")
         elif failure.op == "open":
             if conv is not None and not conv.loaded:
-                self.conversations.remove(conv)
+                shown = conv is self.current
+                self.library.remove(conv)
                 if conv.path is not None:
                     self.recent.remove(conv.path)
-                if conv is self.current:
-                    self.current = None
+                if shown:
                     self.new()
-                else:
-                    self.sidebar.set_conversations(self.conversations,
-                                                   self.current and self.current.id)
-            self.notice.show_message(f"Could not open the conversation: {failure.message}", "error")
+            self._notify(self.current, f"Could not open the conversation: {failure.message}",
+                         "error")
         else:
             return
         self.request_failed.emit(failure)
+
+    def _chat_failed(self, conv: Conversation, message: str) -> None:
+        streaming = conv.streaming
+        empty = streaming is not None and not streaming.text
+        conv.abort_reply()
+        too_long = TOO_LONG.search(message)
+        turns = conv.turns
+        if empty and too_long and turns and turns[-1].role == "user":
+            # The message cannot fit: give it back to the composer, editable, with offers.
+            text = turns[-1].text
+            conv.remove(len(turns) - 1)
+            self.draft_returned.emit(text)
+            n, room = int(too_long.group(1)), int(too_long.group(2))
+            self._notify(conv, f"The message is too long for the context ({n} tokens, room for "
+                         f"{room}). Shorten it, or raise the context size for the next load.",
+                         "error", "Raise the context",
+                         lambda: self.settings.set("context_size",
+                                                   min(2 * self.settings["context_size"], 131072)))
+            return
+        self._notify(conv, f"The reply failed: {message}", "error")
+
+    def _notify(self, conv: Conversation | None, text: str, kind: str,
+                action: str | None = None, callback: Callable[[], None] | None = None) -> None:
+        if conv is None:
+            self.notice.emit(text, kind)
+        else:
+            conv.set_status(notice=(text, kind, action, callback))
+

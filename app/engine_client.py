@@ -49,8 +49,9 @@ class EngineClient(QObject):
         self._load.emit(LoadRequest(config))
 
     def chat(self, conversation_id: str, messages: Sequence[Message],
-             sampling: SamplingParams) -> ChatRequest:
-        req = ChatRequest(conversation_id, tuple(messages), sampling)
+             sampling: SamplingParams, *, continue_text: str | None = None) -> ChatRequest:
+        req = ChatRequest(conversation_id, tuple(messages), sampling,
+                          continue_text=continue_text)
         self._remember("chat", req.cancel)
         self._chat.emit(req)
         return req

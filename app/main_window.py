@@ -16,7 +16,9 @@ from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QMainWin
                                QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from engine import paths
+from engine.conversation.export import export
 from engine.errors import DuetError
+from engine.model import check_gguf_file
 from engine.runtime import STARTER_FILES
 
 from app import theme
@@ -27,6 +29,7 @@ from app.conversation import SUFFIX, RecentFiles
 from app.engine_client import EngineClient
 from app.models_panel import FirstRunPanel, ModelsPanel, gguf_paths, installed_models
 from app.notice import NoticeBar
+from app.presets import PresetBar
 from app.requests import Failure, Fetched, ModelInfo, Progress
 from app.settings import OPTIONS, Settings
 from app.settings_dialog import SettingsDialog
@@ -57,11 +60,9 @@ class MainWindow(QMainWindow):
             self.setWindowIcon(QIcon(str(ICON)))
         self.setAcceptDrops(True)
         self._build()
-        self.controller = ChatController(self.client, self.settings, self.chat_view, self.composer,
-                                         self.sidebar, self.status, self.notice, self.recent, self)
+        self.controller = ChatController(self.client, self.settings, self.recent, parent=self)
         self.controller.can_chat = lambda: self.model_info is not None or self.loading
-        self.controller.current_changed.connect(self._update_title)
-        self.controller.model_suggested.connect(self._suggest_model)
+        self._connect_controller()
         self._build_menus()
         w = self.client.worker
         w.loaded.connect(self.on_loaded)
@@ -84,6 +85,7 @@ class MainWindow(QMainWindow):
         self.notice = NoticeBar(self)
         self.chat_view = ChatView(self)
         self.composer = Composer(self)
+        self.presets = PresetBar(self)
         self.first_run = FirstRunPanel(self)
         self.first_run.fetch_requested.connect(self.fetch_starters)
         self.first_run.open_requested.connect(self._first_run_open)
@@ -101,6 +103,7 @@ class MainWindow(QMainWindow):
         notice_row.addWidget(self.notice)
         column.addLayout(notice_row)
         column.addWidget(self.stack, 1)
+        column.addWidget(self.presets)
         column.addWidget(self.composer)
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(self.sidebar)
@@ -110,6 +113,29 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(splitter)
         self.status = StatusBar(self)
         self.setStatusBar(self.status)
+
+    def _connect_controller(self) -> None:
+        """The views follow the conversation model; their requests go to the controller."""
+        c, library = self.controller, self.controller.library
+        for view in (self.chat_view, self.sidebar, self.status, self.notice, self.presets):
+            view.follow(library)
+        self.presets.chosen.connect(c.apply_preset)
+        self.composer.send_requested.connect(c.send)
+        self.composer.stop_requested.connect(c.stop)
+        self.chat_view.regenerate_requested.connect(c.regenerate)
+        self.chat_view.edit_requested.connect(c.edit)
+        self.chat_view.switch_requested.connect(c.switch)
+        self.chat_view.continue_requested.connect(c.continue_reply)
+        self.sidebar.selected.connect(c.select)
+        self.sidebar.new_requested.connect(c.new)
+        self.sidebar.delete_requested.connect(c.delete)
+        c.generating_changed.connect(self.composer.set_generating)
+        c.generating_changed.connect(self.chat_view.set_busy)
+        c.notice.connect(self.notice.show_message)
+        c.message.connect(self.status.showMessage)
+        c.draft_returned.connect(self.composer.edit.setPlainText)
+        c.current_changed.connect(self._update_title)
+        c.model_suggested.connect(self._suggest_model)
 
     def _build_menus(self) -> None:
         c = self.controller
@@ -127,6 +153,8 @@ class MainWindow(QMainWindow):
         self._action(conv, "&Rename…", lambda: self.rename_dialog(c.current and c.current.id),
                      QKeySequence("F2"))
         self._action(conv, "&Delete", self.delete_dialog)
+        self._action(conv, "&Export the branch shown…", self.export_dialog)
+        self._action(conv, "&Find…", self.sidebar.search.setFocus, QKeySequence.StandardKey.Find)
         self._action(conv, "S&top the reply", c.stop)
         model = bar.addMenu("&Model")
         self._action(model, "Choose &target model…", lambda: self._browse_model(False))
@@ -167,9 +195,12 @@ class MainWindow(QMainWindow):
 
     def load_models(self, target: Path, draft: Path | None = None) -> None:
         try:
+            for path in (target, draft):
+                if path is not None:
+                    check_gguf_file(Path(path))
             config = self.settings.runtime_config(target, draft)
         except (DuetError, ValueError) as e:
-            self.notice.show_message(f"Cannot load: {e}", "error")
+            self._refuse_model(target, draft, f"Could not load the model: {e}")
             return
         self.settings.update({"target_model": str(target), "draft_model": str(draft or "")})
         self.models.populate(target, draft)
@@ -177,6 +208,24 @@ class MainWindow(QMainWindow):
         self.loading = True
         self.models.set_loading(True, f"Loading {target.name}…")
         self.client.load(config)
+
+    def _refuse_model(self, target: Path, draft: Path | None, message: str) -> None:
+        """A choice that cannot load: say why, keep what is loaded, drop bad files from the
+        pickers."""
+        for path in (target, draft):
+            if path is not None:
+                try:
+                    check_gguf_file(Path(path))
+                except DuetError:
+                    self.models.forget(Path(path))
+        info = self.model_info
+        if info is not None:
+            self.models.populate(info.target_path, info.draft_path)
+            self.models.show_loaded(info)
+        else:
+            self.models.populate()
+        self.notice.show_message(message + (f" (still using {info.target_name})" if info else ""),
+                                 "error")
 
     def reload(self) -> None:
         if self.models.target() is not None:
@@ -282,6 +331,25 @@ class MainWindow(QMainWindow):
         if name:
             path = Path(name)
             self.controller.save(conv, path if path.suffix == SUFFIX else path.with_suffix(SUFFIX))
+
+    def export_dialog(self) -> None:
+        conv = self.controller.current
+        if conv is None or not conv.turns:
+            return
+        start = Path.home() / (conv.title + ".md")
+        name, chosen = QFileDialog.getSaveFileName(
+            self, "Export the conversation", str(start),
+            "Markdown, the branch shown (*.md);;JSON, every version (*.json)")
+        if name:
+            path = Path(name)
+            if not path.suffix:
+                path = path.with_suffix(".json" if "json" in chosen.lower() else ".md")
+            try:
+                export(conv, path)
+            except OSError as e:
+                self.notice.show_message(f"Cannot export to {path.name}: {e.strerror}", "error")
+                return
+            self.status.showMessage(f"Exported {path.name}", 4000)
 
     def rename_dialog(self, cid: str | None) -> None:
         conv = self.controller.by_id(cid)

@@ -16,6 +16,8 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPro
                                QPushButton, QVBoxLayout, QWidget)
 
 from engine import paths
+from engine.errors import DuetError
+from engine.model import check_gguf_file
 from engine.catalog import CATALOG
 
 from app.requests import ModelInfo
@@ -39,7 +41,16 @@ def installed_models(folder: Path | None = None) -> list[Path]:
         found = [p for p in folder.iterdir() if p.suffix.lower() == ".gguf" and p.is_file()]
     except OSError:
         return []
-    return sorted(found, key=lambda p: p.stat().st_size)
+    return sorted((p for p in found if _is_gguf(p)), key=lambda p: p.stat().st_size)
+
+
+def _is_gguf(path: Path) -> bool:
+    """Whether ``path`` starts like a GGUF file (a renamed text file is not offered)."""
+    try:
+        check_gguf_file(path)
+    except DuetError:
+        return False
+    return True
 
 
 def label_for(path: Path) -> str:
@@ -136,6 +147,15 @@ class ModelsPanel(QWidget):
         else:
             self.populate(path, self.draft())
         self.choice_changed.emit(self.target(), self.draft())
+
+    def forget(self, path: Path) -> None:
+        """Take ``path`` off the lists (a file that turned out not to be a model)."""
+        if path in self._extra:
+            self._extra.remove(path)
+        for combo in (self.target_combo, self.draft_combo):
+            index = combo.findData(str(path))
+            if index >= 0:
+                combo.removeItem(index)
 
     def _select(self, combo: QComboBox, path: Path | None) -> None:
         index = combo.findData(str(path)) if path else -1

@@ -6,6 +6,9 @@ from typing import Callable
 
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
+from engine.conversation.library import Library
+from engine.conversation.tree import Conversation
+
 
 class NoticeBar(QFrame):
     STYLES = {
@@ -26,14 +29,28 @@ class NoticeBar(QFrame):
         close.setText("✕")
         close.setAutoRaise(True)
         close.setToolTip("Dismiss")
-        close.clicked.connect(self.hide)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(10, 4, 4, 4)
         layout.addWidget(self.label, 1)
         layout.addWidget(self.action)
         layout.addWidget(close)
         self._callback: Callable[[], None] | None = None
+        self.owner: Conversation | None = None  # the conversation the notice is about
+        close.clicked.connect(self._dismiss)
         self.hide()
+
+    def follow(self, library: Library) -> None:
+        """Show the notice of the conversation shown; a notice of another one is hidden."""
+        def on_change(kind: str, conv: Conversation | None) -> None:
+            if kind not in ("current", "status"):
+                return
+            notice = conv.status.notice if conv is not None else None
+            if notice is not None:
+                self.show_message(*notice)
+                self.owner = conv
+            elif self.owner is not None or kind == "current":
+                self.hide()
+        library.subscribe(on_change)
 
     def show_message(self, text: str, kind: str = "info", action: str | None = None,
                      callback: Callable[[], None] | None = None) -> None:
@@ -43,13 +60,19 @@ class NoticeBar(QFrame):
         self.action.setVisible(action is not None)
         self.action.setText(action or "")
         self._callback = callback
+        self.owner = None
         self.show()
 
     def text(self) -> str:
         return "" if self.isHidden() else self.label.text()
 
+    def _dismiss(self) -> None:
+        if self.owner is not None:  # dismissed for good, not shown again with its conversation
+            self.owner.status.notice = None
+        self.hide()
+
     def _run_action(self) -> None:
         callback = self._callback
-        self.hide()
+        self._dismiss()
         if callback is not None:
             callback()

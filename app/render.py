@@ -3,12 +3,15 @@
 Prose goes through Qt's Markdown reader (``QTextCursor.insertMarkdown``); each fenced code block
 becomes a framed monospace block with a header line holding its language and a ``Copy`` link
 (``copy:<n>``, handled by the view's anchorClicked). Drafted spans (character offsets into the
-message) get a background tint: inside code by offset, inside prose through the private-use
-markers of ``app.markdown.mark``, which are turned into formatting and removed here.
+message) get a subtle mark, a dotted underline over a faint background, on text only (never on
+indentation or other whitespace in code): inside code by offset, inside prose through the
+private-use markers of ``app.markdown.mark``, which are turned into formatting and removed here.
+User messages are Markdown too, with raw HTML shown as text.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -19,6 +22,10 @@ from app.highlight import highlight
 from app.markdown import MARK_CLOSE, MARK_OPEN, Block, clip, mark, split_blocks
 
 COPY_SCHEME = "copy"
+_FEATURES = QTextDocument.MarkdownFeature.MarkdownDialectGitHub
+_FEATURES_NO_HTML = QTextDocument.MarkdownFeature(
+    QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
+    | QTextDocument.MarkdownFeature.MarkdownNoHTML.value)
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,16 @@ class Colors:
     draft_bg: QColor
     muted: QColor
     link: QColor
+    draft_line: QColor  # the underline of drafted text
+
+
+def draft_format(colors: Colors, base: QTextCharFormat | None = None) -> QTextCharFormat:
+    """The mark of drafted text: a dotted underline in ``draft_line`` over a faint tint."""
+    fmt = QTextCharFormat(base) if base is not None else QTextCharFormat()
+    fmt.setBackground(colors.draft_bg)
+    fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.DotLine)
+    fmt.setUnderlineColor(colors.draft_line)
+    return fmt
 
 
 def monospace_font() -> QFont:
@@ -54,17 +71,20 @@ class Renderer:
         self._done: list[tuple[object, int]] = []  # (what was rendered, where it starts)
         self._mode: object = None
         self.rebuilt_chars = 0  # characters of text the last ``render`` rebuilt
+        self._features = _FEATURES
 
     def render(self, text: str, colors: Colors, *, spans: Sequence[tuple[int, int]] = (),
-               markdown: bool = True) -> list[str]:
+               markdown: bool = True, html: bool = True) -> list[str]:
         """Show ``text``; return the code blocks' texts (for the Copy links).
 
         ``spans``: drafted character ranges of ``text`` to tint (empty: no tint). With
-        ``markdown=False`` the text is shown as it is (user messages)."""
+        ``markdown=False`` the text is shown as it is; ``html=False``: HTML in the Markdown is
+        shown as text (user messages)."""
         # One edit block: the layout hears of the whole change once, not of every insertion.
         edit = QTextCursor(self.doc)
         edit.beginEditBlock()
         try:
+            self._features = _FEATURES if html else _FEATURES_NO_HTML
             return self._render(text, colors, spans, markdown)
         finally:
             edit.endEditBlock()
@@ -81,7 +101,7 @@ class Renderer:
         blocks = split_blocks(text)
         keys = [(b, tuple(clip(spans, b.start, b.start + len(b.text)))) for b in blocks]
         keep = 0
-        mode = (id(colors), colors.draft_bg.rgba())
+        mode = (id(colors), colors.draft_bg.rgba(), self._features)
         if mode == self._mode:
             while keep < min(len(keys), len(self._done)) and self._done[keep][0] == keys[keep]:
                 keep += 1
@@ -111,9 +131,9 @@ class Renderer:
                 body = block.text.lstrip("\n")  # blank lines after a fence: no empty paragraph
                 lead = block.start + len(block.text) - len(body)
                 rel = clip(spans, lead, lead + len(body))
-                cursor.insertMarkdown(mark(body, rel) if rel else body)
+                cursor.insertMarkdown(mark(body, rel) if rel else body, self._features)
                 if rel:
-                    _apply_marks(doc, start, colors.draft_bg)
+                    _apply_marks(doc, start, colors)
                     cursor.movePosition(QTextCursor.MoveOperation.End)
             else:
                 continue
@@ -148,7 +168,7 @@ def render(doc: QTextDocument, text: str, colors: Colors, *, spans: Sequence[tup
     return Renderer(doc).render(text, colors, spans=spans, markdown=markdown)
 
 
-def _apply_marks(doc: QTextDocument, start: int, background: QColor) -> None:
+def _apply_marks(doc: QTextDocument, start: int, colors: Colors) -> None:
     """Tint the text between each MARK_OPEN/MARK_CLOSE pair after ``start``; delete the marks.
 
     One pass over the blocks finds the marks; they are then handled from the last to the
@@ -161,8 +181,7 @@ def _apply_marks(doc: QTextDocument, start: int, background: QColor) -> None:
             if ch == MARK_OPEN or ch == MARK_CLOSE:
                 marks.append((base + i, ch))
         block = block.next()
-    tint = QTextCharFormat()
-    tint.setBackground(background)
+    tint = draft_format(colors)
     cursor = QTextCursor(doc)
     pending_close: int | None = None
     for pos, ch in reversed(marks):
@@ -245,19 +264,28 @@ def _insert_highlighted(cursor: QTextCursor, code: str, lang: str,
         kind = spans[si][2] if si < len(spans) and spans[si][0] <= a else None
         fmt = QTextCharFormat(formats[kind] if kind else base)
         if di < len(drafted) and drafted[di][0] <= a:
-            fmt.setBackground(colors.draft_bg)
-        cursor.insertText(code[a:b], fmt)
+            _insert_marked(cursor, code[a:b], fmt, colors)
+        else:
+            cursor.insertText(code[a:b], fmt)
+
+
+_WORDS = re.compile(r"\s+|\S+")
+
+
+def _insert_marked(cursor: QTextCursor, text: str, fmt: QTextCharFormat, colors: Colors) -> None:
+    """Drafted ``text``: its words marked, its whitespace (indentation) left plain."""
+    marked = draft_format(colors, fmt)
+    for m in _WORDS.finditer(text):
+        cursor.insertText(m.group(), fmt if m.group().isspace() else marked)
 
 
 def _insert_plain(cursor: QTextCursor, text: str, spans: Sequence[tuple[int, int]],
                   colors: Colors) -> None:
     base = QTextCharFormat()
-    tinted = QTextCharFormat()
-    tinted.setBackground(colors.draft_bg)
     last = 0
     for a, b in clip(spans, 0, len(text)):
         cursor.insertText(text[last:a], base)
-        cursor.insertText(text[a:b], tinted)
+        _insert_marked(cursor, text[a:b], base, colors)
         last = b
     cursor.insertText(text[last:], base)
 

@@ -37,6 +37,7 @@ class ChatRequest:
     messages: tuple[Message, ...]
     sampling: SamplingParams
     cancel: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    continue_text: str | None = None  # go on with this reply (the last message is the user's)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,8 @@ class Reply:
     done: Done
     n_past: int
     n_ctx: int
+    dropped: int = 0  # the oldest messages left out to fit the context
+    shift_note: str | None = None  # why the kept turns were recomputed, not shifted
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,8 @@ class Opened:
     restored_kv: bool
     note: str | None
     model_path: Path | None
+    n_past: int = 0  # tokens in the cache after a KV restore (0: none restored)
+    n_ctx: int = 0
 
     def __post_init__(self) -> None:
         _frozen_mapping(self, "settings")

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from PySide6.QtCore import QPoint, Qt, Signal
-from PySide6.QtWidgets import (QHBoxLayout, QListWidget, QListWidgetItem, QMenu, QPushButton,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QHBoxLayout, QLineEdit, QListWidget, QListWidgetItem, QMenu,
+                               QPushButton, QVBoxLayout, QWidget)
+
+from engine.conversation.export import file_matches, matches
+from engine.conversation.library import Library
 
 from app.conversation import Conversation
 
@@ -37,6 +40,11 @@ class Sidebar(QWidget):
         open_ = QPushButton("Open…", self)
         open_.setToolTip("Open a .duet conversation file (Ctrl+O)")
         open_.clicked.connect(self.open_requested)
+        self.search = QLineEdit(self)
+        self.search.setPlaceholderText("Search conversations")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self._filter)
+        self._library: Library | None = None
         buttons = QHBoxLayout()
         buttons.setContentsMargins(0, 0, 0, 0)
         buttons.addWidget(new)
@@ -44,11 +52,23 @@ class Sidebar(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 4, 8)
         layout.addLayout(buttons)
+        layout.addWidget(self.search)
         layout.addWidget(self.list, 1)
+
+    def follow(self, library: Library) -> None:
+        """List the library's conversations (never a blank one) and mark the one shown."""
+        self._library = library
+
+        def on_change(kind: str, _conv: Conversation | None) -> None:
+            if kind in ("list", "current"):
+                current = library.current
+                self.set_conversations(library.listed(), current.id if current else None)
+        library.subscribe(on_change)
 
     def set_conversations(self, conversations: Sequence[Conversation], current: str | None) -> None:
         self.list.blockSignals(True)
         self.list.clear()
+        self.list.setCurrentItem(None)
         for conv in conversations:
             item = QListWidgetItem(self._label(conv))
             item.setData(ID_ROLE, conv.id)
@@ -57,6 +77,21 @@ class Sidebar(QWidget):
             if conv.id == current:
                 self.list.setCurrentItem(item)
         self.list.blockSignals(False)
+        if self.search.text().strip():
+            self._filter(self.search.text())
+
+    def _filter(self, query: str) -> None:
+        """Hide the conversations whose title and text (every version) lack ``query``."""
+        library = self._library
+        for i in range(self.list.count()):
+            item = self.list.item(i)
+            conv = library.by_id(item.data(ID_ROLE)) if library is not None else None
+            if conv is None or not query.strip():
+                item.setHidden(False)
+            elif conv.loaded:
+                item.setHidden(not matches(conv, query))
+            else:
+                item.setHidden(conv.path is None or not file_matches(conv.path, query))
 
     def update_conversation(self, conv: Conversation) -> None:
         for i in range(self.list.count()):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
+from engine.conversation.library import Library
+from engine.conversation.tree import Conversation, Status
 from engine.events import Stats
 
 
@@ -20,12 +22,38 @@ class StatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.labels: dict[str, QLabel] = {}
+        self._n_ctx = 0
         for name in self.FIELDS:
             label = QLabel(self)
             label.setToolTip(self.TIPS[name])
             self.addPermanentWidget(label)
             self.labels[name] = label
         self.clear_stats()
+
+    def follow(self, library: Library) -> None:
+        """Show the figures of the conversation shown, live while it streams."""
+        def on_change(kind: str, conv: Conversation | None) -> None:
+            if kind in ("current", "status") and conv is not None:
+                self.show_status(conv.status)
+        library.subscribe(on_change)
+
+    def show_status(self, status: Status) -> None:
+        s = status.stats
+        if s is None:
+            for name, text in (("speed", "— tok/s"), ("acceptance", "accepted —"),
+                               ("per_pass", "— tok/pass")):
+                self.labels[name].setText(text)
+        elif status.live:
+            self.labels["speed"].setText(f"{s.tokens_per_s:.1f} tok/s")
+            self.labels["acceptance"].setText(
+                f"drafted {s.acceptance_rate:.0%}" if s.accepted else "accepted —")
+            self.labels["per_pass"].setText("— tok/pass")
+        else:
+            self._show_final(s)
+        if status.n_ctx:
+            self.set_context(status.n_past, status.n_ctx)
+        elif self._n_ctx:
+            self.set_context(0, self._n_ctx)
 
     def clear_stats(self) -> None:
         for name, text in (("speed", "— tok/s"), ("acceptance", "accepted —"),
@@ -37,13 +65,17 @@ class StatusBar(QStatusBar):
         self.labels["drafter"].setText(f"drafter {name}")
 
     def set_context(self, used: int, total: int) -> None:
+        self._n_ctx = total
         self.labels["context"].setText(f"context {used:,} / {total:,}")
 
     def show_stats(self, stats: Stats, n_past: int, n_ctx: int) -> None:
+        self._show_final(stats)
+        self.set_context(n_past, n_ctx)
+
+    def _show_final(self, stats: Stats) -> None:
         self.labels["speed"].setText(f"{stats.tokens_per_s:.1f} tok/s")
         self.labels["acceptance"].setText(
             f"accepted {stats.acceptance_rate:.0%}" if stats.proposed else "accepted —")
         self.labels["per_pass"].setText(f"{stats.tokens_per_pass:.2f} tok/pass")
         used = ", ".join(k for k, v in stats.drafters_used.items() if v) or stats.drafter
         self.set_drafter(used)
-        self.set_context(n_past, n_ctx)

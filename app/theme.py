@@ -16,13 +16,13 @@ _system: tuple[str, QPalette] | None = None  # the style and palette the app sta
 LIGHT_COLORS = Colors(
     code_bg=QColor("#f6f8fa"), code_border=QColor("#d0d7de"), code_fg=QColor("#1f2328"),
     keyword=QColor("#cf222e"), string=QColor("#0a3069"), comment=QColor("#6e7781"),
-    number=QColor("#0550ae"), draft_bg=QColor(255, 196, 0, 70), muted=QColor("#6e7781"),
-    link=QColor("#0969da"))
+    number=QColor("#0550ae"), draft_bg=QColor(255, 196, 0, 38), muted=QColor("#6e7781"),
+    link=QColor("#0969da"), draft_line=QColor("#9a6700"))
 DARK_COLORS = Colors(
     code_bg=QColor("#161b22"), code_border=QColor("#30363d"), code_fg=QColor("#e6edf3"),
     keyword=QColor("#ff7b72"), string=QColor("#a5d6ff"), comment=QColor("#8b949e"),
-    number=QColor("#79c0ff"), draft_bg=QColor(255, 196, 0, 80), muted=QColor("#8b949e"),
-    link=QColor("#58a6ff"))
+    number=QColor("#79c0ff"), draft_bg=QColor(210, 153, 34, 30), muted=QColor("#8b949e"),
+    link=QColor("#58a6ff"), draft_line=QColor("#d29922"))
 
 
 def _palette(dark: bool) -> QPalette:

@@ -12,12 +12,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from pathlib import Path
 from typing import Iterator
 
 from PySide6.QtCore import QObject, Signal, Slot
 
 from engine import paths
 from engine.errors import DuetError
+from engine.model import check_gguf_file
+from engine.prompt import chat_tokens
 from engine.events import Done, PromptProgress, Token
 from engine.runtime import Runtime
 
@@ -49,8 +52,11 @@ class EngineWorker(QObject):
     @Slot(object)
     def load(self, req: LoadRequest) -> None:
         with self._guard("load"):
-            self.close()
             cfg = req.config
+            for spec in (cfg.target, cfg.draft):  # a bad file must not unload the working models
+                if spec is not None:
+                    check_gguf_file(Path(spec.path))
+            self.close()
             self.progress.emit(Progress("load", text=f"Loading {cfg.target.path.name}…"))
             t0 = time.perf_counter()
             rt = Runtime(cfg)
@@ -72,9 +78,18 @@ class EngineWorker(QObject):
         with self._guard("chat", req.conversation_id):
             rt = self._runtime()
             batches: Coalescer[Token] = Coalescer(self.token_interval)
-            for event in rt.generator.chat(req.messages, req.sampling, req.cancel):
+            dropped = 0
+            if req.continue_text is not None:  # the reply goes on from its text (Continue)
+                model = rt.generator.model
+                prompt = chat_tokens(model, req.messages) + model.tokenize(
+                    req.continue_text, add_special=False, parse_special=False)
+                events = rt.generator.complete(prompt, req.sampling, req.cancel)
+            else:
+                events = rt.generator.chat(req.messages, req.sampling, req.cancel)
+                dropped = getattr(rt.generator, "last_dropped", 0)
+            for event in events:
                 if isinstance(event, Token):
-                    batch = batches.add(event)
+                    batch = batches.add(event, boundary=event.step_end)
                     if batch:
                         self.tokens.emit(TokenBatch(req.conversation_id, tuple(batch)))
                 elif isinstance(event, PromptProgress):
@@ -84,7 +99,8 @@ class EngineWorker(QObject):
                     if rest:
                         self.tokens.emit(TokenBatch(req.conversation_id, tuple(rest)))
                     self.finished.emit(Reply(req.conversation_id, event, rt.ctx.n_past,
-                                             rt.ctx.n_ctx))
+                                             rt.ctx.n_ctx, dropped,
+                                             getattr(rt.generator, "shift_note", None)))
 
     @Slot(object)
     def save(self, req: SaveRequest) -> None:
@@ -104,8 +120,11 @@ class EngineWorker(QObject):
 
             self.progress.emit(Progress("open", text=f"Opening {req.path.name}…"))
             res = open_conversation(req.path, self.runtime)
+            ctx = self.runtime.ctx if self.runtime is not None else None
             self.opened.emit(Opened(req.conversation_id, req.path, tuple(res.messages),
-                                    res.settings, res.restored_kv, res.note, res.model_path))
+                                    res.settings, res.restored_kv, res.note, res.model_path,
+                                    ctx.n_past if ctx is not None and res.restored_kv else 0,
+                                    ctx.n_ctx if ctx is not None else 0))
 
     @Slot(object)
     def fetch(self, req: FetchRequest) -> None:

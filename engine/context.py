@@ -197,6 +197,28 @@ class Context(NativeOwner):
                 f"{self.model.display_name} cannot rewind its cache to a position (recurrent model)")
         del self.tokens[n_keep:]
 
+    def drop(self, p0: int, p1: int) -> bool:
+        """Remove the tokens at positions [p0, p1) and shift the later ones down by ``p1 - p0``
+        (llama_memory_seq_rm + llama_memory_seq_add; the keys are re-rotated at the next
+        decode), mirror included. False, and nothing changed, when the memory cannot shift
+        (e.g. a recurrent model or M-RoPE): the caller rewinds and recomputes instead."""
+        if not 0 <= p0 <= p1 <= self.n_past:
+            raise ValueError(f"cannot drop [{p0}, {p1}) of {self.n_past} tokens")
+        if p0 == p1:
+            return True
+        if not lib.llama_memory_can_shift(self._mem):
+            return False
+        if not lib.llama_memory_seq_rm(self._mem, 0, p0, p1):
+            return False
+        if p1 < self.n_past:
+            lib.llama_memory_seq_add(self._mem, 0, p1, -1, p0 - p1)
+        del self.tokens[p0:p1]
+        if self.kv_pos_max() != self.n_past - 1:  # never leave the cache and mirror apart
+            log.warning("the cache shift left positions up to %d for %d tokens; clearing it",
+                        self.kv_pos_max(), self.n_past)
+            self.clear()
+        return True
+
     def clear(self) -> None:
         self.model.check_workers()
         lib.llama_memory_clear(self._mem, True)

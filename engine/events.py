@@ -18,12 +18,14 @@ class PromptProgress:
 @dataclass(frozen=True)
 class Token:
     """One generated token. ``text`` is what it adds to the reply (may be empty while a UTF-8
-    character or a possible stop string is held back)."""
+    character or a possible stop string is held back). ``step_end``: the last token of a
+    decoding step (one target pass); the next one comes only after another pass."""
 
     id: int
     text: str
     from_draft: bool = False
     drafter: str | None = None
+    step_end: bool = False
 
 
 @dataclass(frozen=True)

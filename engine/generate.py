@@ -50,6 +50,51 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
+MIN_SHIFT_GAIN = 16  # tokens a cache shift must save over a rewind to be worth it
+MAX_SHIFT_CANDIDATES = 512  # where the kept part may start (usually a message boundary)
+
+
+def dropped_span(cached: Sequence[int], prompt: Sequence[int]) -> tuple[int, int, int] | None:
+    """(p, d, kept) when ``prompt`` starts with ``cached[:p] + cached[p+d:p+d+kept]``: the
+    oldest turns after the shared head (the system prompt) were dropped to fit the context.
+    Picks the span keeping most tokens; None when no shift keeps more than rewinding to p."""
+    p = common_prefix(cached, prompt)
+    if p >= len(cached) or p >= len(prompt):
+        return None
+    old = np.asarray(cached[p:], dtype=np.int64)
+    new = np.asarray(prompt[p:], dtype=np.int64)
+    best: tuple[int, int, int] | None = None
+    for d in np.nonzero(old == new[0])[0][:MAX_SHIFT_CANDIDATES]:
+        n = min(len(old) - d, len(new))
+        same = old[d:d + n] == new[:n]
+        kept = n if same.all() else int(np.argmin(same))
+        if kept >= MIN_SHIFT_GAIN and (best is None or kept > best[2]):
+            best = (p, int(d), kept)
+    return best
+
+
+def align(ctx: Context, prompt: Sequence[int]) -> tuple[int, int, str | None]:
+    """Make ``ctx`` hold the longest reusable part of ``prompt``; return (tokens reused,
+    tokens dropped by a cache shift, why a shift was not possible or None).
+
+    Reuses the common prefix; when the conversation outgrew the context and its oldest turns
+    were dropped, removes them from the cache and shifts the rest down instead of recomputing
+    it. At least the last prompt token is left to decode (its logits are needed)."""
+    shift = dropped_span(ctx.tokens, prompt)
+    dropped, note = 0, None
+    if shift is not None:
+        p, d, _ = shift
+        if ctx.drop(p, p + d):
+            dropped = d
+        else:
+            note = (f"{ctx.model.display_name} cannot shift its cache: the "
+                    f"{len(ctx.tokens) - p - d} tokens after the dropped turns are recomputed")
+            log.info(note)
+    reuse = min(common_prefix(ctx.tokens, prompt), len(prompt) - 1)
+    ctx.rewind(reuse)
+    return reuse, dropped, note
+
+
 class Generator:
     """Streams replies for one conversation on ``ctx`` (owned by one thread)."""
 
@@ -57,12 +102,14 @@ class Generator:
         self.ctx = ctx
         self.model = ctx.model
         self.speculation = speculation
+        self.last_dropped = 0  # messages the last ``chat`` left out to fit the context
+        self.shift_note: str | None = None  # why the last reply could not shift the cache
 
     def chat(self, messages: Sequence[Message], params: SamplingParams,
              cancel: threading.Event | None = None) -> Iterator[Event]:
         """Reply to ``messages`` (the last is the user's). Oldest turns are dropped if needed."""
         budget = self.ctx.n_ctx - min(params.max_tokens, self.ctx.n_ctx // 4)
-        tokens, _ = fit_messages(self.model, messages, budget)
+        tokens, self.last_dropped = fit_messages(self.model, messages, budget)
         return self.complete(tokens, params, cancel)
 
     def complete(self, prompt: Sequence[int], params: SamplingParams,
@@ -80,8 +127,7 @@ class Generator:
              cancel: threading.Event) -> Iterator[Event]:
         ctx, model = self.ctx, self.model
         t0 = time.perf_counter()
-        reuse = min(common_prefix(ctx.tokens, prompt), len(prompt) - 1)
-        ctx.rewind(reuse)
+        reuse, _, self.shift_note = align(ctx, prompt)
         out = _Output(model, params)
         stats = _Counters(n_prompt=len(prompt), n_cached=reuse)
         try:
@@ -215,7 +261,10 @@ class _Output:
         return None
 
     def flush_events(self) -> list[Event]:
+        """The events of this step, the last token marked ``step_end``."""
         events, self._events = self._events, []
+        if events and isinstance(events[-1], Token):
+            events[-1] = replace(events[-1], step_end=True)
         return events
 
     def finish(self, reason: str, stats: Stats) -> Done:

@@ -1,4 +1,4 @@
-"""``duet-cli bench ...``: plain, speculative, session, server, rpc."""
+"""``duet-cli bench ...``: plain, speculative, session, server, rpc, conversation."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from engine.bench import plain, rpc, server_bench, session, speculative
+    from engine.bench import conversation, plain, rpc, server_bench, session, speculative
 
     p = sub.add_parser("bench", help="benchmarks that compare in one run")
     bench = p.add_subparsers(dest="bench", required=True)
@@ -15,3 +15,4 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     session.add_parser(bench)
     server_bench.add_parser(bench)
     rpc.add_parser(bench)
+    conversation.add_parser(bench)

@@ -56,7 +56,19 @@ def summary(path: Path) -> dict[str, Any]:
     kv = info["kv"]["target"]
     info["bytes_per_token"] = round(info["file_size"] / kv["tokens"], 1) if kv and kv[
         "tokens"] else None
+    info["tree"] = _tree(path)
     return info
+
+
+def _tree(path: Path) -> str | None:
+    """One line about the conversation tree (versions of messages) saved in the settings."""
+    from engine.conversation.store import describe
+    from engine.errors import SessionError
+
+    try:
+        return describe(read_meta(path).settings.get("tree"))
+    except SessionError:
+        return None
 
 
 def render(info: dict[str, Any]) -> str:
@@ -74,6 +86,8 @@ def render(info: dict[str, Any]) -> str:
         lines.append("    KV: none (text only)" if kv is None else
                      f"    KV: {kv['tokens']} tokens, n_ctx {kv['n_ctx']}, "
                      f"{kv['type_k']}/{kv['type_v']}")
+    if info.get("tree"):
+        lines.append(f"  conversation tree: {info['tree']}")
     if info["bytes_per_token"] is not None:
         lines.append(f"  {info['bytes_per_token']:,.0f} bytes per token")
     lines.append("  sections:" if info["sections"] else "  sections: none")

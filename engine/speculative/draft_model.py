@@ -3,6 +3,7 @@
 Delta sync: before drafting, the draft context is brought to the target's accepted history by
 rewinding to the longest common prefix and decoding only the tokens past it (normally the
 correction token, plus the last accepted draft token); the conversation is never re-prefilled.
+When the target dropped the oldest turns (a long chat), the draft cache drops them too.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.context import Context
-from engine.generate import common_prefix
+from engine.generate import align
 from engine.sampling import Sampler, dense, distribution
 from engine.speculative.draft import Draft
 
@@ -28,8 +29,7 @@ class ModelDrafter:
     def sync(self, history: Sequence[int]) -> None:
         """Make the draft context hold ``history`` (so its last logits predict what follows)."""
         ctx = self.ctx
-        keep = min(common_prefix(ctx.tokens, history), len(history) - 1)
-        ctx.rewind(keep)
+        keep, _, _ = align(ctx, history)  # drops what the target dropped, shifting the rest
         ctx.decode(history[keep:])
 
     def propose(self, history: Sequence[int], max_n: int, sampler: Sampler) -> Draft:

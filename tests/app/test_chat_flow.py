@@ -112,8 +112,10 @@ def test_full_context_is_reported_and_the_app_keeps_working(qtbot, window, drive
     with qtbot.waitSignal(window.controller.request_failed, timeout=LONG_MS):
         window.controller.new()
         window.controller.send("word " * 600)
-    assert "The reply failed" in window.notice.text()
+    assert "too long for the context" in window.notice.text()
+    assert window.composer.edit.toPlainText() == "word " * 600  # kept, editable
     assert window.composer.button.text() == "Send"
+    window.composer.edit.clear()
     window.controller.new()
     assert driver.send("Hi.").done.stats.n_tokens > 0
 

@@ -1,4 +1,4 @@
-"""The GUI's conversation model and its files (no Qt, no model)."""
+"""The conversation model as the GUI uses it, and its files (no Qt, no model)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_streaming_reply_records_drafted_spans() -> None:
     assert [m.role for m in c.engine_messages()] == ["system", "user", "assistant"]
 
 
-def test_truncate_for_regenerate_and_edit() -> None:
+def test_regenerate_and_edit_make_versions() -> None:
     c = Conversation()
     c.add_user("one")
     c.begin_reply()
@@ -37,12 +37,13 @@ def test_truncate_for_regenerate_and_edit() -> None:
     c.add_user("two")
     c.begin_reply()
     c.finish_reply(_done("2"))
-    c.truncate(3)  # regenerate the last reply
+    c.begin_reply(3)  # regenerate the last reply: the old one stays as version 1
     assert [m.content for m in c.engine_messages()] == ["one", "1", "two"]
-    c.truncate(2)  # edit "two"
-    c.add_user("deux")
+    c.finish_reply(_done("2b"))
+    assert c.versions(3) == (2, 2)
+    c.edit(2, "deux")  # edit "two": a new branch from there
     assert [m.content for m in c.engine_messages()] == ["one", "1", "deux"]
-    assert c.title == "one"
+    assert c.versions(2) == (2, 2) and c.title == "one"
 
 
 def test_abort_reply_keeps_partial_text_only() -> None:

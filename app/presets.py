@@ -1,0 +1,193 @@
+"""The preset bar above the composer (the conversation's preset) and the preset editor.
+
+The bar follows the conversation model: it shows the preset of the conversation shown and
+emits ``chosen(Preset)`` when the user picks another; the controller applies it to that
+conversation only. The editor edits one preset at a time, with a multi-line system prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout,
+                               QHBoxLayout, QLabel, QLineEdit, QMessageBox, QPlainTextEdit,
+                               QPushButton, QSpinBox, QVBoxLayout, QWidget)
+
+from engine.conversation.library import Library
+from engine.conversation.presets import DRAFTERS, Preset, find, load_presets, save_presets
+from engine.conversation.tree import Conversation
+
+NONE_LABEL = "Settings (no preset)"
+
+
+class PresetBar(QWidget):
+    chosen = Signal(object)  # Preset
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.presets: list[Preset] = load_presets()
+        self.combo = QComboBox(self)
+        self.combo.setToolTip("The preset of this conversation: system prompt and sampling")
+        self.combo.activated.connect(self._on_activated)
+        edit = QPushButton("Edit…", self)
+        edit.setToolTip("Edit the presets")
+        edit.clicked.connect(self.edit_dialog)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(12, 4, 12, 0)
+        layout.addWidget(QLabel("Preset:", self))
+        layout.addWidget(self.combo)
+        layout.addWidget(edit)
+        layout.addStretch(1)
+        self._current: str | None = None
+        self._fill()
+
+    def follow(self, library: Library) -> None:
+        def on_change(kind: str, conv: Conversation | None) -> None:
+            if kind in ("current", "meta") and conv is not None:
+                self.show_preset(conv.preset)
+        library.subscribe(on_change)
+
+    def show_preset(self, name: str | None) -> None:
+        self._current = name
+        index = self.combo.findText(name) if name else 0
+        self.combo.setCurrentIndex(max(index, 0))
+
+    def _fill(self) -> None:
+        self.combo.clear()
+        self.combo.addItem(NONE_LABEL)
+        for p in self.presets:
+            self.combo.addItem(p.name)
+        self.show_preset(self._current)
+
+    def _on_activated(self, index: int) -> None:
+        preset = self.presets[index - 1] if index > 0 else None
+        if preset is not None:
+            self.chosen.emit(preset)
+
+    def edit_dialog(self) -> PresetDialog:
+        dialog = PresetDialog(self.presets, find(self.presets, self._current), self)
+        dialog.saved.connect(self._on_saved)
+        dialog.open()
+        return dialog
+
+    def _on_saved(self, presets: list[Preset]) -> None:
+        self.presets = presets
+        self._fill()
+
+
+class PresetDialog(QDialog):
+    """Edit, add or delete presets; ``saved(list[Preset])`` after they were written."""
+
+    saved = Signal(object)
+
+    def __init__(self, presets: list[Preset], start: Preset | None = None,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Presets")
+        self.presets = list(presets)
+        self.picker = QComboBox(self)
+        self.picker.currentIndexChanged.connect(self._show)
+        add = QPushButton("New", self)
+        add.clicked.connect(self._add)
+        delete = QPushButton("Delete", self)
+        delete.clicked.connect(self._delete)
+        top = QHBoxLayout()
+        top.addWidget(self.picker, 1)
+        top.addWidget(add)
+        top.addWidget(delete)
+        self.name = QLineEdit(self)
+        self.system = QPlainTextEdit(self)
+        self.system.setPlaceholderText("The system prompt (several lines are fine)")
+        self.system.setMinimumHeight(120)
+        self.temperature = _spin(0.0, 5.0)
+        self.top_p = _spin(0.0, 1.0)
+        self.max_tokens = QSpinBox(self)
+        self.max_tokens.setRange(1, 131_072)
+        self.drafter = QComboBox(self)
+        self.drafter.addItems(list(DRAFTERS))
+        form = QFormLayout()
+        form.addRow("Name", self.name)
+        form.addRow("System prompt", self.system)
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top-p", self.top_p)
+        form.addRow("Max reply tokens", self.max_tokens)
+        form.addRow("Drafter (at the next load)", self.drafter)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save
+                                   | QDialogButtonBox.StandardButton.Cancel, parent=self)
+        buttons.accepted.connect(self._save)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addLayout(form)
+        layout.addWidget(buttons)
+        self._index = -1
+        self._refill(self.presets.index(start) if start in self.presets else 0)
+
+    def _refill(self, index: int) -> None:
+        self.picker.blockSignals(True)
+        self.picker.clear()
+        self.picker.addItems([p.name for p in self.presets])
+        self.picker.blockSignals(False)
+        self._index = -1
+        if self.presets:
+            self.picker.setCurrentIndex(min(index, len(self.presets) - 1))
+            self._show(self.picker.currentIndex())
+
+    def _show(self, index: int) -> None:
+        self._keep()
+        if not 0 <= index < len(self.presets):
+            return
+        p = self.presets[index]
+        self._index = index
+        self.name.setText(p.name)
+        self.system.setPlainText(p.system_prompt)
+        self.temperature.setValue(p.temperature)
+        self.top_p.setValue(p.top_p)
+        self.max_tokens.setValue(p.max_tokens)
+        self.drafter.setCurrentText(p.drafter)
+
+    def _keep(self) -> None:
+        """Store the fields into the preset being edited."""
+        if not 0 <= self._index < len(self.presets):
+            return
+        self.presets[self._index] = replace(
+            self.presets[self._index], name=self.name.text().strip(),
+            system_prompt=self.system.toPlainText().strip(), temperature=self.temperature.value(),
+            top_p=self.top_p.value(), max_tokens=self.max_tokens.value(),
+            drafter=self.drafter.currentText())
+
+    def _add(self) -> None:
+        self._keep()
+        names = {p.name for p in self.presets}
+        n = 1
+        while f"Preset {n}" in names:
+            n += 1
+        self.presets.append(Preset(f"Preset {n}"))
+        self._refill(len(self.presets) - 1)
+
+    def _delete(self) -> None:
+        if 0 <= self._index < len(self.presets):
+            del self.presets[self._index]
+            self._refill(self._index)
+
+    def _save(self) -> None:
+        self._keep()
+        names = [p.name for p in self.presets]
+        try:
+            if len(set(names)) != len(names):
+                raise ValueError("two presets have the same name")
+            save_presets(self.presets)
+        except (ValueError, OSError) as e:
+            QMessageBox.warning(self, "Presets", f"Cannot save the presets: {e}")
+            return
+        self.saved.emit(list(self.presets))
+        self.accept()
+
+
+def _spin(lo: float, hi: float) -> QDoubleSpinBox:
+    w = QDoubleSpinBox()
+    w.setDecimals(2)
+    w.setSingleStep(0.05)
+    w.setRange(lo, hi)
+    return w

@@ -1,0 +1,169 @@
+"""``duet-cli bench conversation``: branch switches and chats longer than the context.
+
+Two measurements, each against its own baseline in the same run (medians over ``--repeats``):
+
+* **switch**: a conversation of about ``--tokens`` tokens (text, not generated) whose last reply
+  has two versions. Time to the first token of the next reply after switching to the other
+  version, against an unedited turn (the same question after the version already cached) and
+  against a cold re-prefill. Target: switch ≤ 1.5 × unedited.
+* **overflow**: a chat three times longer than ``--overflow-ctx`` answered turn by turn (greedy,
+  ``--reply-tokens`` per reply). Time to the first token of each turn that had to drop the
+  oldest turns (the cache is shifted), against the turns before the context filled, and
+  against the same overflowing turns with the shift disabled (a re-prefill of what is kept).
+  Target: overflow ≤ 2 × normal.
+
+Prints a table and writes ``OUT/conversation.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+TOPICS = ("the sea", "mountains", "rivers", "deserts", "forests", "cities", "islands", "caves",
+          "glaciers", "volcanoes", "lakes", "plains", "storms", "bridges", "gardens", "roads")
+TARGETS = {"switch_ratio": 1.5, "overflow_ratio": 2.0}
+
+
+def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = bench_subparsers.add_parser("conversation",
+                                    help="branch switch and context overflow: time to first token")
+    p.add_argument("--model", default="target", help="GGUF path or starter key (default: target)")
+    p.add_argument("--ctx", type=int, default=4096, help="context size for the switch test")
+    p.add_argument("--tokens", type=int, default=2000, help="conversation length before a switch")
+    p.add_argument("--overflow-ctx", type=int, default=1024,
+                   help="context size for the overflow test")
+    p.add_argument("--reply-tokens", type=int, default=16, help="tokens per generated reply")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: one per core)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", type=Path, default=Path("bench-out"))
+    p.set_defaults(func=run)
+    return p
+
+
+def _turn(i: int) -> tuple[str, str]:
+    t = TOPICS[i % len(TOPICS)]
+    return (f"Tell me about {t} (note {i}): what should a visitor know first?",
+            f"About {t}: go early, bring water and a map, ask the people who live near {t}, "
+            f"and leave every place as clean as you found it. Note {i} ends here.")
+
+
+def _ttft(gen, prompt: list[int], params) -> tuple[float, Any]:  # noqa: ANN001
+    from engine.bench.timing import time_stream
+    from engine.events import Token
+
+    timing, events = time_stream(len(prompt), gen.complete(prompt, params),
+                                 count=lambda e: isinstance(e, Token))
+    return timing.ttft_s, events[-1]
+
+
+def measure_switch(model, args: argparse.Namespace) -> dict[str, Any]:  # noqa: ANN001
+    from engine.chat import Message
+    from engine.context import Context, ContextParams
+    from engine.generate import Generator
+    from engine.prompt import chat_tokens
+    from engine.sampling import SamplingParams
+
+    params = SamplingParams(temperature=0, max_tokens=args.reply_tokens)
+    msgs = [Message("system", "You are a helpful travel guide.", 0.0)]
+    i = 0
+    while len(chat_tokens(model, msgs)) < args.tokens:
+        user, reply = _turn(i)
+        msgs += [Message("user", user, 0.0), Message("assistant", reply, 0.0)]
+        i += 1
+    question = Message("user", "Which of these should I visit first?", 0.0)
+    v1 = msgs[-1]
+    v2 = Message("assistant", "A different answer: start with the closest one and go slowly.",
+                 0.0)
+    with_v1 = chat_tokens(model, msgs + [question])
+    with_v2 = chat_tokens(model, msgs[:-1] + [v2, question])
+    cp = ContextParams(n_ctx=args.ctx, n_threads=args.threads)
+    rows: dict[str, list[float]] = {"unedited": [], "switch": [], "cold": []}
+    cached: list[int] = []
+    with Context(model, cp) as ctx:
+        gen = Generator(ctx)
+        for _ in range(args.repeats):
+            ctx.clear()
+            _ttft(gen, chat_tokens(model, msgs[:-1] + [v1], add_generation_prompt=False), params)
+            rows["unedited"].append(_ttft(gen, with_v1, params)[0])  # the version already cached
+            t, done = _ttft(gen, with_v2, params)  # switch: the shared part is kept
+            rows["switch"].append(t)
+            cached.append(done.stats.n_cached_tokens)
+            ctx.clear()
+            rows["cold"].append(_ttft(gen, with_v2, params)[0])
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    return {"prompt_tokens": len(with_v2), "cached_tokens_after_switch": min(cached),
+            "ttft_s": med, "switch_ratio": med["switch"] / med["unedited"] if med["unedited"]
+            else None}
+
+
+def measure_overflow(model, args: argparse.Namespace, *, shift: bool) -> dict[str, Any]:  # noqa: ANN001
+    from engine.chat import Message
+    from engine.context import Context, ContextParams
+    from engine.generate import Generator
+    from engine.prompt import chat_tokens, fit_messages
+    from engine.sampling import SamplingParams
+
+    params = SamplingParams(temperature=0, max_tokens=args.reply_tokens)
+    cp = ContextParams(n_ctx=args.overflow_ctx, n_threads=args.threads)
+    normal: list[float] = []
+    overflow: list[float] = []
+    recomputed: list[int] = []
+    with Context(model, cp) as ctx:
+        if not shift:
+            ctx.drop = lambda p0, p1: False  # type: ignore[method-assign]  # today's re-prefill
+        gen = Generator(ctx)
+        msgs = [Message("system", "You are a helpful travel guide. Answer briefly.", 0.0)]
+        i = 0
+        while len(chat_tokens(model, msgs)) < 3 * args.overflow_ctx:
+            msgs.append(Message("user", _turn(i)[0], 0.0))
+            budget = ctx.n_ctx - min(params.max_tokens, ctx.n_ctx // 4)
+            prompt, dropped = fit_messages(model, msgs, budget)
+            t, done = _ttft(gen, prompt, params)
+            (overflow if dropped else normal).append(t)
+            if dropped:
+                recomputed.append(done.stats.n_prompt_tokens - done.stats.n_cached_tokens)
+            msgs.append(Message("assistant", _turn(i)[1], 0.0))  # fixed text: both runs alike
+            i += 1
+    return {"turns": i, "normal_ttft_s": statistics.median(normal) if normal else None,
+            "overflow_ttft_s": statistics.median(overflow) if overflow else None,
+            "overflow_turns": len(overflow),
+            "recomputed_tokens_median": statistics.median(recomputed) if recomputed else None}
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.model import Model
+    from engine.runtime import resolve_model
+
+    with Model(resolve_model(args.model)) as model:
+        switch = measure_switch(model, args)
+        shifted = measure_overflow(model, args, shift=True)
+        refill = measure_overflow(model, args, shift=False)
+    ratio = (shifted["overflow_ttft_s"] / shifted["normal_ttft_s"]
+             if shifted["overflow_ttft_s"] and shifted["normal_ttft_s"] else None)
+    report = {"model": str(args.model), "switch": switch, "overflow_shift": shifted,
+              "overflow_reprefill": refill, "overflow_ratio": ratio, "targets": TARGETS}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "conversation.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    s = switch["ttft_s"]
+    print(f"switch ({switch['prompt_tokens']} tokens, {switch['cached_tokens_after_switch']} "
+          f"reused): unedited {s['unedited'] * 1e3:.0f} ms, switch {s['switch'] * 1e3:.0f} ms, "
+          f"cold {s['cold'] * 1e3:.0f} ms; ratio {switch['switch_ratio']:.2f} "
+          f"(target ≤ {TARGETS['switch_ratio']})")
+    for name, r in (("shift", shifted), ("re-prefill", refill)):
+        print(f"overflow with {name}: {r['turns']} turns, {r['overflow_turns']} overflowing; "
+              f"normal {_ms(r['normal_ttft_s'])}, overflowing {_ms(r['overflow_ttft_s'])}, "
+              f"recomputed {r['recomputed_tokens_median']} tokens (median)")
+    if ratio is not None:
+        print(f"overflow ratio {ratio:.2f} (target ≤ {TARGETS['overflow_ratio']})")
+    return 0
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v * 1e3:.0f} ms"

@@ -1,0 +1,149 @@
+"""The conversation tree as plain JSON, for the ``tree`` entry of a ``.duet`` file's settings.
+
+A flat list of nodes (parents before children, ``parent`` -1 for the first messages) so that a
+long chat is never deeply nested JSON. Each node keeps its reply's stats, finish reason and
+drafted spans, so a reopened conversation shows them again. Reading validates everything and
+returns None on anything unexpected, or when the tree's current path is not exactly the saved
+messages (an older Duet, or another tool, wrote the file): the caller then shows the messages
+as a linear chat.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from typing import Any, Sequence
+
+from engine.chat import Message
+from engine.events import Stats
+from engine.conversation.tree import Conversation, Node, Turn
+
+log = logging.getLogger(__name__)
+
+TREE_VERSION = 1
+ROLES = ("system", "user", "assistant")
+MAX_NODES = 100_000
+_STAT_FIELDS = {f.name: f.type for f in dataclasses.fields(Stats)}
+
+
+def stats_to_json(stats: Stats | None) -> dict[str, Any] | None:
+    return None if stats is None else dataclasses.asdict(stats)
+
+
+def stats_from_json(obj: Any) -> Stats | None:
+    if not isinstance(obj, dict):
+        return None
+    kwargs: dict[str, Any] = {}
+    for name, value in obj.items():
+        if name not in _STAT_FIELDS:
+            continue
+        if name == "drafter":
+            if isinstance(value, str):
+                kwargs[name] = value
+        elif name == "drafters_used":
+            if isinstance(value, dict) and all(isinstance(k, str) and type(v) is int
+                                               for k, v in value.items()):
+                kwargs[name] = dict(value)
+        elif type(value) in (int, float) and math.isfinite(value):
+            kwargs[name] = value
+    return Stats(**kwargs)
+
+
+def tree_to_json(conv: Conversation) -> dict[str, Any]:
+    nodes: list[dict[str, Any]] = []
+    index: dict[int, int] = {id(conv.root): -1}
+    for node in conv.walk():
+        t = node.turn
+        if t.streaming:
+            continue
+        index[id(node)] = len(nodes)
+        nodes.append({"parent": index[id(node.parent)], "role": t.role, "text": t.text,
+                      "time": t.time, "chosen": node.chosen,
+                      "spans": [[a, b] for a, b in t.spans], "stats": stats_to_json(t.stats),
+                      "reason": t.reason, "think_s": t.think_s})
+    return {"version": TREE_VERSION, "chosen": conv.root.chosen, "nodes": nodes}
+
+
+def tree_from_json(obj: Any, messages: Sequence[Message]) -> Node | None:
+    """The root of the saved tree, or None when absent, invalid or not matching ``messages``."""
+    try:
+        root = _parse(obj)
+    except (KeyError, TypeError, ValueError) as e:
+        log.warning("ignoring the saved conversation tree: %s", e)
+        return None
+    if root is None:
+        return None
+    path, node = [], root.current
+    while node is not None:
+        path.append((node.turn.role, node.turn.text))
+        node = node.current
+    if path != [(m.role, m.content) for m in messages]:
+        log.warning("ignoring the saved conversation tree: its current path is not the messages")
+        return None
+    return root
+
+
+def _parse(obj: Any) -> Node | None:
+    if not isinstance(obj, dict) or obj.get("version") != TREE_VERSION:
+        return None
+    raw = obj["nodes"]
+    if not isinstance(raw, list) or len(raw) > MAX_NODES:
+        raise ValueError("nodes is not a list of a sane length")
+    root = Node(None)
+    nodes: list[Node] = []
+    chosen: list[int] = []
+    for i, d in enumerate(raw):
+        parent_i = d["parent"]
+        if type(parent_i) is not int or not -1 <= parent_i < i:
+            raise ValueError(f"node {i} has a bad parent")
+        role, text, when = d["role"], d["text"], d["time"]
+        if role not in ROLES or not isinstance(text, str) or type(when) not in (int, float) \
+                or not math.isfinite(when):
+            raise ValueError(f"node {i} is malformed")
+        spans = []
+        for span in d.get("spans") or []:
+            a, b = span
+            if type(a) is not int or type(b) is not int or not 0 <= a < b <= len(text):
+                raise ValueError(f"node {i} has a bad span")
+            spans.append((a, b))
+        reason, think = d.get("reason"), d.get("think_s")
+        turn = Turn(role, text, spans, stats_from_json(d.get("stats")),
+                    reason if isinstance(reason, str) else None, time=float(when),
+                    think_s=float(think) if type(think) in (int, float) and
+                    math.isfinite(think) and think >= 0 else None)
+        parent = root if parent_i < 0 else nodes[parent_i]
+        node = Node(turn, parent)
+        parent.children.append(node)
+        nodes.append(node)
+        c = d.get("chosen", 0)
+        chosen.append(c if type(c) is int else 0)
+    for node, c in zip(nodes, chosen):
+        node.chosen = c if 0 <= c < len(node.children) else max(0, len(node.children) - 1)
+    c = obj.get("chosen", 0)
+    root.chosen = c if type(c) is int and 0 <= c < len(root.children) else 0
+    return root
+
+
+def describe(obj: Any) -> str | None:
+    """One line about a saved tree for ``duet-cli session inspect`` (None: no tree saved)."""
+    try:
+        root = _parse(obj)
+    except (KeyError, TypeError, ValueError) as e:
+        return f"invalid ({e})"
+    if root is None:
+        return None
+    n = branched = 0
+    stack = [root]
+    depth = 0
+    while stack:
+        node = stack.pop()
+        n += node is not root
+        branched += len(node.children) > 1
+        stack.extend(node.children)
+    node = root.current
+    while node is not None:
+        depth += 1
+        node = node.current
+    return (f"{n} messages in all, {depth} on the path shown, "
+            f"{branched} message{'s' if branched != 1 else ''} with several versions")

@@ -1,0 +1,43 @@
+"""A reasoning model's ``<think>`` section: collapsed under a one-line header with its duration."""
+
+from __future__ import annotations
+
+from engine.conversation.tree import Conversation, Turn
+from engine.events import Token
+
+from app.chat_view import MessageWidget
+
+
+def test_a_finished_thinking_section_is_collapsed(qtbot) -> None:  # noqa: ANN001
+    turn = Turn("assistant", "<think>\nLet me count: 1, 2.\n</think>\n\nThe answer is **2**.",
+                think_s=3.2)
+    w = MessageWidget(turn)
+    qtbot.addWidget(w)
+    w.show()
+    w.refresh(highlight_draft=True)
+    assert w.think_button.isVisible() and w.think_button.text() == "▸ Thought for 3 s"
+    assert not w.think_body.isVisible()
+    assert w.body.toPlainText() == "The answer is 2."
+    w.think_button.click()
+    assert w.think_body.isVisible() and "Let me count" in w.think_body.toPlainText()
+    assert w.think_button.text().startswith("▾")
+
+
+def test_thinking_while_streaming_and_its_duration(qtbot) -> None:  # noqa: ANN001
+    conv = Conversation()
+    conv.add_user("q")
+    turn = conv.begin_reply()
+    conv.append_tokens([Token(1, "<think>"), Token(2, "hmm")])
+    w = MessageWidget(turn)
+    qtbot.addWidget(w)
+    w.show()
+    w.refresh(highlight_draft=True)
+    assert w.think_button.text() == "▸ Thinking…" and not w.body.isVisible()
+    conv.append_tokens([Token(3, "</think>"), Token(4, "Yes.")])
+    assert turn.think_s is not None
+    w.refresh(highlight_draft=True)
+    assert w.think_button.text() == "▸ Thought briefly" and w.body.toPlainText() == "Yes."
+    plain = MessageWidget(Turn("assistant", "No reasoning here."))
+    qtbot.addWidget(plain)
+    plain.refresh(highlight_draft=True)
+    assert not plain.think_button.isVisibleTo(plain)
