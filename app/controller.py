@@ -35,7 +35,7 @@ from app.settings import Settings, sampling_params
 log = logging.getLogger(__name__)
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "seed", "max_tokens")
-TOO_LONG = re.compile(r"\((\d+) tokens, room for (\d+)\)")
+TOO_LONG = re.compile(r"too long for the context \((?:(\d+) tokens, )?room for (\d+)")
 
 
 class ChatController(QObject):
@@ -417,9 +417,10 @@ class ChatController(QObject):
             text = turns[-1].text
             conv.remove(len(turns) - 1)
             self.draft_returned.emit(text)
-            n, room = int(too_long.group(1)), int(too_long.group(2))
-            self._notify(conv, f"The message is too long for the context ({n} tokens, room for "
-                         f"{room}). Shorten it, or raise the context size for the next load.",
+            n, room = too_long.group(1), int(too_long.group(2))
+            size = f"{int(n):,} tokens, room for {room:,}" if n else f"room for {room:,} tokens"
+            self._notify(conv, f"The message is too long for the context ({size}). Shorten it, "
+                         "or raise the context size for the next load.",
                          "error", "Raise the context",
                          lambda: self.settings.set("context_size",
                                                    min(2 * self.settings["context_size"], 131072)))
