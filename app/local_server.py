@@ -32,14 +32,21 @@ class LocalServer(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._lock = threading.Lock()  # one start/stop at a time
+        self._queue_lock = threading.Lock()
+        self._wanted: dict[str, Any] | None = None  # the latest snapshot not yet applied
+        self._applier: threading.Thread | None = None
         self._running: tuple[Any, Any] | None = None  # (BackgroundServer, EngineThread)
         self.address: str | None = None
 
     def apply(self, values: Mapping[str, Any]) -> None:
-        """Start, restart or stop to match ``values`` (a settings snapshot); returns at once."""
-        snapshot = dict(values)
-        threading.Thread(target=self._apply, args=(snapshot,), name="duet-local-server",
-                         daemon=True).start()
+        """Start, restart or stop to match ``values`` (a settings snapshot); returns at once.
+        Snapshots are applied in order by one thread; of several waiting, only the latest."""
+        with self._queue_lock:
+            self._wanted = dict(values)
+            if self._applier is None:
+                self._applier = threading.Thread(target=self._apply_all, name="duet-local-server",
+                                                 daemon=True)
+                self._applier.start()
 
     def stop(self) -> None:
         """Stop now (blocking; call at exit)."""
@@ -47,6 +54,15 @@ class LocalServer(QObject):
             self._stop()
 
     # -- off the GUI thread ---------------------------------------------------------------
+    def _apply_all(self) -> None:
+        while True:
+            with self._queue_lock:
+                values, self._wanted = self._wanted, None
+                if values is None:
+                    self._applier = None
+                    return
+            self._apply(values)
+
     def _apply(self, values: dict[str, Any]) -> None:
         with self._lock:
             self._stop()

@@ -34,12 +34,17 @@ from app.requests import Failure, Fetched, ModelInfo, Progress
 from app.settings import OPTIONS, Settings
 from app.settings_dialog import SettingsDialog
 from app.sidebar import Sidebar
+from app import model_memory
+from app.local_server import LocalServer
 from app.status import StatusBar
 
 log = logging.getLogger(__name__)
 
 ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "duet.svg"
 CONVERSATION_FILTER = f"Duet conversations (*{SUFFIX});;All files (*)"
+
+
+SERVER_MODELS = ("target_model", "draft_model")  # the local server restarts on a new model
 
 
 class MainWindow(QMainWindow):
@@ -55,6 +60,7 @@ class MainWindow(QMainWindow):
         self.model_info: ModelInfo | None = None
         self.loading = False
         self.pending_reload: set[str] = set()
+        self._recalling = False  # applying a model's remembered settings
         self.setWindowTitle("Duet")
         if ICON.exists():
             self.setWindowIcon(QIcon(str(ICON)))
@@ -71,6 +77,14 @@ class MainWindow(QMainWindow):
         w.failed.connect(self.on_failed)
         self.settings.changed.connect(self.on_setting_changed)
         self.chat_view.set_highlight_draft(self.settings["highlight_draft"])
+        self.local_server = LocalServer(self)
+        # Methods, not lambdas: PySide queues a method of a QObject to its thread (the signals
+        # come from the server's start-up thread) but would run a lambda on the emitting one.
+        self.local_server.started.connect(self.status.set_server)
+        self.local_server.stopped.connect(self.status.clear_server)
+        self.local_server.failed.connect(self.notice.show_error)
+        if self.settings["server_enabled"]:
+            self.local_server.apply(self.settings.values)
         self.controller.start()
         self._choose_initial_models(autoload)
         self.resize(1100, 760)
@@ -198,11 +212,22 @@ class MainWindow(QMainWindow):
             for path in (target, draft):
                 if path is not None:
                     check_gguf_file(Path(path))
+            if str(target) != self.settings["target_model"]:  # another model: its own settings
+                remembered = model_memory.recall(Path(target))
+                remembered_draft = remembered.pop("draft_model", None)
+                if draft is None and remembered_draft:
+                    draft = Path(remembered_draft)
+                self._recalling = True  # these changes belong to the new model, not the old
+                try:
+                    self.settings.update(remembered)
+                finally:
+                    self._recalling = False
             config = self.settings.runtime_config(target, draft)
         except (DuetError, ValueError) as e:
             self._refuse_model(target, draft, f"Could not load the model: {e}")
             return
         self.settings.update({"target_model": str(target), "draft_model": str(draft or "")})
+        model_memory.remember(Path(target), self.settings.values)
         self.models.populate(target, draft)
         self.stack.setCurrentWidget(self.chat_view)
         self.loading = True
@@ -302,6 +327,10 @@ class MainWindow(QMainWindow):
             self.chat_view.restyle()
         elif name == "highlight_draft":
             self.chat_view.set_highlight_draft(value)
+        if name in model_memory.REMEMBERED and self.settings["target_model"] and not self._recalling:
+            model_memory.remember(Path(self.settings["target_model"]), self.settings.values)
+        if name.startswith("server_") or (name in SERVER_MODELS and self.settings["server_enabled"]):
+            self.local_server.apply(self.settings.values)  # off the GUI thread
         elif option.applies == "reload" and option.visible and (self.model_info or self.loading):
             self.pending_reload.add(name)
             labels = ", ".join(OPTIONS[n].label for n in sorted(self.pending_reload))
@@ -395,5 +424,6 @@ class MainWindow(QMainWindow):
         event.acceptProposedAction()
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self.local_server.stop()
         self.client.shutdown()
         super().closeEvent(event)

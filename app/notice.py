@@ -63,6 +63,10 @@ class NoticeBar(QFrame):
         self.owner = None
         self.show()
 
+    def show_error(self, text: str) -> None:
+        """An error that belongs to no conversation (a slot for signals of other threads)."""
+        self.show_message(text, "error")
+
     def text(self) -> str:
         return "" if self.isHidden() else self.label.text()
 

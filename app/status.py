@@ -10,13 +10,14 @@ from engine.events import Stats
 
 
 class StatusBar(QStatusBar):
-    FIELDS = ("speed", "acceptance", "per_pass", "drafter", "context")
+    FIELDS = ("speed", "acceptance", "per_pass", "drafter", "context", "server")
     TIPS = {
         "speed": "Generated tokens per second (last reply)",
         "acceptance": "Share of drafted tokens the target accepted",
         "per_pass": "Tokens produced per target model pass (1.0 without speculation)",
         "drafter": "Where drafts came from",
         "context": "Context used / total, in tokens",
+        "server": "The local OpenAI-compatible server's address (Settings → Local server)",
     }
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -29,6 +30,7 @@ class StatusBar(QStatusBar):
             self.addPermanentWidget(label)
             self.labels[name] = label
         self.clear_stats()
+        self.set_server(None)
 
     def follow(self, library: Library) -> None:
         """Show the figures of the conversation shown, live while it streams."""
@@ -60,6 +62,14 @@ class StatusBar(QStatusBar):
                            ("per_pass", "— tok/pass"), ("drafter", "drafter —"),
                            ("context", "context —")):
             self.labels[name].setText(text)
+
+    def set_server(self, address: str | None) -> None:
+        """The local server's base URL while it runs; nothing when it is off."""
+        self.labels["server"].setText(f"server {address}" if address else "")
+        self.labels["server"].setVisible(bool(address))
+
+    def clear_server(self) -> None:
+        self.set_server(None)
 
     def set_drafter(self, name: str) -> None:
         self.labels["drafter"].setText(f"drafter {name}")

@@ -53,3 +53,20 @@ def test_a_public_address_without_a_key_is_refused(qtbot, settings, smol_path) -
         server.apply(settings.values)
     assert "API key" in failed.args[0]
     assert server.address is None
+
+
+def test_the_window_starts_the_server_shows_its_address_and_stops_it(qtbot, window, settings,  # noqa: ANN001
+                                                                     smol_path) -> None:
+    port = _free_port()
+    label = window.status.labels["server"]
+    assert not label.isVisibleTo(window)
+    settings.update({"target_model": str(smol_path), "server_port": port, "server_api_key": "k"})
+    settings.set("server_enabled", True)
+    qtbot.waitUntil(lambda: label.text() == f"server http://127.0.0.1:{port}/v1", timeout=120_000)
+    assert label.isVisibleTo(window) and _get(port, "/health")[0] == 200
+    settings.set("server_enabled", False)
+    qtbot.waitUntil(lambda: not label.isVisibleTo(window), timeout=60_000)
+    assert window.local_server.address is None
+    settings.update({"server_enabled": True, "server_host": "0.0.0.0", "server_api_key": ""})
+    qtbot.waitUntil(lambda: "API key" in window.notice.text(), timeout=60_000)
+    assert not label.isVisibleTo(window)
