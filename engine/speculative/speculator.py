@@ -79,7 +79,7 @@ class Speculator:
             if len(draft.tokens) >= self.params.draft_min:
                 k = (best_length_by_survival(self.cost, draft.survival)
                      if self.params.adaptive else len(draft.tokens))
-                if k >= self.params.draft_min and self._allowed("ngram", draft.match_len):
+                if k >= self.params.draft_min and self._allowed("ngram"):
                     return Draft(draft.tokens[:k], None, "ngram", draft.seconds, draft.match_len)
         if self.model is not None and (self.model_can_pay or self.params.drafter == "model"):
             k = self._choose("model", k_max, None)
@@ -90,6 +90,8 @@ class Speculator:
         return Draft()
 
     def begin(self, prompt: Sequence[int]) -> None:
+        for ledger in self.ledgers.values():
+            ledger.reset()
         if self.ngram is not None:
             self.ngram.begin(prompt)
 
@@ -99,10 +101,10 @@ class Speculator:
         if self.params.adaptive and draft.source in self.ledgers:
             self.ledgers[draft.source].record(len(draft.tokens), n_accepted)
 
-    def _allowed(self, source: str, match_len: int = 0) -> bool:
+    def _allowed(self, source: str) -> bool:
         """Asked for explicitly (not adaptive): always; else unless the source is in a quiet
         spell for losing time (engine.speculative.payoff)."""
-        return not self.params.adaptive or self.ledgers[source].allows(match_len)
+        return not self.params.adaptive or self.ledgers[source].allows()
 
     def reset(self) -> None:
         if self.ngram is not None:
