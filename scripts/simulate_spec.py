@@ -4,8 +4,13 @@ Greedy verification accepts exactly the longest prefix of a draft that equals th
 so a recorded plain run (prompt ids + output ids) tells what any n-gram policy would accept.
 This is for tuning the controller quickly; the real figures come from ``duet-cli bench``.
 
-    python scripts/simulate_spec.py --record TRACES.json [--model target]   # plain greedy runs
-    python scripts/simulate_spec.py TRACES.json [--cost 1:0.032,4:0.085,...]
+    python scripts/simulate_spec.py --record TRACES.json [--model target] [--suite 2]   # plain greedy runs
+    python scripts/simulate_spec.py TRACES.json [--cost 1:0.032,4:0.085,...] [--no-ledger]
+
+``--suite N`` records N prompts per category of the benchmark suite (engine/bench/suite.py; the
+first turn of multi-turn ones) instead of the shipped prompts; the summary then gives each
+category's geometric mean. ``--no-ledger`` replays without the payoff ledger
+(engine/speculative/payoff.py), to compare.
 
 Each line gives the policy's speedup and, as ``oracle``, the best any length choice could do with
 the same drafter's proposals (knowing how far each would be accepted): the gap is what a better
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 from engine.sampling import Sampler, SamplingParams
 from engine.speculative.controller import CostModel
@@ -82,7 +88,7 @@ def oracle(prompt: list[int], output: list[int], cost: CostModel, params: Specul
     return cost.verify_cost(1) * (len(output) - 1) / best[1] if len(output) > 1 else 1.0
 
 
-def record(path: str, model: str, max_tokens: int) -> None:
+def record(path: str, model: str, max_tokens: int, suite: int = 0) -> None:
     from engine.bench.prompts import load_prompts
     from engine.bench.timing import time_duet
     from engine.chat import Message
@@ -91,15 +97,21 @@ def record(path: str, model: str, max_tokens: int) -> None:
     from engine.prompt import chat_tokens
     from engine.runtime import Runtime, RuntimeConfig, resolve_model
 
+    if suite:
+        from engine.bench.suite import build_suite, select
+
+        prompts = [(p.id, p.category, p.text) for p in select(build_suite(), per_category=suite)]
+    else:
+        prompts = [(bp.id, bp.id, bp.text) for bp in load_prompts()]
     sampling = SamplingParams(temperature=0, max_tokens=max_tokens)
     traces = {}
     with Runtime(RuntimeConfig(target=ModelSpec(resolve_model(model)), context=ContextParams(n_ctx=4096),
-                               sampling=sampling)) as rt:
-        for bp in load_prompts():
-            prompt = chat_tokens(rt.target, [Message("user", bp.text)])
+                               sampling=sampling, speculative=SpeculativeParams(drafter="none"))) as rt:
+        for pid, category, text in prompts:
+            prompt = chat_tokens(rt.target, [Message("user", text)])
             _, done = time_duet(rt, prompt, sampling)
-            traces[bp.id] = {"prompt": prompt, "output": list(done.token_ids)}
-            print(f"{bp.id}: {len(prompt)} prompt tokens, {len(done.token_ids)} generated")
+            traces[pid] = {"category": category, "prompt": prompt, "output": list(done.token_ids)}
+            print(f"{pid}: {len(prompt)} prompt tokens, {len(done.token_ids)} generated")
     with open(path, "w") as f:
         json.dump(traces, f)
 
@@ -112,12 +124,19 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=300)
     ap.add_argument("--cost", default=CPU)
     ap.add_argument("--draft-max", type=int, default=SpeculativeParams().draft_max)
+    ap.add_argument("--suite", type=int, default=0, metavar="N",
+                    help="record N prompts per category of the benchmark suite")
+    ap.add_argument("--no-ledger", action="store_true", help="replay without the payoff ledger")
     ap.add_argument("--no-styles", action="store_true",
                     help="without the model's tokenizer (no learned styles or renames)")
     args = ap.parse_args()
     if args.record:
-        record(args.traces, args.model, args.max_tokens)
+        record(args.traces, args.model, args.max_tokens, args.suite)
         return
+    if args.no_ledger:
+        from engine.speculative.payoff import PayoffLedger
+
+        PayoffLedger.allows = lambda self: True
     cost = CostModel(tuple((int(a), float(b)) for a, b in (p.split(":") for p in args.cost.split(","))))
     params = SpeculativeParams(drafter="ngram", draft_max=args.draft_max)
     vocab = None
@@ -126,12 +145,17 @@ def main() -> None:
         from engine.runtime import resolve_model
 
         vocab = Model(ModelSpec(resolve_model(args.model), vocab_only=True))
+    by_category: dict[str, list[float]] = {}
     for name, tr in json.load(open(args.traces)).items():
         r = simulate(tr["prompt"], tr["output"], cost, params, vocab)
         best = oracle(tr["prompt"], tr["output"], cost, params, vocab)
+        by_category.setdefault(tr.get("category", name), []).append(r["speedup"])
         print(f"{name:16s} x{r['speedup']:.2f}  oracle x{best:.2f}  passes {r['passes']:4d}"
               f"  tok/pass {r['tokens_per_pass']:.2f}  accepted {r['accepted']}/{r['proposed']}")
-
+    for category, values in by_category.items():
+        if len(values) > 1:
+            gmean = math.exp(sum(map(math.log, values)) / len(values))
+            print(f"{category:16s} geometric mean x{gmean:.3f}  lowest x{min(values):.3f}")
 
 if __name__ == "__main__":
     main()
