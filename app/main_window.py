@@ -177,6 +177,7 @@ class MainWindow(QMainWindow):
         self._action(model, "&Fetch the starter models…", self.fetch_starters)
         settings = bar.addMenu("&Settings")
         self._action(settings, "&Preferences…", self.settings_dialog, QKeySequence("Ctrl+,"))
+        self._action(settings, "&Measure the verification cost again", self.recalibrate)
         help_ = bar.addMenu("&Help")
         self._action(help_, "&About Duet", self._about)
 
@@ -252,6 +253,15 @@ class MainWindow(QMainWindow):
         self.notice.show_message(message + (f" (still using {info.target_name})" if info else ""),
                                  "error")
 
+    def recalibrate(self) -> None:
+        """Forget every measured verify-cost curve and reload: the loaded model is measured
+        again now (on a quiet machine, for figures that hold)."""
+        from engine.speculative import calibration
+
+        calibration.forget_all()
+        if self.model_info is not None and not self.loading:
+            self.reload()
+
     def reload(self) -> None:
         if self.models.target() is not None:
             self.load_models(self.models.target(), self.models.draft())
@@ -275,6 +285,9 @@ class MainWindow(QMainWindow):
             self.first_run.show_progress(p.done, p.total, p.text)
         elif p.op == "prompt" and p.total:
             self.status.showMessage(f"Reading the prompt: {p.done} / {p.total} tokens", 2000)
+        elif p.op == "calibrate":  # can take a minute: the models bar says so until loaded
+            self.models.set_loading(True, p.text)
+            self.status.showMessage(p.text)
         elif p.text:
             self.status.showMessage(p.text, 3000)
 

@@ -81,7 +81,8 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class Progress:
-    """``op``: load, prompt, fetch, open or save; ``total`` 0 means unknown (busy indicator)."""
+    """``op``: load, calibrate, prompt, fetch, open or save; ``total`` 0 means unknown (busy
+    indicator)."""
 
     op: str
     done: int = 0

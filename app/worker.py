@@ -59,7 +59,9 @@ class EngineWorker(QObject):
             self.close()
             self.progress.emit(Progress("load", text=f"Loading {cfg.target.path.name}…"))
             t0 = time.perf_counter()
-            rt = Runtime(cfg)
+            rt = Runtime(cfg, on_calibrate=lambda: self.progress.emit(Progress("calibrate", text=(
+                "Measuring what a verification pass costs on this machine, once for this model "
+                "and these settings (up to a minute; speculative decoding drafts by it)…"))))
             self.runtime = rt
             spec = rt.speculation
             draft_model = rt.draft_model

@@ -9,6 +9,7 @@ import argparse
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from engine import paths
 from engine.catalog import CATALOG
@@ -52,7 +53,8 @@ class Runtime(NativeOwner):
 
     ``speculation`` (None with drafter "none") owns the draft model and its context."""
 
-    def __init__(self, config: RuntimeConfig) -> None:
+    def __init__(self, config: RuntimeConfig, on_calibrate: Callable[[], None] | None = None) -> None:
+        """``on_calibrate``: called before a verify-cost curve is measured (for progress)."""
         self.config = config
         self.target: Model | None = None
         self.ctx: Context | None = None
@@ -64,7 +66,8 @@ class Runtime(NativeOwner):
                 from engine.speculative.speculator import build_speculation
 
                 self.speculation = build_speculation(self.target, self.ctx, config.draft,
-                                                     config.speculative, config.draft_context)
+                                                     config.speculative, config.draft_context,
+                                                     on_calibrate)
             self.generator = Generator(self.ctx, self.speculation)
         except BaseException:
             self.close()

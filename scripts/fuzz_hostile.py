@@ -231,7 +231,7 @@ def local_checkers() -> list[tuple[str, Any, Callable[[Path], None]]]:
     from app.settings import DEFAULTS, load
     from engine.localfile import read_json
     from engine.speculative.controller import CostModel
-    from engine.speculative.speculator import _check_cost_cache
+    from engine.speculative.calibration import _check_cost_cache
 
     def settings(path: Path) -> None:
         values = load(path)

@@ -1,7 +1,7 @@
 """Choosing, for each target pass, which drafter drafts and how many tokens (zero included).
 
-The target's verify-cost curve is measured once per model, machine and settings, then cached.
-An n-gram proposal comes with its survival (the estimated probability that each prefix is
+The target's verify-cost curve is measured once per model, machine and settings, then cached
+(engine.speculative.calibration), and checked against what passes really cost. An n-gram proposal comes with its survival (the estimated probability that each prefix is
 accepted, learned from every token of the reply) and gets the length with the highest expected
 tokens per second: a long batch for a copy in progress, nothing for a guess. The draft model
 has an online acceptance estimate (engine.speculative.controller). ``auto`` asks the n-gram drafter
@@ -10,21 +10,16 @@ decodes plainly when neither is expected to pay."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import time
 from dataclasses import replace
-from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
-from engine import paths
 from engine.context import Context, ContextParams
-from engine.localfile import read_json, write_json
 from engine.model import Model, ModelSpec
 from engine.sampling import Sampler
-from engine.speculative.controller import (AcceptanceTracker, Controller, CostModel, best_draft_length,
-                                     best_length_by_survival, calibrate)
+from engine.speculative import calibration
+from engine.speculative.controller import (AcceptanceTracker, Controller, CostModel,
+                                           best_draft_length, best_length_by_survival)
 from engine.speculative.draft import Draft
 from engine.speculative.draft_model import ModelDrafter
 from engine.speculative.ngram import NgramDrafter, NgramParams
@@ -33,12 +28,6 @@ from engine.speculative.payoff import PayoffLedger
 
 log = logging.getLogger(__name__)
 
-CALIBRATION_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-# Batches are timed after this many tokens of context: attention over a few hundred tokens makes
-# a long batch dearer relative to one step, and a curve measured at the start of a context
-# drafts too long in the middle of a real conversation (simulated: about 10% slower on the edit
-# prompts).
-CALIBRATION_DEPTH = 512
 GOOD_DRAFT_ALPHA = 0.9
 
 
@@ -134,6 +123,12 @@ class Speculation(Speculator):
     draft_model: Model | None = None
     draft_ctx: Context | None = None
     draft_problem: str | None = None
+    cost_check: calibration.CostCheck | None = None
+
+    def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None:
+        super().observe(draft, n_accepted, verify_s)
+        if self.cost_check is not None:
+            self.cost_check.observe(len(draft.tokens) + 1, verify_s)
 
     def close(self) -> None:
         for obj in (self.draft_ctx, self.draft_model):
@@ -143,9 +138,10 @@ class Speculation(Speculator):
 
 
 def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
-                      params: SpeculativeParams,
-                      draft_context: ContextParams | None = None) -> Speculation:
-    """Load the draft model if configured (refusing an incompatible one), calibrate, assemble."""
+                      params: SpeculativeParams, draft_context: ContextParams | None = None,
+                      on_calibrate: Callable[[], None] | None = None) -> Speculation:
+    """Load the draft model if configured (refusing an incompatible one), calibrate, assemble.
+    ``on_calibrate`` is called before a verify-cost curve is measured (not when it is cached)."""
     from engine.speculative.compat import check_pair
 
     draft_model = draft_ctx = model_drafter = problem = None
@@ -162,7 +158,7 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
             try:
                 draft_ctx = Context(draft_model, draft_context or replace(ctx.params, n_ctx=ctx.n_ctx))
                 model_drafter = ModelDrafter(draft_ctx, params.p_min)
-                draft_cost = cached_cost(draft_ctx, sizes=(1,)).verify_cost(1)
+                draft_cost = calibration.cached_cost(draft_ctx, (1,), on_calibrate).verify_cost(1)
             except BaseException:
                 if draft_ctx is not None:
                     draft_ctx.close()
@@ -171,7 +167,7 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
     use_ngram = params.drafter in ("ngram", "auto") or (params.drafter == "model" and model_drafter is None)
     ngram = NgramDrafter(NgramParams(params.ngram_min, params.ngram_max), vocab=target) if use_ngram else None
     try:
-        cost = cached_cost(ctx)
+        cost = calibration.cached_cost(ctx, on_measure=on_calibrate)
     except BaseException:
         for obj in (draft_ctx, draft_model):
             if obj is not None:
@@ -180,72 +176,11 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
     spec = Speculation(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost,
                        eog_ids=target.eog_ids)
     spec.draft_model, spec.draft_ctx, spec.draft_problem = draft_model, draft_ctx, problem
+
+    def mismatch(ratio: float) -> None:
+        log.warning("verification passes cost %.1fx what the calibration measured (taken while "
+                    "the machine was busy?): it is measured again at the next load", ratio)
+        calibration.forget(ctx)
+
+    spec.cost_check = calibration.CostCheck(cost, mismatch)
     return spec
-
-
-def _cache_file() -> Path:
-    return paths.cache_dir() / "verify-cost.json"
-
-
-def _cache_key(ctx: Context, sizes: Sequence[int]) -> str:
-    """What the curve depends on: the model file, the settings, the machine, the build of
-    llama.cpp (another build has other kernels, and batches cost differently) and the RPC
-    layout (remote layers add network round trips to every pass; the curve is measured on the
-    real layout, so they are in it)."""
-    from engine.backend import _pkg
-
-    st = ctx.model.path.stat()
-    spec = ctx.model.spec
-    key = [str(ctx.model.path), st.st_size, st.st_mtime_ns, ctx.params.threads(),
-           spec.n_gpu_layers, ctx.params.type_k, ctx.params.flash_attn,
-           list(sizes), CALIBRATION_DEPTH, os.cpu_count(), getattr(_pkg, "__version__", "?")]
-    if spec.rpc:
-        key.append({"rpc": list(spec.rpc), "tensor_split": list(spec.tensor_split)})
-    return json.dumps(key)
-
-
-def cached_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES) -> CostModel:
-    """The verify-cost curve of ``ctx``'s model on this machine (measured once, then cached)."""
-    key = _cache_key(ctx, sizes)
-    entries = read_json(_cache_file(), _check_cost_cache) or {}
-    if isinstance(entries.get(key), str):
-        try:
-            return CostModel.from_json(entries[key])
-        except ValueError as e:
-            log.warning("ignoring a bad cached verify cost: %s", e)
-    cost = measure_cost(ctx, sizes)
-    try:
-        write_json(_cache_file(), {**entries, key: cost.to_json()})
-    except (OSError, ValueError) as e:
-        log.warning("could not cache the verify cost: %s", e)
-    return cost
-
-
-def _check_cost_cache(obj: object) -> None:
-    if not isinstance(obj, dict):
-        raise ValueError("it is not an object")
-
-
-def measure_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES, repeats: int = 3) -> CostModel:
-    """Time target decodes of n tokens (all logits, as in verification) after
-    ``CALIBRATION_DEPTH`` tokens of context (less in a small context)."""
-    saved = list(ctx.tokens)
-    ctx.clear()
-    depth = max(1, min(CALIBRATION_DEPTH, ctx.n_ctx - max(sizes)))
-    filler = [ctx.model.bos if ctx.model.bos >= 0 else 1] + [100 + i for i in range(depth + max(sizes))]
-    ctx.decode(filler[:depth])  # warm-up, and context to attend to
-
-    def measure(n: int) -> float:
-        t = time.perf_counter()
-        ctx.decode(filler[depth:depth + n], logits="all")
-        ctx.logits_rows()
-        dt = time.perf_counter() - t
-        ctx.rewind(depth)
-        return dt
-
-    try:
-        return calibrate(measure, sizes, repeats)
-    finally:
-        ctx.clear()
-        if saved:
-            log.debug("calibration cleared a cached prompt of %d tokens", len(saved))

@@ -61,7 +61,7 @@ def test_damaged_recent_files_list(tmp_path: Path, content: bytes) -> None:
 
 def test_verify_cost_cache_damage_is_recovered(tmp_path: Path) -> None:
     from engine.speculative.controller import CostModel
-    from engine.speculative.speculator import _check_cost_cache
+    from engine.speculative.calibration import _check_cost_cache
 
     path = tmp_path / "verify-cost.json"
     for content in DAMAGED.values():

@@ -175,3 +175,14 @@ def test_first_run_offers_fetch_with_progress_and_cancel(qtbot, settings, home, 
         assert "stopped" in w.notice.text() and w.first_run.fetch_button.isEnabled()
     finally:
         w.close()
+
+
+def test_measuring_the_verify_cost_again_shows_its_progress(qtbot, window, driver, settings,  # noqa: ANN001
+                                                           smol_path) -> None:
+    settings.update({"speculative": True, "drafter": "ngram"})
+    driver.load(smol_path)  # measured here if the session's cache had no curve for it
+    driver.relay.events.clear()
+    with qtbot.waitSignal(window.model_loaded, timeout=LONG_MS):
+        window.recalibrate()  # forgets the curves and reloads: measured again, with progress
+    texts = [p.text for p in driver.relay.of("progress") if p.op == "calibrate"]
+    assert len(texts) == 1 and "Measuring what a verification pass costs" in texts[0]

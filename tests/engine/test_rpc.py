@@ -206,7 +206,7 @@ def test_bad_endpoints_are_one_line_errors():
 def test_verify_cost_cache_key_includes_the_rpc_layout(smol_path):
     from types import SimpleNamespace
 
-    from engine.speculative.speculator import _cache_key
+    from engine.speculative.calibration import _cache_key
 
     def key(spec: ModelSpec) -> str:
         model = SimpleNamespace(path=smol_path, spec=spec)

@@ -1,8 +1,12 @@
-"""Tests of the verify-cost calibration (engine.speculative.speculator.measure_cost), on a real model."""
+"""Tests of the verify-cost calibration (engine.speculative.calibration.measure_cost), on a real model."""
 from __future__ import annotations
 
+import pytest
+
 from engine.context import Context, ContextParams
-from engine.speculative.speculator import CALIBRATION_DEPTH, measure_cost
+from engine.speculative import calibration
+from engine.speculative.calibration import CALIBRATION_DEPTH, CostCheck, measure_cost
+from engine.speculative.controller import CostModel
 
 
 def timed_batches(ctx: Context) -> list[tuple[int, int]]:
@@ -34,3 +38,30 @@ def test_a_small_context_is_calibrated_at_what_depth_it_has(smol) -> None:  # no
         seen = timed_batches(ctx)
         measure_cost(ctx, sizes=(1, 16), repeats=1)
     assert {past for past, _ in seen} == {256 - 16}
+
+
+def test_a_curve_is_measured_once_then_cached_until_forgotten(smol, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("DUET_HOME", str(tmp_path))
+    measured = []
+    with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
+        first = calibration.cached_cost(ctx, (1, 2), lambda: measured.append(1))
+        again = calibration.cached_cost(ctx, (1, 2), lambda: measured.append(2))
+        assert measured == [1] and again == first  # the second came from the cache
+        calibration.forget(ctx, (1, 2))
+        calibration.cached_cost(ctx, (1, 2), lambda: measured.append(3))
+        calibration.forget_all()
+        calibration.cached_cost(ctx, (1, 2), lambda: measured.append(4))
+    assert measured == [1, 3, 4]
+
+
+def test_a_curve_far_from_what_passes_cost_is_reported_once() -> None:
+    cost = CostModel(((1, 1.0), (2, 1.5), (65, 33.0)))
+    seen: list[float] = []
+    check = CostCheck(cost, seen.append)
+    for _ in range(CostCheck.MIN_PASSES):
+        check.observe(5, 1.1 * cost.verify_cost(5))  # 10% off: the machine's own drift
+    assert seen == []
+    busy = CostCheck(cost, seen.append)  # calibrated while the cores were busy: passes cost 1/3
+    for _ in range(3 * CostCheck.MIN_PASSES):
+        busy.observe(3, cost.verify_cost(3) / 3)
+    assert seen == [pytest.approx(1 / 3)]
