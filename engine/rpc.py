@@ -73,18 +73,6 @@ def parse_endpoints(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def is_loopback(host: str) -> bool:
-    """True when ``host`` names only this machine (127.0.0.0/8, ::1, localhost)."""
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def probe(endpoint: str, timeout: float = 3.0) -> tuple[int, int, int]:
     """Handshake with the worker at ``endpoint`` (the protocol's HELLO) and hang up.
 

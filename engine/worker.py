@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 from engine.errors import DuetError
+from engine.net import is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from engine import rpc
 
     host, port = rpc.parse_endpoint(args.listen)
-    if not rpc.is_loopback(host) and not args.unauthenticated:
+    if not is_loopback(host) and not args.unauthenticated:
         raise DuetError(f"refusing to listen on {host}:{port}: {UNAUTHENTICATED}")
     if args.mem is not None and not args.mem > 0:
         raise DuetError("--mem must be a positive number of GiB")

@@ -96,9 +96,14 @@ def run_server_modes(binary: Path, target: Path, draft: Path, prompt: str | Sequ
         except (OSError, RuntimeError, ValueError, KeyError) as e:
             log.warning("%s failed: %s", mode, e)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
     return out
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """End a server process: politely, then for good after 20 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()

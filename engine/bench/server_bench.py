@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from engine.bench.prompts import load_prompts
-from engine.bench.server import SERVER_MODES, _free_port, _wait_ready
+from engine.bench.server import SERVER_MODES, _free_port, _wait_ready, stop
 
 log = logging.getLogger(__name__)
 
@@ -150,11 +150,7 @@ def llama_modes(args: argparse.Namespace, prompts: list) -> dict[str, dict]:
         except (OSError, RuntimeError, ValueError) as e:
             log.warning("%s failed: %s", mode, e)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
     return out
 
 

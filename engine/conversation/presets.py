@@ -17,26 +17,29 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from engine import paths
+from engine.sampling import SamplingParams
+from engine.speculative.params import SpeculativeParams
 
 log = logging.getLogger(__name__)
 
 VERSION = 1
 FILENAME = "presets.json"
-DRAFTERS = ("auto", "ngram", "model", "none")
+DRAFTERS = ("auto", "ngram", "model", "none")  # engine.speculative.params.DRAFTERS, menu order
 MAX_PRESETS = 200
+_SAMPLING = SamplingParams()
 
 
 @dataclass(frozen=True)
 class Preset:
     name: str
     system_prompt: str = ""
-    temperature: float = 0.7
-    top_p: float = 0.95
-    top_k: int = 40
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0
-    max_tokens: int = 1024
-    drafter: str = "auto"
+    temperature: float = _SAMPLING.temperature  # the defaults are the engine's own
+    top_p: float = _SAMPLING.top_p
+    top_k: int = _SAMPLING.top_k
+    min_p: float = _SAMPLING.min_p
+    repeat_penalty: float = _SAMPLING.repeat_penalty
+    max_tokens: int = _SAMPLING.max_tokens
+    drafter: str = SpeculativeParams().drafter
 
     SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "max_tokens")
 

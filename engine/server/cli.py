@@ -40,7 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from engine.runtime import Runtime, runtime_config
     from engine.server.app import ServerConfig
-    from engine.server.run import build, host_problem, is_loopback, model_names, serve_forever
+    from engine.net import is_loopback
+    from engine.server.run import build, host_problem, model_names, serve_forever
 
     if not 0 <= args.port <= 65535:
         raise DuetError(f"--port {args.port} is not a port number")

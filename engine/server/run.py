@@ -4,7 +4,6 @@ known and connections made at once simply wait in the backlog."""
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 import threading
@@ -13,20 +12,12 @@ from pathlib import Path
 import uvicorn
 from starlette.applications import Starlette
 
+from engine.net import is_loopback
 from engine.runtime import Runtime
 from engine.server.app import ServerConfig, create_app
 from engine.server.engine_thread import EngineThread
 
 log = logging.getLogger(__name__)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def host_problem(host: str, api_key: str | None) -> str | None:
