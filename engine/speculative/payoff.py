@@ -4,9 +4,10 @@ A drafter's own estimate (an n-gram survival, a draft model's acceptance) decide
 draft is. This ledger checks the result: after each verified draft it books what the pass saved
 against plain decoding, in target time from the calibrated cost curve:
 
-    gain = (n_accepted + 1) * verify(1) - verify(k + 1) - k * draft_s_per_token
+    gain = (n_accepted + 1) * verify(1) - (drafting + verifying, as measured)
 
-(plain decoding would have taken n_accepted + 1 single steps for the same tokens). After
+(plain decoding would have taken n_accepted + 1 single steps for the same tokens; where no
+time was measured, the curve's verify(k + 1) + k * draft_s_per_token stands in). After
 ``streak`` losing drafts in a row the source goes quiet: its next ``spell`` proposals are not
 verified. A source that goes on losing after its spell gets a spell twice as long (up to
 ``quiet_max``); any draft that pays resets it. On work where drafts are not accepted (math,
@@ -58,11 +59,15 @@ class PayoffLedger:
         self.quiet_left -= 1
         return False
 
-    def record(self, n_drafted: int, n_accepted: int) -> float:
-        """Book one verified draft; return its gain in seconds (negative: it lost time)."""
+    def record(self, n_drafted: int, n_accepted: int, seconds: float = 0.0) -> float:
+        """Book one verified draft; return its gain in seconds (negative: it lost time).
+        ``seconds``: what drafting and verifying really took (0: estimate it from the curve).
+        Measured time counts what the curve does not: a draft model catching up on the
+        accepted tokens, sampling, Python."""
         c = self.cost
-        gain = ((n_accepted + 1) * c.verify_cost(1) - c.verify_cost(n_drafted + 1)
-                - n_drafted * c.draft_s_per_token)
+        spent = seconds if seconds > 0 else (c.verify_cost(n_drafted + 1)
+                                             + n_drafted * c.draft_s_per_token)
+        gain = (n_accepted + 1) * c.verify_cost(1) - spent
         self.saved_s += gain
         if gain > 0:
             self.losses = 0

@@ -88,7 +88,8 @@ class Speculator:
         if draft.source in self.controllers:
             self.controllers[draft.source].update(len(draft.tokens), n_accepted)
         if self.params.adaptive and draft.source in self.ledgers:
-            self.ledgers[draft.source].record(len(draft.tokens), n_accepted)
+            self.ledgers[draft.source].record(len(draft.tokens), n_accepted,
+                                              draft.seconds + verify_s)
 
     def _allowed(self, source: str) -> bool:
         """Asked for explicitly (not adaptive): always; else unless the source is in a quiet

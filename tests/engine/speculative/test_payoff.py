@@ -56,3 +56,11 @@ def test_a_paying_draft_resets_the_spell_and_a_new_reply_starts_afresh():
     assert ledger.quiet_left > 0 and ledger.saved_s < 0
     ledger.reset()
     assert ledger.allows() and ledger.quiet_left == 0 and ledger.saved_s == 0
+
+
+def test_measured_time_counts_what_the_curve_does_not():
+    ledger = PayoffLedger(CPU)
+    # By the curve, 4 drafts with 3 accepted pay (4 - 3 = +1 step); a draft model that took
+    # 2 steps to catch up and propose makes the same pass a loss.
+    assert ledger.record(4, 3) > 0
+    assert ledger.record(4, 3, seconds=CPU.verify_cost(5) + 2.0) < 0
