@@ -109,7 +109,12 @@ class Generator:
              cancel: threading.Event | None = None) -> Iterator[Event]:
         """Reply to ``messages`` (the last is the user's). Oldest turns are dropped if needed."""
         budget = self.ctx.n_ctx - min(params.max_tokens, self.ctx.n_ctx // 4)
-        tokens, self.last_dropped = fit_messages(self.model, messages, budget)
+        try:
+            tokens, self.last_dropped = fit_messages(self.model, messages, budget, cancel=cancel)
+        except DecodeError:
+            if cancel is None or not cancel.is_set():
+                raise
+            return iter([Done("cancelled", "", (), Stats())])  # cancelled while fitting
         return self.complete(tokens, params, cancel)
 
     def complete(self, prompt: Sequence[int], params: SamplingParams,

@@ -154,7 +154,10 @@ def test_cancel_during_prompt_processing(smol):
     cancel = threading.Event()
     cancel.set()
     long = " ".join(["word"] * 1500)
-    last = list(gen.chat([Message("user", long)], GREEDY, cancel))[-1]
+    last = list(gen.chat([Message("user", long)], GREEDY, cancel))[-1]  # while fitting it
+    assert last.reason == "cancelled" and last.stats.n_tokens == 0 and gen.ctx.n_past == 0
+    tokens = chat_tokens(smol, [Message("user", long)])
+    last = list(gen.complete(tokens, GREEDY, cancel))[-1]  # while decoding the prompt
     assert last.reason == "cancelled" and last.stats.n_tokens == 0
     assert gen.ctx.kv_pos_max() == gen.ctx.n_past - 1
 
