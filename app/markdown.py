@@ -69,16 +69,6 @@ def _drop_newline(code: str) -> str:
     return code[:-1] if code.endswith("\n") else code
 
 
-def add_span(spans: list[tuple[int, int]], start: int, end: int) -> None:
-    """Append ``[start, end)`` to sorted ``spans``, merging with the last one if they touch."""
-    if end <= start:
-        return
-    if spans and spans[-1][1] >= start:
-        spans[-1] = (spans[-1][0], max(spans[-1][1], end))
-    else:
-        spans.append((start, end))
-
-
 def clip(spans: Iterable[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
     """The parts of ``spans`` inside ``[start, end)``, made relative to ``start``."""
     out = []

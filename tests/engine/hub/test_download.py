@@ -153,7 +153,7 @@ def test_a_killed_download_process_resumes_where_it_stopped(hub, dest, small_fil
     try:
         assert hub.paused.wait(60), "the download never started"
         part = part_path(dest / SMALL_FILE)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 300  # only a hang guard
         while (not part.exists() or part.stat().st_size < 1_500_000) and time.monotonic() < deadline:
             time.sleep(0.02)  # a condition poll: the client writes what it received
         assert part.stat().st_size == 1_500_000
