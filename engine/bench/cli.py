@@ -1,4 +1,4 @@
-"""``duet-cli bench ...``: plain, speculative, session, server, rpc, conversation."""
+"""``duet-cli bench ...``: plain, speculative, session, server, rpc, conversation, soak."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from engine.bench import conversation, plain, rpc, server_bench, session, speculative
+    from engine.bench import conversation, plain, rpc, server_bench, session, soak, speculative
 
     p = sub.add_parser("bench", help="benchmarks that compare in one run")
     bench = p.add_subparsers(dest="bench", required=True)
@@ -16,3 +16,4 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     server_bench.add_parser(bench)
     rpc.add_parser(bench)
     conversation.add_parser(bench)
+    soak.add_parser(bench)

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from engine.bench.prompts import load_prompts
+from engine.bench.soak_report import keep_section
 from engine.bench.server import SERVER_MODES, _free_port, _wait_ready, stop
 
 log = logging.getLogger(__name__)
@@ -275,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
                         if bp.id in report["modes"].get(m, {})), default=None) for bp in prompts}
     text = markdown(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
+    args.out.write_text(keep_section(args.out, text), encoding="utf-8")  # the soak's section stays
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     print(text)
     return 0

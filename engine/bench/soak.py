@@ -1,0 +1,247 @@
+"""``duet-cli bench soak``: the server under concurrent streaming clients for minutes.
+
+Starts ``duet-cli serve`` as its own process on a free loopback port (so that its RSS is the
+server's alone), sends every request of the plan alone (greedy) twice, in order and then in
+reverse, and keeps those replies; then ``--clients`` threads send scripts from the plan for
+``--minutes``, streaming or not as each request says, some dropping their stream on purpose
+(then checking /health), a 429 waited out per its ``Retry-After`` and counted. Every completed
+reply is compared with the solo one; the server's RSS is sampled every ``--sample-s``. Writes
+JSON and a Markdown section (``## Soak``, into ``--out``, default docs/benchmarks/server.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from engine.bench import soak_plan as plan
+from engine.bench.soak_client import Busy, Failed, health, rss_bytes, send
+from engine.bench.soak_report import markdown, write_section
+from engine.bench.server import _free_port, stop
+from engine.errors import DuetError
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("soak", help="the server under concurrent streaming clients for minutes")
+    p.add_argument("--model", default="test", help="GGUF path or starter key")
+    p.add_argument("--minutes", type=float, default=5.0)
+    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--warmup-s", type=float, default=60.0, help="load before RSS counts as warm")
+    p.add_argument("--sample-s", type=float, default=5.0, help="RSS sampling period")
+    p.add_argument("--drop-rate", type=float, default=0.1,
+                   help="share of streamed requests dropped mid-stream on purpose")
+    p.add_argument("--max-queue", type=int, default=4,
+                   help="the server's queue bound (below --clients, so that 429 happens)")
+    p.add_argument("--ctx", type=int, default=2048)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument for duet-cli serve (repeatable, e.g. --serve-arg=--draft=draft)")
+    p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "server.md")
+    p.add_argument("--json", type=Path, default=REPO / "docs" / "benchmarks" / "server-soak.json")
+    p.add_argument("--note", default="", help="a line about the run for the report")
+    p.set_defaults(func=run)
+
+
+class ServeProcess:
+    """``duet-cli serve`` in a child process, its log in ``log_path``."""
+
+    def __init__(self, args: argparse.Namespace, log_path: Path) -> None:
+        self.port = _free_port()
+        cmd = [sys.executable, "-m", "engine", "-v", "serve", "--model", args.model,
+               "--port", str(self.port), "--ctx", str(args.ctx), "--threads", str(args.threads),
+               "--max-queue", str(args.max_queue), *args.serve_arg]
+        self.command = cmd
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise DuetError(f"duet-cli serve exited with {self.proc.returncode} (see its log)")
+            try:
+                return health(self.port, timeout=5)
+            except Failed:
+                time.sleep(0.5)
+        raise DuetError("duet-cli serve did not become ready")
+
+    def close(self) -> None:
+        stop(self.proc)
+        self._log.close()
+
+
+# -- phases ---------------------------------------------------------------------------------
+def solo(port: int) -> tuple[dict[str, plan.Reply], list[str]]:
+    """Each turn alone, in order, then again in reverse; the first replies, and the turns whose
+    two solo replies differ (the server's state before a request changed its reply)."""
+    replies: dict[str, plan.Reply] = {}
+    texts: dict[str, str] = {}
+    for turn in plan.turns():
+        reply = _once(port, turn, texts)
+        replies[turn.id], texts[turn.id] = reply, reply.text
+    unstable = []
+    for turn in reversed(plan.turns()):
+        again = _once(port, turn, texts)
+        why = plan.mismatch(replies[turn.id], again)
+        if why:
+            unstable.append(f"{turn.id}: {why}")
+    return replies, unstable
+
+
+def _once(port: int, turn: plan.Turn, texts: dict[str, str]) -> plan.Reply:
+    while True:
+        try:
+            reply = send(port, turn.path, plan.body(turn, texts))
+        except Busy as b:
+            time.sleep(b.retry_after)
+            continue
+        except Failed as e:
+            raise DuetError(f"the solo request {turn.id} failed: {e}") from None
+        assert reply is not None
+        return reply
+
+
+class Client(threading.Thread):
+    """Sends scripts until ``deadline``; its own Tally."""
+
+    def __init__(self, index: int, port: int, solo_replies: dict[str, plan.Reply],
+                 deadline: float, drop_rate: float) -> None:
+        super().__init__(name=f"soak-client-{index}", daemon=True)
+        self.port, self.solo, self.deadline, self.drop_rate = port, solo_replies, deadline, drop_rate
+        self.texts = {k: r.text for k, r in solo_replies.items()}
+        self.rng = random.Random(index)
+        self.tally = plan.Tally()
+
+    def run(self) -> None:
+        while time.monotonic() < self.deadline:
+            script = self.rng.choice(plan.SCRIPTS)
+            for turn in script.turns:
+                if not self._turn(turn) or time.monotonic() >= self.deadline:
+                    break
+
+    def _turn(self, turn: plan.Turn) -> bool:
+        """One request (retried after 429); False when the script should not go on."""
+        drop = turn.stream and self.rng.random() < self.drop_rate
+        abort_after = self.rng.randint(1, 4) if drop else None
+        t = self.tally
+        while True:
+            try:
+                reply = send(self.port, turn.path, plan.body(turn, self.texts), abort_after=abort_after)
+                break
+            except Busy as b:
+                t.busy += 1
+                time.sleep(b.retry_after)
+            except Failed as e:
+                t.errors += 1
+                t.note(f"{turn.id}: {e}")
+                return False
+        if reply is None:
+            t.disconnects += 1
+            try:
+                health(self.port)
+                t.health_checks += 1
+            except Failed as e:
+                t.errors += 1
+                t.note(f"after dropping {turn.id}: {e}")
+            return False
+        t.requests += 1
+        t.by_turn[turn.id] = t.by_turn.get(turn.id, 0) + 1
+        why = plan.mismatch(self.solo[turn.id], reply)
+        if why:
+            t.mismatches += 1
+            t.note(f"{turn.id}: {why}")
+        return True
+
+
+def sample_rss(pid: int, stop_event: threading.Event, period: float, t0: float,
+               out: list[tuple[float, int]]) -> None:
+    while True:
+        rss = rss_bytes(pid)
+        if rss is not None:
+            out.append((round(time.monotonic() - t0, 1), rss))
+        if stop_event.wait(period):
+            return
+
+
+def load(port: int, pid: int, solo_replies: dict[str, plan.Reply], args: argparse.Namespace
+         ) -> tuple[plan.Tally, list[tuple[float, int]], float]:
+    t0 = time.monotonic()
+    deadline = t0 + args.minutes * 60
+    samples: list[tuple[float, int]] = []
+    done = threading.Event()
+    sampler = threading.Thread(target=sample_rss, args=(pid, done, args.sample_s, t0, samples),
+                               name="soak-rss", daemon=True)
+    sampler.start()
+    clients = [Client(i, port, solo_replies, deadline, args.drop_rate) for i in range(args.clients)]
+    for c in clients:
+        c.start()
+    for c in clients:
+        c.join()
+    elapsed = time.monotonic() - t0
+    done.set()
+    sampler.join()
+    total = plan.Tally()
+    for c in clients:
+        total.add(c.tally)
+    return total, samples, elapsed
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.clients < 1 or args.minutes <= 0 or args.sample_s <= 0 or not 0 <= args.drop_rate <= 1:
+        raise DuetError("--clients >= 1, --minutes > 0, --sample-s > 0, 0 <= --drop-rate <= 1")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    server = ServeProcess(args, args.json.with_suffix(".log"))
+    try:
+        server.wait_ready()
+        rss_ready = rss_bytes(server.proc.pid)
+        print(f"soak: server up on port {server.port}; sending each request alone", flush=True)
+        solo_replies, unstable = solo(server.port)
+        print(f"soak: {args.clients} clients for {args.minutes:g} min", flush=True)
+        tally, samples, elapsed = load(server.port, server.proc.pid, solo_replies, args)
+        health(server.port)
+        stats = _stats(server.port)
+    finally:
+        server.close()
+    report = {
+        "command": "duet-cli " + " ".join(sys.argv[1:]), "serve_command": server.command[2:],
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores", "note": args.note,
+        "model": args.model, "clients": args.clients, "minutes": args.minutes,
+        "elapsed_s": round(elapsed, 1), "max_queue": args.max_queue, "warmup_s": args.warmup_s,
+        "drop_rate": args.drop_rate, "turns": [t.id for t in plan.turns()],
+        "solo": {k: r.__dict__ for k, r in solo_replies.items()}, "solo_unstable": unstable,
+        "tally": tally.__dict__, "rss_ready_bytes": rss_ready, "rss_samples": samples,
+        "rss": plan.rss_verdict(samples, args.warmup_s), "server_stats": stats}
+    report["passed"] = (tally.errors == 0 and tally.mismatches == 0 and tally.requests > 0
+                        and report["rss"]["flat"] is True)
+    args.json.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    text = markdown(report)
+    write_section(args.out, text)
+    print(text)
+    return 0 if report["passed"] else 1
+
+
+def _stats(port: int) -> dict:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("GET", "/v1/duet/stats")
+        return json.loads(conn.getresponse().read())
+    except (OSError, ValueError) as e:
+        return {"error": str(e)}
+    finally:
+        conn.close()

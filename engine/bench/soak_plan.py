@@ -1,0 +1,174 @@
+"""What the soak sends and how it judges what comes back (no I/O here).
+
+A *script* is what one client does in one go: a single request, or the turns of a conversation
+in order (each turn's history holds the replies the same turns got when sent alone, so that the
+requests are fixed and the server can reuse the conversation's cached prefix). Every reply under
+load is compared with the reply its request got alone; the server's RSS is judged flat when the
+mean of the last samples is within a tolerance of the mean of the first samples after warm-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CHAT, TEXT = "/v1/chat/completions", "/v1/completions"
+
+SYSTEM_A = ("You are a careful reviewer of Python code for a small team. You answer briefly, you "
+            "name the line you mean, you never invent functions that are not in the file, and "
+            "when you are not sure you say so. The team writes tests with pytest, keeps modules "
+            "small and prefers plain functions to classes when there is no state to keep.")
+SYSTEM_B = ("You answer questions about the weather and the seasons for a garden club. Keep each "
+            "answer to two or three sentences, give temperatures in degrees Celsius, and mention "
+            "one thing a gardener could do about it this week. Do not use lists or headings.")
+CODE = '''def total(prices, tax=0.2):
+    """The sum of the prices with tax."""
+    result = 0
+    for p in prices:
+        result += p
+    return result * (1 + tax)
+
+
+def cheapest(prices):
+    return min(prices) if prices else None
+
+
+if __name__ == "__main__":
+    print(total([1.0, 2.5, 3.25]))
+    print(cheapest([4, 2, 9]))
+'''
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One request. ``messages`` (chat) end with a user turn; for a turn with ``follows``, the
+    reply the previous turn got alone is inserted as the assistant's turn before them."""
+
+    id: str
+    path: str = CHAT
+    messages: tuple[tuple[str, str], ...] = ()
+    prompt: str = ""
+    max_tokens: int = 32
+    stream: bool = True
+    stop: tuple[str, ...] = ()
+    follows: str | None = None
+
+
+@dataclass(frozen=True)
+class Script:
+    id: str
+    turns: tuple[Turn, ...]
+
+
+def _user(text: str, system: str | None = None) -> tuple[tuple[str, str], ...]:
+    return ((("system", system),) if system else ()) + (("user", text),)
+
+
+SCRIPTS: tuple[Script, ...] = (
+    Script("hello", (Turn("hello", messages=_user("Say hello in one line."), max_tokens=24),)),
+    Script("haiku-whole", (Turn("haiku-whole", messages=_user("Write a haiku about the sea."),
+                                stream=False),)),
+    Script("edit", (Turn("edit", max_tokens=96, messages=_user(
+        f"Rename the function `total` to `sum_prices` in this file and send the whole file "
+        f"back:\n```python\n{CODE}```", system="You edit code and return whole files.")),)),
+    Script("review", (
+        Turn("review-1", messages=_user("What is a unit test, in one sentence?", SYSTEM_A)),
+        Turn("review-2", messages=_user("Give one example with pytest."), max_tokens=48,
+             follows="review-1"),
+        Turn("review-3", messages=_user("Thanks. What would you test first?"), stream=False,
+             follows="review-2"))),
+    Script("garden", (
+        Turn("garden-1", messages=_user("Is it too cold to plant tulips in November?", SYSTEM_B)),
+        Turn("garden-2", messages=_user("And what about garlic?"), follows="garden-1"))),
+    Script("stop-line", (Turn("stop-line", messages=_user("List three fruits, one per line."),
+                              stop=("\n",), max_tokens=48),)),
+    Script("text-stop", (Turn("text-stop", path=TEXT, prompt="def fibonacci(n):\n", stop=("\n\n",),
+                              max_tokens=64, stream=False),)),
+    Script("text", (Turn("text", path=TEXT, prompt="The three primary colours are", max_tokens=32),)),
+)
+
+
+def turns(scripts: tuple[Script, ...] = SCRIPTS) -> tuple[Turn, ...]:
+    return tuple(t for s in scripts for t in s.turns)
+
+
+def body(turn: Turn, replies: dict[str, str], stream: bool | None = None) -> dict:
+    """The request body of ``turn`` (greedy); ``replies``: the solo reply of each turn so far."""
+    stream = turn.stream if stream is None else stream
+    out: dict = {"temperature": 0, "max_tokens": turn.max_tokens, "stream": stream}
+    if turn.stop:
+        out["stop"] = list(turn.stop)
+    if turn.path == TEXT:
+        return {**out, "prompt": turn.prompt}
+    out["messages"] = history(turn, replies)
+    return out
+
+
+def history(turn: Turn, replies: dict[str, str]) -> list[dict]:
+    by_id = {t.id: t for t in turns()}
+    chain = [turn]
+    while chain[-1].follows:
+        chain.append(by_id[chain[-1].follows])
+    messages: list[dict] = []
+    for t in reversed(chain):
+        if t.follows:
+            messages.append({"role": "assistant", "content": replies[t.follows]})
+        messages += [{"role": r, "content": c} for r, c in t.messages]
+    return messages
+
+
+# -- judging ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    finish_reason: str | None
+
+
+def mismatch(solo: Reply, got: Reply) -> str | None:
+    """None when ``got`` is ``solo``; else where they part."""
+    if got.text == solo.text and got.finish_reason == solo.finish_reason:
+        return None
+    if got.text == solo.text:
+        return f"same text, finish_reason {got.finish_reason!r} (alone: {solo.finish_reason!r})"
+    i = next((k for k, (a, b) in enumerate(zip(solo.text, got.text)) if a != b),
+             min(len(solo.text), len(got.text)))
+    return (f"differs at character {i}: alone {solo.text[i:i + 40]!r}, "
+            f"under load {got.text[i:i + 40]!r}")
+
+
+@dataclass
+class Tally:
+    requests: int = 0  # completed and compared
+    busy: int = 0  # 429 answers (each retried after Retry-After)
+    errors: int = 0
+    mismatches: int = 0
+    disconnects: int = 0  # streams dropped on purpose
+    health_checks: int = 0
+    by_turn: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # the first few errors and mismatches
+
+    def note(self, text: str, limit: int = 20) -> None:
+        if len(self.notes) < limit:
+            self.notes.append(text)
+
+    def add(self, other: Tally) -> None:
+        for k in ("requests", "busy", "errors", "mismatches", "disconnects", "health_checks"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        for k, v in other.by_turn.items():
+            self.by_turn[k] = self.by_turn.get(k, 0) + v
+        for n in other.notes:
+            self.note(n)
+
+
+def rss_verdict(samples: list[tuple[float, int]], warmup_s: float, window: int = 3,
+                tolerance: float = 0.05) -> dict:
+    """``samples``: (seconds since the load began, RSS bytes). Compares the mean of the first
+    ``window`` samples taken after ``warmup_s`` with the mean of the last ``window``."""
+    after = [rss for t, rss in samples if t >= warmup_s]
+    if len(after) < 2 * window:
+        return {"flat": None, "reason": f"{len(after)} samples after warm-up (need {2 * window})"}
+    start = sum(after[:window]) / window
+    end = sum(after[-window:]) / window
+    growth = end / start - 1
+    return {"flat": abs(growth) <= tolerance, "after_warmup_bytes": int(start),
+            "end_bytes": int(end), "growth": round(growth, 4), "max_bytes": max(after),
+            "tolerance": tolerance, "samples": len(samples)}
