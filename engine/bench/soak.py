@@ -19,11 +19,13 @@ import platform
 import random
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 from engine.bench import soak_plan as plan
+from engine.bench.soak_margin import margins
 from engine.bench.soak_client import Busy, Failed, health, rss_bytes, send
 from engine.bench.soak_report import markdown, write_section
 from engine.bench.server import _free_port, stop
@@ -51,6 +53,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="extra argument for duet-cli serve (repeatable, e.g. --serve-arg=--draft=draft)")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "server.md")
     p.add_argument("--json", type=Path, default=REPO / "docs" / "benchmarks" / "server-soak.json")
+    p.add_argument("--server-log", type=Path,
+                   default=Path(tempfile.gettempdir()) / "duet-soak-server.log")
     p.add_argument("--note", default="", help="a line about the run for the report")
     p.set_defaults(func=run)
 
@@ -85,21 +89,25 @@ class ServeProcess:
 
 
 # -- phases ---------------------------------------------------------------------------------
-def solo(port: int) -> tuple[dict[str, plan.Reply], list[str]]:
-    """Each turn alone, in order, then again in reverse; the first replies, and the turns whose
-    two solo replies differ (the server's state before a request changed its reply)."""
+def solo(port: int) -> tuple[dict[str, plan.Reply], list[str], dict[str, set[str]]]:
+    """Each turn alone, in order, then again in reverse, then each twice in a row (the second
+    reusing the whole prompt but its last token). The first replies; the turns whose later solo
+    replies differ (the server's state before a request changed its reply); every solo text."""
     replies: dict[str, plan.Reply] = {}
     texts: dict[str, str] = {}
     for turn in plan.turns():
         reply = _once(port, turn, texts)
         replies[turn.id], texts[turn.id] = reply, reply.text
+    seen = {k: {r.text} for k, r in replies.items()}
     unstable = []
-    for turn in reversed(plan.turns()):
+    order = list(reversed(plan.turns())) + [t for t in plan.turns() for _ in range(2)]
+    for turn in order:
         again = _once(port, turn, texts)
         why = plan.mismatch(replies[turn.id], again)
-        if why:
+        if why and again.text not in seen[turn.id]:
             unstable.append(f"{turn.id}: {why}")
-    return replies, unstable
+        seen[turn.id].add(again.text)
+    return replies, unstable, seen
 
 
 def _once(port: int, turn: plan.Turn, texts: dict[str, str]) -> plan.Reply:
@@ -119,10 +127,11 @@ class Client(threading.Thread):
     """Sends scripts until ``deadline``; its own Tally."""
 
     def __init__(self, index: int, port: int, solo_replies: dict[str, plan.Reply],
-                 deadline: float, drop_rate: float) -> None:
+                 seen: dict[str, set[str]], deadline: float, drop_rate: float) -> None:
         super().__init__(name=f"soak-client-{index}", daemon=True)
         self.port, self.solo, self.deadline, self.drop_rate = port, solo_replies, deadline, drop_rate
         self.texts = {k: r.text for k, r in solo_replies.items()}
+        self.seen = seen
         self.rng = random.Random(index)
         self.tally = plan.Tally()
 
@@ -162,7 +171,7 @@ class Client(threading.Thread):
         t.by_turn[turn.id] = t.by_turn.get(turn.id, 0) + 1
         why = plan.mismatch(self.solo[turn.id], reply)
         if why:
-            t.mismatches += 1
+            t.mismatch(turn.id, reply.text, reply.text in self.seen[turn.id])
             t.note(f"{turn.id}: {why}")
         return True
 
@@ -177,8 +186,8 @@ def sample_rss(pid: int, stop_event: threading.Event, period: float, t0: float,
             return
 
 
-def load(port: int, pid: int, solo_replies: dict[str, plan.Reply], args: argparse.Namespace
-         ) -> tuple[plan.Tally, list[tuple[float, int]], float]:
+def load(port: int, pid: int, solo_replies: dict[str, plan.Reply], seen: dict[str, set[str]],
+         args: argparse.Namespace) -> tuple[plan.Tally, list[tuple[float, int]], float]:
     t0 = time.monotonic()
     deadline = t0 + args.minutes * 60
     samples: list[tuple[float, int]] = []
@@ -186,7 +195,7 @@ def load(port: int, pid: int, solo_replies: dict[str, plan.Reply], args: argpars
     sampler = threading.Thread(target=sample_rss, args=(pid, done, args.sample_s, t0, samples),
                                name="soak-rss", daemon=True)
     sampler.start()
-    clients = [Client(i, port, solo_replies, deadline, args.drop_rate) for i in range(args.clients)]
+    clients = [Client(i, port, solo_replies, seen, deadline, args.drop_rate) for i in range(args.clients)]
     for c in clients:
         c.start()
     for c in clients:
@@ -204,18 +213,20 @@ def run(args: argparse.Namespace) -> int:
     if args.clients < 1 or args.minutes <= 0 or args.sample_s <= 0 or not 0 <= args.drop_rate <= 1:
         raise DuetError("--clients >= 1, --minutes > 0, --sample-s > 0, 0 <= --drop-rate <= 1")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    server = ServeProcess(args, args.json.with_suffix(".log"))
+    server = ServeProcess(args, args.server_log)
     try:
         server.wait_ready()
         rss_ready = rss_bytes(server.proc.pid)
-        print(f"soak: server up on port {server.port}; sending each request alone", flush=True)
-        solo_replies, unstable = solo(server.port)
+        print(f"soak: server up on port {server.port} (log: {args.server_log}); sending each "
+              f"request alone", flush=True)
+        solo_replies, unstable, seen = solo(server.port)
         print(f"soak: {args.clients} clients for {args.minutes:g} min", flush=True)
-        tally, samples, elapsed = load(server.port, server.proc.pid, solo_replies, args)
+        tally, samples, elapsed = load(server.port, server.proc.pid, solo_replies, seen, args)
         health(server.port)
         stats = _stats(server.port)
     finally:
         server.close()
+    near = margins(args.model, args.ctx, solo_replies, tally.mismatched)
     report = {
         "command": "duet-cli " + " ".join(sys.argv[1:]), "serve_command": server.command[2:],
         "machine": f"{platform.machine()}, {os.cpu_count()} cores", "note": args.note,
@@ -224,9 +235,10 @@ def run(args: argparse.Namespace) -> int:
         "drop_rate": args.drop_rate, "turns": [t.id for t in plan.turns()],
         "solo": {k: r.__dict__ for k, r in solo_replies.items()}, "solo_unstable": unstable,
         "tally": tally.__dict__, "rss_ready_bytes": rss_ready, "rss_samples": samples,
-        "rss": plan.rss_verdict(samples, args.warmup_s), "server_stats": stats}
-    report["passed"] = (tally.errors == 0 and tally.mismatches == 0 and tally.requests > 0
-                        and report["rss"]["flat"] is True)
+        "rss": plan.rss_verdict(samples, args.warmup_s), "server_stats": stats, "margins": near}
+    report["identical"] = tally.mismatches == 0
+    report["passed"] = (tally.errors == 0 and tally.mismatches == tally.known_variants
+                        and tally.requests > 0 and report["rss"]["flat"] is True)
     args.json.write_text(json.dumps(report, indent=1), encoding="utf-8")
     text = markdown(report)
     write_section(args.out, text)

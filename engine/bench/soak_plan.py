@@ -140,21 +140,34 @@ class Tally:
     requests: int = 0  # completed and compared
     busy: int = 0  # 429 answers (each retried after Retry-After)
     errors: int = 0
-    mismatches: int = 0
+    mismatches: int = 0  # replies that are not the first solo reply of their request
+    known_variants: int = 0  # ... but the same as another solo reply of it (sent alone again)
     disconnects: int = 0  # streams dropped on purpose
     health_checks: int = 0
     by_turn: dict[str, int] = field(default_factory=dict)
+    mismatched: dict[str, dict[str, int]] = field(default_factory=dict)  # turn -> text -> count
     notes: list[str] = field(default_factory=list)  # the first few errors and mismatches
 
     def note(self, text: str, limit: int = 20) -> None:
         if len(self.notes) < limit:
             self.notes.append(text)
 
+    def mismatch(self, turn: str, text: str, known: bool) -> None:
+        self.mismatches += 1
+        self.known_variants += known
+        texts = self.mismatched.setdefault(turn, {})
+        texts[text] = texts.get(text, 0) + 1
+
     def add(self, other: Tally) -> None:
-        for k in ("requests", "busy", "errors", "mismatches", "disconnects", "health_checks"):
+        for k in ("requests", "busy", "errors", "mismatches", "known_variants", "disconnects",
+                  "health_checks"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         for k, v in other.by_turn.items():
             self.by_turn[k] = self.by_turn.get(k, 0) + v
+        for turn, texts in other.mismatched.items():
+            mine = self.mismatched.setdefault(turn, {})
+            for text, n in texts.items():
+                mine[text] = mine.get(text, 0) + n
         for n in other.notes:
             self.note(n)
 

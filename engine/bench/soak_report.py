@@ -14,7 +14,10 @@ def _mib(n: float | None) -> str:
 
 def markdown(report: dict) -> str:
     t, rss = report["tally"], report["rss"]
-    verdict = "**passed**" if report["passed"] else "**failed**"
+    verdict = ("**passed**" if report["passed"] else "**failed**") + (
+        " (every reply identical to its first solo reply)" if report["identical"] else
+        " (no error, RSS flat, every reply one its request also got alone; not every reply "
+        "identical to its first solo reply: see below)" if report["passed"] else "")
     lines = [f"{HEADING}\n",
              f"`{report['command']}` on {report['machine']} ({report['model']} model, "
              f"`duet-cli {' '.join(report['serve_command'][1:])}`): every request of the plan "
@@ -40,9 +43,18 @@ def markdown(report: dict) -> str:
     if rss.get("flat") is None:
         lines.append(f"RSS not judged: {rss.get('reason')}.")
     unstable = report.get("solo_unstable") or []
-    lines.append(f"Solo replies sent twice (in order, then in reverse): "
-                 f"{'identical' if not unstable else f'{len(unstable)} differ'}.")
+    lines.append(f"Each request sent alone three times (in order, in reverse, then twice in a row): "
+                 f"{'the same reply each time' if not unstable else f'{len(unstable)} got another reply'}.")
     lines += [f"- {u}" for u in unstable[:10]]
+    if t["mismatches"]:
+        lines.append(f"\nOf the {t['mismatches']} replies that differ from the first solo reply, "
+                     f"{t['known_variants']} are the reply the same request got when sent alone "
+                     f"again from another server state. Where they part, a fresh greedy run of the "
+                     f"prompt (plain, one batch) has these gaps between its two best logits:\n")
+        lines += ["| request | replies | parts at character | step | gap (logits) | two best |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {m['turn']} | {m['count']} | {m['char']} | {m['step']} | {m['gap']} | "
+                  f"{' / '.join(repr(b) for b in m['best'])} |" for m in report.get("margins") or ()]
     notes = t.get("notes") or []
     if notes:
         lines.append("\nFirst errors and mismatches:\n")

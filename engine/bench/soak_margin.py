@@ -1,0 +1,73 @@
+"""How close a call a mismatch was: for a reply under load that parts from the solo reply, the
+gap between the two best logits at the token where they part, in a fresh greedy run of the same
+prompt on the same model (plain decoding, the whole prompt in one batch). A gap of a few tenths
+of a logit or less is a near-tie that batch-shape numerics (a prompt prefilled in other pieces
+after a cache reuse, a draft verified in one batch) can flip; a large one would be a bug."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from engine.bench import soak_plan as plan
+
+log = logging.getLogger(__name__)
+
+
+def parting(a: str, b: str) -> int:
+    """The first character where ``a`` and ``b`` differ."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def margins(model: str, n_ctx: int, solo: dict[str, plan.Reply],
+            mismatched: dict[str, dict[str, int]], limit: int = 12) -> list[dict]:
+    from engine.chat import Message
+    from engine.context import ContextParams
+    from engine.model import ModelSpec
+    from engine.prompt import chat_tokens
+    from engine.runtime import Runtime, RuntimeConfig, resolve_model
+    from engine.speculative.params import SpeculativeParams
+
+    by_id = {t.id: t for t in plan.turns()}
+    texts = {k: r.text for k, r in solo.items()}
+    cases = sorted(((n, turn, text) for turn, d in mismatched.items() for text, n in d.items()),
+                   reverse=True)[:limit]
+    if not cases:
+        return []
+    rt = Runtime(RuntimeConfig(target=ModelSpec(resolve_model(model)),
+                               context=ContextParams(n_ctx=n_ctx, n_threads=1),
+                               speculative=SpeculativeParams(drafter="none")))
+    out = []
+    try:
+        for n, turn_id, text in cases:
+            turn = by_id[turn_id]
+            if turn.path == plan.CHAT:
+                prompt = chat_tokens(rt.target, [Message(m["role"], m["content"])
+                                                 for m in plan.history(turn, texts)])
+            else:
+                prompt = rt.target.tokenize(turn.prompt, add_special=True, parse_special=True)
+            at = parting(texts[turn_id], text)
+            out.append({"turn": turn_id, "count": n, "char": at,
+                        **_gap_at(rt, prompt, at, turn.max_tokens)})
+    finally:
+        rt.close()
+    return out
+
+
+def _gap_at(rt, prompt: list[int], char: int, max_tokens: int) -> dict:  # noqa: ANN001
+    """Greedy from ``prompt``: the step whose text first reaches past ``char``, and its top-2 gap."""
+    ctx, model = rt.ctx, rt.target
+    ctx.clear()
+    ctx.decode(prompt)
+    tokens: list[int] = []
+    for step in range(max_tokens + 8):
+        logits = ctx.logits().astype(np.float64)
+        top2 = np.argsort(logits)[-2:][::-1]
+        gap = float(logits[top2[0]] - logits[top2[1]])
+        tokens.append(int(top2[0]))
+        if len(model.detokenize(tokens)) > char or model.is_eog(tokens[-1]):
+            return {"step": step, "gap": round(gap, 4),
+                    "best": [model.piece(int(t)).decode("utf-8", "replace") for t in top2]}
+        ctx.decode([tokens[-1]])
+    return {"step": None, "gap": None, "best": []}
