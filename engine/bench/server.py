@@ -12,7 +12,9 @@ import logging
 import socket
 import statistics
 import subprocess
+import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Sequence
@@ -37,15 +39,37 @@ def _free_port() -> int:
 def _post(port: int, body: dict, timeout: float = 600) -> dict:
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
                                  data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        raise RuntimeError(f"HTTP {e.code}: {e.read()[:300]!r}") from None
+
+
+def launch(cmd: list[str]) -> subprocess.Popen:
+    """Start a server with its output in a temporary file, so that a failure can say why."""
+    out = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    proc.output_file = out  # type: ignore[attr-defined]
+    return proc
+
+
+def output_tail(proc: subprocess.Popen, n: int = 600) -> str:
+    """The last ``n`` characters the server printed (on one line)."""
+    out = getattr(proc, "output_file", None)
+    if out is None or out.closed:
+        return ""
+    out.flush()
+    out.seek(0, 2)
+    out.seek(max(0, out.tell() - n))
+    return " | ".join(out.read().decode("utf-8", "replace").strip().splitlines())
 
 
 def _wait_ready(port: int, proc: subprocess.Popen, timeout: float = 180) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"llama-server exited with {proc.returncode}")
+            raise RuntimeError(f"llama-server exited with {proc.returncode}: {output_tail(proc)}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
                 if r.status == 200:
@@ -78,7 +102,7 @@ def run_server_modes(binary: Path, target: Path, draft: Path, prompt: str | Sequ
         args = [str(binary), "-m", str(target), "-t", str(threads), "-c", "4096", "-np", "1",
                 "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
         args += [a.format(draft=draft, threads=threads) for a in extra]
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = launch(args)
         try:
             _wait_ready(port, proc)
             _chat(port, turns, max_tokens)  # warm-up
@@ -107,3 +131,7 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait()
+    out = getattr(proc, "output_file", None)
+    if out is not None:
+        out.close()

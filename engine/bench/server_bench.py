@@ -19,14 +19,13 @@ import json
 import logging
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from engine.bench.prompts import load_prompts
 from engine.bench.soak_report import keep_section
-from engine.bench.server import SERVER_MODES, _free_port, _wait_ready, stop
+from engine.bench.server import SERVER_MODES, _free_port, _wait_ready, launch, stop
 
 log = logging.getLogger(__name__)
 
@@ -129,13 +128,14 @@ def start_duet(args: argparse.Namespace):  # noqa: ANN201 - (BackgroundServer, E
     return BackgroundServer(app), engine
 
 
-def llama_modes(args: argparse.Namespace, prompts: list) -> dict[str, dict]:
+def llama_modes(args: argparse.Namespace, prompts: list) -> tuple[dict[str, dict], dict[str, str]]:
+    """Each llama-server mode's rows, and why the modes that failed did."""
     from engine.context import ContextParams
     from engine.runtime import resolve_model
 
     target = resolve_model(args.model)
     threads = ContextParams(n_threads=args.threads).threads()
-    out = {}
+    out, failed = {}, {}
     for mode, extra in SERVER_MODES.items():
         if "{draft}" in extra and not args.draft:
             continue
@@ -144,15 +144,16 @@ def llama_modes(args: argparse.Namespace, prompts: list) -> dict[str, dict]:
                "-np", "1", "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
         cmd += [a.format(draft=resolve_model(args.draft) if args.draft else "", threads=threads)
                 for a in extra]
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = launch(cmd)
         try:
             _wait_ready(port, proc)
             out[mode] = measure(port, prompts, args, {"cache_prompt": True})
-        except (OSError, RuntimeError, ValueError) as e:
+        except (OSError, RuntimeError, ValueError, KeyError) as e:
             log.warning("%s failed: %s", mode, e)
+            failed[mode] = str(e)[:300]
         finally:
             stop(proc)
-    return out
+    return out, failed
 
 
 # -- Duet's conversation caches -----------------------------------------------------------
@@ -223,6 +224,8 @@ def markdown(report: dict) -> str:
                          f"{'–' if vs_plain is None else f'{vs_plain:.2f}'} |")
     if not report.get("llama_server"):
         lines.append("\nNo `--llama-server` binary was given: Duet alone.")
+    for mode, why in (report.get("failed_modes") or {}).items():
+        lines.append(f"\n{mode} failed: {why}")
     st = report.get("second_turn")
     if st:
         lines += ["\n## Second turn of a conversation\n",
@@ -270,7 +273,8 @@ def run(args: argparse.Namespace) -> int:
         server.close()
         engine.close()
     if args.llama_server:
-        report["modes"].update(llama_modes(args, prompts))
+        modes, report["failed_modes"] = llama_modes(args, prompts)
+        report["modes"].update(modes)
         report["llama_best_ngram"] = {
             bp.id: max((report["modes"][m][bp.id]["tokens_per_s"] for m in NGRAM_MODES
                         if bp.id in report["modes"].get(m, {})), default=None) for bp in prompts}
