@@ -21,7 +21,8 @@ def parting(a: str, b: str) -> int:
 
 
 def margins(model: str, n_ctx: int, solo: dict[str, plan.Reply],
-            mismatched: dict[str, dict[str, int]], limit: int = 12) -> list[dict]:
+            mismatched: dict[str, dict[str, int]], seen: dict[str, set[str]],
+            limit: int = 50) -> list[dict]:
     from engine.chat import Message
     from engine.context import ContextParams
     from engine.model import ModelSpec
@@ -48,11 +49,19 @@ def margins(model: str, n_ctx: int, solo: dict[str, plan.Reply],
             else:
                 prompt = rt.target.tokenize(turn.prompt, add_special=True, parse_special=True)
             at = parting(texts[turn_id], text)
-            out.append({"turn": turn_id, "count": n, "char": at,
+            out.append({"turn": turn_id, "count": n, "char": at, "known": text in seen[turn_id],
                         **_gap_at(rt, prompt, at, turn.max_tokens)})
     finally:
         rt.close()
     return out
+
+
+def unexplained(mismatches: int, cases: list[dict], near_tie: float) -> int:
+    """Replies that differ from their solo reply and are neither another solo reply of their
+    request nor parted at a near-tie (a gap of at most ``near_tie`` logits)."""
+    explained = sum(c["count"] for c in cases
+                    if c["known"] or (c["gap"] is not None and c["gap"] <= near_tie))
+    return mismatches - explained
 
 
 def _gap_at(rt, prompt: list[int], char: int, max_tokens: int) -> dict:  # noqa: ANN001

@@ -16,8 +16,9 @@ def markdown(report: dict) -> str:
     t, rss = report["tally"], report["rss"]
     verdict = ("**passed**" if report["passed"] else "**failed**") + (
         " (every reply identical to its first solo reply)" if report["identical"] else
-        " (no error, RSS flat, every reply one its request also got alone; not every reply "
-        "identical to its first solo reply: see below)" if report["passed"] else "")
+        " (no error, RSS flat; not every reply identical to its first solo reply, but each "
+        "that differs is another reply its request got alone or parts from it at a near-tie: "
+        "see below)" if report["passed"] else "")
     lines = [f"{HEADING}\n",
              f"`{report['command']}` on {report['machine']} ({report['model']} model, "
              f"`duet-cli {' '.join(report['serve_command'][1:])}`): every request of the plan "
@@ -48,13 +49,23 @@ def markdown(report: dict) -> str:
     lines += [f"- {u}" for u in unstable[:10]]
     if t["mismatches"]:
         lines.append(f"\nOf the {t['mismatches']} replies that differ from the first solo reply, "
-                     f"{t['known_variants']} are the reply the same request got when sent alone "
-                     f"again from another server state. Where they part, a fresh greedy run of the "
-                     f"prompt (plain, one batch) has these gaps between its two best logits:\n")
-        lines += ["| request | replies | parts at character | step | gap (logits) | two best |",
-                  "|---|---|---|---|---|---|"]
-        lines += [f"| {m['turn']} | {m['count']} | {m['char']} | {m['step']} | {m['gap']} | "
-                  f"{' / '.join(repr(b) for b in m['best'])} |" for m in report.get("margins") or ()]
+                     f"{t['known_variants']} are a reply the same request got when sent alone "
+                     f"again from another server state; {report['unexplained']} are neither that "
+                     f"nor parted at a near-tie (top two logits at most {report['near_tie']:g} "
+                     f"apart). Where they part, a fresh greedy run of the prompt (plain, one "
+                     f"batch) has these gaps between its two best logits:\n")
+        lines += ["| request | replies | a solo reply too | parts at character | step | gap (logits) | two best |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {m['turn']} | {m['count']} | {'yes' if m['known'] else 'no'} | {m['char']} | "
+                  f"{m['step']} | {m['gap']} | {' / '.join(repr(b) for b in m['best'])} |"
+                  for m in report.get("margins") or ()]
+        lines.append(
+            "\nWhy they differ: llama.cpp's CPU kernels do not give bit-identical logits for a "
+            "token computed in batches of other shapes. A reply depends on how its prompt was "
+            "prefilled (in one batch, or its last token alone after a cache reuse) and, with "
+            "speculation, on the draft lengths the controller picks from measured verify costs, "
+            "which change with the machine's load. Where a greedy reply runs through a near-tie, "
+            "such a difference picks the other token, and from there the replies part.")
     notes = t.get("notes") or []
     if notes:
         lines.append("\nFirst errors and mismatches:\n")

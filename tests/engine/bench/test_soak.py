@@ -71,3 +71,15 @@ def test_the_soak_section_and_the_bench_server_report_keep_each_other(tmp_path):
 def test_rss_of_a_live_process_and_of_none():
     assert rss_bytes(os.getpid()) > 1 << 20
     assert rss_bytes(2 ** 22 + 12345) is None  # above the kernel's default pid_max
+
+
+def test_a_mismatch_is_explained_by_a_solo_variant_or_a_near_tie_only():
+    from engine.bench.soak_margin import unexplained
+
+    cases = [{"count": 5, "known": True, "gap": 2.0},  # another solo reply: explained
+             {"count": 3, "known": False, "gap": 0.2},  # a near-tie: explained
+             {"count": 2, "known": False, "gap": 1.5},  # a clear choice that changed: not
+             {"count": 1, "known": False, "gap": None}]  # never reached: not
+    assert unexplained(11, cases, near_tie=0.5) == 3
+    assert unexplained(11, cases, near_tie=2.0) == 1
+    assert unexplained(12, cases, near_tie=0.5) == 4  # beyond the cases examined
