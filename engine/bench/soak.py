@@ -225,7 +225,11 @@ def run(args: argparse.Namespace) -> int:
         solo_replies, unstable, seen = solo(server.port)
         print(f"soak: {args.clients} clients for {args.minutes:g} min", flush=True)
         tally, samples, elapsed = load(server.port, server.proc.pid, solo_replies, seen, args)
-        health(server.port)
+        try:
+            health(server.port)
+        except Failed as e:  # the server died or hangs: that is an error of the soak's own
+            tally.errors += 1
+            tally.note(f"at the end: {e} (server exit code {server.proc.poll()})")
         stats = _stats(server.port)
     finally:
         server.close()
