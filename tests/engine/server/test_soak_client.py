@@ -55,8 +55,10 @@ def test_one_client_turn_is_compared_with_its_solo_reply(open_server):
                     drop_rate=0)
     client._turn(HELLO)
     assert (client.tally.mismatches, client.tally.known_variants) == (1, 1)
-    dropper = Client(0, port, {"hello": solo}, {"hello": {solo.text}}, deadline=0, drop_rate=1)
-    assert not dropper._turn(HELLO)  # dropped after a chunk or few: the script stops there
+    count = plan.Turn("count", messages=(("user", "Count from 1 to 100, one per line."),),
+                      max_tokens=300)  # long enough to be dropped after its first few chunks
+    dropper = Client(0, port, {"count": solo}, {"count": {solo.text}}, deadline=0, drop_rate=1)
+    assert not dropper._turn(count)  # dropped mid-stream: the script stops there
     assert (dropper.tally.disconnects, dropper.tally.health_checks, dropper.tally.errors) == (1, 1, 0)
 
 
