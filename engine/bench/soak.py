@@ -17,6 +17,7 @@ import logging
 import os
 import platform
 import random
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -235,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
         server.close()
     near = margins(args.model, args.ctx, solo_replies, tally.mismatched, seen)
     report = {
-        "command": "duet-cli " + " ".join(sys.argv[1:]), "serve_command": server.command[2:],
+        "command": _command_line(sys.argv[1:]), "serve_command": server.command[2:],
         "machine": f"{platform.machine()}, {os.cpu_count()} cores", "note": args.note,
         "model": args.model, "clients": args.clients, "minutes": args.minutes,
         "elapsed_s": round(elapsed, 1), "max_queue": args.max_queue, "warmup_s": args.warmup_s,
@@ -253,6 +254,19 @@ def run(args: argparse.Namespace) -> int:
     write_section(args.out, text)
     print(text)
     return 0 if report["passed"] else 1
+
+
+def _command_line(argv: list[str]) -> str:
+    """The command as typed, less its --note (which the report prints on its own)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--note":
+            skip = True
+        elif not a.startswith("--note="):
+            out.append(a)
+    return "duet-cli " + shlex.join(out)
 
 
 def _stats(port: int) -> dict:

@@ -83,3 +83,12 @@ def test_a_mismatch_is_explained_by_a_solo_variant_or_a_near_tie_only():
     assert unexplained(11, cases, near_tie=0.5) == 3
     assert unexplained(11, cases, near_tie=2.0) == 1
     assert unexplained(12, cases, near_tie=0.5) == 4  # beyond the cases examined
+
+
+def test_the_reported_command_leaves_out_the_note():
+    from engine.bench.soak import _command_line
+
+    assert _command_line(["bench", "soak", "--note", "busy `machine`", "--minutes", "5"]) == \
+        "duet-cli bench soak --minutes 5"
+    assert _command_line(["bench", "soak", "--note=x y", "--model", "a b"]) == \
+        "duet-cli bench soak --model 'a b'"
