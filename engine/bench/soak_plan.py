@@ -146,7 +146,7 @@ class Tally:
     health_checks: int = 0
     by_turn: dict[str, int] = field(default_factory=dict)
     mismatched: dict[str, dict[str, int]] = field(default_factory=dict)  # turn -> text -> count
-    notes: list[str] = field(default_factory=list)  # the first few errors and mismatches
+    notes: list[str] = field(default_factory=list)  # the first few errors
 
     def note(self, text: str, limit: int = 20) -> None:
         if len(self.notes) < limit:

@@ -65,10 +65,13 @@ def markdown(report: dict) -> str:
             "prefilled (in one batch, or its last token alone after a cache reuse) and, with "
             "speculation, on the draft lengths the controller picks from measured verify costs, "
             "which change with the machine's load. Where a greedy reply runs through a near-tie, "
-            "such a difference picks the other token, and from there the replies part.")
+            "such a difference picks the other token, and from there the replies part. llama-server "
+            "says the same of its `cache_prompt` (its README: the logits are not guaranteed to be "
+            "bit-for-bit identical for different batch sizes, so the option can cause "
+            "nondeterministic results).")
     notes = t.get("notes") or []
     if notes:
-        lines.append("\nFirst errors and mismatches:\n")
+        lines.append("\nFirst errors:\n")
         lines += [f"- {n}" for n in notes[:20]]
     cache = (report.get("server_stats") or {}).get("cache") or {}
     if cache:
