@@ -144,14 +144,13 @@ def runtime_config(path: Path, opts: CheckOptions, drafter: str):  # noqa: ANN20
 
 def reply(runtime, messages):  # noqa: ANN001, ANN201 - (Runtime, [Message]) -> engine.events.Done
     """Run one reply to the end and return its Done event."""
-    from engine.events import Done
+    from engine.errors import DuetError
+    from engine.events import collect
 
-    done = None
-    for event in runtime.generator.chat(messages, runtime.config.sampling):
-        if isinstance(event, Done):
-            done = event
-    if done is None:
-        raise CheckFailed("the generation ended without a result")
+    try:
+        done = collect(runtime.generator.chat(messages, runtime.config.sampling))
+    except DuetError as e:
+        raise CheckFailed(str(e)) from None
     if not done.token_ids:
         raise CheckFailed("the model produced no tokens")
     return done

@@ -45,7 +45,7 @@ def _read_prompt(args: argparse.Namespace) -> str:
 
 def _generate(args: argparse.Namespace) -> int:
     from engine.chat import Message
-    from engine.events import collect
+    from engine.events import collect, done_json
     from engine.runtime import Runtime, runtime_config
 
     prompt = _read_prompt(args)
@@ -59,7 +59,7 @@ def _generate(args: argparse.Namespace) -> int:
                                     system=args.system, use_kv=not args.no_session_kv)
         messages = ([Message("system", args.system)] if args.system else []) + [Message("user", prompt)]
         done = collect(rt.generator.chat(messages, config.sampling),
-                       None if args.json else _write_token)
+                       None if args.json else write_token)
         if args.json:
             print(json.dumps(done_json(done)))
         else:
@@ -67,35 +67,10 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_token(token) -> None:  # noqa: ANN001 - engine.events.Token
+def write_token(token) -> None:  # noqa: ANN001 - engine.events.Token
+    """Stream a token's text to standard output."""
     sys.stdout.write(token.text)
     sys.stdout.flush()
-
-
-def done_json(done) -> dict:  # noqa: ANN001 - engine.events.Done
-    s = done.stats
-    return {
-        "text": done.text,
-        "token_ids": list(done.token_ids),
-        "n_prompt_tokens": s.n_prompt_tokens,
-        "n_cached_tokens": s.n_cached_tokens,
-        "n_tokens": s.n_tokens,
-        "finish_reason": done.reason,
-        "prompt_s": round(s.prompt_s, 4),
-        "elapsed_s": round(s.elapsed_s, 4),
-        "tokens_per_s": round(s.tokens_per_s, 2),
-        "stats": {
-            "proposed": s.proposed,
-            "accepted": s.accepted,
-            "acceptance_rate": round(s.acceptance_rate, 4),
-            "target_passes": s.target_passes,
-            "tokens_per_pass": round(s.tokens_per_pass, 3),
-            "drafter": s.drafter,
-            "drafters_used": s.drafters_used,
-            "draft_s": round(s.draft_s, 4),
-            "verify_s": round(s.verify_s, 4),
-        },
-    }
 
 
 def build_parser() -> argparse.ArgumentParser:

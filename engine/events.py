@@ -91,3 +91,30 @@ def collect(events: Iterable[Event], on_token: Callable[[Token], None] | None = 
 
         raise DuetError("the generation ended without a result")
     return done
+
+
+def done_json(done: Done) -> dict:
+    """A reply's result as plain JSON (``duet-cli generate --json``, sessions)."""
+    s = done.stats
+    return {
+        "text": done.text,
+        "token_ids": list(done.token_ids),
+        "n_prompt_tokens": s.n_prompt_tokens,
+        "n_cached_tokens": s.n_cached_tokens,
+        "n_tokens": s.n_tokens,
+        "finish_reason": done.reason,
+        "prompt_s": round(s.prompt_s, 4),
+        "elapsed_s": round(s.elapsed_s, 4),
+        "tokens_per_s": round(s.tokens_per_s, 2),
+        "stats": {
+            "proposed": s.proposed,
+            "accepted": s.accepted,
+            "acceptance_rate": round(s.acceptance_rate, 4),
+            "target_passes": s.target_passes,
+            "tokens_per_pass": round(s.tokens_per_pass, 3),
+            "drafter": s.drafter,
+            "drafters_used": s.drafters_used,
+            "draft_s": round(s.draft_s, 4),
+            "verify_s": round(s.verify_s, 4),
+        },
+    }

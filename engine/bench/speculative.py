@@ -27,7 +27,7 @@ from engine.bench.timing import median, time_duet, time_llama, time_stream
 from engine.chat import Message
 from engine.context import ContextParams
 from engine.errors import DuetError
-from engine.events import Done, Token
+from engine.events import Done, Token, collect
 from engine.model import ModelSpec
 from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig, resolve_model
@@ -176,7 +176,7 @@ def _run_turns(rt: Runtime, turns: tuple[str, ...], sampling: SamplingParams) ->
         prompt = chat_tokens(rt.target, messages)
         events = rt.generator.complete(prompt, sampling)
         if i < len(turns) - 1:
-            done = _last_done(events)
+            done = collect(events)
             messages.append(Message("assistant", done.text))
     timing, timed = time_stream(len(prompt), events, count=lambda e: isinstance(e, Token))
     done = timed[-1]
@@ -185,15 +185,6 @@ def _run_turns(rt: Runtime, turns: tuple[str, ...], sampling: SamplingParams) ->
     if len(turns) > 1:
         result["n_cached"] = done.stats.n_cached_tokens  # turn 2's prompt tokens found in the cache
     return result
-
-
-def _last_done(events) -> Done:  # noqa: ANN001
-    done = None
-    for e in events:
-        done = e
-    if not isinstance(done, Done):
-        raise RuntimeError("a reply ended without its Done event")
-    return done
 
 
 def _result(tokens_per_s: float, done: Done) -> dict:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine.chat import Message
-from engine.errors import DecodeError, DuetError, ModelLoadError, SessionError
+from engine.errors import DecodeError, ModelLoadError, SessionError
 from engine.session.fingerprint import check_model, file_fingerprint, fingerprint_size, kv_layout
 from engine.session import probe
 from engine.session.format import read_meta, read_session, write_session
@@ -318,8 +318,7 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
     """Open ``path`` (restoring its KV state unless ``use_kv`` is False) or start a new
     conversation, reply to ``prompt`` (streamed text, or one JSON object), append the reply and
     save with KV. Returns 0, or 1 when the reply (still shown) could not be saved."""
-    from engine.cli import done_json
-    from engine.events import Done, Token
+    from engine.events import collect, done_json
 
     path = Path(path)
     if path.exists():
@@ -334,15 +333,7 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
     if note and not as_json:
         print(f"duet-cli: note: {note}", file=sys.stderr)
     messages.append(Message("user", prompt, time.time()))
-    done = None
-    for ev in runtime.generator.chat(messages, sampling):
-        if isinstance(ev, Token) and not as_json:
-            sys.stdout.write(ev.text)
-            sys.stdout.flush()
-        elif isinstance(ev, Done):
-            done = ev
-    if done is None:
-        raise DuetError("the generation ended without a result")
+    done = collect(runtime.generator.chat(messages, sampling), None if as_json else _write_token)
     messages.append(Message("assistant", done.text, time.time()))
     report, problem = save_keeping_turn(path, runtime, messages, settings,
                                         {"sampling": sampling_settings(sampling)})
@@ -358,6 +349,11 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
     if problem:
         print(f"duet-cli: {'note' if report else 'error'}: {problem}", file=sys.stderr)
     return 0 if report is not None else 1
+
+
+def _write_token(token) -> None:  # noqa: ANN001 - engine.events.Token
+    sys.stdout.write(token.text)
+    sys.stdout.flush()
 
 
 def save_keeping_turn(path: Path, runtime: Runtime, messages: Sequence[Message],
