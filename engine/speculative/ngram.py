@@ -8,10 +8,11 @@ history (a match may overlap the suffix, as in runs of repeated tokens).
 Index: one dict from n-gram tuple to its latest start, kept incrementally. An n-gram is indexed
 only once the token after it exists, so the suffix never matches itself, and each appended token
 adds exactly ``ngram_max - ngram_min + 1`` entries: proposing after every token is O(1)
-amortized. Rewinds and edits are detected by comparing the length and the first and last
-``_CHECK`` indexed tokens; on any difference the index is rebuilt from scratch (rare: the loop
-only appends accepted tokens). An edit that leaves both windows intact is not detected; call
-``reset()`` when a conversation is replaced.
+amortized. At the start of a reply, ``begin(prompt)`` compares the whole indexed history with
+the prompt and rebuilds the index from scratch where they part (a regenerated or edited turn,
+another conversation); within a reply the generator only appends accepted tokens. Callers that
+propose without ``begin`` get a cheaper guard: the length and the first and last ``_CHECK``
+indexed tokens are compared, and the index is rebuilt on any difference.
 
 Within a reply (after ``begin(prompt)``) the drafter predicts the next token after every token
 and scores the prediction when the token arrives (engine.speculative.reliability), drafted or not. A
@@ -103,6 +104,13 @@ class NgramDrafter:
         self.edits.clear()
         self.edits.learn_stated(prompt)
         self._learn_from = None
+        kept = 0
+        for a, b in zip(self._tokens, prompt):
+            if a != int(b):
+                break
+            kept += 1
+        if kept < len(self._tokens):  # the index cannot be cut back: rebuild it
+            self._tokens, self._index = [], {}
         self._sync(prompt)
         self._learn_from = len(prompt)
         self._anchor = None

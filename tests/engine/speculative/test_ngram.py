@@ -233,3 +233,19 @@ def test_predictions_are_scored_on_every_reply_token_and_only_there() -> None:
     d.begin(source + source[:40])  # a new reply starts from the priors
     assert d.reliability.p(20) == before
     assert d.propose(source + source[:40], 1).survival  # a proposal comes with its survival
+
+
+def test_begin_sees_an_edit_in_the_middle_of_the_history() -> None:
+    """An edit that leaves both ends of the history as they were (a regenerated turn of the
+    same length deep in a conversation) is caught at ``begin``: nothing is drafted from the text
+    that is gone."""
+    head, tail = list(range(100, 140)), list(range(200, 240))
+    old = head + [1, 2, 3, 4, 5, 6, 7, 8] + tail
+    new = head + [9, 9, 9, 9, 9, 9, 9, 9] + tail
+    d = NgramDrafter(WIDE)
+    d.begin(old)
+    d.begin(new)
+    fresh = NgramDrafter(WIDE)
+    fresh.begin(new)
+    assert d._tokens == new and d._index == fresh._index
+    assert 1 not in d.propose(new + [140], 8).tokens  # nothing from the old turn
