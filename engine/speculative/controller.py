@@ -41,7 +41,9 @@ _MAX_BATCH = 1 << 16
 
 @dataclass(frozen=True)
 class CostModel:
-    """Measured seconds of one target decode of n tokens, plus the cost of one draft token.
+    """Measured seconds of one target decode of n tokens, plus what drafting costs: per draft
+    token, and per pass (a draft model takes in the target's correction before it drafts again,
+    one more step of its own on every pass).
 
     ``verify_s`` holds ``(n_tokens, seconds)`` points with distinct ``n_tokens >= 1`` including
     1; it is stored sorted. Between points the cost is interpolated linearly; beyond the last
@@ -51,6 +53,7 @@ class CostModel:
 
     verify_s: tuple[tuple[int, float], ...]
     draft_s_per_token: float = 0.0
+    draft_s_per_pass: float = 0.0
 
     def __post_init__(self) -> None:
         points = tuple(sorted((int(n), float(s)) for n, s in self.verify_s))
@@ -61,10 +64,12 @@ class CostModel:
             raise ValueError(f"calibration sizes must be distinct, include 1, stay <= {_MAX_BATCH}: {sizes}")
         if not all(math.isfinite(s) and s > 0.0 for _, s in points):
             raise ValueError("calibration times must be positive and finite")
-        if not (math.isfinite(self.draft_s_per_token) and self.draft_s_per_token >= 0.0):
-            raise ValueError(f"draft_s_per_token must be >= 0, got {self.draft_s_per_token}")
+        for name in ("draft_s_per_token", "draft_s_per_pass"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0.0):
+                raise ValueError(f"{name} must be >= 0, got {value}")
+            object.__setattr__(self, name, float(value))
         object.__setattr__(self, "verify_s", points)
-        object.__setattr__(self, "draft_s_per_token", float(self.draft_s_per_token))
 
     def verify_cost(self, n_tokens: int) -> float:
         """Seconds to decode ``n_tokens`` (>= 1) target tokens in one batch."""
@@ -79,9 +84,15 @@ class CostModel:
         (n0, s0), (n1, s1) = pts[-2], pts[-1]
         return s1 + max(0.0, (s1 - s0) / (n1 - n0)) * (n_tokens - n1)
 
-    def with_draft_cost(self, draft_s_per_token: float) -> CostModel:
-        """The same verify curve with another drafter's per-token cost."""
-        return CostModel(self.verify_s, draft_s_per_token)
+    def with_draft_cost(self, draft_s_per_token: float, draft_s_per_pass: float = 0.0) -> CostModel:
+        """The same verify curve with another drafter's costs."""
+        return CostModel(self.verify_s, draft_s_per_token, draft_s_per_pass)
+
+    def pass_cost(self, k: int) -> float:
+        """Seconds of one pass that verifies k drafted tokens (k = 0: a plain step)."""
+        if k == 0:
+            return self.verify_cost(1)
+        return self.verify_cost(k + 1) + k * self.draft_s_per_token + self.draft_s_per_pass
 
     def to_json(self) -> str:
         return json.dumps({
@@ -151,7 +162,7 @@ def expected_accepted(alpha: float, k: int) -> float:
 
 def tokens_per_second(cost: CostModel, alpha: float, k: int) -> float:
     """Expected emitted tokens per second with drafts of length k (k = 0: plain decoding)."""
-    return (expected_accepted(alpha, k) + 1.0) / (cost.verify_cost(k + 1) + k * cost.draft_s_per_token)
+    return (expected_accepted(alpha, k) + 1.0) / cost.pass_cost(k)
 
 
 def best_draft_length(
@@ -193,7 +204,7 @@ def best_length_by_survival(cost: CostModel, survival: Sequence[float], *, margi
     for p in survival:
         expected.append(expected[-1] + p)
     for k in sorted(candidates):
-        rate = (1.0 + expected[k]) / (cost.verify_cost(k + 1) + k * cost.draft_s_per_token)
+        rate = (1.0 + expected[k]) / cost.pass_cost(k)
         if rate > best_rate:
             best_k, best_rate = k, rate
     return best_k if best_rate >= plain * (1.0 + margin) else 0

@@ -7,7 +7,7 @@ against plain decoding, in target time from the calibrated cost curve:
     gain = (n_accepted + 1) * verify(1) - (drafting + verifying, as measured)
 
 (plain decoding would have taken n_accepted + 1 single steps for the same tokens; where no
-time was measured, the curve's verify(k + 1) + k * draft_s_per_token stands in). After
+time was measured, the curve's ``pass_cost(k)`` stands in). After
 ``streak`` losing drafts in a row the source goes quiet: its next ``spell`` proposals are not
 verified. A source that goes on losing after its spell gets a spell twice as long (up to
 ``quiet_max``); any draft that pays resets it. On work where drafts are not accepted (math,
@@ -65,8 +65,7 @@ class PayoffLedger:
         Measured time counts what the curve does not: a draft model catching up on the
         accepted tokens, sampling, Python."""
         c = self.cost
-        spent = seconds if seconds > 0 else (c.verify_cost(n_drafted + 1)
-                                             + n_drafted * c.draft_s_per_token)
+        spent = seconds if seconds > 0 else c.pass_cost(n_drafted)
         gain = (n_accepted + 1) * c.verify_cost(1) - spent
         self.saved_s += gain
         if gain > 0:

@@ -36,7 +36,7 @@ class Speculator:
 
     def __init__(self, params: SpeculativeParams, cost: CostModel, *,
                  ngram: NgramDrafter | None = None, model: ModelDrafter | None = None,
-                 draft_cost_s: float = 0.0, eog_ids: frozenset[int] = frozenset()) -> None:
+                 draft_cost_s: float = 0.0, draft_pass_s: float = 0.0, eog_ids: frozenset[int] = frozenset()) -> None:
         self.params = params
         self.eog_ids = eog_ids
         self.name = params.drafter
@@ -48,12 +48,14 @@ class Speculator:
         self.ledgers = {"ngram": PayoffLedger(cost)}
         self.model_can_pay = False
         if model is not None:
-            model_cost = cost.with_draft_cost(draft_cost_s)
+            model_cost = cost.with_draft_cost(draft_cost_s, draft_pass_s)
             self.ledgers["model"] = PayoffLedger(model_cost)
             self.controllers["model"] = Controller(model_cost, AcceptanceTracker(prior=0.6))
             # Even a very good draft model (right 90% of the time) cannot pay when drafting a
-            # token costs too much next to verifying it (a 0.5B draft for a 1.5B target on a
-            # 2-core CPU): auto then never spends time syncing it.
+            # token, and taking in the target's correction on every pass, cost too much next to
+            # verifying (a 0.5B draft for a 1.5B target on a 2-core CPU: 28 ms a draft token, 68
+            # ms a target step; `model` mode measured 0.50-0.89x plain on every prompt of
+            # docs/benchmarks/speculative.md): auto then never spends time syncing it.
             self.model_can_pay = best_draft_length(model_cost, GOOD_DRAFT_ALPHA, params.draft_max) > 0
             if not self.model_can_pay and params.drafter == "auto":
                 log.info("the draft model cannot pay on this machine (%.0f ms per draft token); "
@@ -146,7 +148,7 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
     from engine.speculative.compat import check_pair
 
     draft_model = draft_ctx = model_drafter = problem = None
-    draft_cost = 0.0
+    draft_cost = draft_pass = 0.0
     if draft_spec is not None and params.drafter in ("model", "auto"):
         draft_model = Model(draft_spec)
         problem = check_pair(target, draft_model)
@@ -159,7 +161,10 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
             try:
                 draft_ctx = Context(draft_model, draft_context or replace(ctx.params, n_ctx=ctx.n_ctx))
                 model_drafter = ModelDrafter(draft_ctx, params.p_min)
-                draft_cost = calibration.cached_cost(draft_ctx, (1,), on_calibrate).verify_cost(1)
+                draft_curve = calibration.cached_cost(draft_ctx, (1, 2), on_calibrate)
+                # per draft token: one step; per pass: the correction and the last accepted
+                # draft token, taken in as one batch of two
+                draft_cost, draft_pass = draft_curve.verify_cost(1), draft_curve.verify_cost(2)
             except BaseException:
                 if draft_ctx is not None:
                     draft_ctx.close()
@@ -175,7 +180,7 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
                 obj.close()
         raise
     spec = Speculation(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost,
-                       eog_ids=target.eog_ids)
+                       draft_pass_s=draft_pass, eog_ids=target.eog_ids)
     spec.draft_model, spec.draft_ctx, spec.draft_problem = draft_model, draft_ctx, problem
 
     def mismatch(ratio: float) -> None:
