@@ -86,6 +86,14 @@ class Runtime(NativeOwner):
         """Why a configured draft model is not used (None: it is, or none was configured)."""
         return self.speculation.draft_problem if self.speculation else None
 
+    def worker_lost(self) -> str | None:
+        """The endpoint of an RPC worker of the target or draft model that went away, or None."""
+        for model in (self.target, self.draft_model):
+            lost = model.worker_lost() if model is not None else None
+            if lost is not None:
+                return lost
+        return None
+
     def close(self) -> None:
         for obj in (self.speculation, self.ctx, self.target):
             if obj is not None:
