@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from engine.chat import Message
 from engine.events import Done, Token
@@ -92,6 +92,8 @@ class ModelInfo:
     draft_problem: str | None
     n_ctx: int
     load_s: float
+    workers: tuple[Any, ...] = ()  # engine.rpc.WorkerInfo of the target's and draft's workers
+    worker_lost: Callable[[], str | None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,9 @@ class EngineWorker(QObject):
                 draft_name=draft_model.display_name if draft_model is not None else None,
                 drafter=getattr(spec, "name", cfg.speculative.drafter) if spec else "none",
                 draft_problem=rt.draft_problem,
-                n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0)
+                n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
+                workers=rt.target.workers + (draft_model.workers if draft_model else ()),
+                worker_lost=rt.worker_lost)
             log.info("loaded %s in %.2f s (drafter %s)", info.target_name, info.load_s, info.drafter)
             self.loaded.emit(info)
 

@@ -208,3 +208,23 @@ def test_worker_lost_between_passes_keeps_and_saves_the_reply(qtbot, window, dri
     assert [m.content for m in meta.messages] == [PROMPT, "One, two"]
     root = tree_from_json(meta.settings["tree"], [from_saved(m) for m in meta.messages])
     assert root.current.current.turn.reason == CUT
+
+
+def test_models_panel_shows_the_workers_and_a_lost_one(qtbot, window, driver, settings,  # noqa: ANN001
+                                                       smol_path):
+    """Loaded through two workers (the endpoints from the settings): the panel lists each with
+    its memory; one killed while idle shows as lost, found off the GUI thread."""
+    with start_workers(2) as workers:
+        settings.update({"rpc_target": ",".join(w.endpoint for w in workers),
+                         "tensor_split": "1,1"})
+        info = driver.load(smol_path)
+        assert [w.endpoint for w in info.workers] == [w.endpoint for w in workers]
+        label = window.models.workers
+        qtbot.waitUntil(lambda: label.isVisible(), timeout=LONG_MS)
+        lines = label.text().splitlines()
+        assert len(lines) == 2 and all("GiB free" in ln and "connected" in ln for ln in lines)
+        victim = workers[1]
+        victim.kill()
+        qtbot.waitUntil(lambda: "lost" in label.text(), timeout=LONG_MS)
+        lines = label.text().splitlines()
+        assert victim.endpoint in lines[1] and "lost" in lines[1] and "lost" not in lines[0]
