@@ -199,7 +199,7 @@ def save_conversation(path: Path, runtime: Runtime, messages: Sequence[Message],
     """save_contexts with the runtime's target and draft contexts (text only once an RPC worker
     holding part of a model went away: its KV state can no longer be read)."""
     if with_kv and runtime.worker_lost() is not None:
-        log.warning("an RPC worker went away: saving %s without its KV state", path)
+        log.info("an RPC worker is gone: saving %s without its KV state", path)
         with_kv = False
     return save_contexts(path, runtime.ctx, runtime.draft_ctx, messages, settings=settings,
                          with_kv=with_kv)
