@@ -24,7 +24,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log verbosity (stderr)")
     # Startup-time measurement (tests): quit as soon as the window is on screen.
     p.add_argument("--exit-after-show", action="store_true", help=argparse.SUPPRESS)
+    # A relaunch after a lost RPC worker ended the last run (engine.rescue): what happened, and
+    # the conversation it saved.
+    p.add_argument("--worker-lost", metavar="WHY", help=argparse.SUPPRESS)
+    p.add_argument("--reopen", type=Path, metavar="FILE", help=argparse.SUPPRESS)
     return p.parse_args(argv)
+
+
+def relaunch_argv(args: argparse.Namespace, rescued: tuple[Path, str] | None,
+                  why: str) -> list[str]:
+    """The command that starts Duet again after a lost worker ended this run: the same options,
+    the conversation ``rescued`` saved reopened, ``why`` shown with it."""
+    exe = [sys.executable] if getattr(sys, "frozen", False) else [sys.executable, "-m", "app"]
+    argv = [*exe, "--log-level", args.log_level, "--worker-lost", why]
+    if args.no_autoload:
+        argv.append("--no-autoload")
+    if rescued is not None:
+        argv += ["--reopen", str(rescued[0])]
+    return argv
+
+
+def worker_lost_notice(why: str) -> str:
+    return (f"Duet restarted: {why}, which llama.cpp cannot recover from in a running process. "
+            "The reply is kept up to where it stopped; start the worker again and load the "
+            "model to go on (the next reply processes the conversation again).")
 
 
 def _install_file_open_handler(app, window) -> None:  # noqa: ANN001
@@ -60,6 +83,11 @@ def create_window(args: argparse.Namespace):  # noqa: ANN201 - app.main_window.M
     _install_file_open_handler(app, window)
     if args.file is not None:
         window.controller.open_path(args.file)
+    if args.reopen is not None:
+        window.controller.open_path(args.reopen, worker_lost_notice(args.worker_lost or
+                                                                    "an RPC worker went away"))
+    elif args.worker_lost:
+        window.controller.notice.emit(worker_lost_notice(args.worker_lost), "error")
     return window
 
 
@@ -67,8 +95,14 @@ def run_gui(args: argparse.Namespace) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
+    from engine import rescue
+
     window = create_window(args)
     app = QApplication.instance()
+    # A worker lost mid-pass ends the process (engine.rescue): the engine worker saves the
+    # conversation, then Duet starts again with it.
+    rescue.set_relaunch(lambda why: relaunch_argv(args, window.controller.client.worker.rescued,
+                                                  why))
     if args.exit_after_show:
         QTimer.singleShot(0, window.close)
         QTimer.singleShot(0, app.quit)

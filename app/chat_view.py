@@ -27,7 +27,7 @@ from app.render import COPY_SCHEME, Renderer
 ROLE_NAMES = {"user": "You", "assistant": "Duet", "system": "System"}
 MIN_REFRESH_S = 1 / 30
 REASONS = {"length": "length limit", "context_full": "context full", "cancelled": "stopped",
-           "error": "failed"}
+           "error": "failed", "worker_lost": "cut: an RPC worker went away"}
 
 
 class MessageBody(QTextBrowser):

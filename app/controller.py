@@ -22,14 +22,14 @@ from engine import paths
 from engine.chat import Message
 from engine.conversation.library import Library
 from engine.conversation.presets import Preset
-from engine.conversation.store import tree_from_json, tree_to_json
+from engine.conversation.store import CUT, streaming_node, tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation
 from engine.events import Stats
 from engine.sampling import SamplingParams
 
 from app.conversation import RecentFiles, saved_conversations, unique_path
 from app.engine_client import EngineClient
-from app.requests import Failure, Opened, Reply, Saved, TokenBatch
+from app.requests import Failure, Opened, Reply, RescuePlan, Saved, TokenBatch
 from app.settings import Settings, sampling_params
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,7 @@ class ChatController(QObject):
         self.library = library or Library()
         self.can_chat: Callable[[], bool] = lambda: True
         self._live: dict[str, tuple[float, int, int]] = {}  # id → (first token at, tokens, drafted)
+        self._pending_notice: dict[str, str] = {}  # id → notice to show once it is opened
         self.library.subscribe(self._on_library)
         w = client.worker
         w.tokens.connect(self.on_tokens)
@@ -116,13 +117,19 @@ class ChatController(QObject):
             self.client.open(conv.id, conv.path)
         self.library.show(conv)
 
-    def open_path(self, path: Path) -> None:
+    def open_path(self, path: Path, notice: str | None = None) -> None:
+        """Show the conversation at ``path``; ``notice``: shown with it instead of the usual
+        one once it is read (a conversation saved when a lost worker ended the last run)."""
         path = Path(path).resolve()
         for conv in self.conversations:
             if conv.path is not None and conv.path.resolve() == path:
+                if notice:
+                    self._notify(conv, notice, "error")
                 self._show(conv)
                 return
         conv = Conversation(path.stem, path)
+        if notice:
+            self._pending_notice[conv.id] = notice
         self.library.add(conv, show=False)
         self._show(conv)
 
@@ -258,7 +265,25 @@ class ChatController(QObject):
         self._live[conv.id] = (0.0, 0, 0)
         self._set_generating(conv.id)
         self.client.chat(conv.id, messages, self.sampling_for(conv),
-                         continue_text=continue_text)
+                         continue_text=continue_text, rescue=self._rescue_plan(conv))
+
+    def _rescue_plan(self, conv: Conversation) -> RescuePlan:
+        """How the worker saves ``conv`` if the process must end during this reply (a lost RPC
+        worker): where, and the settings a save would write, with the streaming reply."""
+        tree = tree_to_json(conv, streaming=True)
+        path = conv.path or unique_path(paths.conversations_dir(), conv.title,
+                                        taken=(c.path for c in self.conversations if c.path))
+        return RescuePlan(path, self._file_settings(conv, tree), streaming_node(conv, tree))
+
+    def _file_settings(self, conv: Conversation, tree: dict) -> dict:
+        values = self.settings.values
+        meta = {"title": conv.title, "sampling": {k: values[k] for k in SAMPLING_KEYS},
+                "tree": tree}
+        if conv.preset:
+            meta["preset"] = conv.preset
+        if conv.settings:
+            meta["chat"] = dict(conv.settings)
+        return meta
 
     def _set_generating(self, cid: str | None) -> None:
         self.library.generating = cid
@@ -318,15 +343,9 @@ class ChatController(QObject):
             conv.path = unique_path(paths.conversations_dir(), conv.title,
                                     taken=(c.path for c in self.conversations if c.path))
         path = path or conv.path
-        values = self.settings.values
-        meta = {"title": conv.title, "sampling": {k: values[k] for k in SAMPLING_KEYS},
-                "tree": tree_to_json(conv)}
-        if conv.preset:
-            meta["preset"] = conv.preset
-        if conv.settings:
-            meta["chat"] = dict(conv.settings)
-        self.client.save(conv.id, path, conv.engine_messages(), settings=meta,
-                         with_kv=values["save_kv"])
+        self.client.save(conv.id, path, conv.engine_messages(),
+                         settings=self._file_settings(conv, tree_to_json(conv)),
+                         with_kv=self.settings["save_kv"])
 
     def on_saved(self, saved: Saved) -> None:
         conv = self.by_id(saved.conversation_id)
@@ -370,7 +389,10 @@ class ChatController(QObject):
             conv.settings = dict(res.settings["chat"])
         last = next((t for t in reversed(conv.turns) if t.stats is not None), None)
         conv.set_status(stats=last.stats if last else None)
-        if res.restored_kv:
+        pending = self._pending_notice.pop(conv.id, None)
+        if pending:
+            self._notify(conv, pending, "error")
+        elif res.restored_kv:
             self.message.emit(f"Reopened {res.path.name} with its saved KV state", 6000)
         else:
             why = res.note or ("no model is loaded" if not self.can_chat()
@@ -387,7 +409,10 @@ class ChatController(QObject):
             self._live.pop(failure.conversation_id or "", None)
             if conv is not None:
                 conv.status.live = False
-                self._chat_failed(conv, failure.message)
+                if failure.worker_lost:
+                    self._worker_lost(conv, failure.message)
+                else:
+                    self._chat_failed(conv, failure.message)
             if failure.conversation_id == self.generating:
                 self._set_generating(None)
         elif failure.op == "save":
@@ -405,6 +430,19 @@ class ChatController(QObject):
         else:
             return
         self.request_failed.emit(failure)
+
+    def _worker_lost(self, conv: Conversation, message: str) -> None:
+        """An RPC worker went away between passes: keep the reply so far (marked as cut), save
+        the conversation (its text: the KV state was partly on the worker) and say so once."""
+        turn = conv.streaming
+        conv.abort_reply()
+        if turn is not None and turn.text:
+            turn.reason = CUT
+            conv.dirty = True
+        self._notify(conv, f"The reply was cut: {message}. The conversation is saved; the "
+                     "next reply processes it again.", "error")
+        if conv.turns:
+            self.save(conv)
 
     def _chat_failed(self, conv: Conversation, message: str) -> None:
         streaming = conv.streaming

@@ -17,7 +17,8 @@ from engine.chat import Message
 from engine.runtime import RuntimeConfig
 from engine.sampling import SamplingParams
 
-from app.requests import ChatRequest, FetchRequest, LoadRequest, OpenRequest, SaveRequest
+from app.requests import (ChatRequest, FetchRequest, LoadRequest, OpenRequest, RescuePlan,
+                          SaveRequest)
 from app.worker import EngineWorker
 
 log = logging.getLogger(__name__)
@@ -49,9 +50,10 @@ class EngineClient(QObject):
         self._load.emit(LoadRequest(config))
 
     def chat(self, conversation_id: str, messages: Sequence[Message],
-             sampling: SamplingParams, *, continue_text: str | None = None) -> ChatRequest:
+             sampling: SamplingParams, *, continue_text: str | None = None,
+             rescue: RescuePlan | None = None) -> ChatRequest:
         req = ChatRequest(conversation_id, tuple(messages), sampling,
-                          continue_text=continue_text)
+                          continue_text=continue_text, rescue=rescue)
         self._remember("chat", req.cancel)
         self._chat.emit(req)
         return req

@@ -21,6 +21,7 @@ from engine.model import check_gguf_file
 from engine.catalog import CATALOG
 
 from app.requests import ModelInfo
+from app.workers_view import WorkerMonitor
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,12 @@ class ModelsPanel(QWidget):
         self.status.setObjectName("modelStatus")
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status.setWordWrap(True)
+        self.workers = QLabel(self)
+        self.workers.setObjectName("rpcWorkers")
+        self.workers.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.workers.setVisible(False)
+        self.monitor = WorkerMonitor(self)
+        self.monitor.changed.connect(self._show_workers)
 
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -105,6 +112,7 @@ class ModelsPanel(QWidget):
         layout.setSpacing(4)
         layout.addLayout(row)
         layout.addWidget(self.status)
+        layout.addWidget(self.workers)
         self._extra: list[Path] = []
         self.populate()
 
@@ -223,9 +231,15 @@ class ModelsPanel(QWidget):
     def show_loaded(self, info: ModelInfo) -> None:
         self.set_loading(False)
         self.status.setText(describe(info))
+        self.monitor.watch(info.workers, info.worker_lost)
+
+    def _show_workers(self, text: str) -> None:
+        self.workers.setText(text)
+        self.workers.setVisible(bool(text))
 
     def show_failed(self, message: str) -> None:
         self.set_loading(False)
+        self.monitor.watch((), None)  # the models were unloaded
         self.status.setText(f"Not loaded: {message}")
 
 

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from engine.chat import Message
 from engine.events import Done, Token
@@ -32,12 +32,27 @@ class LoadRequest:
 
 
 @dataclass(frozen=True)
+class RescuePlan:
+    """Where and how to save the conversation if the process ends of a lost RPC worker during
+    the reply: ``settings`` as a save would write them, whose ``tree`` holds the streaming reply
+    as node ``node`` (its text and reason are filled in with what came before the loss)."""
+
+    path: Path
+    settings: Mapping[str, Any]
+    node: int
+
+    def __post_init__(self) -> None:
+        _frozen_mapping(self, "settings")
+
+
+@dataclass(frozen=True)
 class ChatRequest:
     conversation_id: str
     messages: tuple[Message, ...]
     sampling: SamplingParams
     cancel: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
     continue_text: str | None = None  # go on with this reply (the last message is the user's)
+    rescue: RescuePlan | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,8 @@ class ModelInfo:
     draft_problem: str | None
     n_ctx: int
     load_s: float
+    workers: tuple[Any, ...] = ()  # engine.rpc.WorkerInfo of the target's and draft's workers
+    worker_lost: Callable[[], str | None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -150,3 +167,4 @@ class Failure:
     op: str
     message: str
     conversation_id: str | None = None
+    worker_lost: bool = False  # an RPC worker went away: the model cannot be used any more

@@ -23,7 +23,7 @@ from engine.context import ContextParams
 from engine.errors import DuetError
 from engine.localfile import read_json, write_json
 from engine.model import ModelSpec
-from engine.runtime import RuntimeConfig
+from engine.runtime import RuntimeConfig, endpoints, tensor_split
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
 
@@ -115,6 +115,15 @@ SCHEMA: tuple[Option, ...] = (
            "Layers of the target offloaded to the GPU (-1: all).", "reload", LOADING, -1, 999),
     Option("gpu_layers_draft", int, 0, "GPU layers (draft)",
            "Layers of the draft model offloaded to the GPU (-1: all).", "reload", LOADING, -1, 999),
+    Option("rpc_target", str, "", "RPC workers (target)",
+           "HOST:PORT,… of duet-cli workers that hold the target's layers (empty: this computer).",
+           "reload", LOADING),
+    Option("tensor_split", str, "", "Tensor split (target workers)",
+           "Share of each target worker, e.g. 1,3 (empty: by the memory each reports).",
+           "reload", LOADING),
+    Option("rpc_draft", str, "", "RPC workers (draft)",
+           "HOST:PORT,… of workers for the draft model's layers (empty: this computer).",
+           "reload", LOADING),
     Option("save_kv", bool, True, "Save KV state with conversations",
            "Saved conversations reopen without recomputing the prompt (larger files).",
            "now", CONVERSATIONS),
@@ -213,10 +222,14 @@ def context_params(values: Mapping[str, Any]) -> ContextParams:
 
 def runtime_config(values: Mapping[str, Any], target_path: Path | str,
                    draft_path: Path | str | None = None) -> RuntimeConfig:
-    draft = (ModelSpec(Path(draft_path), n_gpu_layers=values["gpu_layers_draft"])
-             if draft_path else None)
+    draft = (ModelSpec(Path(draft_path), n_gpu_layers=values["gpu_layers_draft"],
+                       rpc=endpoints(values["rpc_draft"])) if draft_path else None)
+    rpc, split = endpoints(values["rpc_target"]), tensor_split(values["tensor_split"])
+    if split and not rpc:
+        raise DuetError("a tensor split needs RPC workers for the target")
     return RuntimeConfig(
-        target=ModelSpec(Path(target_path), n_gpu_layers=values["gpu_layers_target"]),
+        target=ModelSpec(Path(target_path), n_gpu_layers=values["gpu_layers_target"], rpc=rpc,
+                         tensor_split=split),
         draft=draft, context=context_params(values), sampling=sampling_params(values),
         speculative=speculative_params(values, has_draft=draft is not None))
 

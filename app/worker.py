@@ -18,14 +18,18 @@ from typing import Iterator
 from PySide6.QtCore import QObject, Signal, Slot
 
 from engine import paths
-from engine.errors import DuetError
+from engine import rescue
+from engine.chat import Message
+from engine.conversation.store import cut_reply
+from engine.errors import DuetError, WorkerLostError
 from engine.model import check_gguf_file
 from engine.prompt import chat_tokens
 from engine.events import Done, PromptProgress, Token
 from engine.runtime import Runtime
 
 from app.requests import (ChatRequest, Failure, FetchRequest, Fetched, LoadRequest, ModelInfo,
-                          Opened, OpenRequest, Progress, Reply, SaveRequest, Saved, TokenBatch)
+                          Opened, OpenRequest, Progress, Reply, RescuePlan, SaveRequest, Saved,
+                          TokenBatch)
 from app.throttle import DEFAULT_INTERVAL_S, Coalescer
 
 log = logging.getLogger(__name__)
@@ -47,6 +51,7 @@ class EngineWorker(QObject):
         super().__init__()
         self.runtime: Runtime | None = None
         self.token_interval = token_interval
+        self.rescued: tuple[Path, str] | None = None  # (file, why) saved as the process ended
 
     # -- slots (run on the worker thread) --------------------------------------------------
     @Slot(object)
@@ -71,13 +76,16 @@ class EngineWorker(QObject):
                 draft_name=draft_model.display_name if draft_model is not None else None,
                 drafter=getattr(spec, "name", cfg.speculative.drafter) if spec else "none",
                 draft_problem=rt.draft_problem,
-                n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0)
+                n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
+                workers=rt.target.workers + (draft_model.workers if draft_model else ()),
+                worker_lost=rt.worker_lost)
             log.info("loaded %s in %.2f s (drafter %s)", info.target_name, info.load_s, info.drafter)
             self.loaded.emit(info)
 
     @Slot(object)
     def chat(self, req: ChatRequest) -> None:
-        with self._guard("chat", req.conversation_id):
+        parts: list[str] = []  # the reply so far, for a rescue if a worker dies mid-pass
+        with self._guard("chat", req.conversation_id), self._rescue(req, parts):
             rt = self._runtime()
             batches: Coalescer[Token] = Coalescer(self.token_interval)
             dropped = 0
@@ -91,6 +99,7 @@ class EngineWorker(QObject):
                 dropped = getattr(rt.generator, "last_dropped", 0)
             for event in events:
                 if isinstance(event, Token):
+                    parts.append(event.text)
                     batch = batches.add(event, boundary=event.step_end)
                     if batch:
                         self.tokens.emit(TokenBatch(req.conversation_id, tuple(batch)))
@@ -157,6 +166,23 @@ class EngineWorker(QObject):
             self.runtime = None
 
     # -- helpers ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _rescue(self, req: ChatRequest, parts: list[str]) -> Iterator[None]:
+        """While the reply runs: if an RPC worker dies mid-pass (the process then ends, see
+        engine.rescue), save the conversation with the reply so far, marked as cut."""
+        plan, rt = req.rescue, self.runtime
+        if plan is None or rt is None or not (rt.config.target.rpc or
+                                              (rt.config.draft and rt.config.draft.rpc)):
+            yield
+            return
+
+        def save(why: str) -> None:
+            text = (req.continue_text or "") + "".join(parts)
+            self.rescued = (save_cut(plan, rt, req.messages, text), why)
+
+        with rescue.hook(save):
+            yield
+
     def _runtime(self) -> Runtime:
         if self.runtime is None:
             raise DuetError("no model is loaded: choose a model and press Load")
@@ -168,7 +194,8 @@ class EngineWorker(QObject):
             yield
         except DuetError as e:
             log.warning("%s failed: %s", op, e)
-            self.failed.emit(Failure(op, str(e), conversation_id))
+            self.failed.emit(Failure(op, str(e), conversation_id,
+                                     worker_lost=isinstance(e, WorkerLostError)))
         except MemoryError:
             log.exception("%s ran out of memory", op)
             self.failed.emit(Failure(op, "out of memory; try a smaller model or context size",
@@ -178,3 +205,16 @@ class EngineWorker(QObject):
             line = " ".join(f"{type(e).__name__}: {e}".split())[:300]
             self.failed.emit(Failure(op, f"unexpected error: {line}", conversation_id))
 
+
+
+def save_cut(plan: RescuePlan, rt: Runtime, messages: tuple[Message, ...], text: str) -> Path:
+    """Write the conversation of ``plan`` with the reply ``text`` cut where it stopped: the text
+    alone (no llama.cpp call: it runs while ggml aborts)."""
+    from engine.session.store import save_conversation
+
+    settings = dict(plan.settings)
+    settings["tree"] = cut_reply(settings["tree"], plan.node, text)
+    plan.path.parent.mkdir(parents=True, exist_ok=True)
+    save_conversation(plan.path, rt, (*messages, Message("assistant", text, time.time())),
+                      settings=settings, with_kv=False)
+    return plan.path

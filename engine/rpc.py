@@ -19,8 +19,9 @@ error path. A connect that fails, a handshake that fails, or a send/recv on a de
   dead worker, which aborts);
 - a worker that dies *during* a pass cannot be recovered in-process: ggml calls its abort
   callback, and :func:`install_abort_handler`'s callback writes one line naming the worker to
-  standard error and ends the process with :data:`EXIT_WORKER_LOST` instead of a SIGABRT and a
-  native backtrace.
+  standard error, runs the rescue hooks of :mod:`engine.rescue` (which save the conversation),
+  and ends the process with :data:`EXIT_WORKER_LOST` instead of a SIGABRT and a native
+  backtrace, or relaunches it where a relaunch is set (the app).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import rescue
 from engine.errors import DuetError, ModelLoadError, WorkerLostError
 
 log = logging.getLogger(__name__)
@@ -351,7 +353,8 @@ def _on_ggml_abort(message: bytes | None) -> None:
     except Exception:  # noqa: BLE001 - exiting anyway
         pass
     os.write(2, line.encode())
-    os._exit(EXIT_WORKER_LOST)
+    rescue.run_hooks(what)  # save what only this process holds (bounded, no llama.cpp calls)
+    rescue.exec_or_exit(rescue.relaunch_argv(what), EXIT_WORKER_LOST)
 
 
 def install_abort_handler() -> None:

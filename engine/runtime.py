@@ -86,6 +86,14 @@ class Runtime(NativeOwner):
         """Why a configured draft model is not used (None: it is, or none was configured)."""
         return self.speculation.draft_problem if self.speculation else None
 
+    def worker_lost(self) -> str | None:
+        """The endpoint of an RPC worker of the target or draft model that went away, or None."""
+        for model in (self.target, self.draft_model):
+            lost = model.worker_lost() if model is not None else None
+            if lost is not None:
+                return lost
+        return None
+
     def close(self) -> None:
         for obj in (self.speculation, self.ctx, self.target):
             if obj is not None:
@@ -143,19 +151,20 @@ def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
     if args.draft:
         gpu = args.gpu_layers if args.draft_gpu_layers is None else args.draft_gpu_layers
         draft = ModelSpec(resolve_model(args.draft), n_gpu_layers=gpu,
-                          rpc=_endpoints(getattr(args, "draft_rpc", None)))
+                          rpc=endpoints(getattr(args, "draft_rpc", None)))
     elif drafter == "model":
         raise DuetError("--drafter model needs --draft PATH")
     target = ModelSpec(resolve_model(args.model), n_gpu_layers=args.gpu_layers,
-                       rpc=_endpoints(getattr(args, "rpc", None)),
-                       tensor_split=_split(getattr(args, "tensor_split", None)))
+                       rpc=endpoints(getattr(args, "rpc", None)),
+                       tensor_split=tensor_split(getattr(args, "tensor_split", None)))
     if target.tensor_split and not target.rpc:
         raise DuetError("--tensor-split needs --rpc")
     return RuntimeConfig(target=target, draft=draft, context=context, sampling=sampling,
                          speculative=speculative)
 
 
-def _endpoints(text: str | None) -> tuple[str, ...]:
+def endpoints(text: str | None) -> tuple[str, ...]:
+    """``HOST:PORT[,...]`` -> endpoints (empty text: none); DuetError with one line if bad."""
     if not text:
         return ()
     from engine.rpc import parse_endpoints
@@ -163,7 +172,8 @@ def _endpoints(text: str | None) -> tuple[str, ...]:
     return parse_endpoints(text)
 
 
-def _split(text: str | None) -> tuple[float, ...]:
+def tensor_split(text: str | None) -> tuple[float, ...]:
+    """``W[,W...]`` -> the shares (empty text: none); DuetError with one line if bad."""
     if not text:
         return ()
     try:

@@ -50,12 +50,16 @@ def stats_from_json(obj: Any) -> Stats | None:
     return Stats(**kwargs)
 
 
-def tree_to_json(conv: Conversation) -> dict[str, Any]:
+CUT = "worker_lost"  # the finish reason of a reply cut by a lost RPC worker
+
+
+def tree_to_json(conv: Conversation, *, streaming: bool = False) -> dict[str, Any]:
+    """The tree as JSON; the streaming reply is left out unless ``streaming``."""
     nodes: list[dict[str, Any]] = []
     index: dict[int, int] = {id(conv.root): -1}
     for node in conv.walk():
         t = node.turn
-        if t.streaming:
+        if t.streaming and not streaming:
             continue
         index[id(node)] = len(nodes)
         nodes.append({"parent": index[id(node.parent)], "role": t.role, "text": t.text,
@@ -63,6 +67,23 @@ def tree_to_json(conv: Conversation) -> dict[str, Any]:
                       "spans": [[a, b] for a, b in t.spans], "stats": stats_to_json(t.stats),
                       "reason": t.reason, "think_s": t.think_s})
     return {"version": TREE_VERSION, "chosen": conv.root.chosen, "nodes": nodes}
+
+
+def streaming_node(conv: Conversation, tree: dict[str, Any]) -> int:
+    """The index in ``tree`` (``tree_to_json(conv, streaming=True)``) of the streaming reply."""
+    for i, node in enumerate(conv.walk()):
+        if node.turn.streaming:
+            return i
+    raise ValueError("no reply is streaming")
+
+
+def cut_reply(tree: dict[str, Any], node: int, text: str) -> dict[str, Any]:
+    """A copy of ``tree`` whose node ``node`` (the reply that was streaming) holds ``text``,
+    marked as cut (reason :data:`CUT`)."""
+    nodes = list(tree["nodes"])
+    nodes[node] = {**nodes[node], "text": text, "reason": CUT, "stats": None,
+                   "spans": [s for s in nodes[node]["spans"] if s[1] <= len(text)]}
+    return {**tree, "nodes": nodes}
 
 
 def tree_from_json(obj: Any, messages: Sequence[Message]) -> Node | None:

@@ -37,6 +37,9 @@ class ModelSettings:
     top_p: float | None = None
     min_p: float | None = None
     repeat_penalty: float | None = None
+    rpc: str | None = None  # HOST:PORT,... of the target's RPC workers ("" for none)
+    rpc_draft: str | None = None
+    tensor_split: str | None = None
 
     @classmethod
     def from_json(cls, obj: Any) -> ModelSettings | None:
@@ -50,7 +53,7 @@ class ModelSettings:
                 continue
             if f.name in ("n_ctx", "n_gpu_layers", "top_k"):
                 ok = type(v) is int and -1 <= v < 1 << 24
-            elif f.name == "draft":
+            elif f.name in ("draft", "rpc", "rpc_draft", "tensor_split"):
                 ok = isinstance(v, str) and len(v) < 4096
             else:
                 ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 100

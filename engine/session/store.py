@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine.chat import Message
-from engine.errors import DecodeError, ModelLoadError, SessionError
+from engine import rescue
+from engine.errors import DecodeError, ModelLoadError, SessionError, WorkerLostError
 from engine.session.fingerprint import check_model, file_fingerprint, fingerprint_size, kv_layout
 from engine.session import probe
 from engine.session.format import read_meta, read_session, write_session
@@ -195,7 +196,11 @@ def save_contexts(path: Path, ctx: Context, draft_ctx: Context | None,
 
 def save_conversation(path: Path, runtime: Runtime, messages: Sequence[Message], *,
                       settings: Mapping[str, Any], with_kv: bool = True) -> SaveReport:
-    """save_contexts with the runtime's target and draft contexts."""
+    """save_contexts with the runtime's target and draft contexts (text only once an RPC worker
+    holding part of a model went away: its KV state can no longer be read)."""
+    if with_kv and runtime.worker_lost() is not None:
+        log.info("an RPC worker is gone: saving %s without its KV state", path)
+        with_kv = False
     return save_contexts(path, runtime.ctx, runtime.draft_ctx, messages, settings=settings,
                          with_kv=with_kv)
 
@@ -333,7 +338,25 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
     if note and not as_json:
         print(f"duet-cli: note: {note}", file=sys.stderr)
     messages.append(Message("user", prompt, time.time()))
-    done = collect(runtime.generator.chat(messages, sampling), None if as_json else _write_token)
+    parts: list[str] = []
+
+    def on_token(token) -> None:  # noqa: ANN001 - engine.events.Token
+        parts.append(token.text)
+        if not as_json:
+            _write_token(token)
+
+    def save_cut(_why: str = "") -> None:
+        """Keep the reply so far when a worker is lost: the text alone (no llama.cpp call)."""
+        cut = [*messages, Message("assistant", "".join(parts), time.time())]
+        save_conversation(path, runtime, cut, settings=settings, with_kv=False)
+
+    with rescue.hook(save_cut):  # a worker lost mid-pass: ggml aborts, the hook saves
+        try:
+            done = collect(runtime.generator.chat(messages, sampling), on_token)
+        except WorkerLostError:  # lost between passes: save the same way, then say so
+            if parts:
+                save_cut()
+            raise
     messages.append(Message("assistant", done.text, time.time()))
     report, problem = save_keeping_turn(path, runtime, messages, settings,
                                         {"sampling": sampling_settings(sampling)})

@@ -230,3 +230,38 @@ def test_worker_advertises_the_memory_it_is_given():
         assert total == 2**29 and 0 < free <= total
     finally:
         worker.kill()
+
+
+def test_worker_killed_mid_session_reply_keeps_the_transcript(smol_path, workers, tmp_path):
+    """``generate --session``: a worker killed while the reply streams ends the process with one
+    line, and the conversation file holds the prompt and the reply as far as it got (text)."""
+    from engine.session.format import read_meta
+
+    path = tmp_path / "chat.duet"
+    endpoints = ",".join(w.endpoint for w in workers)
+    proc = subprocess.Popen(
+        cli("generate", "--model", str(smol_path), "--rpc", endpoints, "--temperature", "0",
+            "--max-tokens", "400", "--ctx", "1024", "--threads", "1", "--session", str(path),
+            "Count from one to two hundred in words."),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        first = os.read(proc.stdout.fileno(), 4096)  # the reply has begun streaming (unbuffered:
+        assert first  # communicate() reads the descriptor, not a file object's buffer)
+        workers[1].proc.kill()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    text = err.decode()
+    assert proc.returncode in (1, 75), (proc.returncode, text)
+    assert "Traceback" not in text
+    assert [ln for ln in text.splitlines() if ln.strip()] == [
+        next(ln for ln in text.splitlines() if f"RPC worker at {workers[1].endpoint} went away" in ln)]
+    meta = read_meta(path)
+    assert [m.role for m in meta.messages] == ["user", "assistant"]
+    assert meta.messages[0].content == "Count from one to two hundred in words."
+    streamed = (first + out).decode()
+    assert meta.messages[1].content and streamed.startswith(meta.messages[1].content)
+    assert meta.kv_target is None  # the text alone: the KV state was on the lost worker

@@ -1,0 +1,230 @@
+"""An RPC worker lost during a reply in the app: nothing is lost.
+
+Mid-pass (ggml aborts the process): the engine worker's rescue hook saves the conversation with
+the reply so far, marked as cut, and the process execs the relaunch command, which reopens it
+with a one-line notice. Between passes (a WorkerLostError): the reply is kept, marked as cut,
+saved as text, with one notice. Real ``duet-cli worker`` processes on loopback ports and the
+SmolLM2 test model; the run that loses its worker is a subprocess, since the abort ends it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from engine.conversation.store import CUT, streaming_node, tree_from_json, tree_to_json
+from engine.conversation.tree import Conversation
+from engine.events import Token
+from engine.session.format import read_meta
+from engine.session.store import from_saved
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMPT = "Count from one to two hundred in words."
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+
+    from engine import rescue
+    from engine.context import ContextParams
+    from engine.conversation.store import streaming_node, tree_to_json
+    from engine.conversation.tree import Conversation
+    from engine.model import ModelSpec
+    from engine.runtime import RuntimeConfig
+    from engine.sampling import SamplingParams
+    from app.__main__ import parse_args, relaunch_argv
+    from app.requests import ChatRequest, LoadRequest, RescuePlan
+    from app.worker import EngineWorker
+
+    model, endpoints, path = Path(sys.argv[1]), tuple(sys.argv[2].split(",")), Path(sys.argv[3])
+    conv = Conversation()
+    conv.add_user(sys.argv[4])
+    conv.begin_reply()
+    tree = tree_to_json(conv, streaming=True)
+    plan = RescuePlan(path, {"title": "counting", "tree": tree}, streaming_node(conv, tree))
+    worker = EngineWorker(token_interval=0.0)
+    worker.failed.connect(lambda f: print("FAILED", f.worker_lost, f.message, flush=True))
+    worker.tokens.connect(lambda b: print("TOKENS", flush=True))
+    worker.load(LoadRequest(RuntimeConfig(target=ModelSpec(model, rpc=endpoints),
+                                          context=ContextParams(n_ctx=1024, n_threads=1))))
+    args = parse_args(["--no-autoload"])
+    # The app's relaunch command, run by a stand-in that prints its arguments.
+    shown = "import sys; print('RELAUNCHED', *sys.argv[1:], sep=chr(10), flush=True)"
+    rescue.set_relaunch(lambda why: [sys.executable, "-c", shown,
+                                     *relaunch_argv(args, worker.rescued, why)[3:]])
+    worker.chat(ChatRequest(conv.id, tuple(conv.engine_messages()),
+                            SamplingParams(temperature=0.0, max_tokens=400), rescue=plan))
+    print("ENDED", flush=True)
+""")
+
+
+class Worker:
+    """A real ``duet-cli worker`` subprocess on a free loopback port."""
+
+    def __init__(self) -> None:
+        from engine.bench.rpc import wait_ready
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.endpoint = f"127.0.0.1:{s.getsockname()[1]}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "engine", "worker", "--listen", self.endpoint, "--threads", "1"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if not wait_ready(self.proc):
+            self.kill()
+            pytest.fail("a worker did not start")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+
+@contextlib.contextmanager
+def start_workers(n: int):  # noqa: ANN201
+    workers: list[Worker] = []
+    try:
+        for _ in range(n):
+            workers.append(Worker())
+        yield workers
+    finally:
+        for w in workers:
+            w.kill()
+
+
+def test_worker_killed_mid_reply_saves_and_relaunches(smol_path, tmp_path):
+    from app.__main__ import parse_args
+
+    path = tmp_path / "counting.duet"
+    with start_workers(2) as workers:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, str(smol_path), ",".join(w.endpoint for w in workers),
+             str(path), PROMPT], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            seen = b""
+            while b"TOKENS" not in seen:  # the reply has begun streaming
+                chunk = os.read(proc.stdout.fileno(), 4096)
+                assert chunk, proc.communicate()[1][-2000:]
+                seen += chunk
+            workers[0].kill()
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    lines = (seen + out).decode().splitlines()
+    err = err.decode()
+    assert "Traceback" not in err
+    lost = workers[0].endpoint
+    if "RELAUNCHED" in lines:  # lost mid-pass: saved, then the app's command ran
+        assert proc.returncode == 0, err
+        assert len([ln for ln in err.splitlines() if "went away" in ln]) == 1
+        args = parse_args(lines[lines.index("RELAUNCHED") + 1:])
+        assert args.reopen == path and lost in args.worker_lost and args.no_autoload
+        meta = read_meta(path)
+        messages = [from_saved(m) for m in meta.messages]
+        assert [m.role for m in messages] == ["user", "assistant"]
+        assert messages[0].content == PROMPT and messages[1].content
+        assert meta.kv_target is None
+        root = tree_from_json(meta.settings["tree"], messages)
+        assert root is not None and root.current.current.turn.reason == CUT
+    else:  # lost between passes: one clear failure, the process carries on
+        failed = [ln for ln in lines if ln.startswith("FAILED")]
+        assert failed == [f"FAILED True the RPC worker at {lost} went away; the reply stops "
+                          "here (restart the worker and reload the model)"], lines
+        assert "ENDED" in lines
+
+
+LONG_MS = 180_000
+
+
+def _cut_file(smol_path: Path, folder: Path, text: str) -> Path:
+    """A conversation saved the way the rescue hook saves it (a local model stands in)."""
+    from engine.context import ContextParams
+    from engine.model import ModelSpec
+    from engine.runtime import Runtime, RuntimeConfig
+
+    from app.requests import RescuePlan
+    from app.worker import save_cut
+
+    conv = Conversation()
+    conv.add_user(PROMPT)
+    conv.begin_reply()
+    tree = tree_to_json(conv, streaming=True)
+    plan = RescuePlan(folder / "counting.duet", {"title": "counting", "tree": tree},
+                      streaming_node(conv, tree))
+    with Runtime(RuntimeConfig(target=ModelSpec(smol_path),
+                               context=ContextParams(n_ctx=512, n_threads=1))) as rt:
+        return save_cut(plan, rt, conv.engine_messages(), text)
+
+
+def test_relaunch_reopens_the_saved_conversation_with_one_notice(qtbot, home, smol_path,  # noqa: ANN001
+                                                                tmp_path):
+    from app.__main__ import create_window, parse_args
+
+    path = _cut_file(smol_path, tmp_path, "One, two, three")
+    why = "the RPC worker at 127.0.0.1:9 went away during a pass"
+    window = create_window(parse_args(["--no-autoload", "--reopen", str(path),
+                                       "--worker-lost", why]))
+    qtbot.addWidget(window)
+    conv = window.controller.current
+    qtbot.waitUntil(lambda: conv.loaded and conv.status.notice is not None, timeout=LONG_MS)
+    assert [t.text for t in conv.turns] == [PROMPT, "One, two, three"]
+    assert conv.turns[-1].reason == CUT
+    text, kind = conv.status.notice[:2]
+    assert kind == "error" and why in text and "\n" not in text
+
+
+def test_worker_lost_between_passes_keeps_and_saves_the_reply(qtbot, window, driver,  # noqa: ANN001
+                                                              smol_path):
+    """The engine worker's WorkerLostError (tests/engine/test_rpc.py makes a real one) reaches
+    the controller as a Failure marked worker_lost: the reply so far stays, marked as cut, the
+    conversation is saved as text and one notice says what happened."""
+    from app.requests import Failure
+
+    driver.load(smol_path)
+    controller = window.controller
+    conv = controller.current
+    conv.add_user(PROMPT)
+    conv.begin_reply()
+    conv.append_tokens([Token(1, "One, "), Token(2, "two")])
+    controller.library.generating = conv.id
+    message = ("the RPC worker at 127.0.0.1:9 went away; the reply stops here (restart the "
+               "worker and reload the model)")
+    with qtbot.waitSignal(controller.conversation_saved, timeout=LONG_MS) as saved:
+        controller.on_failed(Failure("chat", message, conv.id, worker_lost=True))
+    assert controller.generating is None
+    assert conv.turns[-1].text == "One, two" and conv.turns[-1].reason == CUT
+    assert message in conv.status.notice[0] and conv.status.notice[1] == "error"
+    meta = read_meta(saved.args[0].path)
+    assert [m.content for m in meta.messages] == [PROMPT, "One, two"]
+    root = tree_from_json(meta.settings["tree"], [from_saved(m) for m in meta.messages])
+    assert root.current.current.turn.reason == CUT
+
+
+def test_models_panel_shows_the_workers_and_a_lost_one(qtbot, window, driver, settings,  # noqa: ANN001
+                                                       smol_path):
+    """Loaded through two workers (the endpoints from the settings): the panel lists each with
+    its memory; one killed while idle shows as lost, found off the GUI thread."""
+    with start_workers(2) as workers:
+        settings.update({"rpc_target": ",".join(w.endpoint for w in workers),
+                         "tensor_split": "1,1"})
+        info = driver.load(smol_path)
+        assert [w.endpoint for w in info.workers] == [w.endpoint for w in workers]
+        label = window.models.workers
+        qtbot.waitUntil(lambda: label.isVisible(), timeout=LONG_MS)
+        lines = label.text().splitlines()
+        assert len(lines) == 2 and all("GiB free" in ln and "connected" in ln for ln in lines)
+        victim = workers[1]
+        victim.kill()
+        qtbot.waitUntil(lambda: "lost" in label.text(), timeout=LONG_MS)
+        lines = label.text().splitlines()
+        assert victim.endpoint in lines[1] and "lost" in lines[1] and "lost" not in lines[0]
