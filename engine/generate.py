@@ -3,7 +3,9 @@
 The target context's token mirror is the conversation's cache. A new turn decodes only the
 tokens past the longest common prefix with what is cached; an edit or a regenerate rewinds to
 that prefix instead of starting over. When the reply ends, the cache holds the prompt and every
-generated token but the last one (which was sampled, not decoded).
+generated token but the last one (which was sampled, not decoded). With a ``StateCache``, a
+prompt that would discard a long stretch of the context (another conversation, another version
+of a reply) first saves it, and restores a saved state that shares more with the prompt.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import logging
 import threading
 import time
 from dataclasses import replace
-from typing import Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -26,6 +28,9 @@ from engine.sampling import Sampler, SamplingParams, penalized
 from engine.speculative.accept import verify
 from engine.speculative.draft import Draft
 from engine.stops import StopMatcher
+
+if TYPE_CHECKING:
+    from engine.state_cache import StateCache
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +103,12 @@ def align(ctx: Context, prompt: Sequence[int]) -> tuple[int, int, str | None]:
 class Generator:
     """Streams replies for one conversation on ``ctx`` (owned by one thread)."""
 
-    def __init__(self, ctx: Context, speculation: Speculation | None = None) -> None:
+    def __init__(self, ctx: Context, speculation: Speculation | None = None,
+                 cache: StateCache | None = None) -> None:
         self.ctx = ctx
         self.model = ctx.model
         self.speculation = speculation
+        self.cache = cache  # saved states of other conversations and reply versions
         self.last_dropped = 0  # messages the last ``chat`` left out to fit the context
         self.shift_note: str | None = None  # why the last reply could not shift the cache
 
@@ -132,6 +139,8 @@ class Generator:
              cancel: threading.Event) -> Iterator[Event]:
         ctx, model = self.ctx, self.model
         t0 = time.perf_counter()
+        if self.cache is not None:
+            self.cache.prepare(self._contexts(), prompt)
         reuse, _, self.shift_note = align(ctx, prompt)
         out = _Output(model, params)
         stats = _Counters(n_prompt=len(prompt), n_cached=reuse)
@@ -213,6 +222,11 @@ class Generator:
         if self.speculation is not None:
             self.speculation.observe(draft, n_acc, verify_s)
         return [(t, True) for t in draft.tokens[:n_acc]] + [(verdict.next_token, False)]
+
+    def _contexts(self) -> list[Context]:
+        """The target's context, and the draft model's when there is one (saved alongside)."""
+        draft = getattr(self.speculation, "draft_ctx", None)
+        return [self.ctx] if draft is None else [self.ctx, draft]
 
     def _drafter_name(self) -> str:
         return getattr(self.speculation, "name", "none") if self.speculation else "none"

@@ -20,6 +20,7 @@ from engine.model import Model, ModelSpec
 from engine.native import NativeOwner
 from engine.sampling import SamplingParams
 from engine.speculative.params import DRAFTERS, SpeculativeParams
+from engine.state_cache import DEFAULT_CACHE_BYTES, StateCache
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +47,14 @@ class RuntimeConfig:
     draft_context: ContextParams | None = None  # default: like ``context``
     sampling: SamplingParams = SamplingParams()
     speculative: SpeculativeParams = field(default_factory=lambda: SpeculativeParams(drafter="none"))
+    state_cache_bytes: int = DEFAULT_CACHE_BYTES  # saved states of other conversations/versions
 
 
 class Runtime(NativeOwner):
     """Owns the loaded models and contexts. Not thread-safe: one owner thread.
 
-    ``speculation`` (None with drafter "none") owns the draft model and its context."""
+    ``speculation`` (None with drafter "none") owns the draft model and its context; ``cache``
+    holds saved states of this model's contexts (empty for each new Runtime)."""
 
     def __init__(self, config: RuntimeConfig, on_calibrate: Callable[[], None] | None = None) -> None:
         """``on_calibrate``: called before a verify-cost curve is measured (for progress)."""
@@ -59,6 +62,7 @@ class Runtime(NativeOwner):
         self.target: Model | None = None
         self.ctx: Context | None = None
         self.speculation = None
+        self.cache = StateCache(config.state_cache_bytes)
         self.target = Model(config.target)
         try:
             self.ctx = Context(self.target, config.context)
@@ -68,7 +72,7 @@ class Runtime(NativeOwner):
                 self.speculation = build_speculation(self.target, self.ctx, config.draft,
                                                      config.speculative, config.draft_context,
                                                      on_calibrate)
-            self.generator = Generator(self.ctx, self.speculation)
+            self.generator = Generator(self.ctx, self.speculation, self.cache)
         except BaseException:
             self.close()
             raise
@@ -95,6 +99,7 @@ class Runtime(NativeOwner):
         return None
 
     def close(self) -> None:
+        self.cache.clear()
         for obj in (self.speculation, self.ctx, self.target):
             if obj is not None:
                 obj.close()

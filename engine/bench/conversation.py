@@ -3,8 +3,11 @@
 Two measurements, each against its own baseline in the same run (medians over ``--repeats``):
 
 * **switch**: a conversation of about ``--tokens`` tokens (text, not generated) whose last reply
-  has two versions. Time to the first token of the next reply after switching to the other
-  version, against an unedited turn (the same question after the version already cached) and
+  has two versions; the other version was live before this one (as after a regenerate). Time to
+  the first token of the next reply after switching to the other version on the app's path (the
+  generator with a ``StateCache``: the other version's saved state is restored), against an
+  unedited turn (the same question after the version already cached), against a rewind to the
+  fork point and a re-prefill of the other version (no cache: the path before the cache), and
   against a cold re-prefill. Target: switch ≤ 1.5 × unedited.
 * **overflow**: a chat three times longer than ``--overflow-ctx`` answered turn by turn (greedy,
   ``--reply-tokens`` per reply). Time to the first token of each turn that had to drop the
@@ -29,6 +32,13 @@ log = logging.getLogger(__name__)
 TOPICS = ("the sea", "mountains", "rivers", "deserts", "forests", "cities", "islands", "caves",
           "glaciers", "volcanoes", "lakes", "plains", "storms", "bridges", "gardens", "roads")
 TARGETS = {"switch_ratio": 1.5, "overflow_ratio": 2.0}
+OTHER_VERSION = (  # a second version of the last reply, a reply's usual length (> MIN_SAVE tokens)
+    "A different answer: start with the closest one and go slowly. Spend the first morning on "
+    "foot, with a map and water, and ask the people who live there what they would see first; "
+    "they know which places are crowded at which hours and which paths are closed after rain. "
+    "Keep the second day free for the place you liked best, and leave the farthest one for the "
+    "end of the trip, when you know the roads and the weather. Write down what you saw each "
+    "evening: it helps to choose the next day, and it is the best souvenir.")
 
 
 def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -69,6 +79,7 @@ def measure_switch(model, args: argparse.Namespace) -> dict[str, Any]:  # noqa: 
     from engine.generate import Generator
     from engine.prompt import chat_tokens
     from engine.sampling import SamplingParams
+    from engine.state_cache import DEFAULT_CACHE_BYTES, StateCache
 
     params = SamplingParams(temperature=0, max_tokens=args.reply_tokens)
     msgs = [Message("system", "You are a helpful travel guide.", 0.0)]
@@ -78,29 +89,37 @@ def measure_switch(model, args: argparse.Namespace) -> dict[str, Any]:  # noqa: 
         msgs += [Message("user", user, 0.0), Message("assistant", reply, 0.0)]
         i += 1
     question = Message("user", "Which of these should I visit first?", 0.0)
-    v1 = msgs[-1]
-    v2 = Message("assistant", "A different answer: start with the closest one and go slowly.",
-                 0.0)
+    v1, v2 = msgs[-1], Message("assistant", OTHER_VERSION, 0.0)
     with_v1 = chat_tokens(model, msgs + [question])
     with_v2 = chat_tokens(model, msgs[:-1] + [v2, question])
+    shown = [chat_tokens(model, msgs[:-1] + [v], add_generation_prompt=False) for v in (v2, v1)]
     cp = ContextParams(n_ctx=args.ctx, n_threads=args.threads)
-    rows: dict[str, list[float]] = {"unedited": [], "switch": [], "cold": []}
-    cached: list[int] = []
+    rows: dict[str, list[float]] = {"unedited": [], "switch": [], "rewind": [], "cold": []}
+    cached: dict[str, list[int]] = {"switch": [], "rewind": []}
+    cache = StateCache(DEFAULT_CACHE_BYTES)
     with Context(model, cp) as ctx:
-        gen = Generator(ctx)
+        # the app's path (the runtime's generator has a cache), then the path before the cache
+        for row, gen in (("switch", Generator(ctx, cache=cache)), ("rewind", Generator(ctx))):
+            for _ in range(args.repeats):
+                ctx.clear()
+                cache.clear()
+                for tokens in shown:  # V2 was live, then V1 (with the cache, V2 is saved)
+                    _ttft(gen, tokens, params)
+                rows["unedited"].append(_ttft(gen, with_v1, params)[0])  # V1 already cached
+                t, done = _ttft(gen, with_v2, params)  # switch back to V2, the same question
+                rows[row].append(t)
+                cached[row].append(done.stats.n_cached_tokens)
         for _ in range(args.repeats):
             ctx.clear()
-            _ttft(gen, chat_tokens(model, msgs[:-1] + [v1], add_generation_prompt=False), params)
-            rows["unedited"].append(_ttft(gen, with_v1, params)[0])  # the version already cached
-            t, done = _ttft(gen, with_v2, params)  # switch: the shared part is kept
-            rows["switch"].append(t)
-            cached.append(done.stats.n_cached_tokens)
-            ctx.clear()
-            rows["cold"].append(_ttft(gen, with_v2, params)[0])
+            rows["cold"].append(_ttft(Generator(ctx), with_v2, params)[0])
     med = {k: statistics.median(v) for k, v in rows.items()}
-    return {"prompt_tokens": len(with_v2), "cached_tokens_after_switch": min(cached),
-            "ttft_s": med, "switch_ratio": med["switch"] / med["unedited"] if med["unedited"]
-            else None}
+    s = cache.stats
+    return {"prompt_tokens": len(with_v2), "cached_tokens_after_switch": min(cached["switch"]),
+            "cached_tokens_after_rewind": min(cached["rewind"]), "ttft_s": med,
+            "restore_s_mean": s.restore_s / s.restores if s.restores else None,
+            "save_s_mean": s.save_s / s.saves if s.saves else None,
+            "switch_ratio": med["switch"] / med["unedited"] if med["unedited"] else None,
+            "rewind_ratio": med["rewind"] / med["unedited"] if med["unedited"] else None}
 
 
 def measure_overflow(model, args: argparse.Namespace, *, shift: bool) -> dict[str, Any]:  # noqa: ANN001
@@ -152,10 +171,13 @@ def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "conversation.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     s = switch["ttft_s"]
-    print(f"switch ({switch['prompt_tokens']} tokens, {switch['cached_tokens_after_switch']} "
-          f"reused): unedited {s['unedited'] * 1e3:.0f} ms, switch {s['switch'] * 1e3:.0f} ms, "
-          f"cold {s['cold'] * 1e3:.0f} ms; ratio {switch['switch_ratio']:.2f} "
-          f"(target ≤ {TARGETS['switch_ratio']})")
+    print(f"switch ({switch['prompt_tokens']} tokens): unedited {_ms(s['unedited'])}, "
+          f"switch (state restored, {switch['cached_tokens_after_switch']} reused) "
+          f"{_ms(s['switch'])}, rewind + re-prefill ({switch['cached_tokens_after_rewind']} "
+          f"reused) {_ms(s['rewind'])}, cold {_ms(s['cold'])}; ratio "
+          f"{switch['switch_ratio']:.2f} (target ≤ {TARGETS['switch_ratio']}; rewind "
+          f"{switch['rewind_ratio']:.2f}); a save {_ms(switch['save_s_mean'])}, a restore "
+          f"{_ms(switch['restore_s_mean'])}")
     for name, r in (("shift", shifted), ("re-prefill", refill)):
         print(f"overflow with {name}: {r['turns']} turns, {r['overflow_turns']} overflowing; "
               f"normal {_ms(r['normal_ttft_s'])}, overflowing {_ms(r['overflow_ttft_s'])}, "

@@ -13,6 +13,7 @@ log = logging.getLogger(__name__)
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from engine.runtime import add_runtime_arguments
+    from engine.state_cache import DEFAULT_CACHE_BYTES
 
     p = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API")
     add_runtime_arguments(p)
@@ -26,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                    help="allow browser requests from ORIGIN (repeatable; default: none)")
     p.add_argument("--max-queue", type=int, default=8, help="requests that may wait for the engine (beyond the one it runs) before 429")
-    p.add_argument("--cache-mb", type=int, default=1024,
+    p.add_argument("--cache-mb", type=int, default=DEFAULT_CACHE_BYTES >> 20,
                    help="memory for saved conversation states, in MiB (0: only the live one)")
     p.add_argument("--max-body-mb", type=int, default=8, help="largest request body, in MiB")
     # Speculation on every request: auto (n-gram alone when no --draft) unless told otherwise.

@@ -1,9 +1,9 @@
 """The single engine thread: it owns the runtime and runs queued jobs one at a time.
 
 HTTP handlers tokenize, then ``submit`` a ``Job``; a full queue refuses at once (the caller
-answers 429). The thread restores the best saved conversation state, runs the generator, and
-hands each event to ``job.emit`` (thread-safe; the server's emit posts into the request's event
-loop). A job whose ``cancel`` is set stops within one target pass, or is skipped if not started.
+answers 429). The thread runs the generator (which restores the best saved conversation state
+from the runtime's cache) and hands each event to ``job.emit`` (thread-safe; the server's emit
+posts into the request's event loop). A job whose ``cancel`` is set stops within one target pass, or is skipped if not started.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from engine.errors import DuetError
 from engine.events import Done
 from engine.runtime import Runtime
 from engine.sampling import SamplingParams
-from engine.server.cache import StateCache
+from engine.state_cache import DEFAULT_CACHE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +50,13 @@ class EngineThread:
     ``gate``: when given, the thread waits for it before taking each job (tests hold the engine
     with it to fill the queue deterministically)."""
 
-    def __init__(self, runtime: Runtime, *, max_queue: int = 8, cache_bytes: int = 1 << 30,
+    def __init__(self, runtime: Runtime, *, max_queue: int = 8, cache_bytes: int = DEFAULT_CACHE_BYTES,
                  gate: threading.Event | None = None) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be >= 1")
         self.runtime = runtime
-        self.cache = StateCache(cache_bytes)
-        self._contexts = [c for c in (runtime.ctx, runtime.draft_ctx) if c is not None]
+        self.cache = runtime.cache  # the generator prepares each prompt with it
+        self.cache.max_bytes = cache_bytes
         self.counters = EngineCounters()
         self._queue: queue.Queue[Job | None] = queue.Queue(maxsize=max_queue)
         self._gate = gate
@@ -137,7 +137,6 @@ class EngineThread:
             return
         rt = self.runtime
         try:
-            self.cache.prepare(self._contexts, job.prompt)
             for ev in rt.generator.complete(job.prompt, job.params, job.cancel):
                 if isinstance(ev, Done):
                     self._finished(job, ev)

@@ -99,3 +99,30 @@ def test_errors_are_reported_and_the_thread_survives(qtbot, client, smol_path, t
     with qtbot.waitSignal(relay.finished, timeout=LONG_MS) as blocker:
         client.chat("c1", [Message("user", "Say yes.")], GREEDY)
     assert blocker.args[0].done.stats.n_tokens > 0
+
+
+def test_switching_conversations_restores_the_saved_state(qtbot, loaded, smol) -> None:  # noqa: ANN001
+    """The app's path keeps recent conversations' KV states: back in A, only the new message is
+    prefilled (reply versions: tests/engine/test_switch_cache.py). A new load starts empty."""
+    from engine.prompt import chat_tokens
+
+    def ask(cid: str, messages: list[Message]):  # noqa: ANN202
+        with qtbot.waitSignal(loaded.relay.finished, timeout=LONG_MS) as blocker:
+            loaded.chat(cid, messages, GREEDY)
+        return blocker.args[0].done
+
+    system = Message("system", "You are a helpful travel guide. Answer in one sentence.")
+    a = [system, Message("user", "Tell me about the sea: when to go, what to bring, where to "
+                                 "swim, which bays are calm, how the tides change from one bay "
+                                 "to the next, and what the fishermen say about the currents.")]
+    first = ask("a", a)
+    ask("b", [system, Message("user", "Tell me about mountains.")])  # A is saved
+    a += [Message("assistant", first.text), Message("user", "And where should I stay?")]
+    done = ask("a", a)  # B is saved, A restored
+    cache = loaded.worker.runtime.cache
+    assert cache.stats.restores == 1
+    assert done.stats.n_cached_tokens >= len(chat_tokens(smol, a[:2]))
+    with qtbot.waitSignal(loaded.relay.loaded, timeout=LONG_MS):
+        loaded.load(_config(Path(smol.path)))
+    assert len(cache) == 0 and cache.used_bytes == 0  # the old model's states are freed
+    assert len(loaded.worker.runtime.cache) == 0

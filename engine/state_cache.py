@@ -1,12 +1,14 @@
-"""Saved KV states of recent conversations, so that clients taking turns do not re-prefill.
+"""Saved KV states of recent conversations, so that a switch does not re-prefill.
 
 The context holds one conversation at a time; the generator reuses the longest common prefix of
-what it holds. Before a request would throw away a long stretch of the live context (another
-client's conversation arrives), that state is saved here; when a request's prompt shares more
-with a saved state than with the live context, the state is restored first. Entries are kept in
-least-recently-used order within a byte budget. With a draft model, its context is saved and
-restored alongside (else switching conversations would re-prefill the whole conversation in the
-draft model). Only the engine thread touches this object.
+what it holds. Before a prompt would throw away a long stretch of the live context (another
+conversation, another version of a reply, another server client), that state is saved here;
+when a prompt shares more with a saved state than with the live context, the state is restored
+first. Entries are kept in least-recently-used order within a byte budget. With a draft model,
+its context is saved and restored alongside (else a switch would re-prefill the whole
+conversation in the draft model). The generator calls ``prepare`` before each reply (the app,
+the CLI, the server and the benchmarks alike); only the thread that owns the contexts touches
+this object. A cache belongs to one model and context size: a new ``Runtime`` starts empty.
 """
 
 from __future__ import annotations
@@ -19,12 +21,17 @@ from typing import Sequence
 
 from engine.context import Context
 from engine.errors import DecodeError
-from engine.generate import common_prefix
+from engine.generate import common_prefix, dropped_span
 
 log = logging.getLogger(__name__)
 
 Snapshot = tuple[tuple[int, ...], memoryview]  # the tokens a context held, and its saved state
 MIN_SAVE = 64  # a live context is saved only when a request would discard at least this many tokens
+# 1 GiB: about 18 states of a 2,000-token conversation of a 1.5B model (~57 MB each; ~28 KB of
+# KV a token in f16), or 4 full 8k contexts: room for the few recent conversations and reply
+# versions a person moves between, small next to the memory that runs such a model. Memory is
+# taken only as states are saved, and freed with the model.
+DEFAULT_CACHE_BYTES = 1 << 30
 
 
 @dataclass
@@ -66,16 +73,17 @@ class StateCache:
         of ``prompt``; return its length."""
         target = ctxs[0]
         live = common_prefix(target.tokens, prompt)
-        if target.n_past - live >= MIN_SAVE and self.max_bytes > 0:
+        if target.n_past - live >= MIN_SAVE and self.max_bytes > 0 \
+                and dropped_span(target.tokens, prompt) is None:  # a cache shift keeps it
             self._save(ctxs)  # first: saving may evict
         best_id, best = None, live
         for key, entry in self._entries.items():
             n = common_prefix(entry[0][0], prompt)
             if n > best:
                 best_id, best = key, n
-        if best_id is not None and self._restore(ctxs, best_id):
-            live = best
-        return live
+        if best_id is not None and not self._restore(ctxs, best_id):
+            return common_prefix(target.tokens, prompt)  # nothing (the failed restore cleared it)
+        return best
 
     def record(self, n_prompt: int, n_reused: int, n_template: int) -> None:
         """Count one request: ``n_reused`` of ``n_prompt`` tokens came from the cache; reusing
@@ -88,6 +96,11 @@ class StateCache:
 
     def to_json(self) -> dict:
         return self.stats.to_json(len(self._entries), self.used_bytes, self.max_bytes)
+
+    def clear(self) -> None:
+        """Forget every saved state (their memory is freed)."""
+        self._entries.clear()
+        self.used_bytes = 0
 
     # -- internals ------------------------------------------------------------------------
     def _save(self, ctxs: Sequence[Context]) -> None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine.context import Context, ContextParams
-from engine.server.cache import MIN_SAVE, StateCache
+from engine.state_cache import MIN_SAVE, StateCache
 
 TEXT_A = "The quick brown fox jumps over the lazy dog while the cat watches from the fence. " * 5
 TEXT_B = "In 1905 Einstein published four papers that changed physics for good, one on light. " * 5
