@@ -52,6 +52,7 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--reply-tokens", type=int, default=16, help="tokens per generated reply")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: one per core)")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--parts", default="switch,overflow", help="what to measure: switch, overflow")
     p.add_argument("--out", type=Path, default=Path("bench-out"))
     p.set_defaults(func=run)
     return p
@@ -160,30 +161,38 @@ def run(args: argparse.Namespace) -> int:
     from engine.model import Model
     from engine.runtime import resolve_model
 
-    with Model(resolve_model(args.model)) as model:
-        switch = measure_switch(model, args)
-        shifted = measure_overflow(model, args, shift=True)
-        refill = measure_overflow(model, args, shift=False)
-    ratio = (shifted["overflow_ttft_s"] / shifted["normal_ttft_s"]
-             if shifted["overflow_ttft_s"] and shifted["normal_ttft_s"] else None)
-    report = {"model": str(args.model), "switch": switch, "overflow_shift": shifted,
-              "overflow_reprefill": refill, "overflow_ratio": ratio, "targets": TARGETS}
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    report: dict[str, Any] = {"model": str(args.model), "targets": TARGETS}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "conversation.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    s = switch["ttft_s"]
-    print(f"switch ({switch['prompt_tokens']} tokens): unedited {_ms(s['unedited'])}, "
-          f"switch (state restored, {switch['cached_tokens_after_switch']} reused) "
-          f"{_ms(s['switch'])}, rewind + re-prefill ({switch['cached_tokens_after_rewind']} "
-          f"reused) {_ms(s['rewind'])}, cold {_ms(s['cold'])}; ratio "
-          f"{switch['switch_ratio']:.2f} (target ≤ {TARGETS['switch_ratio']}; rewind "
-          f"{switch['rewind_ratio']:.2f}); a save {_ms(switch['save_s_mean'])}, a restore "
-          f"{_ms(switch['restore_s_mean'])}")
-    for name, r in (("shift", shifted), ("re-prefill", refill)):
-        print(f"overflow with {name}: {r['turns']} turns, {r['overflow_turns']} overflowing; "
-              f"normal {_ms(r['normal_ttft_s'])}, overflowing {_ms(r['overflow_ttft_s'])}, "
-              f"recomputed {r['recomputed_tokens_median']} tokens (median)")
-    if ratio is not None:
-        print(f"overflow ratio {ratio:.2f} (target ≤ {TARGETS['overflow_ratio']})")
+
+    def write() -> None:  # after each part, so a long run keeps what it measured
+        (args.out / "conversation.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+
+    with Model(resolve_model(args.model)) as model:
+        if "switch" in parts:
+            switch = report["switch"] = measure_switch(model, args)
+            write()
+            s = switch["ttft_s"]
+            print(f"switch ({switch['prompt_tokens']} tokens): unedited {_ms(s['unedited'])}, "
+                  f"switch (state restored, {switch['cached_tokens_after_switch']} reused) "
+                  f"{_ms(s['switch'])}, rewind + re-prefill ({switch['cached_tokens_after_rewind']} "
+                  f"reused) {_ms(s['rewind'])}, cold {_ms(s['cold'])}; ratio "
+                  f"{switch['switch_ratio']:.2f} (target ≤ {TARGETS['switch_ratio']}; rewind "
+                  f"{switch['rewind_ratio']:.2f}); a save {_ms(switch['save_s_mean'])}, a restore "
+                  f"{_ms(switch['restore_s_mean'])}", flush=True)
+        if "overflow" in parts:
+            shifted = report["overflow_shift"] = measure_overflow(model, args, shift=True)
+            refill = report["overflow_reprefill"] = measure_overflow(model, args, shift=False)
+            ratio = report["overflow_ratio"] = (
+                shifted["overflow_ttft_s"] / shifted["normal_ttft_s"]
+                if shifted["overflow_ttft_s"] and shifted["normal_ttft_s"] else None)
+            write()
+            for name, r in (("shift", shifted), ("re-prefill", refill)):
+                print(f"overflow with {name}: {r['turns']} turns, {r['overflow_turns']} overflowing; "
+                      f"normal {_ms(r['normal_ttft_s'])}, overflowing {_ms(r['overflow_ttft_s'])}, "
+                      f"recomputed {r['recomputed_tokens_median']} tokens (median)")
+            if ratio is not None:
+                print(f"overflow ratio {ratio:.2f} (target ≤ {TARGETS['overflow_ratio']})")
     return 0
 
 
