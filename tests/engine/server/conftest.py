@@ -69,7 +69,7 @@ def duet_home(tmp_path_factory):
 
 def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8,
                  gate: threading.Event | None = None, max_body: int = 1 << 20,
-                 cache_bytes: int = 256 << 20, cors: tuple[str, ...] = ()):
+                 cache_bytes: int = 256 << 20, cors: tuple[str, ...] = (), drafter: str = "auto"):
     from engine.context import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import Runtime, RuntimeConfig
@@ -80,7 +80,7 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
 
     config = RuntimeConfig(target=ModelSpec(smol_path), context=ContextParams(n_ctx=N_CTX, n_threads=1),
                            sampling=SamplingParams(temperature=0, max_tokens=16),
-                           speculative=SpeculativeParams(drafter="auto"))
+                           speculative=SpeculativeParams(drafter=drafter))
     runtime = Runtime(config)
     model_id, aliases = model_names(runtime, "test")
     engine, app = build(runtime, ServerConfig(model_id, aliases, api_key=api_key, max_body=max_body,

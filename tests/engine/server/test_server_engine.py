@@ -69,11 +69,18 @@ def test_serve_speculates_by_default():
     assert runtime_config(args).speculative.drafter == "auto"
 
 
-def test_concurrent_clients_get_the_replies_they_would_get_alone(served):
+def test_concurrent_clients_get_the_replies_they_would_get_alone(server_factory, smol_path):
+    """Greedy replies are bitwise identical only where every request is prefilled in the same
+    batches: the questions share nothing after the chat template (so the order of requests
+    does not change how much of a prompt the cache reuses), and decoding is plain (draft
+    lengths follow measured times, so under load they change the batch shapes and, at a
+    near-tie, the reply: docs/benchmarks/server.md, Soak). What is left to differ is what this
+    test is about: requests queued for one engine must not touch each other."""
     from concurrent.futures import ThreadPoolExecutor
 
+    server, served = server_factory(smol_path, drafter="none")
     client = served.client()
-    questions = ["What is rain?", "Name a fruit.", "Say something about the sea.", "What is 2 + 2?"]
+    questions = ["Describe rain.", "Name a fruit.", "Say something about the sea.", "Add 2 and 2."]
 
     def ask(question: str, stream: bool) -> str:
         kw = dict(model="test", temperature=0, max_tokens=10,
@@ -83,7 +90,11 @@ def test_concurrent_clients_get_the_replies_they_would_get_alone(served):
         chunks = client.chat.completions.create(stream=True, **kw)
         return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
-    alone = [ask(q, False) for q in questions]
-    with ThreadPoolExecutor(len(questions) * 2) as pool:
-        together = list(pool.map(ask, questions * 2, [False] * len(questions) + [True] * len(questions)))
+    try:
+        alone = [ask(q, False) for q in questions]
+        with ThreadPoolExecutor(len(questions) * 2) as pool:
+            together = list(pool.map(ask, questions * 2, [False] * len(questions) + [True] * len(questions)))
+    finally:
+        server.close()
+        served.engine.close()
     assert together == alone * 2
