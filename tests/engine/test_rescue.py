@@ -27,8 +27,10 @@ def test_hooks_run_guarded_and_a_hung_one_is_left_behind():
     def fails(why: str) -> None:
         raise OSError("disk full")
 
+    # The budget only has to outlast two hooks that return at once (it is not a speed check):
+    # a generous one, so that a busy machine cannot leave them unfinished too.
     with rescue.hook(hangs), rescue.hook(fails), rescue.hook(seen.append):
-        assert rescue.run_hooks("worker lost", budget_s=0.05) == 1
+        assert rescue.run_hooks("worker lost", budget_s=2.0) == 1
     release.set()
     assert seen == ["worker lost"]
     assert rescue.run_hooks("again") == 0  # the block removed them
