@@ -89,7 +89,27 @@ def summarize(rows: list[dict]) -> dict:
                 "n": len(sel)}
     modes = list(dict.fromkeys(r["mode"] for r in rows))
     overall = {m: geomean([c[m]["speedup"] for c in cats.values() if m in c]) for m in modes}
-    return {"categories": cats, "overall": overall}
+    out = {"categories": cats, "overall": overall}
+    if any(r["mode"] in SERVER_NGRAM_MODES for r in rows):
+        out["auto_vs_server"] = versus_server(rows)
+    return out
+
+
+SERVER_NGRAM_MODES = ("server-ngram-simple", "server-ngram-mod", "server-ngram-map-k")
+
+
+def versus_server(rows: list[dict], mode: str = "auto") -> dict:
+    """Per category: the geometric mean and minimum over prompts of Duet ``mode``'s tok/s over
+    llama-server's best n-gram mode on that prompt (tok/s as each measures its own generation)."""
+    ratios: dict[str, list[float]] = {}
+    for prompt in dict.fromkeys(r["prompt"] for r in rows):
+        sel = {r["mode"]: r for r in rows if r["prompt"] == prompt}
+        best = max((sel[m]["tokens_per_s"] for m in SERVER_NGRAM_MODES if m in sel), default=0.0)
+        if mode in sel and best > 0:
+            ratios.setdefault(sel[mode]["category"], []).append(sel[mode]["tokens_per_s"] / best)
+    cats = {c: {"ratio": geomean(v), "min": min(v), "n": len(v)} for c, v in ratios.items()}
+    return {"mode": mode, "categories": cats,
+            "overall": geomean([c["ratio"] for c in cats.values()])}
 
 
 def suite_markdown(report: dict) -> str:
@@ -118,6 +138,13 @@ def suite_markdown(report: dict) -> str:
         cells = [f"{_fmt(per_mode[m]['acceptance'])} / {_fmt(per_mode[m]['tokens_per_pass'], '.1f')}"
                  if m in per_mode else "–" for m in modes]
         lines.append(f"| {cat} | " + " | ".join(cells) + " |")
+    vs = summary.get("auto_vs_server")
+    if vs:
+        lines += ["", f"Duet {vs['mode']} × llama-server's best n-gram mode on each prompt (geometric "
+                  "mean per category, lowest prompt in brackets):", "",
+                  "| category | ratio |", "|---|---|"]
+        lines += [f"| {cat} | {v['ratio']:.2f} ({v['min']:.2f}) |" for cat, v in vs["categories"].items()]
+        lines.append(f"| **overall** | **{vs['overall']:.2f}** |")
     lines += ["", markdown_table(report)]
     return "\n".join(lines)
 

@@ -4,7 +4,10 @@ Both are driven over loopback HTTP by the same client, greedy, on the same promp
 speculative prompt set). For each prompt and server mode: generation tok/s as each server
 reports it (``timings.predicted_per_second``), draft acceptance, and the ratio to llama-server's
 best n-gram mode and to its plain mode. llama-server runs with ``cache_prompt`` on, one slot,
-the same context and threads; it is skipped when no ``--llama-server`` binary is given.
+the same context and threads; it is skipped when no ``--llama-server`` binary is given. Every
+repeat starts each server afresh and warms it up on another prompt, so the figures are a
+prompt's first sight; the same request sent again is reported beside them (llama-server's
+``ngram-mod`` and Duet's n-gram drafter both remember earlier replies).
 
 Then, Duet alone: time to first token of the second turn of a ~2,000-token conversation next to
 a one-line prompt, and two clients taking turns (what each turn re-prefilled). Writes a
@@ -25,7 +28,7 @@ from pathlib import Path
 
 from engine.bench.prompts import load_prompts
 from engine.bench.soak_report import keep_section
-from engine.bench.server import SERVER_MODES, _free_port, _wait_ready, launch, stop
+from engine.bench.server import SERVER_MODES, WARM_UP, _free_port, _wait_ready, launch, stop
 
 log = logging.getLogger(__name__)
 
@@ -87,23 +90,39 @@ def chat(port: int, messages: list[dict], max_tokens: int, **extra: object) -> d
                                                   "max_tokens": max_tokens, **extra})
 
 
-def _row(runs: list[dict]) -> dict:
-    t = [r["timings"] for r in runs]
-    n_draft, n_acc = sum(x.get("draft_n", 0) for x in t), sum(x.get("draft_n_accepted", 0) for x in t)
-    return {"tokens_per_s": statistics.median(float(x.get("predicted_per_second", 0)) for x in t),
-            "n_tokens": statistics.median(int(x.get("predicted_n", 0)) for x in t),
-            "acceptance": n_acc / n_draft if n_draft else None, "text": runs[-1]["text"]}
+def _row(firsts: list[dict], agains: list[dict]) -> dict:
+    """Medians over repeats of the first sight of a prompt, and of the same request sent again."""
+    def tps(runs: list[dict]) -> float:
+        return statistics.median(float(r["timings"].get("predicted_per_second", 0)) for r in runs)
+
+    def acceptance(runs: list[dict]) -> float | None:
+        t = [r["timings"] for r in runs]
+        n_draft = sum(x.get("draft_n", 0) for x in t)
+        return sum(x.get("draft_n_accepted", 0) for x in t) / n_draft if n_draft else None
+
+    return {"tokens_per_s": tps(firsts), "acceptance": acceptance(firsts),
+            "n_tokens": statistics.median(int(r["timings"].get("predicted_n", 0)) for r in firsts),
+            "again_tokens_per_s": tps(agains), "again_acceptance": acceptance(agains),
+            "text": firsts[-1]["text"]}
 
 
-def measure(port: int, prompts: list, args: argparse.Namespace, extra: dict | None = None) -> dict:
+def measure_once(port: int, prompts: list, args: argparse.Namespace, extra: dict | None = None) -> dict:
+    """On a fresh server: one warm-up of another prompt (``WARM_UP``: no drafter may have seen a
+    timed reply), then each prompt twice: its first sight, and the same request again (what a
+    client that retries or regenerates gets; n-gram tables that outlive a request draft it)."""
+    extra = extra or {}
+    chat(port, [{"role": "user", "content": WARM_UP}], 8, **extra)
     out = {}
     for bp in prompts:
         messages = [{"role": "user", "content": bp.text}]
-        chat(port, messages, args.max_tokens, **(extra or {}))  # warm-up (and the prompt cache)
-        out[bp.id] = _row([chat(port, messages, args.max_tokens, **(extra or {}))
-                           for _ in range(args.repeats)])
-        log.info("%s: %.1f tok/s", bp.id, out[bp.id]["tokens_per_s"])
+        first = chat(port, messages, args.max_tokens, **extra)
+        out[bp.id] = (first, chat(port, messages, args.max_tokens, **extra))
+        log.info("%s: %.1f tok/s", bp.id, float(first["timings"].get("predicted_per_second", 0)))
     return out
+
+
+def combine(runs: list[dict], prompts: list) -> dict:
+    return {bp.id: _row([r[bp.id][0] for r in runs], [r[bp.id][1] for r in runs]) for bp in prompts}
 
 
 # -- the servers --------------------------------------------------------------------------
@@ -139,20 +158,25 @@ def llama_modes(args: argparse.Namespace, prompts: list) -> tuple[dict[str, dict
     for mode, extra in SERVER_MODES.items():
         if "{draft}" in extra and not args.draft:
             continue
-        port = _free_port()
-        cmd = [str(args.llama_server), "-m", str(target), "-t", str(threads), "-c", str(args.ctx),
-               "-np", "1", "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
-        cmd += [a.format(draft=resolve_model(args.draft) if args.draft else "", threads=threads)
-                for a in extra]
-        proc = launch(cmd)
+        runs = []
         try:
-            _wait_ready(port, proc)
-            out[mode] = measure(port, prompts, args, {"cache_prompt": True})
+            for _ in range(args.repeats):  # each repeat on a fresh server
+                port = _free_port()
+                cmd = [str(args.llama_server), "-m", str(target), "-t", str(threads), "-c",
+                       str(args.ctx), "-np", "1", "--host", "127.0.0.1", "--port", str(port),
+                       "--no-webui"]
+                cmd += [a.format(draft=resolve_model(args.draft) if args.draft else "",
+                                 threads=threads) for a in extra]
+                proc = launch(cmd)
+                try:
+                    _wait_ready(port, proc)
+                    runs.append(measure_once(port, prompts, args, {"cache_prompt": True}))
+                finally:
+                    stop(proc)
+            out[mode] = combine(runs, prompts)
         except (OSError, RuntimeError, ValueError, KeyError) as e:
             log.warning("%s failed: %s", mode, e)
             failed[mode] = str(e)[:300]
-        finally:
-            stop(proc)
     return out, failed
 
 
@@ -208,8 +232,9 @@ def markdown(report: dict) -> str:
         lines.append(f"{report['note']}\n")
     best = report.get("llama_best_ngram") or {}
     plain = report["modes"].get("server-plain", {})
-    lines += ["| prompt | kind | server | tok/s | acceptance | × llama-server best n-gram | × llama-server plain |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["| prompt | kind | server | tok/s | acceptance | × llama-server best n-gram | "
+              "× llama-server plain | tok/s, the same request again (acceptance) |",
+              "|---|---|---|---|---|---|---|---|"]
     for bp in report["prompts"]:
         for mode, rows in report["modes"].items():
             r = rows.get(bp["id"])
@@ -219,9 +244,11 @@ def markdown(report: dict) -> str:
             vs_plain = (r["tokens_per_s"] / plain[bp["id"]]["tokens_per_s"]
                         if plain.get(bp["id"], {}).get("tokens_per_s") else None)
             acc = "–" if r["acceptance"] is None else f"{r['acceptance']:.2f}"
+            again = "–" if r.get("again_acceptance") is None else f"{r['again_acceptance']:.2f}"
             lines.append(f"| {bp['id']} | {bp['kind']} | {mode} | {r['tokens_per_s']:.1f} | {acc} | "
                          f"{'–' if vs_best is None else f'{vs_best:.2f}'} | "
-                         f"{'–' if vs_plain is None else f'{vs_plain:.2f}'} |")
+                         f"{'–' if vs_plain is None else f'{vs_plain:.2f}'} | "
+                         f"{r.get('again_tokens_per_s', 0):.1f} ({again}) |")
     if not report.get("llama_server"):
         lines.append("\nNo `--llama-server` binary was given: Duet alone.")
     for mode, why in (report.get("failed_modes") or {}).items():
@@ -253,7 +280,6 @@ def run(args: argparse.Namespace) -> int:
     from engine.runtime import resolve_model
 
     prompts = load_prompts(ids=tuple(x for x in args.prompts.split(",") if x))
-    server, engine = start_duet(args)
     report: dict = {"model": str(resolve_model(args.model)), "model_arg": args.model,
                     "max_tokens": args.max_tokens, "repeats": args.repeats,
                     "threads": ContextParams(n_threads=args.threads).threads(),
@@ -261,17 +287,22 @@ def run(args: argparse.Namespace) -> int:
                     "llama_server": str(args.llama_server) if args.llama_server else None,
                     "note": args.note, "command": "duet-cli " + " ".join(sys.argv[1:]),
                     "prompts": [{"id": p.id, "kind": p.kind} for p in prompts], "modes": {}}
-    try:
-        report["modes"]["duet-auto"] = measure(server.port, prompts, args)
-        if args.conversation_tokens:
-            report["second_turn"] = second_turn(server.port, engine.runtime.target,
-                                                args.conversation_tokens)
-        if args.alternating_turns:
-            report["alternating"] = alternating(server.port, args.alternating_turns)
-        report["cache"] = engine.stats()["cache"]
-    finally:
-        server.close()
-        engine.close()
+    runs = []
+    for i in range(args.repeats):  # each repeat on a fresh server, as for llama-server
+        server, engine = start_duet(args)
+        try:
+            runs.append(measure_once(server.port, prompts, args))
+            if i == args.repeats - 1:
+                if args.conversation_tokens:
+                    report["second_turn"] = second_turn(server.port, engine.runtime.target,
+                                                        args.conversation_tokens)
+                if args.alternating_turns:
+                    report["alternating"] = alternating(server.port, args.alternating_turns)
+                report["cache"] = engine.stats()["cache"]
+        finally:
+            server.close()
+            engine.close()
+    report["modes"]["duet-auto"] = combine(runs, prompts)
     if args.llama_server:
         modes, report["failed_modes"] = llama_modes(args, prompts)
         report["modes"].update(modes)

@@ -46,7 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--draft", default="draft")
     p.add_argument("--modes", default=None,
                    help=f"comma-separated: plain,ngram,model,auto,lookup (default: {SET_MODES}; "
-                        f"with --suite: {','.join(DUET_MODES)})")
+                        f"with --suite: {','.join(DUET_MODES)}); with --llama-server, server modes "
+                        "named here (server-plain, server-ngram-mod, ...) limit the ones run")
     p.add_argument("--prompts", default="", help="comma-separated prompt ids (default: all)")
     p.add_argument("--suite", action="store_true",
                    help="the suite built from the standard library instead of the shipped prompts")
@@ -79,8 +80,13 @@ def _prompts(args: argparse.Namespace) -> list:
 
 def run(args: argparse.Namespace) -> int:
     asked = [m for m in (args.modes or (",".join(DUET_MODES) if args.suite else SET_MODES)).split(",") if m]
-    modes = ["plain"] + [m for m in dict.fromkeys(asked) if m != "plain"]  # plain first: the baseline
-    unknown = set(asked) - set(DUET_MODES) - {"lookup"}
+    from engine.bench.server import SERVER_MODES
+
+    server_modes = [m for m in asked if m in SERVER_MODES]  # with --llama-server (none named: all)
+    if server_modes and "server-plain" not in server_modes:
+        server_modes.insert(0, "server-plain")  # each server mode's ratio is to its own plain
+    modes = ["plain"] + [m for m in dict.fromkeys(asked) if m not in ("plain", *SERVER_MODES)]
+    unknown = set(asked) - set(DUET_MODES) - {"lookup"} - set(SERVER_MODES)
     if unknown:
         raise DuetError(f"unknown modes: {', '.join(sorted(unknown))}")
     if args.suite and "lookup" in modes:
@@ -118,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
                 from engine.bench.server import run_server_modes
 
                 per_mode.update(run_server_modes(args.llama_server, target, draft, turns,
-                                                 args.max_tokens, ctx.threads(), args.repeats))
+                                                 args.max_tokens, ctx.threads(), args.repeats,
+                                                 server_modes))
             rows += _rows(bp, per_mode, runtimes["plain"])
     finally:
         for rt in runtimes.values():
