@@ -14,6 +14,13 @@ another conversation); within a reply the generator only appends accepted tokens
 propose without ``begin`` get a cheaper guard: the length and the first and last ``_CHECK``
 indexed tokens are compared, and the index is rebuilt on any difference.
 
+Memory: text that ``begin`` finds rewound away (the reply a regenerate replaces, the turn an
+edit replaces, another conversation) is not forgotten: up to ``MEMORY_TOKENS`` of it stay
+indexed in front of the history, each span with the ``MEMORY_CONTEXT`` tokens that led to it.
+The history's own occurrences come later and so win every tie; a match found only in memory
+drafts the earlier text. A regenerated or retried request, or a reply to an edited question,
+often says much of what the replaced reply said. ``reset()`` forgets the memory too.
+
 Within a reply (after ``begin(prompt)``) the drafter predicts the next token after every token
 and scores the prediction when the token arrives (engine.speculative.reliability), drafted or not. A
 right prediction continues the same copy (the next source token, not the latest occurrence of
@@ -51,6 +58,10 @@ _CHECK = 16  # tokens compared at each end of the indexed history to detect rewi
 MATCH_CAP = 32  # match_len is counted up to this many tokens
 NEAR = 24  # how far past the anchor a resuming copy is looked for
 ANCHOR_TTL = 64  # tokens after which an anchor that found nothing is dropped
+# Rewound text kept matchable: a few replies' worth (the 300-700 tokens of a typical reply), and
+# at most ~16k dict entries more to rebuild at a reply's start (~10 ms of Python).
+MEMORY_TOKENS = 4096
+MEMORY_CONTEXT = 16  # tokens before a rewound span kept with it, so its start can be matched
 
 
 @dataclass(frozen=True)
@@ -88,7 +99,8 @@ class NgramDrafter:
         self.params = params if params is not None else NgramParams()
         self.reliability = MatchReliability()
         self.edits = EditMemory(vocab)
-        self._tokens: list[int] = []  # the history the index reflects
+        self._tokens: list[int] = []  # remembered text, then the history: what the index reflects
+        self._mem_len = 0  # how many of ``_tokens`` are remembered text (in front of the history)
         self._index: dict[tuple[int, ...], int] = {}
         self._learn_from: int | None = None  # predictions are scored from this position on
         self._next: _Prediction | None = None  # the prediction for the next token
@@ -104,17 +116,24 @@ class NgramDrafter:
         self.edits.clear()
         self.edits.learn_stated(prompt)
         self._learn_from = None
+        history = self.history
         kept = 0
-        for a, b in zip(self._tokens, prompt):
+        for a, b in zip(history, prompt):
             if a != int(b):
                 break
             kept += 1
-        if kept < len(self._tokens):  # the index cannot be cut back: rebuild it
-            self._tokens, self._index = [], {}
+        if kept < len(history):  # the index cannot be cut back: remember what goes, rebuild
+            gone = history[max(0, kept - MEMORY_CONTEXT):]
+            self._reindex((self._tokens[:self._mem_len] + gone)[-MEMORY_TOKENS:])
         self._sync(prompt)
-        self._learn_from = len(prompt)
+        self._learn_from = len(self._tokens)
         self._anchor = None
         self._next = self._predict(None)
+
+    @property
+    def history(self) -> list[int]:
+        """The history the index reflects (without the remembered text)."""
+        return self._tokens[self._mem_len:]
 
     def propose(self, history: Sequence[int], max_n: int) -> Draft:
         """Up to ``max_n`` tokens continuing ``history``, with the match's ``match_len`` and the
@@ -130,40 +149,43 @@ class NgramDrafter:
         return Draft(tokens, source=self.name, match_len=nxt.match_len, survival=tuple(survival))
 
     def reset(self) -> None:
-        """Forget the history."""
-        self._tokens = []
-        self._index = {}
-        self._next = None
-        self._learn_from = None
-        self._anchor = None
-        self._broke = None
+        """Forget the history, the remembered text and the learned edits."""
+        self._reindex([])
         self.edits.clear()
 
     # ------------------------------------------------------------------ index
 
+    def _reindex(self, memory: list[int]) -> None:
+        """Start over with ``memory`` as the remembered text and no history."""
+        self._tokens, self._index, self._mem_len = [], {}, 0
+        self._next = None
+        self._learn_from = None  # a rewritten history is not evidence about this reply
+        self._anchor = None
+        self._broke = None
+        if memory:
+            self._append(memory)
+            self._mem_len = len(memory)
+
     def _sync(self, history: Sequence[int]) -> None:
         """Bring the index up to ``history``: append the new tokens, or rebuild on divergence."""
-        old = len(self._tokens)
+        base = self._mem_len
+        old = len(self._tokens) - base
         new = len(history)
         if new < old or not self._prefix_intact(history, old):
             log.debug("history rewound or edited (%d indexed, %d now): rebuilding the index", old, new)
-            self._tokens = []
-            self._index = {}
-            self._next = None
-            self._anchor = None
-            self._broke = None
+            self._reindex(self._tokens[:base])
             old = 0
-            self._learn_from = None  # a rewritten history is not evidence about this reply
         if new > old:
             self._append([int(t) for t in history[old:new]])
 
     def _prefix_intact(self, history: Sequence[int], old: int) -> bool:
         if old == 0:
             return True
+        base = self._mem_len
         head = min(_CHECK, old)
-        if [int(t) for t in history[:head]] != self._tokens[:head]:
+        if [int(t) for t in history[:head]] != self._tokens[base:base + head]:
             return False
-        return [int(t) for t in history[old - head:old]] == self._tokens[old - head:old]
+        return [int(t) for t in history[old - head:old]] == self._tokens[base + old - head:base + old]
 
     def _append(self, new_tokens: list[int]) -> None:
         toks = self._tokens

@@ -237,15 +237,54 @@ def test_predictions_are_scored_on_every_reply_token_and_only_there() -> None:
 
 def test_begin_sees_an_edit_in_the_middle_of_the_history() -> None:
     """An edit that leaves both ends of the history as they were (a regenerated turn of the
-    same length deep in a conversation) is caught at ``begin``: nothing is drafted from the text
-    that is gone."""
+    same length deep in a conversation) is caught at ``begin``: the history is the new text,
+    and the replaced turn is only remembered (the history's own matches win)."""
     head, tail = list(range(100, 140)), list(range(200, 240))
     old = head + [1, 2, 3, 4, 5, 6, 7, 8] + tail
     new = head + [9, 9, 9, 9, 9, 9, 9, 9] + tail
     d = NgramDrafter(WIDE)
     d.begin(old)
     d.begin(new)
-    fresh = NgramDrafter(WIDE)
-    fresh.begin(new)
-    assert d._tokens == new and d._index == fresh._index
-    assert 1 not in d.propose(new + [140], 8).tokens  # nothing from the old turn
+    assert d.history == new
+    # head's last four tokens are followed by 9 in the history and by 1 in the remembered turn
+    assert d.propose(new + head[-4:], 8).tokens[:2] == (9, 9)
+
+
+# ------------------------------------------------------------- memory of rewound text
+
+def test_a_regenerated_reply_is_drafted_from_the_one_it_replaces() -> None:
+    rng = np.random.default_rng(3)
+    prompt = [int(t) for t in rng.integers(1000, 2000, 60)]
+    reply = [int(t) for t in rng.integers(3000, 4000, 40)]
+    d = NgramDrafter(WIDE)
+    d.begin(prompt)
+    d.propose(prompt + reply, 1)  # the reply streamed
+    d.begin(prompt)  # regenerate: the reply is rewound away
+    assert d.history == prompt
+    draft = d.propose(prompt, 16)
+    assert draft.tokens == tuple(reply[:16])
+    assert draft.match_len >= 16  # the remembered span came with the prompt's tail
+
+
+def test_memory_is_bounded_the_history_wins_and_reset_forgets() -> None:
+    from engine.speculative.ngram import MEMORY_TOKENS
+
+    rng = np.random.default_rng(4)
+    prompt = [int(t) for t in rng.integers(1000, 2000, 30)]
+    d = NgramDrafter(WIDE)
+    for _ in range(12):  # twelve 500-token replies, each regenerated
+        d.begin(prompt)
+        d.propose(prompt + [int(t) for t in rng.integers(3000, 9000, 500)], 1)
+    d.begin(prompt)
+    assert len(d._tokens) - len(d.history) <= MEMORY_TOKENS
+    fresh = NgramDrafter(WIDE)  # the index is what indexing memory + history from scratch gives
+    fresh._reindex(d._tokens[:len(d._tokens) - len(d.history)])
+    fresh.propose(prompt, 1)
+    assert fresh._index == d._index
+    # an n-gram in both memory and history: the history's continuation is drafted
+    shared = d._tokens[100:104]
+    history = prompt + shared + [77, 78] + shared[:2]
+    assert d.propose(history, 2).tokens == tuple(shared[2:4])
+    d.reset()
+    d.begin(prompt)
+    assert d.propose(prompt, 8).tokens == ()
