@@ -288,3 +288,24 @@ def test_memory_is_bounded_the_history_wins_and_reset_forgets() -> None:
     d.reset()
     d.begin(prompt)
     assert d.propose(prompt, 8).tokens == ()
+
+
+def test_remembered_text_needs_the_reply_to_agree_with_it() -> None:
+    """Two requests that end alike (the same file after different instructions) get different
+    replies: the old reply is not drafted at the new one's start, only once the new reply has
+    agreed with it over MEMORY_MIN_AGREE tokens of its own."""
+    from engine.speculative.ngram import MEMORY_MIN_AGREE
+
+    rng = np.random.default_rng(5)
+    code = [int(t) for t in rng.integers(1000, 2000, 80)]
+    old_prompt, new_prompt = [7, 1, 2, 3] + code, [7, 4, 5, 6] + code  # instruction, then the file
+    old_reply = [int(t) for t in rng.integers(3000, 4000, 60)]
+    d = NgramDrafter(WIDE)
+    d.begin(old_prompt)
+    d.propose(old_prompt + old_reply, 1)
+    d.begin(new_prompt)
+    assert d.propose(new_prompt, 8).tokens == ()  # the shared tail is not the reply's evidence
+    said = old_reply[:MEMORY_MIN_AGREE - 1]
+    assert not set(d.propose(new_prompt + said, 8).tokens) & set(old_reply)
+    said = old_reply[:MEMORY_MIN_AGREE]
+    assert d.propose(new_prompt + said, 8).tokens == tuple(old_reply[MEMORY_MIN_AGREE:MEMORY_MIN_AGREE + 8])
