@@ -69,7 +69,8 @@ def duet_home(tmp_path_factory):
 
 def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8,
                  gate: threading.Event | None = None, max_body: int = 1 << 20,
-                 cache_bytes: int = 256 << 20, cors: tuple[str, ...] = (), drafter: str = "auto"):
+                 cache_bytes: int = 256 << 20, cors: tuple[str, ...] = (), drafter: str = "auto",
+                 adaptive: bool = True):
     from engine.context import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import Runtime, RuntimeConfig
@@ -80,7 +81,7 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
 
     config = RuntimeConfig(target=ModelSpec(smol_path), context=ContextParams(n_ctx=N_CTX, n_threads=1),
                            sampling=SamplingParams(temperature=0, max_tokens=16),
-                           speculative=SpeculativeParams(drafter=drafter))
+                           speculative=SpeculativeParams(drafter=drafter, adaptive=adaptive))
     runtime = Runtime(config)
     model_id, aliases = model_names(runtime, "test")
     engine, app = build(runtime, ServerConfig(model_id, aliases, api_key=api_key, max_body=max_body,
@@ -98,7 +99,11 @@ def server_factory(duet_home):
 
 @pytest.fixture(scope="module")
 def served(smol_path, duet_home):
-    server, handle = start_server(smol_path)
+    """A server that decodes plainly: its tests compare two replies to one request, and with a
+    drafter the second is drafted from the remembered first and verified in batches of other
+    shapes, whose numerics can pick the other side of a near-tie (docs/benchmarks/server.md).
+    Speculation over HTTP has its own test (test_server_engine.py)."""
+    server, handle = start_server(smol_path, drafter="none")
     yield handle
     server.close()
     handle.engine.close()

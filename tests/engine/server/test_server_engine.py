@@ -98,3 +98,22 @@ def test_concurrent_clients_get_the_replies_they_would_get_alone(server_factory,
         server.close()
         served.engine.close()
     assert together == alone * 2
+
+
+def test_a_retried_request_is_drafted_from_the_reply_it_got_before(server_factory, smol_path):
+    """A client that sends a request again (a retry, a regenerate) has the reply it got drafted
+    from its first token. The drafter drafts all it proposes (not adaptive), so what is drafted
+    does not depend on the verify costs this machine measures."""
+    server, served = server_factory(smol_path, drafter="ngram", adaptive=False)
+    client = served.client()
+    kw = dict(model="test", temperature=0, max_tokens=16,
+              messages=[{"role": "user", "content": "Name three colours of the rainbow."}])
+    try:
+        first = client.chat.completions.create(**kw).model_extra["timings"]
+        again = client.chat.completions.create(**kw).model_extra["timings"]
+    finally:
+        server.close()
+        served.engine.close()
+    assert first["predicted_n"] == 16  # long enough to draft
+    assert again["draft_n"] >= 8 and again["draft_n_accepted"] >= 4, again
+    assert again["draft_n_accepted"] > first["draft_n_accepted"], (first, again)
