@@ -6,6 +6,8 @@ import logging
 import math
 from pathlib import Path
 
+from engine.bench.server import NGRAM_MODES
+
 log = logging.getLogger(__name__)
 
 
@@ -90,12 +92,9 @@ def summarize(rows: list[dict]) -> dict:
     modes = list(dict.fromkeys(r["mode"] for r in rows))
     overall = {m: geomean([c[m]["speedup"] for c in cats.values() if m in c]) for m in modes}
     out = {"categories": cats, "overall": overall}
-    if any(r["mode"] in SERVER_NGRAM_MODES for r in rows):
+    if any(r["mode"] in NGRAM_MODES for r in rows):
         out["auto_vs_server"] = versus_server(rows)
     return out
-
-
-SERVER_NGRAM_MODES = ("server-ngram-simple", "server-ngram-mod", "server-ngram-map-k")
 
 
 def versus_server(rows: list[dict], mode: str = "auto") -> dict:
@@ -104,7 +103,7 @@ def versus_server(rows: list[dict], mode: str = "auto") -> dict:
     ratios: dict[str, list[float]] = {}
     for prompt in dict.fromkeys(r["prompt"] for r in rows):
         sel = {r["mode"]: r for r in rows if r["prompt"] == prompt}
-        best = max((sel[m]["tokens_per_s"] for m in SERVER_NGRAM_MODES if m in sel), default=0.0)
+        best = max((sel[m]["tokens_per_s"] for m in NGRAM_MODES if m in sel), default=0.0)
         if mode in sel and best > 0:
             ratios.setdefault(sel[mode]["category"], []).append(sel[mode]["tokens_per_s"] / best)
     cats = {c: {"ratio": geomean(v), "min": min(v), "n": len(v)} for c, v in ratios.items()}

@@ -20,6 +20,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Sequence
 
@@ -34,6 +36,24 @@ SERVER_MODES = {
     "server-ngram-map-k": ["--spec-type", "ngram-map-k"],
     "server-draft": ["-md", "{draft}", "--spec-type", "draft-simple", "--spec-draft-p-min", "0.75", "-td", "{threads}"],
 }
+NGRAM_MODES = ("server-ngram-simple", "server-ngram-mod", "server-ngram-map-k")
+
+
+@contextmanager
+def llama_server(binary: Path, target: Path, mode: str, *, threads: int, ctx: int = 4096,
+                 draft: Path | str = "") -> Iterator[int]:
+    """A llama-server in ``mode`` (one of ``SERVER_MODES``) on a free loopback port, ready for
+    requests; yields the port and stops the server on exit."""
+    port = _free_port()
+    cmd = [str(binary), "-m", str(target), "-t", str(threads), "-c", str(ctx), "-np", "1",
+           "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
+    cmd += [a.format(draft=draft, threads=threads) for a in SERVER_MODES[mode]]
+    proc = launch(cmd)
+    try:
+        _wait_ready(port, proc)
+        yield port
+    finally:
+        stop(proc)
 
 
 def _free_port() -> int:
@@ -104,23 +124,15 @@ def run_server_modes(binary: Path, target: Path, draft: Path, prompt: str | Sequ
     a conversation whose last reply is timed), each repeat on a fresh server."""
     turns = (prompt,) if isinstance(prompt, str) else tuple(prompt)
     out: dict[str, list[dict]] = {}
-    for mode, extra in SERVER_MODES.items():
+    for mode in SERVER_MODES:
         if modes and mode not in modes:
             continue
         try:
             runs = []
             for _ in range(repeats):
-                port = _free_port()
-                args = [str(binary), "-m", str(target), "-t", str(threads), "-c", "4096", "-np", "1",
-                        "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
-                args += [a.format(draft=draft, threads=threads) for a in extra]
-                proc = launch(args)
-                try:
-                    _wait_ready(port, proc)
+                with llama_server(binary, target, mode, threads=threads, draft=draft) as port:
                     _chat(port, (WARM_UP,), 8)
                     r = _chat(port, turns, max_tokens)
-                finally:
-                    stop(proc)
                 t = r.get("timings", {})
                 n_draft, n_acc = t.get("draft_n", 0), t.get("draft_n_accepted", 0)
                 runs.append({"tokens_per_s": float(t.get("predicted_per_second", 0.0)),

@@ -28,12 +28,11 @@ from pathlib import Path
 
 from engine.bench.prompts import load_prompts
 from engine.bench.soak_report import keep_section
-from engine.bench.server import SERVER_MODES, WARM_UP, _free_port, _wait_ready, launch, stop
+from engine.bench.server import NGRAM_MODES, SERVER_MODES, WARM_UP, llama_server
 
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
-NGRAM_MODES = ("server-ngram-simple", "server-ngram-mod", "server-ngram-map-k")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -155,24 +154,16 @@ def llama_modes(args: argparse.Namespace, prompts: list) -> tuple[dict[str, dict
     target = resolve_model(args.model)
     threads = ContextParams(n_threads=args.threads).threads()
     out, failed = {}, {}
+    draft = resolve_model(args.draft) if args.draft else ""
     for mode, extra in SERVER_MODES.items():
         if "{draft}" in extra and not args.draft:
             continue
         runs = []
         try:
             for _ in range(args.repeats):  # each repeat on a fresh server
-                port = _free_port()
-                cmd = [str(args.llama_server), "-m", str(target), "-t", str(threads), "-c",
-                       str(args.ctx), "-np", "1", "--host", "127.0.0.1", "--port", str(port),
-                       "--no-webui"]
-                cmd += [a.format(draft=resolve_model(args.draft) if args.draft else "",
-                                 threads=threads) for a in extra]
-                proc = launch(cmd)
-                try:
-                    _wait_ready(port, proc)
+                with llama_server(args.llama_server, target, mode, threads=threads, ctx=args.ctx,
+                                  draft=draft) as port:
                     runs.append(measure_once(port, prompts, args, {"cache_prompt": True}))
-                finally:
-                    stop(proc)
             out[mode] = combine(runs, prompts)
         except (OSError, RuntimeError, ValueError, KeyError) as e:
             log.warning("%s failed: %s", mode, e)
