@@ -84,6 +84,32 @@ def local_reply(smol_path) -> Done:
         return reply(rt)
 
 
+PROMPT = "Count from one to two hundred in words."
+
+
+def kill_mid_reply(smol_path: Path, workers: list[Worker], victim: Worker, *extra: str) -> tuple[str, str, int]:
+    """Start a streamed CLI reply over ``workers``, kill ``victim`` once the reply has begun;
+    (stdout, stderr, exit status)."""
+    endpoints = ",".join(w.endpoint for w in workers)
+    proc = subprocess.Popen(
+        cli("generate", "--model", str(smol_path), "--rpc", endpoints, "--temperature", "0",
+            "--max-tokens", "400", "--ctx", "1024", "--threads", "1", *extra, PROMPT),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        # the reply has begun streaming (os.read: communicate() reads the descriptor, not a
+        # file object's buffer, so nothing read here is lost to it)
+        first = os.read(proc.stdout.fileno(), 4096)
+        assert first
+        victim.proc.kill()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return (first + out).decode(), err.decode(), proc.returncode
+
+
 def test_distributed_greedy_tokens_equal_local(smol_path, workers, local_reply):
     with Runtime(rpc_config(smol_path, workers, tensor_split=(1.0, 3.0))) as rt:
         assert [w.endpoint for w in rt.target.workers] == [w.endpoint for w in workers]
@@ -155,23 +181,8 @@ def test_worker_killed_mid_generation_cli_reports_one_line(smol_path, workers):
     """Killed while the CLI streams a reply: whether the loss is seen between passes (a
     WorkerLostError) or inside one (ggml's abort, routed to a clean exit), the process ends with
     one line naming the worker; never a SIGABRT or a traceback."""
-    endpoints = ",".join(w.endpoint for w in workers)
-    proc = subprocess.Popen(
-        cli("generate", "--model", str(smol_path), "--rpc", endpoints, "--temperature", "0",
-            "--max-tokens", "400", "--ctx", "1024", "--threads", "1",
-            "Count from one to two hundred in words."),
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        assert proc.stdout.read(1)  # the reply has begun streaming
-        workers[0].proc.kill()
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    text = err.decode()
-    assert proc.returncode in (1, 75), (proc.returncode, text)
+    _, text, code = kill_mid_reply(smol_path, workers, workers[0])
+    assert code in (1, 75), (code, text)
     assert "Traceback" not in text
     assert f"RPC worker at {workers[0].endpoint} went away" in text
     assert len([ln for ln in text.splitlines() if "went away" in ln]) == 1
@@ -238,30 +249,13 @@ def test_worker_killed_mid_session_reply_keeps_the_transcript(smol_path, workers
     from engine.session.format import read_meta
 
     path = tmp_path / "chat.duet"
-    endpoints = ",".join(w.endpoint for w in workers)
-    proc = subprocess.Popen(
-        cli("generate", "--model", str(smol_path), "--rpc", endpoints, "--temperature", "0",
-            "--max-tokens", "400", "--ctx", "1024", "--threads", "1", "--session", str(path),
-            "Count from one to two hundred in words."),
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        first = os.read(proc.stdout.fileno(), 4096)  # the reply has begun streaming (unbuffered:
-        assert first  # communicate() reads the descriptor, not a file object's buffer)
-        workers[1].proc.kill()
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    text = err.decode()
-    assert proc.returncode in (1, 75), (proc.returncode, text)
+    streamed, text, code = kill_mid_reply(smol_path, workers, workers[1], "--session", str(path))
+    assert code in (1, 75), (code, text)
     assert "Traceback" not in text
     assert [ln for ln in text.splitlines() if ln.strip()] == [
         next(ln for ln in text.splitlines() if f"RPC worker at {workers[1].endpoint} went away" in ln)]
     meta = read_meta(path)
     assert [m.role for m in meta.messages] == ["user", "assistant"]
-    assert meta.messages[0].content == "Count from one to two hundred in words."
-    streamed = (first + out).decode()
+    assert meta.messages[0].content == PROMPT
     assert meta.messages[1].content and streamed.startswith(meta.messages[1].content)
     assert meta.kv_target is None  # the text alone: the KV state was on the lost worker
