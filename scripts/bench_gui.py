@@ -77,11 +77,9 @@ def wait_for(signal, action) -> tuple:  # noqa: ANN001 - run action, wait for si
     return tuple(got)
 
 
-def gui_gaps(home: Path) -> dict[str, float]:
+def gui_gaps(home: Path, model: Path) -> dict[str, float]:
     from app.main_window import MainWindow
     from app.settings import Settings
-    from engine import paths
-    from engine.runtime import STARTER_FILES
 
     settings = Settings(home / "settings.json")
     settings.update({"temperature": 0.0, "max_tokens": 96, "speculative": False,
@@ -91,7 +89,7 @@ def gui_gaps(home: Path) -> dict[str, float]:
     beat = Heartbeat()
     beat.start()
     beat.phase = "load"
-    wait_for(w.model_loaded, lambda: w.load_models(paths.models_dir() / STARTER_FILES["draft"], None))
+    wait_for(w.model_loaded, lambda: w.load_models(model, None))
     beat.phase = "reply + save"
     (saved,) = wait_for(w.controller.conversation_saved, lambda: w.controller.send(
         "Write a Python function that checks whether a number is prime, in a code block, "
@@ -164,13 +162,19 @@ def main() -> int:
     p.add_argument("--write", action="store_true", help="write docs/benchmarks/gui.md")
     args = p.parse_args()
     app = QApplication.instance() or QApplication([])  # noqa: F841
+    from engine import paths
+    from engine.runtime import STARTER_FILES
+
+    model = paths.models_dir() / STARTER_FILES["draft"]  # before DUET_HOME points elsewhere
+    if not model.exists():
+        raise SystemExit(f"bench_gui: {model} is missing (duet-cli models fetch --group starter)")
     rows: dict[str, list[float]] = {}
     for _ in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
             home = Path(tmp)
             os.environ["DUET_HOME"] = str(home)
             gc.collect()
-            for phase, gap in gui_gaps(home).items():
+            for phase, gap in gui_gaps(home, model).items():
                 rows.setdefault(f"GUI-thread longest gap: {phase}", []).append(gap * 1000)
             worst, full = render_cost()
             rows.setdefault("streamed update, worst (4,600 chars)", []).append(worst * 1000)
