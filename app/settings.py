@@ -26,6 +26,7 @@ from engine.model import ModelSpec
 from engine.runtime import RuntimeConfig, endpoints, tensor_split
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
+from engine.state_cache import DEFAULT_CACHE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,10 @@ SCHEMA: tuple[Option, ...] = (
            "now", CONVERSATIONS),
     Option("autosave", bool, True, "Autosave", "Save the conversation after every reply.",
            "now", CONVERSATIONS),
+    Option("state_cache_mb", int, DEFAULT_CACHE_BYTES >> 20, "Conversation cache (MiB)",
+           "Memory for the states of recent conversations and reply versions (and the local "
+           "server's clients), so going back to one does not read it again (0: none).",
+           "reload", CONVERSATIONS, 0, 1 << 20),
     Option("highlight_draft", bool, True, "Highlight drafted tokens",
            "Tint the text of tokens that came from the drafter.", "now", APPEARANCE),
     Option("theme", str, "system", "Theme", "system, light or dark.", "now", APPEARANCE,
@@ -231,7 +236,8 @@ def runtime_config(values: Mapping[str, Any], target_path: Path | str,
         target=ModelSpec(Path(target_path), n_gpu_layers=values["gpu_layers_target"], rpc=rpc,
                          tensor_split=split),
         draft=draft, context=context_params(values), sampling=sampling_params(values),
-        speculative=speculative_params(values, has_draft=draft is not None))
+        speculative=speculative_params(values, has_draft=draft is not None),
+        state_cache_bytes=values["state_cache_mb"] << 20)
 
 
 class Settings(QObject):

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from engine.errors import DuetError
+
+if TYPE_CHECKING:
+    from engine.runtime import RuntimeConfig
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +42,18 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
+def serve_config(args: argparse.Namespace) -> RuntimeConfig:
+    """The runtime ``serve`` runs: ``generate``'s flags, and ``--cache-mb`` as the state cache's
+    budget."""
+    from dataclasses import replace
+
+    from engine.runtime import runtime_config
+
+    return replace(runtime_config(args), state_cache_bytes=args.cache_mb << 20)
+
+
 def run(args: argparse.Namespace) -> int:
-    from engine.runtime import Runtime, runtime_config
+    from engine.runtime import Runtime
     from engine.server.app import ServerConfig
     from engine.net import is_loopback
     from engine.server.run import build, host_problem, model_names, serve_forever
@@ -55,13 +69,12 @@ def run(args: argparse.Namespace) -> int:
         log.warning("listening on %s: anyone who can reach it %s", args.host,
                     "and has the API key can use the model" if args.api_key else
                     "can use the model (no API key)")
-    config = runtime_config(args)
+    config = serve_config(args)
     runtime = Runtime(config)
     model_id, aliases = model_names(runtime, args.model)
     server_config = ServerConfig(model_id=model_id, aliases=aliases, api_key=args.api_key or None,
                                  max_body=args.max_body_mb << 20, cors_origins=tuple(args.cors))
-    engine, app = build(runtime, server_config, max_queue=args.max_queue,
-                        cache_bytes=args.cache_mb << 20)
+    engine, app = build(runtime, server_config, max_queue=args.max_queue)
     try:
         host = f"[{args.host}]" if ":" in args.host else args.host
         print(f"duet-cli: serving {model_id} (drafter {config.speculative.drafter}) on "

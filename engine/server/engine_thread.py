@@ -18,7 +18,6 @@ from engine.errors import DuetError
 from engine.events import Done
 from engine.runtime import Runtime
 from engine.sampling import SamplingParams
-from engine.state_cache import DEFAULT_CACHE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +49,13 @@ class EngineThread:
     ``gate``: when given, the thread waits for it before taking each job (tests hold the engine
     with it to fill the queue deterministically)."""
 
-    def __init__(self, runtime: Runtime, *, max_queue: int = 8, cache_bytes: int = DEFAULT_CACHE_BYTES,
+    def __init__(self, runtime: Runtime, *, max_queue: int = 8,
                  gate: threading.Event | None = None) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be >= 1")
         self.runtime = runtime
-        self.cache = runtime.cache  # the generator prepares each prompt with it
-        self.cache.max_bytes = cache_bytes
+        self.cache = runtime.cache  # the generator prepares each prompt with it (its budget:
+        # RuntimeConfig.state_cache_bytes)
         self.counters = EngineCounters()
         self._queue: queue.Queue[Job | None] = queue.Queue(maxsize=max_queue)
         self._gate = gate

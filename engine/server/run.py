@@ -16,7 +16,6 @@ from engine.net import is_loopback
 from engine.runtime import Runtime
 from engine.server.app import ServerConfig, create_app
 from engine.server.engine_thread import EngineThread
-from engine.state_cache import DEFAULT_CACHE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +37,9 @@ def model_names(runtime: Runtime, given: str | None = None) -> tuple[str, frozen
 
 
 def build(runtime: Runtime, config: ServerConfig, *, max_queue: int = 8,
-          cache_bytes: int = DEFAULT_CACHE_BYTES, gate: threading.Event | None = None
-          ) -> tuple[EngineThread, Starlette]:
+          gate: threading.Event | None = None) -> tuple[EngineThread, Starlette]:
     """The engine thread (which owns ``runtime`` from now on) and the app over it."""
-    engine = EngineThread(runtime, max_queue=max_queue, cache_bytes=cache_bytes, gate=gate)
+    engine = EngineThread(runtime, max_queue=max_queue, gate=gate)
     return engine, create_app(engine, config)
 
 

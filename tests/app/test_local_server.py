@@ -28,7 +28,7 @@ def _get(port: int, path: str, key: str | None = None) -> tuple[int, dict]:
 def test_the_local_server_follows_its_settings(qtbot, settings, smol_path) -> None:  # noqa: ANN001
     port = _free_port()
     settings.update({"target_model": str(smol_path), "server_enabled": True,
-                     "server_port": port, "server_api_key": "k"})
+                     "server_port": port, "server_api_key": "k", "state_cache_mb": 32})
     server = LocalServer()
     try:
         with qtbot.waitSignal(server.started, timeout=120_000) as started:
@@ -37,6 +37,7 @@ def test_the_local_server_follows_its_settings(qtbot, settings, smol_path) -> No
         assert _get(port, "/health")[0] == 200
         assert _get(port, "/v1/models")[0] == 401
         assert _get(port, "/v1/models", key="k")[1]["data"][0]["id"] == smol_path.stem
+        assert _get(port, "/v1/duet/stats", key="k")[1]["cache"]["max_bytes"] == 32 << 20
         settings.set("server_enabled", False)
         with qtbot.waitSignal(server.stopped, timeout=60_000):
             server.apply(settings.values)

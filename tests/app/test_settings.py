@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import DuetError
+from engine.runtime import RuntimeConfig
 
 from app import settings as S
 from app.settings import DEFAULTS, OPTIONS, SCHEMA, Settings
@@ -123,4 +124,6 @@ def test_runtime_config_mapping(tmp_path: Path) -> None:
     assert cfg.draft.path == tmp_path / "d.gguf" and cfg.draft.n_gpu_layers == -1
     assert cfg.context.n_ctx == 1024 and cfg.context.n_threads == 3
     assert cfg.speculative.drafter == "auto"
+    assert cfg.state_cache_bytes == DEFAULTS["state_cache_mb"] << 20 == RuntimeConfig.state_cache_bytes
+    assert S.runtime_config({**values, "state_cache_mb": 0}, tmp_path / "t.gguf").state_cache_bytes == 0
     assert S.runtime_config(values, tmp_path / "t.gguf").draft is None

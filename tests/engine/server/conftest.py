@@ -81,12 +81,13 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
 
     config = RuntimeConfig(target=ModelSpec(smol_path), context=ContextParams(n_ctx=N_CTX, n_threads=1),
                            sampling=SamplingParams(temperature=0, max_tokens=16),
-                           speculative=SpeculativeParams(drafter=drafter, adaptive=adaptive))
+                           speculative=SpeculativeParams(drafter=drafter, adaptive=adaptive),
+                           state_cache_bytes=cache_bytes)
     runtime = Runtime(config)
     model_id, aliases = model_names(runtime, "test")
     engine, app = build(runtime, ServerConfig(model_id, aliases, api_key=api_key, max_body=max_body,
                                                   cors_origins=cors),
-                        max_queue=max_queue, cache_bytes=cache_bytes, gate=gate)
+                        max_queue=max_queue, gate=gate)
     server = BackgroundServer(app)
     return server, Served(server.url, server.port, engine, model_id, runtime.target)
 

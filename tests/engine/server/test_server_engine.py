@@ -60,13 +60,17 @@ def test_serve_refuses_a_public_host_without_a_key(capsys):
     assert "--api-key" in capsys.readouterr().err
 
 
-def test_serve_speculates_by_default():
+def test_serve_speculates_by_default_and_takes_its_cache_budget():
     from engine.cli import build_parser
-    from engine.runtime import runtime_config
+    from engine.runtime import RuntimeConfig
+    from engine.server.cli import serve_config
 
     args = build_parser().parse_args(["serve", "--model", "test"])
     assert args.drafter == "auto" and args.host == "127.0.0.1"
-    assert runtime_config(args).speculative.drafter == "auto"
+    assert serve_config(args).speculative.drafter == "auto"
+    assert serve_config(args).state_cache_bytes == RuntimeConfig.state_cache_bytes
+    args = build_parser().parse_args(["serve", "--model", "test", "--cache-mb", "64"])
+    assert serve_config(args).state_cache_bytes == 64 << 20
 
 
 def test_concurrent_clients_get_the_replies_they_would_get_alone(server_factory, smol_path):
