@@ -88,8 +88,10 @@ class EditMemory:
         if words is None:
             return None
         while (src > 0 and out > 0 and tokens[src - 1] == tokens[out - 1]
-               and words.continues_word(tokens, src)):
-            src, out = src - 1, out - 1  # back to where the word starts
+               and (words.continues_word(tokens, src) or words.continues_word(tokens, out))):
+            # back to where the word starts: the edit began inside it, in the source (``Item``
+            # of ``addItem``) or in the reply only (``_in`` after ``a``, renaming ``a`` ``a_in``)
+            src, out = src - 1, out - 1
         a, b = words.identifier_at(tokens, src), words.identifier_at(tokens, out)
         if a is None or b is None or a.lead != b.lead or a.name == b.name:
             return None

@@ -133,3 +133,18 @@ def test_a_rename_stated_in_the_prompt_is_drafted_at_its_first_occurrence(qwen_d
     reply = tokens(qwen_draft, "def total")
     draft = d.propose(source + reply, 8)
     assert qwen_draft.detokenize(draft.tokens).startswith("(entry, items):\n")
+
+
+def test_a_rename_that_extends_a_name_is_learned_too(qwen_draft) -> None:  # noqa: ANN001
+    """``item`` -> ``item_old``: the reply keeps the name's token and inserts after it, so the
+    copy breaks on the token after the name, not on the name itself."""
+    d = NgramDrafter(vocab=qwen_draft)
+    source = tokens(qwen_draft, VARS)
+    d.begin(source)
+    renamed = VARS.replace("item", "item_old").replace("item_olds", "items")
+    assert tokens(qwen_draft, " item_old")[0] == tokens(qwen_draft, " item")[0]  # an insertion
+    upto = renamed.index("    for")
+    reply = tokens(qwen_draft, renamed[:upto])
+    draft = d.propose(source + reply, 40)
+    assert qwen_draft.detokenize(draft.tokens).startswith(renamed[upto:].rstrip("\n")[:60])
+    assert [r.style.name for r in d.edits.styles] == ["item -> item_old"]
