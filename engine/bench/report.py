@@ -26,7 +26,8 @@ def markdown_table(report: dict) -> str:
     for r in report["rows"]:
         same = {True: "yes", False: "no", None: "–"}[r.get("identical")]
         if r.get("identical") is False and "first_diff" in r:
-            same = f"no: from token {r['first_diff']} (top-2 margin {r['margin']:.3f})"
+            where = "an earlier turn's reply, at conversation token" if r.get("earlier_turn") else "token"
+            same = f"no: from {where} {r['first_diff']} (top-2 margin {r['margin']:.3f})"
         lines.append(f"| {r['prompt']} | {r['mode']} | {r['tokens_per_s']:.1f} | {r['speedup']:.2f} | "
                      f"{_fmt(r.get('acceptance'))} | {_fmt(r.get('tokens_per_pass'))} | {same} |")
     return "\n".join(lines)

@@ -237,13 +237,27 @@ def _compare(plain_rt: Runtime, prompt: list[int], plain_ids: list[int], run: di
         plain_text = plain_rt.target.detokenize(plain_ids)
         text = run.get("text")
         return {"identical": None if text is None else text == plain_text}
+    run_prompt = run.get("prompt_ids", prompt)
+    if run_prompt != prompt:  # an earlier turn's reply parted, so the timed turn's prompts differ
+        i = _first_diff(run_prompt, prompt)
+        return {"identical": False, "earlier_turn": True, "first_diff": i,
+                "margin": _margin(plain_rt, prompt[:i])}
     if ids == plain_ids:
         return {"identical": True}
-    i = next((i for i, (a, b) in enumerate(zip(ids, plain_ids)) if a != b), min(len(ids), len(plain_ids)))
+    i = _first_diff(ids, plain_ids)
+    return {"identical": False, "first_diff": i, "margin": _margin(plain_rt, prompt + plain_ids[:i])}
+
+
+def _first_diff(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def _margin(plain_rt: Runtime, tokens: list[int]) -> float:
+    """The target's top-2 logit margin for the token after ``tokens``."""
     ctx = plain_rt.ctx
     ctx.clear()
-    ctx.decode(prompt + plain_ids[:i])
+    ctx.decode(tokens)
     top2 = np.sort(ctx.logits())[-2:]
     ctx.clear()
-    return {"identical": False, "first_diff": i, "margin": float(top2[1] - top2[0])}
+    return float(top2[1] - top2[0])
 

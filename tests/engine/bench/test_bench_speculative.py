@@ -39,6 +39,24 @@ def test_second_turn_reuses_the_first_turns_cache(plain_rt):
     assert result["n_tokens"] > 0 and result["tokens_per_s"] > 0
 
 
+def test_identity_is_judged_on_the_whole_conversation(plain_rt):
+    """A reply that parts from plain in an earlier turn gives the timed turn another prompt:
+    the report says where the conversation parted, not where two unrelated replies differ."""
+    sampling = SamplingParams(temperature=0, max_tokens=16)
+    plain_rt.ctx.clear()
+    plain = speculative._run_turns(plain_rt, TURNS, sampling)
+    prompt, ids = plain["prompt_ids"], plain["token_ids"]
+    assert speculative._compare(plain_rt, prompt, ids, dict(plain)) == {"identical": True}
+    swapped = dict(plain, token_ids=ids[:3] + [ids[3] + 1] + ids[4:])
+    assert speculative._compare(plain_rt, prompt, ids, swapped)["first_diff"] == 3
+    first = chat_tokens(plain_rt.target, [Message("user", TURNS[0])])
+    earlier = dict(plain, prompt_ids=prompt[:len(first) + 2] + [prompt[len(first) + 2] + 1]
+                   + prompt[len(first) + 3:])
+    got = speculative._compare(plain_rt, prompt, ids, earlier)
+    assert got["identical"] is False and got["earlier_turn"] is True
+    assert got["first_diff"] == len(first) + 2 and got["margin"] >= 0
+
+
 def test_a_tiny_suite_run_writes_the_reports(tmp_path, capsys):
     code = main(["bench", "speculative", "--suite", "--model", "test", "--draft", "test",
                  "--modes", "ngram", "--prompts", "multi_turn-02", "--max-tokens", "16",
