@@ -30,11 +30,10 @@ from engine.sampling import SamplingParams
 from app.conversation import RecentFiles, saved_conversations, unique_path
 from app.engine_client import EngineClient
 from app.requests import Failure, Opened, Reply, RescuePlan, Saved, TokenBatch
-from app.settings import Settings, sampling_params
+from app.settings import SAMPLING_KEYS, Settings, sampling_params
 
 log = logging.getLogger(__name__)
 
-SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "seed", "max_tokens")
 TOO_LONG = re.compile(r"too long for the context \((?:(\d+) tokens, )?room for (\d+)")
 
 
@@ -460,8 +459,8 @@ class ChatController(QObject):
             self._notify(conv, f"The message is too long for the context ({size}). Shorten it, "
                          "or raise the context size for the next load.",
                          "error", "Raise the context",
-                         lambda: self.settings.set("context_size",
-                                                   min(2 * self.settings["context_size"], 131072)))
+                         lambda: self.settings.set("n_ctx",
+                                                   min(2 * self.settings["n_ctx"], 131072)))
             return
         self._notify(conv, f"The reply failed: {message}", "error")
 

@@ -6,42 +6,55 @@ Order as in llama.cpp's default chain: repetition penalty → top-k → top-p �
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
+from engine.params import Params, param
+
+
+def _seed(value: int) -> int:
+    """Any integer a client sends is a seed; a negative one means "random" (llama.cpp's -1)."""
+    return -1 if value < 0 else value % 2**64
+
 
 @dataclass(frozen=True)
-class SamplingParams:
-    temperature: float = 0.7
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0
-    repeat_last_n: int = 64
-    seed: int | None = None
-    max_tokens: int = 1024
-    stop: tuple[str, ...] = ()
+class SamplingParams(Params):
+    """How the next token is picked. Every field is a row of the parameter table
+    (engine.params): its range, help and names in each API are declared here, once."""
 
-    def __post_init__(self) -> None:
-        for name in ("temperature", "top_p", "min_p", "repeat_penalty"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value):
-                raise ValueError(f"{name.replace('_', '-')} must be a finite number, "
-                                 f"not {value!r}")
-        for name in ("top_k", "repeat_last_n", "max_tokens"):
-            if type(getattr(self, name)) is not int:
-                raise ValueError(f"{name.replace('_', '-')} must be an integer")
-        if self.seed is not None and type(self.seed) is not int:
-            raise ValueError("seed must be an integer")
-        if self.temperature < 0 or self.top_k < 0 or not 0 < self.top_p <= 1 or not 0 <= self.min_p < 1:
-            raise ValueError("sampling parameters out of range (temperature >= 0, top-k >= 0, "
-                             "0 < top-p <= 1, 0 <= min-p < 1)")
-        if self.repeat_penalty <= 0 or self.max_tokens < 1 or self.repeat_last_n < 0:
-            raise ValueError("repeat-penalty must be > 0, repeat-last-n >= 0 and max-tokens >= 1")
+    temperature: float = param(
+        0.7, "Temperature", "0 picks the most likely token (greedy); higher is more varied.",
+        minimum=0, maximum=2, api=("temperature",))
+    top_k: int = param(
+        40, "Top-k", "Keep this many most likely tokens (0: all).", minimum=0, maximum=100_000,
+        api=("top_k",), step=1)
+    top_p: float = param(
+        0.95, "Top-p", "Keep the smallest set of most likely tokens with this much probability "
+        "(0 keeps one).", minimum=0, maximum=1, api=("top_p",))
+    min_p: float = param(
+        0.05, "Min-p", "Drop tokens less likely than this times the most likely one.",
+        minimum=0, maximum=1, api={"openai": ("min_p",), "ollama": ("min_p",)}, step=0.01)
+    repeat_penalty: float = param(
+        1.0, "Repeat penalty", "Make tokens seen in the last window less likely (1: off).",
+        minimum=0, exclusive_minimum=True, maximum=10,
+        api={"openai": ("repeat_penalty",), "ollama": ("repeat_penalty",)})
+    repeat_last_n: int = param(
+        64, "Penalty window", "How many recent tokens the penalties look at (0: none).",
+        minimum=0, maximum=65_536,
+        api={"openai": ("repeat_last_n",), "ollama": ("repeat_last_n",)}, step=1)
+    seed: int = param(
+        -1, "Seed", "The same seed gives the same sampled reply (-1: a new seed every reply).",
+        minimum=-1, maximum=2**64 - 1, api=("seed",), coerce=_seed, step=1)
+    max_tokens: int = param(
+        1024, "Max reply tokens", "Longest reply, in tokens.", minimum=1, maximum=1 << 20,
+        api={"openai": ("max_completion_tokens", "max_tokens"), "ollama": ("num_predict",),
+             "anthropic": ("max_tokens",)}, step=1)
+    stop: tuple[str, ...] = param(
+        (), "Stop strings", "The reply ends before the first of these strings.", max_items=16,
+        api={"openai": ("stop",), "ollama": ("stop",), "anthropic": ("stop_sequences",)},
+        cli="--stop")
 
     @property
     def greedy(self) -> bool:
@@ -102,7 +115,7 @@ class Sampler:
     def __init__(self, params: SamplingParams) -> None:
         self.params = params
         # any integer seeds it: folded into numpy's range (non-negative, below 2**64)
-        self.rng = np.random.default_rng(None if params.seed is None else params.seed % 2**64)
+        self.rng = np.random.default_rng(None if params.seed < 0 else params.seed)
 
     def sample(self, logits: np.ndarray, recent: Sequence[int] = ()) -> int:
         p = self.params

@@ -50,7 +50,18 @@ def test_repeat_penalty():
     assert penalized(lg, [0], 1.0) is lg
 
 
-@pytest.mark.parametrize("kw", [dict(temperature=-1), dict(top_p=0), dict(min_p=1), dict(max_tokens=0)])
+@pytest.mark.parametrize("kw", [dict(temperature=-1), dict(top_p=1.5), dict(min_p=-0.1),
+                                dict(max_tokens=0), dict(repeat_penalty=0), dict(top_k=-1),
+                                dict(temperature=float("nan")), dict(top_k=1.5),
+                                dict(temperature=True), dict(stop=("a",) * 17)])
 def test_invalid_params(kw):
     with pytest.raises(ValueError):
         SamplingParams(**kw)
+
+
+@pytest.mark.parametrize("kw", [dict(top_p=0.0), dict(min_p=1.0)])
+def test_the_bounds_of_top_p_and_min_p_keep_the_most_likely_token(kw):
+    """top-p 0 and min-p 1 are in range (OpenAI and llama.cpp accept them): they keep one token."""
+    lg = np.log(np.array([0.1, 0.6, 0.3], dtype=np.float32))
+    ids, probs = distribution(lg, SamplingParams(temperature=1.0, **kw))
+    assert ids.tolist() == [1] and probs.tolist() == [1.0]
