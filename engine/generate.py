@@ -24,8 +24,8 @@ from engine.detok import StreamingDetokenizer
 from engine.errors import ContextFullError, DecodeError
 from engine.events import Done, Event, PromptProgress, Stats, Token
 from engine.prompt import fit_messages
-from engine.sampling import Sampler, SamplingParams, penalized
-from engine.speculative.accept import verify
+from engine.sampling import Sampler, SamplingParams
+from engine.speculative.accept import accept
 from engine.speculative.draft import Draft
 from engine.stops import StopMatcher
 
@@ -159,7 +159,7 @@ class Generator:
         if self.speculation is not None:
             self.speculation.begin(prompt)
         sampler = Sampler(params)
-        pending = sampler.sample(ctx.logits(), prompt)
+        pending = sampler.pick(ctx.logits(), prompt)
         stats.passes = 1
         reason = out.push(pending, False, None)
         yield from out.flush_events()
@@ -197,20 +197,11 @@ class Generator:
         stats.passes += 1
         if not draft.tokens:
             ctx.decode([pending])
-            return [(sampler.sample(ctx.logits(), history), False)]
+            return [(sampler.pick(ctx.logits(), history), False)]
         t = time.perf_counter()
         ctx.decode([pending, *draft.tokens], logits="all")
         rows = ctx.logits_rows()
-        p = sampler.params
-        if p.greedy:
-            if p.repeat_penalty != 1.0:
-                rows = np.stack([penalized(rows[i], p.window(history + list(draft.tokens[:i])),
-                                           p.repeat_penalty) for i in range(len(rows))])
-            verdict = verify(draft.tokens, rows)
-        else:
-            target = np.stack([sampler.probs(rows[i], history + list(draft.tokens[:i]))
-                               for i in range(len(rows))])
-            verdict = verify(draft.tokens, target, draft_probs=draft.probs, rng=sampler.rng)
+        verdict = accept(draft.tokens, lambda i: sampler.pick(rows[i], history + list(draft.tokens[:i])))
         n_acc = verdict.n_accepted
         ctx.rewind(len(history) + n_acc)
         verify_s = time.perf_counter() - t

@@ -193,7 +193,10 @@ class Params:
 
     def __post_init__(self) -> None:
         for p in table(type(self)):
-            value = p.check(getattr(self, p.name))
+            value = getattr(self, p.name)
+            if p.spec.coerce is not None and type(value) is int:
+                value = p.spec.coerce(value)
+            value = p.check(value)
             if value is not getattr(self, p.name):
                 object.__setattr__(self, p.name, value)
         self._check()
@@ -286,6 +289,6 @@ def from_args(cls: type, args: argparse.Namespace, **fixed: Any) -> Any:
             value = tuple(value or ())
         if p.spec.coerce is not None and type(value) is int:
             value = p.spec.coerce(value)
-        values[p.name] = value
+        values[p.name] = p.check(value, p.cli)  # the error names the flag
     values.update(fixed)
     return cls(**values)

@@ -1,13 +1,24 @@
-"""Sampling from logits: greedy at temperature 0, else llama.cpp's chain in numpy.
+"""Picking the next token from logits: greedy at temperature 0, else llama.cpp's chain in numpy
+and a Gumbel-max draw.
 
-Order as in llama.cpp's default chain: repetition penalty → top-k → top-p → min-p → temperature.
-``distribution`` returns the sparse final distribution, which speculative sampling also needs.
+Order as in llama.cpp's default chain: penalties → top-k → top-p → min-p → temperature. A
+grammar (``Constraint``) masks the tokens it does not allow before the chain.
+
+A sampled token is ``argmax(log p(t) + g(seed, position, t))`` over the chain's candidates, where
+``g`` is standard Gumbel noise made from a hash of its three arguments (splitmix64). The argmax of
+log-probabilities plus independent Gumbel noise is distributed as ``p`` (the Gumbel-max trick),
+so every token is a sample of the target's distribution. Because the noise depends only on the
+seed and where the token is, a draft token is accepted exactly when it is the token plain
+sampling draws at that position: a seeded reply is the same with and without speculation (up to
+near-ties in batch numerics, as for greedy), and continues deterministically from its seed
+alone. An unseeded reply draws a fresh 64-bit seed.
 """
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -65,6 +76,14 @@ class SamplingParams(Params):
         return tokens[-self.repeat_last_n:] if self.repeat_last_n > 0 else ()
 
 
+class Constraint(Protocol):
+    """A grammar the reply must follow (engine.constraint): which tokens it allows next."""
+
+    def allows(self, token: int) -> bool: ...
+
+    def mask(self) -> np.ndarray: ...  # bool (n_vocab,): the tokens allowed next
+
+
 def penalized(logits: np.ndarray, recent: Sequence[int], penalty: float) -> np.ndarray:
     """llama.cpp's repetition penalty: a copy where each recent token's logit is divided by
     ``penalty`` if positive, multiplied if negative. Returns ``logits`` itself when penalty == 1."""
@@ -77,10 +96,14 @@ def penalized(logits: np.ndarray, recent: Sequence[int], penalty: float) -> np.n
     return out
 
 
-def distribution(logits: np.ndarray, params: SamplingParams,
-                 recent: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """(token ids, probabilities) of the final sampling distribution, probabilities descending."""
-    scores = penalized(logits, params.window(recent), params.repeat_penalty)
+def penalties(logits: np.ndarray, params: SamplingParams, history: Sequence[int]) -> np.ndarray:
+    """The logits after the penalties over the last ``repeat_last_n`` tokens of ``history``
+    (``logits`` itself when none applies)."""
+    return penalized(logits, params.window(history), params.repeat_penalty)
+
+
+def _truncate(scores: np.ndarray, params: SamplingParams) -> tuple[np.ndarray, np.ndarray]:
+    """(token ids, scores) the chain keeps after top-k, top-p and min-p, scores descending."""
     n = scores.shape[0]
     if 0 < params.top_k < n:
         ids = np.argpartition(scores, n - params.top_k)[n - params.top_k:]
@@ -89,42 +112,75 @@ def distribution(logits: np.ndarray, params: SamplingParams,
     vals = scores[ids].astype(np.float64)
     order = np.argsort(-vals, kind="stable")
     ids, vals = ids[order], vals[order]
-    probs = np.exp(vals - vals[0])
-    probs /= probs.sum()
     keep = len(ids)
-    if params.top_p < 1.0:
-        keep = min(keep, int(np.searchsorted(np.cumsum(probs), params.top_p)) + 1)
-    if params.min_p > 0:
-        keep = min(keep, max(1, int(np.count_nonzero(probs >= params.min_p * probs[0]))))
-    ids, vals = ids[:keep], vals[:keep]
-    temp = max(params.temperature, 1e-6)
-    probs = np.exp((vals - vals[0]) / temp)
-    probs /= probs.sum()
-    return ids, probs
+    if params.top_p < 1.0 or params.min_p > 0:
+        probs = np.exp(vals - vals[0])
+        probs /= probs.sum()
+        if params.top_p < 1.0:
+            keep = min(keep, int(np.searchsorted(np.cumsum(probs), params.top_p)) + 1)
+        if params.min_p > 0:
+            keep = min(keep, max(1, int(np.count_nonzero(probs >= params.min_p * probs[0]))))
+    return ids[:keep], vals[:keep]
 
 
-def dense(ids: np.ndarray, probs: np.ndarray, n_vocab: int) -> np.ndarray:
-    out = np.zeros(n_vocab, dtype=np.float64)
-    out[ids] = probs
-    return out
+def distribution(logits: np.ndarray, params: SamplingParams,
+                 recent: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """(token ids, probabilities) of the final sampling distribution, probabilities descending."""
+    ids, vals = _truncate(penalties(logits, params, recent), params)
+    probs = np.exp((vals - vals[0]) / max(params.temperature, 1e-6))
+    return ids, probs / probs.sum()
+
+
+# -- Gumbel noise from (seed, position, token) ---------------------------------------------
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def _mix(x: int) -> int:
+    """splitmix64's finalizer on a Python int (64-bit)."""
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK
+    return x ^ (x >> 31)
+
+
+def _mix_array(x: np.ndarray) -> np.ndarray:
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def gumbel(seed: int, position: int, ids: np.ndarray) -> np.ndarray:
+    """Standard Gumbel noise for tokens ``ids`` at ``position`` under ``seed``: the same
+    arguments always give the same values, distinct ones independent-looking values."""
+    key = _mix((seed ^ _mix((position + 1) * _GOLDEN & _MASK)) & _MASK)
+    with np.errstate(over="ignore"):
+        x = _mix_array(np.uint64(key) + ids.astype(np.uint64) * np.uint64(_GOLDEN))
+    u = ((x >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0 ** -53  # in (0, 1)
+    return -np.log(-np.log(u))
 
 
 class Sampler:
-    """Picks tokens for one generation; seeded runs are reproducible."""
+    """Picks the tokens of one reply (``pick``), under ``constraint`` when one is given."""
 
-    def __init__(self, params: SamplingParams) -> None:
+    def __init__(self, params: SamplingParams, constraint: Constraint | None = None) -> None:
         self.params = params
-        # any integer seeds it: folded into numpy's range (non-negative, below 2**64)
-        self.rng = np.random.default_rng(None if params.seed < 0 else params.seed)
+        self.constraint = constraint
+        self.seed = params.seed if params.seed >= 0 else secrets.randbits(64)
 
-    def sample(self, logits: np.ndarray, recent: Sequence[int] = ()) -> int:
+    def pick(self, logits: np.ndarray, history: Sequence[int], *, constrained: bool = True) -> int:
+        """The token after ``history`` (its length is the position drawn at). ``constrained``
+        False ignores the grammar (a draft model's guesses are checked when verified)."""
         p = self.params
+        scores = penalties(logits, p, history)
+        c = self.constraint if constrained else None
+        if c is not None:
+            if p.greedy:
+                best = int(np.argmax(scores))
+                if c.allows(best):  # the argmax over all tokens is the argmax over the allowed
+                    return best
+            scores = np.where(c.mask(), scores, -np.inf)
         if p.greedy:
-            return int(np.argmax(penalized(logits, p.window(recent), p.repeat_penalty)))
-        ids, probs = distribution(logits, p, recent)
-        return int(ids[min(int(np.searchsorted(np.cumsum(probs), self.rng.random())), len(ids) - 1)])
-
-    def probs(self, logits: np.ndarray, recent: Sequence[int] = ()) -> np.ndarray:
-        """The dense distribution (n_vocab,) that ``sample`` draws from (sampling mode)."""
-        ids, probs = distribution(logits, self.params, recent)
-        return dense(ids, probs, logits.shape[0])
+            return int(np.argmax(scores))
+        ids, vals = _truncate(scores, p)
+        noisy = (vals - vals[0]) / max(p.temperature, 1e-6) + gumbel(self.seed, len(history), ids)
+        return int(ids[int(np.argmax(noisy))])

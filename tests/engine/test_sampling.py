@@ -10,19 +10,22 @@ def logits(seed=0, n=1000):
 
 def test_greedy_is_argmax():
     lg = logits()
-    assert Sampler(SamplingParams(temperature=0)).sample(lg) == int(np.argmax(lg))
+    assert Sampler(SamplingParams(temperature=0)).pick(lg, []) == int(np.argmax(lg))
+
+
+def draws(sampler, lg, n=50):
+    """``n`` draws from the same logits at positions 0..n-1 (the penalty is off)."""
+    return [sampler.pick(lg, [0] * i) for i in range(n)]
 
 
 def test_seeded_sampling_reproducible_and_seed_sensitive():
     lg = logits()
     p = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=42)
-    a = [Sampler(p).sample(lg) for _ in range(3)]
-    s1, s2 = Sampler(p), Sampler(p)
-    seq1 = [s1.sample(lg) for _ in range(50)]
-    seq2 = [s2.sample(lg) for _ in range(50)]
-    assert seq1 == seq2 and len(set(a)) == 1
+    a = [Sampler(p).pick(lg, [1, 2]) for _ in range(3)]
+    seq1, seq2 = draws(Sampler(p), lg), draws(Sampler(p), lg)
+    assert seq1 == seq2 and len(set(a)) == 1 and len(set(seq1)) > 1
     s3 = Sampler(SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=43))
-    assert [s3.sample(lg) for _ in range(50)] != seq1
+    assert draws(s3, lg) != seq1
 
 
 def test_top_k_top_p_min_p_restrict_support():
@@ -39,7 +42,7 @@ def test_top_k_top_p_min_p_restrict_support():
 def test_sampling_frequencies_follow_distribution():
     lg = np.log(np.array([0.5, 0.3, 0.2], dtype=np.float32))
     s = Sampler(SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=1))
-    counts = np.bincount([s.sample(lg) for _ in range(20000)], minlength=3) / 20000
+    counts = np.bincount(draws(s, lg, 20000), minlength=3) / 20000
     assert np.allclose(counts, [0.5, 0.3, 0.2], atol=0.015)
 
 
