@@ -11,7 +11,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from engine import params
+from engine.sampling import SamplingParams
 from engine.server.errors import ApiError, bad_request
+
+READ = frozenset(n for r in params.table(SamplingParams) for n in r.spec.api.get("openai", ()))
 
 
 class _Body(BaseModel):
@@ -57,7 +61,8 @@ class CompletionRequest(_Sampling):
     prompt: str | list[str] | list[int]
 
 
-# Fields refused unless they hold their neutral value (Duet would otherwise ignore them).
+# Fields refused unless they hold their neutral value (Duet would otherwise ignore them), unless
+# the parameter table reads them (engine.params: those are honoured).
 NEUTRAL: dict[str, Any] = {
     "presence_penalty": 0, "frequency_penalty": 0, "n": 1, "logprobs": (None, False),
     "top_logprobs": (None, 0), "tools": (None, []), "tool_choice": (None, "none"),
@@ -83,7 +88,7 @@ def parse(cls: type[_Body], data: Any) -> Any:
         param = ".".join(str(p) for p in err["loc"] if not _is_type_tag(p)) or None
         raise bad_request(f"{param}: {err['msg']}" if param else err["msg"], param) from None
     for name, neutral in NEUTRAL.items():
-        if name not in data:
+        if name not in data or name in READ:
             continue
         allowed = neutral if isinstance(neutral, tuple) else (neutral,)
         if data[name] not in allowed:
