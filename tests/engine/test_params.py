@@ -24,6 +24,8 @@ def edges(row: params.Param) -> list[tuple[object, bool]]:
     if row.type is bool:
         return [(True, True), (False, True), (1, False)]
     out: list[tuple[object, bool]] = []
+    if s.coerce is not None:  # any integer is folded into the range (the seed)
+        return [(-5, True), (2**70, True), (1.5, False)]
     if s.minimum is not None:
         lo = row.type(s.minimum)
         out.append((lo, not s.exclusive_minimum))
