@@ -51,6 +51,12 @@ class SamplingParams(Params):
         1.0, "Repeat penalty", "Make tokens seen in the last window less likely (1: off).",
         minimum=0, exclusive_minimum=True, maximum=10,
         api={"openai": ("repeat_penalty",), "ollama": ("repeat_penalty",)})
+    presence_penalty: float = param(
+        0.0, "Presence penalty", "Lower the logit of every token seen in the window by this "
+        "(negative: raise it).", minimum=-2, maximum=2, api=("presence_penalty",))
+    frequency_penalty: float = param(
+        0.0, "Frequency penalty", "Lower the logit of each token seen in the window by this "
+        "times its count.", minimum=-2, maximum=2, api=("frequency_penalty",))
     repeat_last_n: int = param(
         64, "Penalty window", "How many recent tokens the penalties look at (0: none).",
         minimum=0, maximum=65_536,
@@ -84,22 +90,21 @@ class Constraint(Protocol):
     def mask(self) -> np.ndarray: ...  # bool (n_vocab,): the tokens allowed next
 
 
-def penalized(logits: np.ndarray, recent: Sequence[int], penalty: float) -> np.ndarray:
-    """llama.cpp's repetition penalty: a copy where each recent token's logit is divided by
-    ``penalty`` if positive, multiplied if negative. Returns ``logits`` itself when penalty == 1."""
-    if penalty == 1.0 or not recent:
-        return logits
-    out = np.array(logits, dtype=np.float32, copy=True)
-    ids = np.unique(np.asarray(recent, dtype=np.int64))
-    vals = out[ids]
-    out[ids] = np.where(vals > 0, vals / penalty, vals * penalty)
-    return out
-
-
 def penalties(logits: np.ndarray, params: SamplingParams, history: Sequence[int]) -> np.ndarray:
-    """The logits after the penalties over the last ``repeat_last_n`` tokens of ``history``
-    (``logits`` itself when none applies)."""
-    return penalized(logits, params.window(history), params.repeat_penalty)
+    """llama.cpp's penalties over the last ``repeat_last_n`` tokens of ``history``: each seen
+    token's logit is divided by ``repeat_penalty`` if positive (multiplied if negative), then
+    lowered by ``count * frequency_penalty + presence_penalty``. A copy; ``logits`` itself when
+    no penalty applies."""
+    recent = params.window(history)
+    if not len(recent) or (params.repeat_penalty == 1.0 and params.presence_penalty == 0.0
+                           and params.frequency_penalty == 0.0):
+        return logits
+    ids, counts = np.unique(np.asarray(recent, dtype=np.int64), return_counts=True)
+    out = np.array(logits, dtype=np.float32, copy=True)
+    vals = out[ids]
+    vals = np.where(vals > 0, vals / params.repeat_penalty, vals * params.repeat_penalty)
+    out[ids] = vals - (counts * params.frequency_penalty + params.presence_penalty)
+    return out
 
 
 def _truncate(scores: np.ndarray, params: SamplingParams) -> tuple[np.ndarray, np.ndarray]:

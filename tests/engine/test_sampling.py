@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from engine.sampling import Sampler, SamplingParams, distribution, penalized
+from engine.sampling import Sampler, SamplingParams, distribution, penalties
 
 
 def logits(seed=0, n=1000):
@@ -48,9 +48,22 @@ def test_sampling_frequencies_follow_distribution():
 
 def test_repeat_penalty():
     lg = np.array([2.0, -1.0, 1.0], dtype=np.float32)
-    out = penalized(lg, [0, 1], 2.0)
+    out = penalties(lg, SamplingParams(repeat_penalty=2.0), [0, 1])
     assert out.tolist() == [1.0, -2.0, 1.0] and lg.tolist() == [2.0, -1.0, 1.0]
-    assert penalized(lg, [0], 1.0) is lg
+    assert penalties(lg, SamplingParams(), [0]) is lg
+    assert penalties(lg, SamplingParams(repeat_penalty=2.0, repeat_last_n=0), [0]) is lg
+
+
+def test_presence_and_frequency_penalties_follow_llama_cpp():
+    """logit -= count * frequency + presence, for each token in the window, after the repeat
+    penalty (llama.cpp's penalties sampler)."""
+    lg = np.array([2.0, -1.0, 1.0, 0.5], dtype=np.float32)
+    p = SamplingParams(repeat_penalty=2.0, presence_penalty=0.5, frequency_penalty=0.25)
+    out = penalties(lg, p, [0, 1, 0, 3, 0])
+    assert np.allclose(out, [2.0 / 2 - 3 * 0.25 - 0.5, -1.0 * 2 - 0.25 - 0.5, 1.0,
+                             0.5 / 2 - 0.25 - 0.5])
+    assert penalties(lg, SamplingParams(presence_penalty=1.0, repeat_last_n=2), [0, 2]) \
+        .tolist() == [1.0, -1.0, 0.0, 0.5]
 
 
 @pytest.mark.parametrize("kw", [dict(temperature=-1), dict(top_p=1.5), dict(min_p=-0.1),

@@ -11,7 +11,7 @@ from engine.events import Done, Token
 from engine.model import Model, ModelSpec
 from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig
-from engine.sampling import SamplingParams, penalized
+from engine.sampling import SamplingParams, penalties
 from engine.speculative.compat import check_pair
 from engine.speculative.params import SpeculativeParams
 
@@ -169,6 +169,6 @@ def test_greedy_verify_applies_the_repeat_penalty_as_plain_decoding_does(smol_pa
         with runtime(smol_path) as rt:
             history = chat_tokens(rt.target, [Message("user", REPEAT)]) + list(want.token_ids[:i])
             rt.ctx.decode(history)
-            scores = penalized(rt.ctx.logits().copy(), params.window(history), params.repeat_penalty)
+            scores = penalties(rt.ctx.logits().copy(), params, history)
         top2 = np.sort(scores)[-2:]
         assert top2[1] - top2[0] < 0.1, f"tokens differ at {i}, margin {top2[1] - top2[0]:.3f}"
