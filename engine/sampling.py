@@ -22,6 +22,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from engine.events import Logprob
 from engine.params import Params, param
 
 
@@ -134,6 +135,21 @@ def distribution(logits: np.ndarray, params: SamplingParams,
     ids, vals = _truncate(penalties(logits, params, recent), params)
     probs = np.exp((vals - vals[0]) / max(params.temperature, 1e-6))
     return ids, probs / probs.sum()
+
+
+def logprob(logits: np.ndarray, token: int, top_n: int = 0) -> Logprob:
+    """``token``'s log-probability under the softmax of ``logits`` (no penalty, chain or
+    grammar), with the ``top_n`` most likely tokens."""
+    row = np.asarray(logits, dtype=np.float64)
+    peak = float(row.max())
+    lse = peak + float(np.log(np.exp(row - peak).sum()))
+    top: tuple[tuple[int, float], ...] = ()
+    if top_n > 0:
+        n = min(top_n, row.shape[0])
+        best = np.argpartition(row, row.shape[0] - n)[row.shape[0] - n:]
+        best = best[np.argsort(-row[best], kind="stable")]
+        top = tuple((int(t), float(row[t]) - lse) for t in best)
+    return Logprob(float(row[token]) - lse, top)
 
 
 # -- Gumbel noise from (seed, position, token) ---------------------------------------------
