@@ -44,6 +44,8 @@ class ChatController(QObject):
     reply_finished = Signal(object)  # Reply (after the view and the conversation were updated)
     conversation_saved = Signal(object)  # Saved
     conversation_opened = Signal(object)  # Opened
+    file_renamed = Signal(object, object)  # the old and new Path of a saved conversation
+    file_deleted = Signal(object)  # the Path of a deleted conversation
     request_failed = Signal(object)  # Failure of a chat, save or open (after it was shown)
     notice = Signal(str, str)  # text, kind: a notice about no conversation in particular
     message = Signal(str, int)  # a transient status line, its duration in ms
@@ -149,6 +151,7 @@ class ChatController(QObject):
                 return
             self.recent.remove(conv.path)
             self.recent.add(new_path)
+            self.file_renamed.emit(conv.path, new_path)
             conv.path, title = new_path, new_path.stem
         conv.rename(title)
         self.current_changed.emit(self.current)
@@ -164,6 +167,7 @@ class ChatController(QObject):
                 self._notify(conv, f"Cannot delete {conv.path.name}: {e.strerror}", "error")
                 return
             self.recent.remove(conv.path)
+            self.file_deleted.emit(conv.path)
         shown = conv is self.current
         self.library.remove(conv)
         if shown:

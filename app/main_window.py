@@ -143,6 +143,10 @@ class MainWindow(QMainWindow):
         self.sidebar.selected.connect(c.select)
         self.sidebar.new_requested.connect(c.new)
         self.sidebar.delete_requested.connect(c.delete)
+        search = self.sidebar.searcher  # the search index follows the files
+        c.conversation_saved.connect(lambda saved: search.saved(saved.path))
+        c.file_renamed.connect(search.renamed)
+        c.file_deleted.connect(search.deleted)
         c.generating_changed.connect(self.composer.set_generating)
         c.generating_changed.connect(self.chat_view.set_busy)
         c.notice.connect(self.notice.show_message)
@@ -439,4 +443,5 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         self.local_server.stop()
         self.client.shutdown()
+        self.sidebar.searcher.close()
         super().closeEvent(event)
