@@ -219,8 +219,7 @@ def server_from_json(raw: Any) -> ServerConfig:
     enabled = raw.get("enabled", True)
     if not isinstance(enabled, bool):
         raise ToolConfigError(f"server {name!r}: enabled must be true or false")
-    common = dict(enabled=enabled,
-                  disabled_tools=frozenset(_strings(raw.get("disabledTools", []), f"{name}: disabledTools")))
+    disabled_tools = frozenset(_strings(raw.get("disabledTools", []), f"{name}: disabledTools"))
     for key in ("command", "url"):
         if key in raw and not isinstance(raw[key], str):
             raise ToolConfigError(f"server {name!r}: {key} must be a string")
@@ -228,7 +227,8 @@ def server_from_json(raw: Any) -> ServerConfig:
         name, command=raw.get("command", ""), url=raw.get("url", ""),
         args=tuple(_strings(raw.get("args", []), f"{name}: args")),
         env=_string_map(raw.get("env", {}), f"{name}: env"),
-        headers=_string_map(raw.get("headers", {}), f"{name}: headers"), **common)
+        headers=_string_map(raw.get("headers", {}), f"{name}: headers"), enabled=enabled,
+        disabled_tools=disabled_tools)
 
 
 def config_from_json(data: Any) -> McpConfig:
@@ -242,8 +242,12 @@ def config_from_json(data: Any) -> McpConfig:
 def load(path: Path | None = None) -> McpConfig:
     """The servers in ``path`` (default: config_dir()/mcp.json); none when it is missing or
     damaged (a damaged one is kept aside as ``mcp.json.bad``)."""
-    data = read_json(path or config_path(), config_from_json)
+    data = read_json(path or config_path(), _check)
     return McpConfig() if data is None else config_from_json(data)
+
+
+def _check(data: Any) -> None:
+    config_from_json(data)
 
 
 def save(config: McpConfig, path: Path | None = None) -> None:

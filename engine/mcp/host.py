@@ -33,7 +33,7 @@ from engine import paths
 from engine.mcp.config import McpConfig, ServerConfig, ToolConfigError, redact
 from engine.mcp.content import ToolResult, tool_result
 from engine.mcp.session import list_tools, one_line, open_client, start_failure
-from engine.mcp.toolbox import ToolInfo, Toolbox, build_toolbox
+from engine.mcp.toolbox import Toolbox, ToolInfo, build_toolbox
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,11 @@ class ToolHost:
         with self._changed:
             self._listeners.append(listener)
 
+    def remove_listener(self, listener: Listener) -> None:
+        with self._changed:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
     def toolbox(self) -> Toolbox:
         """The enabled tools of the ready, enabled servers, named for a model."""
         with self._changed:
@@ -138,7 +143,8 @@ class ToolHost:
         for server in config.servers:
             status = statuses.get(server.name)
             if server.enabled and status is not None and status.state == "ready":
-                offered.append((server.name, [t for t in status.tools if t.name not in server.disabled_tools]))
+                tools = [t for t in status.tools if t.name not in server.disabled_tools]
+                offered.append((server.name, tools))
         return build_toolbox(offered)
 
     def call(self, server: str, tool: str, arguments: dict[str, Any] | None = None, *,

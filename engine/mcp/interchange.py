@@ -49,19 +49,20 @@ def entry_to_server(name: str, entry: Any, *, enabled: bool = True) -> ServerCon
     if not isinstance(disabled, bool):
         raise ToolConfigError(f"{where}: 'disabled' must be true or false")
     command, url = entry.get("command"), entry.get("url")
-    if command is not None and not isinstance(command, str) or url is not None and not isinstance(url, str):
+    if not isinstance(command or "", str) or not isinstance(url or "", str):
         raise ToolConfigError(f"{where}: 'command' and 'url' must be strings")
     if not command and not url:
         raise ToolConfigError(f"{where} has neither a 'command' nor a 'url'")
+    on = enabled and not disabled
     try:
         if command:
-            return ServerConfig.stdio(
-                name, command, _strings(entry.get("args", []), where, "args"),
-                _string_map(entry.get("env", {}), where, "env"), enabled=enabled and not disabled)
-        return ServerConfig.http(name, str(url), _string_map(entry.get("headers", {}), where, "headers"),
-                                 enabled=enabled and not disabled)
+            args = _strings(entry.get("args", []), where, "args")
+            env = _string_map(entry.get("env", {}), where, "env")
+            return ServerConfig.stdio(name, command, args, env, enabled=on)
+        headers = _string_map(entry.get("headers", {}), where, "headers")
+        return ServerConfig.http(name, str(url), headers, enabled=on)
     except ToolConfigError as e:
-        raise ToolConfigError(f"{where}: {e}") from None
+        raise e if str(e).startswith(where) else ToolConfigError(f"{where}: {e}") from None
 
 
 def servers_from_json(data: Any, *, enabled: bool = True) -> tuple[ServerConfig, ...]:

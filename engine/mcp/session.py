@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import re
 from contextlib import AsyncExitStack
-from typing import IO
+from typing import TextIO
 
 import httpx2
 import mcp_types as types
@@ -71,7 +71,7 @@ def start_failure(exc: BaseException, server: ServerConfig) -> str:
     return one_line(inner, server.secrets)
 
 
-async def open_client(server: ServerConfig, stack: AsyncExitStack, *, errlog: IO[str],
+async def open_client(server: ServerConfig, stack: AsyncExitStack, *, errlog: TextIO,
                       max_sse_event_bytes: int) -> Client:
     """A connected, initialised client for ``server``; closed when ``stack`` unwinds."""
     if server.command:

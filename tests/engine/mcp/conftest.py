@@ -1,4 +1,4 @@
-"""A tool host per test (closed after it) and the test servers' definitions."""
+"""A tool host per test (closed after it), and one with the friendly server running."""
 
 from __future__ import annotations
 
@@ -6,22 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mcp_testing import START, ready, stdio_server
 
-from engine.mcp import HostLimits, McpConfig, ServerConfig, ServerStatus, ToolHost
-from mcp_servers import stdio_args
-
-START = 120.0  # generous: the machine is shared; these are upper bounds, not measurements
-
-
-def stdio_server(name: str, kind: str, env: dict[str, str] | None = None) -> ServerConfig:
-    command, *args = stdio_args(kind)
-    return ServerConfig.stdio(name, command, args, env)
-
-
-def ready(host: ToolHost, name: str) -> ServerStatus:
-    status = host.wait_for(name, ("ready", "failed"), START)
-    assert status.state == "ready", status
-    return status
+from engine.mcp import HostLimits, McpConfig, ToolHost
 
 
 @pytest.fixture

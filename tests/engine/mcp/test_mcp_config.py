@@ -12,8 +12,13 @@ import pytest
 from engine.mcp import McpConfig, ServerConfig, ToolConfigError
 from engine.mcp.config import config_path, load, save
 
-STDIO = ServerConfig.stdio("files", "npx", ["-y", "@modelcontextprotocol/server-filesystem", "/tmp/a b"],
-                           {"TOKEN": "abc123secretvalue"}, disabled_tools=frozenset({"write_file"}))
+STDIO = ServerConfig.stdio(
+    "files",
+    "npx",
+    ["-y", "@modelcontextprotocol/server-filesystem", "/tmp/a b"],
+    {"TOKEN": "abc123secretvalue"},
+    disabled_tools=frozenset({"write_file"}),
+)
 HTTP = ServerConfig.http("notes", "https://notes.example/mcp", {"Authorization": "Bearer xyz"}, enabled=False)
 
 
@@ -36,23 +41,27 @@ def test_the_default_place_is_the_config_folder(tmp_path: Path, monkeypatch: pyt
     assert load() == McpConfig((STDIO,))
 
 
-@pytest.mark.parametrize("content", [
-    b"{not json",
-    b"\xff\xfe",
-    b"[]",
-    b'{"version": 1}',
-    b'{"version": 2, "servers": []}',
-    b'{"version": 1, "servers": [{"name": "x"}]}',
-    b'{"version": 1, "servers": [{"name": "x", "command": "a", "url": "http://b"}]}',
-    b'{"version": 1, "servers": [{"name": "x", "command": "a", "args": "not a list"}]}',
-    b'{"version": 1, "servers": [{"name": "x", "command": "a", "env": {"K": 1}}]}',
-    b'{"version": 1, "servers": [{"name": "x", "command": "a"}, {"name": "x", "command": "b"}]}',
-    b'{"version": 1, "servers": [{"name": "x", "url": "ftp://nope"}]}',
-    b'{"version": 1, "servers": [{"name": "x", "command": "a", "enabled": "yes"}]}',
-    b"[" * 100 + b"]" * 100,
-])
-def test_a_damaged_file_gives_no_servers_and_is_kept_aside(tmp_path: Path, content: bytes,
-                                                          caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",
+        b"\xff\xfe",
+        b"[]",
+        b'{"version": 1}',
+        b'{"version": 2, "servers": []}',
+        b'{"version": 1, "servers": [{"name": "x"}]}',
+        b'{"version": 1, "servers": [{"name": "x", "command": "a", "url": "http://b"}]}',
+        b'{"version": 1, "servers": [{"name": "x", "command": "a", "args": "not a list"}]}',
+        b'{"version": 1, "servers": [{"name": "x", "command": "a", "env": {"K": 1}}]}',
+        b'{"version": 1, "servers": [{"name": "x", "command": "a"}, {"name": "x", "command": "b"}]}',
+        b'{"version": 1, "servers": [{"name": "x", "url": "ftp://nope"}]}',
+        b'{"version": 1, "servers": [{"name": "x", "command": "a", "enabled": "yes"}]}',
+        b"[" * 100 + b"]" * 100,
+    ],
+)
+def test_a_damaged_file_gives_no_servers_and_is_kept_aside(
+    tmp_path: Path, content: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "mcp.json"
     path.write_bytes(content)
     assert load(path) == McpConfig()
@@ -65,19 +74,25 @@ def test_a_missing_file_is_no_servers(tmp_path: Path) -> None:
     assert load(tmp_path / "absent.json") == McpConfig()
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: ServerConfig("", command="x"), "a server needs a name"),
-    (lambda: ServerConfig(" x", command="x"), "leading or trailing spaces"),
-    (lambda: ServerConfig("x"), "give either a command or a URL"),
-    (lambda: ServerConfig("x", command="a", url="http://b"), "give either a command or a URL"),
-    (lambda: ServerConfig.http("x", "localhost:8000"), "must start with http:// or https://"),
-    (lambda: ServerConfig.stdio("x", "a", env={"BAD NAME": "v"}), "not an environment variable name"),
-    (lambda: ServerConfig.http("x", "http://h", {"Bad Header": "v"}), "not an HTTP header name"),
-    (lambda: ServerConfig.http("x", "http://h", {"X": "a\r\nInjected: 1"}), "has a line break"),
-    (lambda: ServerConfig.stdio("x", "a", ["nul\0"]), "NUL"),
-    (lambda: ServerConfig("x", command="a", headers=(("A", "b"),)), "headers belong to a URL"),
-    (lambda: McpConfig((ServerConfig.stdio("x", "a"), ServerConfig.stdio("x", "b"))), "two servers are named"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: ServerConfig("", command="x"), "a server needs a name"),
+        (lambda: ServerConfig(" x", command="x"), "leading or trailing spaces"),
+        (lambda: ServerConfig("x"), "give either a command or a URL"),
+        (lambda: ServerConfig("x", command="a", url="http://b"), "give either a command or a URL"),
+        (lambda: ServerConfig.http("x", "localhost:8000"), "must start with http:// or https://"),
+        (lambda: ServerConfig.stdio("x", "a", env={"BAD NAME": "v"}), "not an environment variable name"),
+        (lambda: ServerConfig.http("x", "http://h", {"Bad Header": "v"}), "not an HTTP header name"),
+        (lambda: ServerConfig.http("x", "http://h", {"X": "a\r\nInjected: 1"}), "has a line break"),
+        (lambda: ServerConfig.stdio("x", "a", ["nul\0"]), "NUL"),
+        (lambda: ServerConfig("x", command="a", headers=(("A", "b"),)), "headers belong to a URL"),
+        (
+            lambda: McpConfig((ServerConfig.stdio("x", "a"), ServerConfig.stdio("x", "b"))),
+            "two servers are named",
+        ),
+    ],
+)
 def test_invalid_definitions_are_refused_with_one_line(make: Callable[[], object], message: str) -> None:
     with pytest.raises(ToolConfigError, match=message) as info:
         make()

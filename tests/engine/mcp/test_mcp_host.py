@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_testing import START, ready, stdio_server
 
-from conftest import START, ready, stdio_server
 from engine.mcp import HostLimits, McpConfig, ServerConfig, ServerStatus, ToolConfigError, ToolHost
 from engine.mcp.toolbox import FUNCTION_NAME
 
@@ -27,8 +27,9 @@ def test_lists_and_calls_tools_over_stdio(friendly: ToolHost) -> None:
     assert friendly.call("friendly", "picture").text == "[image/png, 69 B]"
 
 
-def test_the_server_gets_its_configured_environment_and_not_ours(host: ToolHost,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_server_gets_its_configured_environment_and_not_ours(
+    host: ToolHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DUET_NOT_FOR_SERVERS", "private")
     host.apply(McpConfig((stdio_server("s", "friendly", {"GREETING": "bonjour"}),)))
     ready(host, "s")
@@ -105,19 +106,28 @@ def test_toolbox_names_are_valid_and_map_back(host: ToolHost) -> None:
     assert host.call(server, tool, {"a": 1, "b": 1}).text == "2"
 
 
-@pytest.mark.parametrize("command, args, expected", [
-    ("/nonexistent/mcp-server", [], "No such file or directory '/nonexistent/mcp-server'"),
-    (sys.executable, ["-c", "import sys; sys.stderr.write('config: API key missing\\n'); sys.exit(2)"],
-     "it closed the connection during start-up — stderr: config: API key missing"),
-])
-def test_a_server_that_cannot_start_fails_with_one_line(host: ToolHost, command: str, args: list[str],
-                                                         expected: str) -> None:
+@pytest.mark.parametrize(
+    "command, args, expected",
+    [
+        ("/nonexistent/mcp-server", [], "No such file or directory '/nonexistent/mcp-server'"),
+        (
+            sys.executable,
+            ["-c", "import sys; sys.stderr.write('config: API key missing\\n'); sys.exit(2)"],
+            "it closed the connection during start-up — stderr: config: API key missing",
+        ),
+    ],
+)
+def test_a_server_that_cannot_start_fails_with_one_line(
+    host: ToolHost, command: str, args: list[str], expected: str
+) -> None:
     host.apply(McpConfig((ServerConfig.stdio("bad", command, args), stdio_server("good", "friendly"))))
     status = host.wait_for("bad", ("failed", "ready"), START)
     assert (status.state, status.reason) == ("failed", expected)
     ready(host, "good")
     assert host.call("bad", "echo").text == f"bad/echo: the server is failed ({expected})"
-    host.apply(McpConfig((ServerConfig.stdio("bad", command, args), stdio_server("good", "friendly")))).result()
+    host.apply(
+        McpConfig((ServerConfig.stdio("bad", command, args), stdio_server("good", "friendly")))
+    ).result()
     assert host.status("bad").state == "failed"  # not retried until it changes or is restarted
 
 

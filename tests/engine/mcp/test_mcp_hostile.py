@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-from conftest import START, ready, stdio_server
-from engine.mcp import HostLimits, McpConfig, ServerStatus, ToolHost
 from mcp_servers import INJECTION
+from mcp_testing import START, ready, stdio_server
+
+from engine.mcp import HostLimits, McpConfig, ServerStatus, ToolHost
 
 LIMIT = 100_000
 
@@ -21,8 +21,9 @@ LIMIT = 100_000
 @pytest.fixture
 def both(tmp_path: Path) -> Iterator[ToolHost]:
     """A host running the hostile server and the friendly one."""
-    host = ToolHost(HostLimits(result_chars=LIMIT, start_timeout=START, call_timeout=600),
-                    log_dir=tmp_path / "logs")
+    host = ToolHost(
+        HostLimits(result_chars=LIMIT, start_timeout=START, call_timeout=600), log_dir=tmp_path / "logs"
+    )
     hostile = stdio_server("hostile", "hostile", {"RECORD_FILE": str(tmp_path / "recorded")})
     host.apply(McpConfig((hostile, stdio_server("friendly", "friendly"))))
     ready(host, "hostile")
@@ -70,8 +71,13 @@ def test_cancel_ends_a_call_at_once_and_the_server_hears_it(both: ToolHost, tmp_
     entered, cancelled = tmp_path / "entered", tmp_path / "cancelled"
     cancel = threading.Event()
     with ThreadPoolExecutor(1) as pool:
-        call = pool.submit(both.call, "hostile", "hang", {"entered": str(entered), "cancelled": str(cancelled)},
-                           cancel=cancel)
+        call = pool.submit(
+            both.call,
+            "hostile",
+            "hang",
+            {"entered": str(entered), "cancelled": str(cancelled)},
+            cancel=cancel,
+        )
         assert wait_for_file(entered)
         assert not call.done()
         cancel.set()
@@ -83,12 +89,15 @@ def test_cancel_ends_a_call_at_once_and_the_server_hears_it(both: ToolHost, tmp_
 
 def test_a_crash_mid_call_gives_one_line_and_a_failed_server_that_restarts(both: ToolHost) -> None:
     result = both.call("hostile", "crash")
-    assert (result.text, result.is_error) == ("hostile/crash: the server closed the connection (it has stopped)",
-                                              True)
+    assert (result.text, result.is_error) == (
+        "hostile/crash: the server closed the connection (it has stopped)",
+        True,
+    )
     status = both.wait_for("hostile", ("failed",), START)
     assert status.state == "failed"
-    assert status.reason == ("the connection closed during a call to 'crash' — stderr: "
-                             "hostile: exiting in the middle of a call")
+    assert status.reason == (
+        "the connection closed during a call to 'crash' — stderr: hostile: exiting in the middle of a call"
+    )
     assert "\n" not in status.reason
     assert both.call("hostile", "ping").text.startswith("hostile/ping: the server is failed (")
     assert both.call("friendly", "echo", {"text": "ok"}).text == "ok"

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import socket
 
-from conftest import START, ready
-from engine.mcp import McpConfig, ServerConfig, ToolHost
 from mcp_servers import serve_http
+from mcp_testing import START, ready
+
+from engine.mcp import McpConfig, ServerConfig, ToolHost
 
 
 def test_lists_and_calls_tools_over_http_with_the_configured_headers(host: ToolHost) -> None:
     seen: list[dict[str, str]] = []
     with serve_http("friendly", record_headers=seen) as url:
-        host.apply(McpConfig((ServerConfig.http("web", url, {"Authorization": "Bearer t0ken-for-tests",
-                                                              "X-Team": "duet"}),)))
+        host.apply(
+            McpConfig(
+                (
+                    ServerConfig.http(
+                        "web", url, {"Authorization": "Bearer t0ken-for-tests", "X-Team": "duet"}
+                    ),
+                )
+            )
+        )
         status = ready(host, "web")
         assert {"echo", "add", "picture"} <= {t.name for t in status.tools}
         assert host.call("web", "add", {"a": 20, "b": 22}).text == "42"

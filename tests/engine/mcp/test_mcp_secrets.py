@@ -6,11 +6,11 @@ import logging
 import sys
 
 import pytest
+from mcp_servers import serve_http
+from mcp_testing import START, ready, stdio_server
 
-from conftest import START, ready, stdio_server
 from engine.mcp import McpConfig, ServerConfig, ToolHost, mask
 from engine.mcp.config import redact
-from mcp_servers import serve_http
 
 TOKEN = "sk-live-0123456789abcdef"
 HEADER = "Bearer hdr-9876543210fedcba"
@@ -31,14 +31,24 @@ def test_repr_of_a_server_masks_its_values() -> None:
     assert "API_KEY=sk…ef" in text and "Authorization=Be…ba" in text
 
 
-def test_the_log_never_holds_an_environment_or_header_value(host: ToolHost, caplog: pytest.LogCaptureFixture) -> None:
+def test_the_log_never_holds_an_environment_or_header_value(
+    host: ToolHost, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     leaky = ServerConfig.stdio(  # a server that prints its token and dies: the reason masks it
-        "leaky", sys.executable, ["-c", "import os, sys; sys.stderr.write('bad key ' + os.environ['API_KEY']); sys.exit(1)"],
-        {"API_KEY": TOKEN})
+        "leaky",
+        sys.executable,
+        ["-c", "import os, sys; sys.stderr.write('bad key ' + os.environ['API_KEY']); sys.exit(1)"],
+        {"API_KEY": TOKEN},
+    )
     with serve_http("friendly") as url:
-        config = McpConfig((stdio_server("ok", "friendly", {"API_KEY": TOKEN}), leaky,
-                            ServerConfig.http("web", url, {"Authorization": HEADER})))
+        config = McpConfig(
+            (
+                stdio_server("ok", "friendly", {"API_KEY": TOKEN}),
+                leaky,
+                ServerConfig.http("web", url, {"Authorization": HEADER}),
+            )
+        )
         host.apply(config)
         ready(host, "ok")
         ready(host, "web")

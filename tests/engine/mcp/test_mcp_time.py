@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from mcp_testing import ready
 
-from conftest import ready
 from engine.mcp import McpConfig, ServerConfig, ToolHost
 
 
@@ -27,8 +27,9 @@ def test_the_time_server_lists_and_answers(host: ToolHost) -> None:
     tools = {t.name: t for t in ready(host, "time").tools}
     assert set(tools) == {"get_current_time", "convert_time"}
     assert tools["convert_time"].input_schema["required"] == ["source_timezone", "time", "target_timezone"]
-    result = host.call("time", "convert_time",
-                       {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Kolkata"})
+    result = host.call(
+        "time", "convert_time", {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Kolkata"}
+    )
     assert not result.is_error
     answer = json.loads(result.text)
     assert answer["target"]["datetime"].endswith("T17:30:00+05:30")

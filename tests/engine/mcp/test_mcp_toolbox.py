@@ -9,7 +9,9 @@ from engine.mcp.toolbox import FUNCTION_NAME, ToolInfo, build_toolbox
 
 
 def tools(*names: str) -> list[ToolInfo]:
-    return [ToolInfo(n, f"does {n}", {"type": "object", "properties": {"x": {"type": "string"}}}) for n in names]
+    return [
+        ToolInfo(n, f"does {n}", {"type": "object", "properties": {"x": {"type": "string"}}}) for n in names
+    ]
 
 
 def test_unique_valid_names_are_kept() -> None:
@@ -40,21 +42,42 @@ def test_clashes_left_after_cleaning_get_numbers() -> None:
 
 
 def test_specs_are_openai_functions_and_fresh_copies() -> None:
-    box = build_toolbox([("s", [ToolInfo("f", "Does f.", {"type": "object", "properties": {"q": {"type": "string"}},
-                                                            "required": ["q"]}),
-                                ToolInfo("g", "", {})])])
+    box = build_toolbox(
+        [
+            (
+                "s",
+                [
+                    ToolInfo(
+                        "f",
+                        "Does f.",
+                        {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+                    ),
+                    ToolInfo("g", "", {}),
+                ],
+            )
+        ]
+    )
     specs = box.specs()
-    assert specs[0] == {"type": "function", "function": {
-        "name": "f", "description": "Does f.",
-        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}
+    assert specs[0] == {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "description": "Does f.",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+        },
+    }
     assert specs[1]["function"]["parameters"] == {"type": "object", "properties": {}}
     specs[0]["function"]["parameters"]["properties"].clear()
     assert box.specs()[0]["function"]["parameters"]["properties"] == {"q": {"type": "string"}}
 
 
-@given(st.lists(st.tuples(st.text(min_size=1, max_size=20),
-                          st.lists(st.text(min_size=1, max_size=90), max_size=6)),
-                max_size=5, unique_by=lambda s: s[0]))
+@given(
+    st.lists(
+        st.tuples(st.text(min_size=1, max_size=20), st.lists(st.text(min_size=1, max_size=90), max_size=6)),
+        max_size=5,
+        unique_by=lambda s: s[0],
+    )
+)
 def test_names_are_always_valid_unique_and_resolve(servers: list[tuple[str, list[str]]]) -> None:
     box = build_toolbox([(server, tools(*names)) for server, names in servers])
     names = box.names()
