@@ -24,6 +24,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -69,6 +70,7 @@ class _Run:
     task: asyncio.Task[None] | None = None
     client: Client | None = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    was_ready: bool = False
     lost: str = ""
 
 
@@ -256,8 +258,7 @@ class ToolHost:
     async def _hold(self, run: _Run) -> None:
         """Open the server, publish its tools, hold the connection until stopped or lost."""
         server = run.server
-        what = server.command if server.command else server.url
-        log.info("starting MCP server %r (%s: %s)", server.name, server.transport, what)
+        log.info("starting MCP server %r (%s: %s)", server.name, server.transport, _shown(server))
         errlog_path = self.log_dir / f"{_file_name(server.name)}.log"
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -267,7 +268,7 @@ class ToolHost:
                     client = await open_client(server, stack, errlog=errlog,
                                                max_sse_event_bytes=self.limits.max_sse_event_bytes)
                     tools = await list_tools(client)
-                run.client = client
+                run.client, run.was_ready = client, True
                 log.info("MCP server %r is ready with %d tools", server.name, len(tools))
                 self._publish(ServerStatus(server.name, "ready", tools=tools))
                 await run.stop.wait()
@@ -275,8 +276,10 @@ class ToolHost:
         except asyncio.CancelledError:
             return  # stopped while starting; _stop publishes
         except Exception as e:  # the SDK's errors, OSError, timeouts: all end as one line
+            reason = (run.lost or (f"the connection failed: {one_line(e, server.secrets)}" if run.was_ready
+                                   else start_failure(e, server)))
             run.client = None
-            self._fail(server, start_failure(e, server), errlog_path)
+            self._fail(server, reason, errlog_path)
             return
         if run.lost:
             self._fail(server, run.lost, errlog_path)
@@ -329,6 +332,15 @@ class ToolHost:
         for task in calls:
             task.cancel()
         await asyncio.gather(*calls, return_exceptions=True)
+
+
+def _shown(server: ServerConfig) -> str:
+    """What the log may say of how a server starts: its command, or its URL without the user,
+    password, query or fragment (where tokens hide)."""
+    if server.command:
+        return server.command
+    url = urlsplit(server.url)
+    return urlunsplit((url.scheme, url.netloc.rpartition("@")[2], url.path, "", ""))
 
 
 def _file_name(name: str) -> str:
