@@ -19,32 +19,15 @@ from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, Signal
-from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QComboBox,
-    QDialog,
-    QDialogButtonBox,
-    QFileDialog,
-    QFormLayout,
-    QHBoxLayout,
-    QHeaderView,
-    QLabel,
-    QLineEdit,
-    QMessageBox,
-    QPlainTextEdit,
-    QPushButton,
-    QStackedWidget,
-    QTableWidget,
-    QTableWidgetItem,
-    QTreeWidget,
-    QTreeWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDialog, QDialogButtonBox, QFileDialog,
+                               QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMessageBox,
+                               QPlainTextEdit, QPushButton, QStackedWidget, QTableWidget,
+                               QTableWidgetItem, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
 from engine.mcp import McpConfig, ServerConfig, ServerStatus, ToolConfigError, ToolHost, mask
 from engine.mcp import config as mcp_config
 from engine.mcp.interchange import read_servers, write_servers
+from engine.mcp.session import INHERITED_ENV
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +193,8 @@ class ToolsDialog(QDialog):
         return item.data(0, TOOL_ROLE) if item is not None else None
 
     def _tops(self) -> list[QTreeWidgetItem]:
-        return [t for i in range(self.tree.topLevelItemCount()) if (t := self.tree.topLevelItem(i)) is not None]
+        items = (self.tree.topLevelItem(i) for i in range(self.tree.topLevelItemCount()))
+        return [t for t in items if t is not None]
 
     def server_item(self, name: str) -> QTreeWidgetItem | None:
         return next((t for t in self._tops() if t.data(0, SERVER_ROLE) == name), None)
@@ -321,7 +305,8 @@ class ToolsDialog(QDialog):
         except (OSError, ValueError) as e:
             self.message.setText(f"Cannot export to {path}: {getattr(e, 'strerror', None) or e}")
             return
-        self.message.setText(f"Exported {len(self.tools.config.servers)} servers to {path.name}.")
+        n = len(self.tools.config.servers)
+        self.message.setText(f"Exported {n} server{'s' if n != 1 else ''} to {path.name}.")
 
 
 def _children(item: QTreeWidgetItem) -> list[QTreeWidgetItem]:
@@ -401,6 +386,10 @@ class ServerEditor(QDialog):
         stdio_form.addRow("Command", self.command)
         stdio_form.addRow("Arguments", self.args)
         stdio_form.addRow("Environment", self.env)
+        inherited = QLabel(f"The program also gets {', '.join(INHERITED_ENV)}: nothing else of "
+                           "Duet's environment.", self)
+        inherited.setWordWrap(True)
+        stdio_form.addRow("", inherited)
         http_form.addRow("URL", self.url)
         http_form.addRow("Headers", self.headers)
         self.pages = QStackedWidget(self)

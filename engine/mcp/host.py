@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import logging
 import threading
 from collections.abc import Callable, Coroutine
@@ -344,7 +345,9 @@ def _shown(server: ServerConfig) -> str:
 
 
 def _file_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    """A file name for a server's stderr log: readable, and distinct for distinct names."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+    return f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def _last_line(path: Path) -> str:

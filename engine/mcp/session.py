@@ -16,7 +16,7 @@ from typing import TextIO
 import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
@@ -24,6 +24,7 @@ from mcp_types import CONNECTION_CLOSED
 from engine.mcp.config import ServerConfig, redact
 from engine.mcp.toolbox import ToolInfo
 
+INHERITED_ENV = tuple(DEFAULT_INHERITED_ENV_VARS)  # what a stdio server gets of our environment
 MAX_PAGES = 100
 MAX_LINE = 300
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)

@@ -173,7 +173,7 @@ def test_export_writes_the_mcp_servers_json(
     assert json.loads(out.read_text()) == {
         "mcpServers": {"notes": {"url": "https://n.test/mcp", "headers": {"X-Key": SECRET}}}
     }
-    assert dialog.message.text() == "Exported 1 servers to exported.json."
+    assert dialog.message.text() == "Exported 1 server to exported.json."
 
 
 def test_the_editor_refuses_bad_input_in_one_line(qtbot: QtBot, dialog: ToolsDialog, tools: Tools) -> None:

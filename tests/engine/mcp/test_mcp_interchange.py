@@ -122,5 +122,6 @@ def test_a_malformed_file_is_refused_with_one_line(tmp_path: Path, content: byte
 
 
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(ToolConfigError, match=re.escape("cannot read absent.json: No such file or directory")):
+    missing = re.escape("cannot read absent.json: No such file or directory")
+    with pytest.raises(ToolConfigError, match=missing):
         read_servers(tmp_path / "absent.json")
