@@ -3,9 +3,9 @@
 :class:`Tools` owns the servers file (``mcp.json``) and the engine's :class:`ToolHost`; every
 change is saved at once and applied to the running servers (the dialog has no OK). The tree
 lists each server (its checkbox enables it; its state and reason beside it) and under it each
-tool (its checkbox offers it to the model; its description beside it). Servers are added by
-command (+ arguments, one per line, and environment) or by URL (+ headers), edited, removed,
-restarted, imported from and exported to the ``mcpServers`` JSON of other apps. Environment and
+tool (its checkbox offers it to the model; its description beside it). Servers are added and
+edited in ``app.tools_editor``, removed, restarted, imported from and exported to the
+``mcpServers`` JSON of other apps. Environment and
 header values are shown masked; everything a server sends is shown as plain text.
 """
 
@@ -13,21 +13,21 @@ from __future__ import annotations
 
 import logging
 import shlex
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDialog, QDialogButtonBox, QFileDialog,
-                               QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMessageBox,
-                               QPlainTextEdit, QPushButton, QStackedWidget, QTableWidget,
-                               QTableWidgetItem, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout,
+                               QHeaderView, QLabel, QMessageBox, QPushButton, QTreeWidget, QTreeWidgetItem,
+                               QVBoxLayout, QWidget)
 
 from engine.mcp import McpConfig, ServerConfig, ServerStatus, ToolConfigError, ToolHost, mask
 from engine.mcp import config as mcp_config
 from engine.mcp.interchange import read_servers, write_servers
-from engine.mcp.session import INHERITED_ENV
+
+from app.tools_editor import ServerEditor, plain_label
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +127,8 @@ class ToolsDialog(QDialog):
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.tree.itemChanged.connect(self._on_item_changed)
         self.tree.currentItemChanged.connect(self._show_details)
-        self.details = _plain_label(self)
-        self.message = _plain_label(self)
+        self.details = plain_label(self)
+        self.message = plain_label(self)
         self.buttons: dict[str, QPushButton] = {}
         row = QHBoxLayout()
         for key, text, slot in (("add", "Add…", self.add_server), ("edit", "Edit…", self.edit_server),
@@ -311,124 +311,3 @@ class ToolsDialog(QDialog):
 
 def _children(item: QTreeWidgetItem) -> list[QTreeWidgetItem]:
     return [c for i in range(item.childCount()) if (c := item.child(i)) is not None]
-
-
-def _plain_label(parent: QWidget) -> QLabel:
-    """A label that shows text as text: what servers send is never rendered as rich text."""
-    label = QLabel(parent)
-    label.setTextFormat(Qt.TextFormat.PlainText)
-    label.setWordWrap(True)
-    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    return label
-
-
-class PairsTable(QWidget):
-    """Names and secret values (environment or headers); the values are typed masked."""
-
-    def __init__(self, pairs: Iterable[tuple[str, str]], what: str, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.table = QTableWidget(0, 2, self)
-        self.table.setHorizontalHeaderLabels([what, "Value"])
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        add, remove = QPushButton("Add", self), QPushButton("Remove", self)
-        add.clicked.connect(lambda: self.add_row("", ""))
-        remove.clicked.connect(lambda: self.table.removeRow(self.table.currentRow()))
-        for key, value in pairs:
-            self.add_row(key, value)
-        buttons = QHBoxLayout()
-        buttons.addWidget(add)
-        buttons.addWidget(remove)
-        buttons.addStretch(1)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.table)
-        layout.addLayout(buttons)
-
-    def add_row(self, key: str, value: str) -> None:
-        row = self.table.rowCount()
-        self.table.insertRow(row)
-        self.table.setItem(row, 0, QTableWidgetItem(key))
-        field = QLineEdit(value, self.table)
-        field.setEchoMode(QLineEdit.EchoMode.Password)
-        self.table.setCellWidget(row, 1, field)
-
-    def pairs(self) -> dict[str, str]:
-        out = {}
-        for row in range(self.table.rowCount()):
-            item, field = self.table.item(row, 0), self.table.cellWidget(row, 1)
-            key = item.text().strip() if item is not None else ""
-            if key and isinstance(field, QLineEdit):
-                out[key] = field.text()
-        return out
-
-
-class ServerEditor(QDialog):
-    """Add or edit one server; OK checks it and sets ``result_server`` (errors in one line)."""
-
-    def __init__(self, server: ServerConfig | None, taken: set[str], parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setWindowTitle("Edit server" if server else "Add a server")
-        self.original, self.taken = server, taken
-        self.result_server: ServerConfig | None = None
-        self.name = QLineEdit(server.name if server else "", self)
-        self.kind = QComboBox(self)
-        self.kind.addItems(["Command (stdio)", "URL (Streamable HTTP)"])
-        self.command = QLineEdit(server.command if server else "", self)
-        self.command.setPlaceholderText("npx, uvx, docker, or the full path of a program")
-        self.args = QPlainTextEdit("\n".join(server.args) if server else "", self)
-        self.args.setPlaceholderText("One argument per line, exactly as the program gets it (no shell)")
-        self.env = PairsTable(server.env if server else (), "Variable", self)
-        self.url = QLineEdit(server.url if server else "", self)
-        self.url.setPlaceholderText("http://127.0.0.1:8000/mcp")
-        self.headers = PairsTable(server.headers if server else (), "Header", self)
-        stdio_page, http_page = QWidget(self), QWidget(self)
-        stdio_form, http_form = QFormLayout(stdio_page), QFormLayout(http_page)
-        stdio_form.addRow("Command", self.command)
-        stdio_form.addRow("Arguments", self.args)
-        stdio_form.addRow("Environment", self.env)
-        inherited = QLabel(f"The program also gets {', '.join(INHERITED_ENV)}: nothing else of "
-                           "Duet's environment.", self)
-        inherited.setWordWrap(True)
-        stdio_form.addRow("", inherited)
-        http_form.addRow("URL", self.url)
-        http_form.addRow("Headers", self.headers)
-        self.pages = QStackedWidget(self)
-        self.pages.addWidget(stdio_page)
-        self.pages.addWidget(http_page)
-        self.kind.currentIndexChanged.connect(self.pages.setCurrentIndex)
-        self.kind.setCurrentIndex(1 if server and server.url else 0)
-        self.error = _plain_label(self)
-        self.error.setStyleSheet("color: #b00020;")
-        ok_cancel = QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        buttons = QDialogButtonBox(ok_cancel, self)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        form = QFormLayout()
-        form.addRow("Name", self.name)
-        form.addRow("Kind", self.kind)
-        layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(self.pages, 1)
-        layout.addWidget(self.error)
-        layout.addWidget(buttons)
-        self.resize(560, 480)
-
-    def server(self) -> ServerConfig:
-        """The server as entered; ToolConfigError (one line) when it is not usable."""
-        name = self.name.text().strip()
-        if name in self.taken:
-            raise ToolConfigError(f"there is already a server named {name!r}")
-        kept = {} if self.original is None else {"enabled": self.original.enabled,
-                                                 "disabled_tools": self.original.disabled_tools}
-        if self.kind.currentIndex() == 0:
-            args = [line for line in self.args.toPlainText().split("\n") if line != ""]
-            return ServerConfig.stdio(name, self.command.text().strip(), args, self.env.pairs(), **kept)
-        return ServerConfig.http(name, self.url.text().strip(), self.headers.pairs(), **kept)
-
-    def accept(self) -> None:
-        try:
-            self.result_server = self.server()
-        except ToolConfigError as e:
-            self.error.setText(str(e))
-            return
-        super().accept()
