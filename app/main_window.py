@@ -37,6 +37,7 @@ from app.sidebar import Sidebar
 from app import model_memory
 from app.local_server import LocalServer
 from app.status import StatusBar
+from app.tools_panel import open_tools_dialog
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,7 @@ class MainWindow(QMainWindow):
         self._action(model, "&Fetch the starter models…", self.fetch_starters)
         settings = bar.addMenu("&Settings")
         self._action(settings, "&Preferences…", self.settings_dialog, QKeySequence("Ctrl+,"))
+        self._action(settings, "&Tools (MCP servers)…", lambda: open_tools_dialog(self))
         self._action(settings, "&Measure the verification cost again", self.recalibrate)
         help_ = bar.addMenu("&Help")
         self._action(help_, "&About Duet", self._about)
