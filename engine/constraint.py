@@ -19,6 +19,7 @@ A matcher is used by one thread at a time.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import threading
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from engine.backend import lib
 from engine.errors import DuetError
 from engine.model import Model
 
@@ -62,13 +64,27 @@ def tokenizer(model: Model) -> Any:
     with _tokenizers_lock:
         tok = _tokenizers.get(id(model))
         if tok is None:
-            from llguidance.llamacpp import lltokenizer_from_vocab
-
-            tok = lltokenizer_from_vocab(model.vocab, n_vocab=model.n_vocab,
-                                         eos_token=sorted(model.eog_ids))
+            tok = _llg().LLTokenizer.from_llamacpp(
+                tokens=[_token_bytes(model, t) for t in range(model.n_vocab)],
+                vocab_ptr=model.vocab, tokenize_fptr=_TOKENIZE,
+                eos_token=sorted(model.eog_ids), slices=None)
             _tokenizers[id(model)] = tok
             model.on_close(lambda: _tokenizers.pop(id(model), None))
         return tok
+
+
+def _token_bytes(model: Model, token: int) -> bytes:
+    """A token's bytes as llguidance reads them: control tokens (and user-defined ones that look
+    like ``<...>``) prefixed with 0xff, so that no text can spell them."""
+    text = model.special_piece(token)
+    attr = lib.llama_vocab_get_attr(model.vocab, token)
+    if attr & lib.LLAMA_TOKEN_ATTR_CONTROL or (attr & lib.LLAMA_TOKEN_ATTR_USER_DEFINED
+                                               and text.startswith(b"<") and text.endswith(b">")):
+        return b"\xff" + text
+    return text
+
+
+_TOKENIZE = ctypes.cast(lib.llama_tokenize, ctypes.c_void_p).value
 
 
 @dataclass(frozen=True)
@@ -84,7 +100,7 @@ class Grammar:
         llg = _llg()
         try:
             if kind == "json_schema":
-                schema = text if isinstance(text, dict) else json.loads(text)
+                schema = json.loads(text) if isinstance(text, str) else text
                 check_schema(schema)
                 source = llg.LLMatcher.grammar_from_json_schema(schema, defaults=JSON_STYLE)
             elif kind == "gbnf":

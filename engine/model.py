@@ -218,6 +218,15 @@ class Model(NativeOwner):
             self._piece_cache[token] = cached
         return cached
 
+    def special_piece(self, token: int) -> bytes:
+        """The bytes of ``token`` with special tokens spelled out (``<|im_end|>``)."""
+        buf = ctypes.create_string_buffer(256)
+        n = lib.llama_token_to_piece(self._vocab, token, buf, 256, 0, True)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = lib.llama_token_to_piece(self._vocab, token, buf, -n, 0, True)
+        return buf.raw[:max(n, 0)]
+
     def detokenize(self, tokens: list[int] | tuple[int, ...]) -> str:
         return b"".join(self.piece(t) for t in tokens).decode("utf-8", "replace")
 
