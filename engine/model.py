@@ -6,6 +6,7 @@ import ctypes
 import functools
 import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -204,6 +205,38 @@ class Model(NativeOwner):
             buf = (lib.llama_token * capacity)()
             n = lib.llama_tokenize(self._vocab, data, len(data), buf, capacity, add_special, parse_special)
         return list(buf[:n])
+
+    @functools.cached_property
+    def markup_tokens(self) -> re.Pattern[str] | None:
+        """The texts of the vocabulary's control and user-defined tokens (``<|im_start|>``,
+        ``<tool_call>``), as one pattern; None when there are none."""
+        kinds = lib.LLAMA_TOKEN_ATTR_CONTROL | lib.LLAMA_TOKEN_ATTR_USER_DEFINED
+        texts = {self.special_piece(t).decode("utf-8", "replace") for t in range(self.n_vocab)
+                 if lib.llama_vocab_get_attr(self._vocab, t) & kinds}
+        texts.discard("")
+        if not texts:
+            return None
+        return re.compile("|".join(re.escape(t) for t in sorted(texts, key=len, reverse=True)))
+
+    def inert(self, text: str) -> bool:
+        """Whether ``text`` spells no control or user-defined token."""
+        pattern = self.markup_tokens
+        return pattern is None or pattern.search(text) is None
+
+    def tokenize_text(self, text: str) -> list[int]:
+        """Tokens of text someone wrote (a message, a tool's result): never a control token,
+        and never a user-defined one either (llama.cpp matches those, ``<tool_call>`` say, even
+        without parse_special): where the text spells one, it is tokenized in two pieces, split
+        after its first character."""
+        pattern = self.markup_tokens
+        if pattern is None or pattern.search(text) is None:
+            return self.tokenize(text, add_special=False, parse_special=False)
+        out: list[int] = []
+        pos = 0
+        for m in pattern.finditer(text):
+            out += self.tokenize(text[pos:m.start() + 1], add_special=False, parse_special=False)
+            pos = m.start() + 1
+        return out + self.tokenize(text[pos:], add_special=False, parse_special=False)
 
     def piece(self, token: int) -> bytes:
         """The bytes ``token`` renders as in generated text (special tokens render empty)."""
