@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from engine.chat import ToolCall
-from engine.constraint import JSON_STYLE
 from engine.model import Model
 from engine.tools import Tool, ToolChoice, new_call_id
 
@@ -127,27 +126,35 @@ def _call(item: Any, fmt: Format, names: Sequence[str]) -> ToolCall | None:
 
 
 # -- writing only calls (constrained) ---------------------------------------------------------
+# A call's JSON as the model likes to write it (pretty-printed or not), each run of whitespace
+# bounded: the grammar enforces that the reply is calls with valid arguments, not a layout.
+CALL_JSON = {"whitespace_flexible": True, "whitespace_pattern": "[ \\t\\n]{0,40}"}
+
+
 def grammar(fmt: Format, model: Model, tools: Sequence[Tool], choice: ToolChoice) -> str:
     """The Lark grammar of a reply made of calls of ``tools`` (one named by ``choice``, or any;
-    several when ``choice.parallel``), each in ``fmt``'s form."""
+    several when ``choice.parallel``): each in the family's own form or as a fenced JSON block
+    (small models often prefer the block: measured with Qwen2.5-Coder-1.5B, which writes its
+    calls that way unprompted and, forced into its template's tags, kept calling)."""
     offered = [t for t in tools if choice.mode != "function" or t.name == choice.name]
-    lines = [f"body: {' | '.join(f'fn{i}' for i in range(len(offered)))}"]
+    lines = ["start: block" + (' ("\\n" block)*' if choice.parallel else ""),
+             f"body: {' | '.join(f'fn{i}' for i in range(len(offered)))}",
+             'fenced: "```json\\n" body "\\n```"']
+    if fmt is HERMES:
+        lines.append(f'tagged: {_literal(model, fmt.opener)} "\\n" body "\\n" '
+                     f'{_literal(model, fmt.closer)}')
+        lines.append("block: tagged | fenced")
+    elif fmt is MISTRAL:
+        lines.append(f'tagged: {_literal(model, fmt.opener)} "[" body "]"')
+        lines.append("block: tagged | fenced")
+    else:
+        lines.append("block: fenced | body")
     for i, tool in enumerate(offered):
         schema = {"type": "object", "properties": {
             "name": {"const": tool.name}, fmt.arguments: tool.parameters},
             "required": ["name", fmt.arguments], "additionalProperties": False,
-            "x-guidance": JSON_STYLE}
+            "x-guidance": CALL_JSON}
         lines.append(f"fn{i}: %json {json.dumps(schema)}")
-    many = choice.parallel
-    if fmt is HERMES:
-        open_, close = _literal(model, fmt.opener), _literal(model, fmt.closer)
-        lines.append(f'call: {open_} "\\n" body "\\n" {close}')
-        lines.insert(0, 'start: call ("\\n" call)*' if many else "start: call")
-    elif fmt is MISTRAL:
-        lines.insert(0, f'start: {_literal(model, fmt.opener)} "[" body '
-                        + ('(", " body)* "]"' if many else '"]"'))
-    else:
-        lines.insert(0, "start: body")  # one bare object (what llama3 and generic read)
     return "\n".join(lines)
 
 
