@@ -7,12 +7,11 @@ does on double-click.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Sequence
 
-log = logging.getLogger("app")
+from engine import logsetup
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -21,7 +20,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-autoload", action="store_true",
                    help="do not load the last used model at start")
     p.add_argument("--log-level", default="WARNING",
-                   choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log verbosity (stderr)")
+                   choices=logsetup.LEVELS, help="log verbosity (stderr)")
     # Startup-time measurement (tests): quit as soon as the window is on screen.
     p.add_argument("--exit-after-show", action="store_true", help=argparse.SUPPRESS)
     # A relaunch after a lost RPC worker ended the last run (engine.rescue): what happened, and
@@ -116,8 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_selfcheck(argv)
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logsetup.configure(args.log_level, timestamps=True)
     return run_gui(args)
 
 

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from engine import logsetup
+
 log = logging.getLogger(__name__)
 
 # A reply that copies its prompt, so that the n-gram drafter has matches to propose.
@@ -88,7 +90,7 @@ def parse_args(argv: Sequence[str]) -> tuple[CheckOptions, str]:
     p.add_argument("--only", default=",".join(STEPS),
                    help="comma-separated steps to run (default: all)")
     p.add_argument("--log-level", default="WARNING",
-                   choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+                   choices=logsetup.LEVELS)
     args, _unknown = p.parse_known_args(list(argv))
     steps = expand_steps([name.strip() for name in args.only.split(",") if name.strip()])
     return (CheckOptions(model=args.model, fetch=args.fetch, draft=not args.no_draft,
@@ -274,14 +276,6 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
 
 
-def _setup_logging(level: str) -> None:
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(level=level, format="duet: %(levelname)s %(name)s: %(message)s")
-    else:
-        root.setLevel(level)
-
-
 def run_selfcheck(argv: Sequence[str] | None = None) -> int:
     """Run the self-check (see the module docstring); 0 if every step passed, else 1."""
     steps = _Steps()
@@ -290,7 +284,7 @@ def run_selfcheck(argv: Sequence[str] | None = None) -> int:
     except CheckFailed as exc:
         print(f"self-check failed: {exc}", file=sys.stderr, flush=True)
         return 1
-    _setup_logging(level)
+    logsetup.configure(level)
     try:
         with _offscreen(), tempfile.TemporaryDirectory(prefix="duet-self-check-") as tmp:
             _run(opts, steps, Path(tmp))

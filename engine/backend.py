@@ -14,7 +14,7 @@ from collections import deque
 import llama_cpp as _pkg  # noqa: F401  (importing the package loads the shared library)
 from llama_cpp import llama_cpp as lib
 
-log = logging.getLogger("engine.llama_cpp")
+log = logging.getLogger(__name__)  # llama.cpp's own log (engine.logsetup.NATIVE)
 
 _GGML_LOG_LEVEL_ERROR = 4
 _GGML_LOG_LEVEL_WARN = 3

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from pathlib import Path
 
+from engine import logsetup
 from engine.errors import DuetError
-
-log = logging.getLogger(__name__)
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:
@@ -92,10 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
-                        format="%(levelname)s %(name)s: %(message)s")
-    if args.verbose < 2:
-        logging.getLogger("engine.llama_cpp").setLevel(logging.ERROR)
+    logsetup.configure(logsetup.level_for(args.verbose))
     try:
         return int(args.func(args) or 0)
     except DuetError as e:

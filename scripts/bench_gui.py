@@ -34,6 +34,8 @@ from PySide6.QtCore import QEventLoop, Qt, QTimer  # noqa: E402
 from PySide6.QtGui import QTextDocument  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
+from engine import logsetup  # noqa: E402
+
 LONG_MS = 300_000
 
 
@@ -161,6 +163,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--write", action="store_true", help="write docs/benchmarks/gui.md")
     args = p.parse_args()
+    logsetup.configure()
     app = QApplication.instance() or QApplication([])  # noqa: F841
     from engine import paths
     from engine.runtime import STARTER_FILES

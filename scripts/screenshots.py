@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 REPO = Path(__file__).resolve().parents[1]
 PROMPT = "Write a short Python function that checks whether a string is a palindrome, then explain it in one sentence."
 
@@ -33,11 +35,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     sys.path.insert(0, str(REPO))
-    from engine import paths
+    from engine import logsetup, paths
     from engine.runtime import resolve_model
+
+    logsetup.configure(logging.INFO)
 
     os.environ.setdefault("DUET_MODELS_DIR", str(paths.models_dir()))  # before DUET_HOME moves
     target = resolve_model(args.model)
@@ -82,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     window.controller.send(args.prompt)
     wait_for(window.controller.conversation_saved)
-    logging.info("reply in %.1f s", time.perf_counter() - t)
+    log.info("reply in %.1f s", time.perf_counter() - t)
     window.notice.hide()
     args.out.mkdir(parents=True, exist_ok=True)
     for name in ("light", "dark"):
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         path = args.out / f"{name}.png"
         if not window.grab().save(str(path)):
             raise SystemExit(f"could not write {path}")
-        logging.info("wrote %s", path)
+        log.info("wrote %s", path)
     window.close()
     return 0
 

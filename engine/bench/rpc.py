@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
                 endpoints = stack.enter_context(_workers(layout, args))
             except _Skip as e:
                 skipped[layout] = str(e)
-                print(f"bench rpc: skipping {layout}: {e}", file=sys.stderr)
+                log.warning("skipping %s: %s", layout, e)
                 if layout == "netem" and "proxy" not in layouts:
                     layouts.append("proxy")  # the same delay from a user-space forwarder
                 continue
