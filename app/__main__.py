@@ -9,9 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from engine import logsetup
+
+if TYPE_CHECKING:  # the GUI modules are imported when the GUI starts
+    from PySide6.QtWidgets import QApplication
+
+    from app.main_window import MainWindow
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -49,12 +54,12 @@ def worker_lost_notice(why: str) -> str:
             "model to go on (the next reply processes the conversation again).")
 
 
-def _install_file_open_handler(app, window) -> None:  # noqa: ANN001
+def _install_file_open_handler(app: QApplication, window: MainWindow) -> None:
     """macOS hands a double-clicked ``.duet`` to a running app as a QFileOpenEvent, not argv."""
     from PySide6.QtCore import QEvent, QObject
 
     class FileOpenFilter(QObject):
-        def eventFilter(self, obj, event):  # noqa: ANN001, N802 - Qt's name
+        def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
             if event.type() == QEvent.Type.FileOpen and event.file():
                 window.controller.open_path(Path(event.file()))
                 return True
@@ -64,7 +69,7 @@ def _install_file_open_handler(app, window) -> None:  # noqa: ANN001
     app.installEventFilter(window._file_open_filter)
 
 
-def create_window(args: argparse.Namespace):  # noqa: ANN201 - app.main_window.MainWindow
+def create_window(args: argparse.Namespace) -> MainWindow:
     """The QApplication (created if needed) and the shown main window, FILE opened if given."""
     from PySide6.QtWidgets import QApplication
 

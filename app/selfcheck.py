@@ -33,9 +33,14 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from engine import logsetup
+
+if TYPE_CHECKING:  # imported when used: the self-check reports a failed import as a step
+    from engine.chat import Message
+    from engine.events import Done
+    from engine.runtime import Runtime, RuntimeConfig
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +132,7 @@ def find_model(opts: CheckOptions) -> tuple[Path, str]:
     return path, f"{model.display_name}, {how} in {folder}"
 
 
-def runtime_config(path: Path, opts: CheckOptions, drafter: str):  # noqa: ANN201 - RuntimeConfig
+def runtime_config(path: Path, opts: CheckOptions, drafter: str) -> RuntimeConfig:
     """Greedy replies with ``drafter`` (ngram, or model: ``path`` as its own draft) forced on:
     adaptive off, so drafts are always tried."""
     from engine.context import ContextParams
@@ -144,7 +149,7 @@ def runtime_config(path: Path, opts: CheckOptions, drafter: str):  # noqa: ANN20
                          speculative=spec)
 
 
-def reply(runtime, messages):  # noqa: ANN001, ANN201 - (Runtime, [Message]) -> engine.events.Done
+def reply(runtime: Runtime, messages: list[Message]) -> Done:
     """Run one reply to the end and return its Done event."""
     from engine.errors import DuetError
     from engine.events import collect
@@ -158,7 +163,7 @@ def reply(runtime, messages):  # noqa: ANN001, ANN201 - (Runtime, [Message]) -> 
     return done
 
 
-def check_generate(runtime):  # noqa: ANN001, ANN201 - Runtime -> (messages, line)
+def check_generate(runtime: Runtime) -> tuple[list[Message], str]:
     """Reply to PROMPT; the configured drafter must have proposed tokens."""
     from engine.chat import Message
 
@@ -175,7 +180,8 @@ def check_generate(runtime):  # noqa: ANN001, ANN201 - Runtime -> (messages, lin
     return messages + [Message("assistant", done.text, time.time())], line
 
 
-def check_session(runtime, config, messages, folder: Path) -> str:  # noqa: ANN001
+def check_session(runtime: Runtime, config: RuntimeConfig, messages: list[Message],
+                  folder: Path) -> str:
     """Save ``runtime``'s conversation with KV, close it, reopen into a fresh Runtime, reply."""
     from engine.chat import Message
     from engine.runtime import Runtime

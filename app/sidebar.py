@@ -93,17 +93,6 @@ class Sidebar(QWidget):
             else:
                 item.setHidden(conv.path is None or not file_matches(conv.path, query))
 
-    def update_conversation(self, conv: Conversation) -> None:
-        for i in range(self.list.count()):
-            item = self.list.item(i)
-            if item.data(ID_ROLE) == conv.id:
-                item.setText(self._label(conv))
-                item.setToolTip(str(conv.path) if conv.path else "Not saved yet")
-
-    def current_id(self) -> str | None:
-        item = self.list.currentItem()
-        return item.data(ID_ROLE) if item else None
-
     @staticmethod
     def _label(conv: Conversation) -> str:
         return conv.title + (" •" if conv.dirty else "")

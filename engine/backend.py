@@ -51,13 +51,3 @@ def take_errors() -> str:
     lines = list(_recent_errors)
     _recent_errors.clear()
     return " / ".join(lines)
-
-
-def supports_gpu_offload() -> bool:
-    init()
-    return bool(lib.llama_supports_gpu_offload())
-
-
-def system_info() -> str:
-    init()
-    return lib.llama_print_system_info().decode("utf-8", "replace")

@@ -6,9 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine import logsetup
 from engine.errors import DuetError
+
+if TYPE_CHECKING:
+    from engine.events import Token
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:
@@ -65,7 +69,7 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_token(token) -> None:  # noqa: ANN001 - engine.events.Token
+def write_token(token: Token) -> None:
     """Stream a token's text to standard output."""
     sys.stdout.write(token.text)
     sys.stdout.flush()

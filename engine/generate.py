@@ -252,7 +252,7 @@ class _Counters:
 class _Output:
     """Turns accepted tokens into text events: UTF-8 safe, stop strings held back, limits."""
 
-    def __init__(self, model, params: SamplingParams) -> None:  # noqa: ANN001
+    def __init__(self, model, params: SamplingParams) -> None:
         self.model = model
         self.params = params
         self.detok = StreamingDetokenizer(model.piece)

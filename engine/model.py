@@ -109,7 +109,7 @@ class Model(NativeOwner):
 
     # -- lifetime -------------------------------------------------------------------------
     @property
-    def handle(self):  # noqa: ANN201 - a ctypes pointer
+    def handle(self) -> ctypes.c_void_p:
         if self._handle is None:
             raise ModelLoadError("the model was closed")
         return self._handle

@@ -25,12 +25,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import QEventLoop, Qt, QTimer  # noqa: E402
+from PySide6.QtCore import QEventLoop, Qt, QTimer, SignalInstance  # noqa: E402
 from PySide6.QtGui import QTextDocument  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
@@ -61,11 +62,12 @@ class Heartbeat:
         self.timer.start()
 
 
-def wait_for(signal, action) -> tuple:  # noqa: ANN001 - run action, wait for signal's args
+def wait_for(signal: SignalInstance, action: Callable[[], object]) -> tuple:
+    """Run ``action`` and wait for ``signal``; its arguments."""
     loop = QEventLoop()
     got: list = []
 
-    def done(*args) -> None:  # noqa: ANN002
+    def done(*args: object) -> None:
         got.extend(args)
         loop.quit()
 

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     draft = resolve_model(args.draft) if args.draft else None
     os.environ["DUET_HOME"] = tempfile.mkdtemp(prefix="duet-screens-")
 
-    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtCore import QEventLoop, QTimer, SignalInstance
     from PySide6.QtWidgets import QApplication
 
     from app import theme
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     window.resize(width, height)
     window.show()
 
-    def wait_for(signal, timeout_s: float = 900.0) -> object:  # noqa: ANN001
+    def wait_for(signal: SignalInstance, timeout_s: float = 900.0) -> object:
         got: list = []
         loop = QEventLoop()
         signal.connect(lambda *a: (got.append(a), loop.quit()))

@@ -25,10 +25,16 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.bench.prompts import load_prompts
 from engine.bench.soak_report import keep_section
 from engine.bench.server import NGRAM_MODES, SERVER_MODES, WARM_UP, llama_server
+
+if TYPE_CHECKING:
+    from engine.model import Model
+    from engine.server.engine_thread import EngineThread
+    from engine.server.run import BackgroundServer
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +131,7 @@ def combine(runs: list[dict], prompts: list) -> dict:
 
 
 # -- the servers --------------------------------------------------------------------------
-def start_duet(args: argparse.Namespace):  # noqa: ANN201 - (BackgroundServer, EngineThread)
+def start_duet(args: argparse.Namespace) -> tuple[BackgroundServer, EngineThread]:
     from engine.context import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import Runtime, RuntimeConfig, resolve_model
@@ -172,7 +178,7 @@ def llama_modes(args: argparse.Namespace, prompts: list) -> tuple[dict[str, dict
 
 
 # -- Duet's conversation caches -----------------------------------------------------------
-def second_turn(port: int, model, n_tokens: int) -> dict:  # noqa: ANN001
+def second_turn(port: int, model: Model, n_tokens: int) -> dict:
     """TTFT of a one-line prompt, of a conversation's first sight, and of its next turn."""
     from engine.bench.session import conversation
 

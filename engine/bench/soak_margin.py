@@ -7,10 +7,14 @@ after a cache reuse, a draft verified in one batch) can flip; a large one would 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.bench import soak_plan as plan
+
+if TYPE_CHECKING:
+    from engine.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +68,7 @@ def unexplained(mismatches: int, cases: list[dict], near_tie: float) -> int:
     return mismatches - explained
 
 
-def _gap_at(rt, prompt: list[int], char: int, max_tokens: int) -> dict:  # noqa: ANN001
+def _gap_at(rt: Runtime, prompt: list[int], char: int, max_tokens: int) -> dict:
     """Greedy from ``prompt``: the step whose text first reaches past ``char``, and its top-2 gap."""
     ctx, model = rt.ctx, rt.target
     ctx.clear()

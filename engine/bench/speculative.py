@@ -17,11 +17,12 @@ import json
 import logging
 import platform
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.bench import suite as suite_mod
-from engine.bench.prompts import load_prompts
+from engine.bench.prompts import BenchPrompt, load_prompts
 from engine.bench.report import chart, markdown_table, suite_chart, suite_markdown, summarize
 from engine.bench.timing import median, time_duet, time_llama, time_stream
 from engine.chat import Message
@@ -33,6 +34,11 @@ from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig, resolve_model
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+    from engine.bench.suite import SuitePrompt
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rows(bp, per_mode: dict[str, list[dict]], plain_rt: Runtime) -> list[dict]:  # noqa: ANN001
+def _rows(bp: BenchPrompt | SuitePrompt, per_mode: dict[str, list[dict]], plain_rt: Runtime
+          ) -> list[dict]:
     """One row per mode: medians of the runs, the ratio to plain and the identity check."""
     plain_tps = median(r["tokens_per_s"] for r in per_mode["plain"])
     server_tps = median(r["tokens_per_s"] for r in per_mode.get("server-plain", []))
@@ -215,7 +222,7 @@ def _run_duet(rt: Runtime, prompt: list[int], sampling: SamplingParams) -> dict:
     return _result(timing.decode_tps, done)
 
 
-def _lookup_llm(target: Path, ctx: ContextParams):  # noqa: ANN202
+def _lookup_llm(target: Path, ctx: ContextParams) -> Llama:
     from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
@@ -225,7 +232,7 @@ def _lookup_llm(target: Path, ctx: ContextParams):  # noqa: ANN202
                  draft_model=LlamaPromptLookupDecoding(num_pred_tokens=10))
 
 
-def _run_lookup(llm, prompt: list[int], max_tokens: int) -> dict:  # noqa: ANN001
+def _run_lookup(llm: Llama, prompt: list[int], max_tokens: int) -> dict:
     timing, text = time_llama(llm, prompt, max_tokens)
     return {"tokens_per_s": timing.decode_tps, "n_tokens": timing.n_tokens, "text": text}
 

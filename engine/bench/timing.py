@@ -10,7 +10,16 @@ import resource
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+    from engine.events import Done
+    from engine.runtime import Runtime
+    from engine.sampling import SamplingParams
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -29,7 +38,8 @@ class RunTiming:
         return (self.n_tokens - 1) / self.decode_s if self.decode_s > 0 and self.n_tokens > 1 else 0.0
 
 
-def time_stream(n_prompt: int, pieces: Iterable[object], count=lambda piece: 1) -> tuple[RunTiming, list]:  # noqa: ANN001
+def time_stream(n_prompt: int, pieces: Iterable[T],
+                count: Callable[[T], int] = lambda piece: 1) -> tuple[RunTiming, list[T]]:
     """Consume ``pieces`` (an iterator that does the work lazily), timing first and last arrival.
     ``count(piece)`` says how many generated tokens a piece carries (0 for non-token events)."""
     start = time.perf_counter()
@@ -61,7 +71,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def time_duet(rt, prompt: list[int], params) -> tuple[RunTiming, object]:  # noqa: ANN001
+def time_duet(rt: Runtime, prompt: list[int], params: SamplingParams) -> tuple[RunTiming, Done]:
     """A cold reply from Duet's runtime (cache and drafters reset): its timing and ``Done``."""
     from engine.events import Token
 
@@ -73,7 +83,7 @@ def time_duet(rt, prompt: list[int], params) -> tuple[RunTiming, object]:  # noq
     return timing, events[-1]
 
 
-def time_llama(llm, prompt: list[int], max_tokens: int) -> tuple[RunTiming, str]:  # noqa: ANN001
+def time_llama(llm: Llama, prompt: list[int], max_tokens: int) -> tuple[RunTiming, str]:
     """A cold greedy completion from llama-cpp-python's ``Llama``: its timing and text."""
     llm.reset()
     stream = llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0, top_k=1,

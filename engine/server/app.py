@@ -207,7 +207,7 @@ def _completion_prompt(server: DuetServer, body: schema.CompletionRequest) -> li
     return server.model.tokenize(prompt, add_special=True, parse_special=True)
 
 
-def _template_prefix(model) -> int:  # noqa: ANN001
+def _template_prefix(model) -> int:
     """Tokens that every chat prompt starts with (BOS, the template's opening)."""
     from engine.generate import common_prefix
 

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from engine.chat import Message
 from engine import rescue
 from engine.errors import DecodeError, ModelLoadError, SessionError, WorkerLostError
-from engine.session.fingerprint import check_model, file_fingerprint, fingerprint_size, kv_layout
+from engine.session.fingerprint import (KVLayout, check_model, file_fingerprint, fingerprint_size,
+                                        kv_layout)
 from engine.session import probe
 from engine.session.format import read_meta, read_session, write_session
 from engine.session.meta import KVState, ModelInfo, SessionMeta, utc_now_iso
@@ -32,6 +33,7 @@ from engine.session.meta import Message as SavedMessage
 
 if TYPE_CHECKING:
     from engine.context import Context
+    from engine.events import Token
     from engine.runtime import Runtime
     from engine.sampling import SamplingParams
 
@@ -90,7 +92,7 @@ def clear_fingerprint_cache() -> None:
     _FINGERPRINTS.clear()
 
 
-def context_layout(ctx: Context):  # noqa: ANN201 - fingerprint.KVLayout
+def context_layout(ctx: Context) -> KVLayout:
     """The KV layout of ``ctx`` as it actually is (llama.cpp may round n_ctx up)."""
     return kv_layout(ctx.model, ctx.n_ctx, ctx.params.type_k, ctx.params.type_v)
 
@@ -340,7 +342,7 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
     messages.append(Message("user", prompt, time.time()))
     parts: list[str] = []
 
-    def on_token(token) -> None:  # noqa: ANN001 - engine.events.Token
+    def on_token(token: Token) -> None:
         parts.append(token.text)
         if not as_json:
             _write_token(token)
@@ -374,7 +376,7 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
     return 0 if report is not None else 1
 
 
-def _write_token(token) -> None:  # noqa: ANN001 - engine.events.Token
+def _write_token(token: Token) -> None:
     sys.stdout.write(token.text)
     sys.stdout.flush()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-def test_search_filters_the_list(qtbot, window) -> None:  # noqa: ANN001
+def test_search_filters_the_list(qtbot, window) -> None:
     c = window.controller
     c.current.add_user("Owls hunt at night")
     other = c.new()

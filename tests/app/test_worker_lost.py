@@ -88,7 +88,7 @@ class Worker:
 
 
 @contextlib.contextmanager
-def start_workers(n: int):  # noqa: ANN201
+def start_workers(n: int):
     workers: list[Worker] = []
     try:
         for _ in range(n):
@@ -166,7 +166,7 @@ def _cut_file(smol_path: Path, folder: Path, text: str) -> Path:
         return save_cut(plan, rt, conv.engine_messages(), text)
 
 
-def test_relaunch_reopens_the_saved_conversation_with_one_notice(qtbot, home, smol_path,  # noqa: ANN001
+def test_relaunch_reopens_the_saved_conversation_with_one_notice(qtbot, home, smol_path,
                                                                 tmp_path):
     from app.__main__ import create_window, parse_args
 
@@ -183,7 +183,7 @@ def test_relaunch_reopens_the_saved_conversation_with_one_notice(qtbot, home, sm
     assert kind == "error" and why in text and "\n" not in text
 
 
-def test_worker_lost_between_passes_keeps_and_saves_the_reply(qtbot, window, driver,  # noqa: ANN001
+def test_worker_lost_between_passes_keeps_and_saves_the_reply(qtbot, window, driver,
                                                               smol_path):
     """The engine worker's WorkerLostError (tests/engine/test_rpc.py makes a real one) reaches
     the controller as a Failure marked worker_lost: the reply so far stays, marked as cut, the
@@ -210,7 +210,7 @@ def test_worker_lost_between_passes_keeps_and_saves_the_reply(qtbot, window, dri
     assert root.current.current.turn.reason == CUT
 
 
-def test_models_panel_shows_the_workers_and_a_lost_one(qtbot, window, driver, settings,  # noqa: ANN001
+def test_models_panel_shows_the_workers_and_a_lost_one(qtbot, window, driver, settings,
                                                        smol_path):
     """Loaded through two workers (the endpoints from the settings): the panel lists each with
     its memory; one killed while idle shows as lost, found off the GUI thread."""
