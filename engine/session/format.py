@@ -23,15 +23,12 @@ Only regular files are read or written; a symlink is written through to its targ
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import logging
 import os
 import re
 import stat
 import struct
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping
@@ -39,6 +36,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, Mapping
 from blake3 import blake3
 
 from engine.errors import SessionError
+from engine.localfile import atomic_write
 from engine.session.meta import FORMAT_VERSION, SessionMeta, migrate_v1
 
 log = logging.getLogger(__name__)
@@ -51,8 +49,6 @@ HEADER = struct.Struct("<8sHHI32s")  # magic, version, flags, meta_len, blake3(m
 SECTION_TAIL = struct.Struct("<Q32s")  # payload_len, blake3(payload); follows name_len + name
 _NAME_RE = re.compile(rb"[a-z0-9][a-z0-9._-]*")
 _HASH_CHUNK = 8 * 1024 * 1024
-TEMP_MARK = ".tmp-"  # temporary files of a save are named <file name>.tmp-<random>
-STALE_S = 600.0
 
 #: MIGRATIONS[v] turns the metadata JSON of format v into that of format v + 1.
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: migrate_v1}
@@ -128,61 +124,23 @@ def _section_parts(meta: SessionMeta, sections: Mapping[str, bytes | memoryview]
     return parts
 
 
-def _write_all(fd: int, data: bytes | memoryview) -> int:
-    """os.write until all of ``data`` is written (no copy of ``data``); returns its length."""
-    view = memoryview(data)
-    done = 0
-    while done < len(view):
-        done += os.write(fd, view[done:])
-    return done
-
-
-def _fsync_dir(folder: Path) -> None:
-    if os.name == "nt":  # directories cannot be opened for fsync there; NTFS journals renames
-        return
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        log.debug("could not fsync %s: %s", folder, e)
-
-
 def write_session(path: Path, meta: SessionMeta, sections: Mapping[str, bytes | memoryview]
                   ) -> int:
     """Atomically write ``meta`` and ``sections`` to ``path``; returns the bytes written.
 
-    The file is written to a temporary sibling, fsynced and renamed over ``path`` (then the folder
-    is fsynced), so a crash or an exception leaves the previous file intact and no temporary
-    behind (temporaries a crash did leave are removed by a later save). A symlink is followed
-    (its target is replaced, the link kept), the file keeps its permission bits, and anything
-    but a regular file is refused. Payloads are hashed (blake3, all cores) and written straight from their buffers.
+    Written through engine.localfile.atomic_write (durable): a crash or an exception leaves the
+    previous file intact. A symlink is followed (its target is replaced, the link kept), the
+    file keeps its permission bits, and anything but a regular file is refused. Payloads are
+    hashed (blake3, all cores) and written straight from their buffers.
     ``kv.<role>`` sections must match the metadata's ``kv_<role>`` entries."""
     path = _write_target(Path(path))
     blob = encode_meta(meta)
     parts = _section_parts(meta, sections)
     header = HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(blob), blake3(blob).digest())
-    mode = _mode_for(path)
-    _clean_stale_temps(path)
-    tmp = tempfile.NamedTemporaryFile(delete=False, dir=path.parent, prefix=path.name + TEMP_MARK)
-    tmp_path = Path(tmp.name)
-    try:
-        with tmp:
-            fd = tmp.fileno()
-            total = _write_all(fd, header) + _write_all(fd, blob)
-            for head, payload in parts:
-                total += _write_all(fd, head) + _write_all(fd, payload)
-            if hasattr(os, "fchmod"):
-                os.fchmod(fd, mode)
-            os.fsync(fd)
-        os.replace(tmp_path, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp_path.unlink()
-        raise
-    _fsync_dir(path.parent)
+    with atomic_write(path) as f:
+        total = f.write(header) + f.write(blob)
+        for head, payload in parts:
+            total += f.write(head) + f.write(payload)
     log.debug("saved %s: %d bytes, sections %s", path, total, list(sections))
     return total
 
@@ -203,42 +161,6 @@ def _write_target(path: Path) -> Path:
         log.debug("%s is a link; saving to %s", path, target)
         return target
     return path
-
-
-def _umask() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
-
-
-def _mode_for(path: Path) -> int:
-    """The permission bits the saved file gets: those of the file it replaces, else the usual
-    ones for a new file (0666 less the umask)."""
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        return 0o666 & ~_umask()
-
-
-def _clean_stale_temps(path: Path) -> None:
-    """Remove temporary files that interrupted saves of ``path`` left (older than STALE_S, so a
-    save under way in another process is left alone)."""
-    now = time.time()
-    try:
-        candidates = list(path.parent.glob(glob.escape(path.name) + TEMP_MARK + "*"))
-    except OSError:
-        return
-    for old in candidates:
-        with contextlib.suppress(OSError):
-            st = os.lstat(old)
-            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_S:
-                old.unlink()
-                log.info("removed %s, left by an interrupted save", old.name)
 
 
 # ─── reading ──────────────────────────────────────────────────────────────────

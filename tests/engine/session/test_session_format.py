@@ -13,6 +13,7 @@ import pytest
 from blake3 import blake3
 
 import engine.session.format as fmt
+from engine import localfile
 from engine.errors import SessionError
 from engine.session import (KVLayout, KVState, Message, ModelInfo, SessionMeta, inspect,
                             read_meta, read_session, write_session)
@@ -227,27 +228,20 @@ def test_truncation_at_every_boundary(saved):
             assert got.sections[name] == {"kv.target": TARGET, "kv.draft": DRAFT}[name]
 
 
-def test_failed_save_keeps_the_old_file(saved, monkeypatch):
+def test_failed_save_keeps_the_old_file(saved, monkeypatch, fail_write):
     path, data = saved
 
     def boom(*a: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(fmt.os, "replace", boom)
+    monkeypatch.setattr(localfile.os, "replace", boom)
     with pytest.raises(OSError):
         write_session(path, make_meta(kv=False), {})
     monkeypatch.undo()
     assert path.read_bytes() == data and sorted(p.name for p in path.parent.iterdir()) == ["chat.duet"]
 
-    real, calls = fmt._write_all, []
-
-    def flaky(fd: int, chunk: object) -> int:
-        calls.append(len(memoryview(chunk)))
-        if len(calls) == 4:  # header, metadata, section header, then the first payload
-            raise KeyboardInterrupt
-        return real(fd, chunk)
-
-    monkeypatch.setattr(fmt, "_write_all", flaky)
+    # header, metadata, section header, then the first payload
+    calls = fail_write(4, KeyboardInterrupt())
     with pytest.raises(KeyboardInterrupt):
         write_session(path, make_meta(), sections(make_meta()))
     assert calls[-1] == len(TARGET)
