@@ -66,13 +66,29 @@ class SectionInfo:
 
 
 @dataclass(frozen=True)
+class Problem:
+    """One line on damage found past the metadata. ``section`` names the section it is about;
+    None for damage to the file's structure, after which no further section can be found."""
+
+    text: str
+    section: str | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
 class LoadedSession:
-    """``sections`` holds the requested sections that were intact; ``problems`` one line for each
+    """``sections`` holds the requested sections that were intact; ``problems`` one for each
     requested or expected section that was damaged or missing, and for structural damage."""
 
     meta: SessionMeta
     sections: dict[str, bytes] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def problem(self, section: str) -> str | None:
+        """The line on what went wrong with ``section``, or None."""
+        return next((p.text for p in self.problems if p.section == section), None)
 
 
 class _Short(Exception):
@@ -257,14 +273,14 @@ def _hash_stream(f: IO[bytes], n: int) -> bytes:
 
 
 def _scan(f: IO[bytes], pos: int, size: int, load: Iterable[str], verify_all: bool
-          ) -> tuple[list[SectionInfo], dict[str, bytes], list[str]]:
+          ) -> tuple[list[SectionInfo], dict[str, bytes], list[Problem]]:
     """Walk the sections from ``pos``: (all found, intact payloads of ``load``, problems).
 
     Scanning stops at the first header that cannot be trusted (nothing after it can be located)."""
     load = set(load)
     infos: list[SectionInfo] = []
     payloads: dict[str, bytes] = {}
-    problems: list[str] = []
+    problems: list[Problem] = []
     seen: set[str] = set()
     while pos < size:
         f.seek(pos)
@@ -272,14 +288,14 @@ def _scan(f: IO[bytes], pos: int, size: int, load: Iterable[str], verify_all: bo
         name_len = first[0] if first else 0
         start = pos + 1 + name_len + SECTION_TAIL.size
         if 0 < name_len <= MAX_NAME and start > size:
-            problems.append(f"truncated section header at offset {pos}; "
-                            f"the last {size - pos} bytes were ignored")
+            problems.append(Problem(f"truncated section header at offset {pos}; "
+                                    f"the last {size - pos} bytes were ignored"))
             break
         raw = f.read(name_len) if 0 < name_len <= MAX_NAME else b""
         tail = f.read(SECTION_TAIL.size) if raw else b""
         if len(raw) != name_len or not _NAME_RE.fullmatch(raw) or len(tail) != SECTION_TAIL.size:
-            problems.append(f"unreadable section header at offset {pos}; "
-                            f"the last {size - pos} bytes were ignored")
+            problems.append(Problem(f"unreadable section header at offset {pos}; "
+                                    f"the last {size - pos} bytes were ignored"))
             break
         name = raw.decode("ascii")
         length, digest = SECTION_TAIL.unpack(tail)
@@ -287,7 +303,7 @@ def _scan(f: IO[bytes], pos: int, size: int, load: Iterable[str], verify_all: bo
             problem = (f"section {name} is truncated: it claims {length} bytes "
                        f"but {size - start} remain")
             infos.append(SectionInfo(name, pos, length, False, problem))
-            problems.append(problem)
+            problems.append(Problem(problem, name))
             break
         valid: bool | None = None
         problem = None
@@ -309,7 +325,7 @@ def _scan(f: IO[bytes], pos: int, size: int, load: Iterable[str], verify_all: bo
         seen.add(name)
         infos.append(SectionInfo(name, pos, length, valid if problem is None else False, problem))
         if problem:
-            problems.append(problem)
+            problems.append(Problem(problem, name))
         pos = start + length
     return infos, payloads, problems
 
@@ -340,10 +356,11 @@ def read_session(path: Path, *, want: Iterable[str] = ("kv.target", "kv.draft")
     for name in want:
         if name.startswith("kv.") and name in payloads and name not in expected:
             del payloads[name]
-            problems.append(f"section {name} is not described by the metadata; it was ignored")
+            problems.append(Problem(f"section {name} is not described by the metadata; it was "
+                                    "ignored", name))
         elif name in expected and name not in payloads and not any(
-                p.startswith(f"section {name} ") for p in problems):
-            problems.append(f"section {name} is missing")
+                p.section == name for p in problems):
+            problems.append(Problem(f"section {name} is missing", name))
     for p in problems:
         log.warning("%s: %s", path, p)
     return LoadedSession(meta, payloads, problems)
@@ -357,7 +374,8 @@ def inspect(path: Path) -> dict[str, Any]:
         version, meta, pos = _read_head(f, size, _label(path))
         infos, _, problems = _scan(f, pos, size, (), verify_all=True)
     found = {i.name for i in infos}
-    problems += [f"section {n} is missing" for n in sorted(meta.expected_sections() - found)]
+    problems += [Problem(f"section {n} is missing", n)
+                 for n in sorted(meta.expected_sections() - found)]
 
     def model(info: Any) -> Any:
         return None if info is None else {"display_name": info.display_name, "path": info.path,
@@ -375,5 +393,5 @@ def inspect(path: Path) -> dict[str, Any]:
         "kv": {"target": kv("target"), "draft": kv("draft")},
         "sections": [{"name": i.name, "offset": i.offset, "size": i.size, "valid": bool(i.valid),
                       "problem": i.problem} for i in infos],
-        "problems": problems,
+        "problems": [p.text for p in problems],
     }

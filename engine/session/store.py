@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from engine.chat import Message
 from engine import rescue
 from engine.errors import DecodeError, ModelLoadError, SessionError, WorkerLostError
-from engine.session.fingerprint import (KVLayout, check_model, file_fingerprint, fingerprint_size,
-                                        kv_layout)
+from engine.session.fingerprint import check_model, file_fingerprint, fingerprint_size, kv_layout
 from engine.session import probe
 from engine.session.format import read_meta, read_session, write_session
-from engine.session.meta import KVState, ModelInfo, SessionMeta, utc_now_iso
+from engine.session.meta import KVLayout, KVState, ModelInfo, SessionMeta, utc_now_iso
 from engine.session.meta import Message as SavedMessage
 
 if TYPE_CHECKING:
@@ -247,10 +246,6 @@ def _restore(ctx: Context, kv: KVState, payload: bytes | None, problem: str | No
     return None
 
 
-def _section_problem(problems: Sequence[str], name: str) -> str | None:
-    return next((p for p in problems if p.startswith(f"section {name} ")), None)
-
-
 def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = None, *,
                   use_kv: bool = True) -> OpenResult:
     """Read the conversation at ``path``; restore its KV states into ``ctx`` / ``draft_ctx``
@@ -287,7 +282,7 @@ def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = N
         for role, c in plan.items():
             name = f"kv.{role}"
             reason = _restore(c, meta.kv(role), loaded.sections.pop(name, None),
-                              _section_problem(loaded.problems, name), role)
+                              loaded.problem(name), role)
             restored[role] = reason is None
             if reason is not None:
                 tail = REPROCESS if role == "target" else "the draft model will catch up by itself"
