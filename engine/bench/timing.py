@@ -1,4 +1,5 @@
-"""One timing harness for every engine in a comparison, so that ratios compare like with like.
+"""One timing harness for every engine in a comparison, so that ratios compare like with like,
+and where two runs part.
 
 A run is a stream of generated pieces; we note the start, the arrival of the first token and of
 the last. Prefill rate = prompt tokens / (first − start); decode rate = (n − 1) / (last − first).
@@ -10,7 +11,7 @@ import resource
 import statistics
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -60,6 +61,12 @@ def time_stream(n_prompt: int, pieces: Iterable[T],
     if first is None:
         first = last = time.perf_counter()
     return RunTiming(n_prompt, n, first - start, last - first), items
+
+
+def first_difference(a: Sequence[object], b: Sequence[object]) -> int:
+    """The first index where ``a`` and ``b`` (tokens, text) differ: the shorter one's length when
+    one begins the other."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def median(values: Iterable[float]) -> float:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 
 from engine.conversation.store import CUT, streaming_node, tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation
@@ -69,22 +67,14 @@ class Worker:
     """A real ``duet-cli worker`` subprocess on a free loopback port."""
 
     def __init__(self) -> None:
-        from engine.bench.rpc import wait_ready
+        from engine.bench.process import free_port, start_worker
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.endpoint = f"127.0.0.1:{s.getsockname()[1]}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engine", "worker", "--listen", self.endpoint, "--threads", "1"],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        if not wait_ready(self.proc):
-            self.kill()
-            pytest.fail("a worker did not start")
+        self.endpoint = f"127.0.0.1:{free_port()}"
+        self.process = start_worker(self.endpoint)  # once it listens
+        self.proc = self.process.proc
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.communicate()
+        self.process.stop(timeout_s=0)
 
 
 @contextlib.contextmanager
