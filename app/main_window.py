@@ -38,6 +38,7 @@ from app.sidebar import Sidebar
 from app import model_memory
 from app.local_server import LocalServer
 from app.status import StatusBar
+from app.tools_panel import open_tools_dialog
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,10 @@ class MainWindow(QMainWindow):
         self.sidebar.selected.connect(c.select)
         self.sidebar.new_requested.connect(c.new)
         self.sidebar.delete_requested.connect(c.delete)
+        search = self.sidebar.searcher  # the search index follows the files
+        c.conversation_saved.connect(lambda saved: search.saved(saved.path))
+        c.file_renamed.connect(search.renamed)
+        c.file_deleted.connect(search.deleted)
         c.generating_changed.connect(self.composer.set_generating)
         c.generating_changed.connect(self.chat_view.set_busy)
         c.notice.connect(self.notice.show_message)
@@ -178,6 +183,7 @@ class MainWindow(QMainWindow):
         self._action(model, "&Fetch the starter models…", self.fetch_starters)
         settings = bar.addMenu("&Settings")
         self._action(settings, "&Preferences…", self.settings_dialog, QKeySequence("Ctrl+,"))
+        self._action(settings, "&Tools (MCP servers)…", lambda: open_tools_dialog(self))
         self._action(settings, "&Measure the verification cost again", self.recalibrate)
         help_ = bar.addMenu("&Help")
         self._action(help_, "&About Duet", self._about)
@@ -441,4 +447,5 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         self.local_server.stop()
         self.client.shutdown()
+        self.sidebar.searcher.close()
         super().closeEvent(event)

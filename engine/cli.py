@@ -56,7 +56,7 @@ def _generate(args: argparse.Namespace) -> int:
     config = runtime_config(args)
     with Runtime(config) as rt:
         if args.session is not None:
-            from engine.session.store import continue_session
+            from engine.session.resume import continue_session
             return continue_session(rt, args.session, prompt, config.sampling, as_json=args.json,
                                     system=args.system, use_kv=not args.no_session_kv)
         messages = ([Message("system", args.system)] if args.system else []) + [Message("user", prompt)]

@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import TextIO
 
 from engine import logsetup, paths
 from engine.catalog import CATALOG, GROUPS, select
 from engine.errors import FetchError
 from engine.fetch import FetchProgress, fetch, status
+from engine.models_folder import label, local_models, starter_name
 
 PROG = "duet-cli"
 
@@ -112,14 +112,13 @@ def _table(rows: list[tuple[str, ...]]) -> str:
 def run_list(args: argparse.Namespace) -> int:
     dest = paths.models_dir()
     rows: list[tuple[str, ...]] = [("KEY", "MODEL", "SIZE MB", "STATUS", "PATH")]
-    known = set()
     for model in CATALOG.values():
-        path = dest / model.filename
-        known.add(path.name)
-        rows.append((model.key, model.display_name, f"{model.size / 1e6:.1f}", status(model, dest), str(path)))
-    others: list[Path] = sorted(p for p in dest.glob("*.gguf") if p.name not in known) if dest.is_dir() else []
-    for path in others:
-        rows.append(("-", path.name, f"{path.stat().st_size / 1e6:.1f}", "other", str(path)))
+        rows.append((model.key, model.display_name, f"{model.size / 1e6:.1f}", status(model, dest),
+                     str(dest / model.filename)))
+    for path in local_models(dest):
+        if starter_name(path, dest) is None:
+            rows.append(("-", label(path, dest), f"{path.stat().st_size / 1e6:.1f}", "other",
+                         str(path)))
     print(_table(rows))
     return 0
 

@@ -8,6 +8,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from engine import backend
 from engine.backend import lib
@@ -104,6 +105,7 @@ class Model(NativeOwner):
         self.can_rewind: bool = has_weights and not (
             lib.llama_model_is_recurrent(handle) or lib.llama_model_is_hybrid(handle))
         self._piece_cache: dict[int, bytes] = {}
+        self._closing: list[Callable[[], object]] = []
         log.info("loaded %s (%s, %d layers, vocab %d)", self.path.name, self.architecture,
                  self.n_layer, self.n_vocab)
 
@@ -114,8 +116,20 @@ class Model(NativeOwner):
             raise ModelLoadError("the model was closed")
         return self._handle
 
+    def on_close(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` when the model is closed, before its memory is freed (for objects
+        that keep pointers into it)."""
+        self._closing.append(callback)
+
+    @property
+    def vocab(self):  # noqa: ANN201 - a ctypes pointer (llama_vocab_p)
+        return self._vocab
+
     def close(self) -> None:
         if getattr(self, "_handle", None) is not None:
+            for callback in self._closing:
+                callback()
+            self._closing.clear()
             if self.worker_lost() is None:
                 lib.llama_model_free(self._handle)
             else:  # freeing would talk to the dead worker, which aborts: leak it instead

@@ -86,8 +86,8 @@ def gui_gaps(home: Path, model: Path) -> dict[str, float]:
     from app.settings import Settings
 
     settings = Settings(home / "settings.json")
-    settings.update({"temperature": 0.0, "max_tokens": 96, "speculative": False,
-                     "autosave": True, "save_kv": True, "context_size": 2048})
+    settings.update({"temperature": 0.0, "max_tokens": 96, "drafter": "none",
+                     "autosave": True, "save_kv": True, "n_ctx": 2048})
     w = MainWindow(settings, autoload=False)
     w.show()
     beat = Heartbeat()

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication([sys.argv[0]])
     settings = Settings()
     settings.update({"temperature": 0.0, "max_tokens": args.max_tokens, "autosave": True,
-                     "speculative": True, "drafter": "auto", "highlight_draft": True,
+                     "drafter": "auto", "highlight_draft": True,
                      "theme": "light"})
     theme.apply_theme(app, "light")
     window = MainWindow(settings, autoload=False)

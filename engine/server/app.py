@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from engine import params
 from engine.chat import ROLES, Message
 from engine.errors import DuetError
 from engine.events import Done, Token
@@ -95,32 +96,24 @@ class DuetServer:
         except (ValueError, RecursionError) as e:
             raise bad_request(f"the body is not valid JSON: {str(e)[:200]}") from None
 
-    def sampling(self, body: schema._Sampling) -> SamplingParams:
-        changes = {k: getattr(body, k) for k in ("temperature", "top_p", "top_k", "min_p",
-                                                  "repeat_penalty", "seed")
-                   if getattr(body, k) is not None}
-        if body.seed is not None and body.seed < 0:  # llama.cpp's convention: -1 is random
-            changes["seed"] = None
-        if body.stop is not None:
-            changes["stop"] = body.stops()
-        limit = body.limit()
-        if limit is not None:
-            changes["max_tokens"] = limit
+    def sampling(self, data: dict, dialect: str = "openai") -> SamplingParams:
+        """The request's sampling: the server's defaults with every field the body sets (the
+        parameter table names them, per dialect)."""
         try:
-            return replace(self.defaults, **changes)
-        except ValueError as e:
-            raise bad_request(str(e)) from None
+            return params.read(SamplingParams, data, dialect, self.defaults)
+        except params.ParamError as e:
+            raise bad_request(str(e), e.api_name) from None
 
-    def fit(self, prompt: list[int], params: SamplingParams) -> SamplingParams:
+    def fit(self, prompt: list[int], sampling: SamplingParams) -> SamplingParams:
         if not prompt:
             raise bad_request("the prompt is empty", "prompt")
         if len(prompt) >= self.n_ctx:
             raise ApiError(400, f"this model's context is {self.n_ctx} tokens; the prompt has "
                                 f"{len(prompt)}", param="messages", code="context_length_exceeded")
-        return replace(params, max_tokens=min(params.max_tokens, self.n_ctx - len(prompt)))
+        return replace(sampling, max_tokens=min(sampling.max_tokens, self.n_ctx - len(prompt)))
 
     # -- the engine -----------------------------------------------------------------------
-    def submit(self, prompt: list[int], params: SamplingParams) -> tuple[Job, asyncio.Queue]:
+    def submit(self, prompt: list[int], sampling: SamplingParams) -> tuple[Job, asyncio.Queue]:
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
 
@@ -130,7 +123,7 @@ class DuetServer:
             except RuntimeError:  # the loop is closed: the server is shutting down
                 pass
 
-        job = Job(prompt, params, emit, n_template=self.n_template)
+        job = Job(prompt, sampling, emit, n_template=self.n_template)
         try:
             self.engine.submit(job)
         except QueueFull:
@@ -223,36 +216,38 @@ def _template_prefix(model) -> int:
 async def chat_completions(request: Request) -> Response:
     server: DuetServer = request.app.state.duet
     server.check_auth(request)
-    body = schema.parse(schema.ChatRequest, await server.read_json(request))
+    data = await server.read_json(request)
+    body = schema.parse(schema.ChatRequest, data)
     server.check_model(body.model)
     messages = _messages(body)
-    params = server.sampling(body)
+    sampling = server.sampling(data)
     try:
         prompt = await run_in_threadpool(chat_tokens, server.model, messages)
     except DuetError as e:
         raise bad_request(str(e), "messages") from None
     except UnicodeError:
         raise bad_request("the messages are not valid Unicode text", "messages") from None
-    return await _respond(request, server, "chat", body, prompt, params)
+    return await _respond(request, server, "chat", body, prompt, sampling)
 
 
 async def completions(request: Request) -> Response:
     server: DuetServer = request.app.state.duet
     server.check_auth(request)
-    body = schema.parse(schema.CompletionRequest, await server.read_json(request))
+    data = await server.read_json(request)
+    body = schema.parse(schema.CompletionRequest, data)
     server.check_model(body.model)
-    params = server.sampling(body)
+    sampling = server.sampling(data)
     try:
         prompt = await run_in_threadpool(_completion_prompt, server, body)
     except UnicodeError:
         raise bad_request("the prompt is not valid Unicode text", "prompt") from None
-    return await _respond(request, server, "text", body, prompt, params)
+    return await _respond(request, server, "text", body, prompt, sampling)
 
 
 async def _respond(request: Request, server: DuetServer, kind: str, body: schema._Sampling,
-                   prompt: list[int], params: SamplingParams) -> Response:
-    params = server.fit(prompt, params)
-    job, events = server.submit(prompt, params)
+                   prompt: list[int], sampling: SamplingParams) -> Response:
+    sampling = server.fit(prompt, sampling)
+    job, events = server.submit(prompt, sampling)
     shaper = Shaper(kind, server.config.model_id)
     if body.stream:
         return StreamingResponse(_stream(request, job, events, shaper, body.include_usage),

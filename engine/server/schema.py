@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from engine import params
+from engine.sampling import SamplingParams
 from engine.server.errors import ApiError, bad_request
 
-MAX_STOPS = 16
+READ = frozenset(n for r in params.table(SamplingParams) for n in r.spec.api.get("openai", ()))
 
 
 class _Body(BaseModel):
@@ -36,31 +38,15 @@ class StreamOptions(_Body):
 
 
 class _Sampling(_Body):
-    """What chat and text completions share."""
+    """What chat and text completions share. The sampling fields (temperature, top_p, stop,
+    max_tokens, ...) are not declared here: they are rows of the parameter table, read by
+    ``engine.params.read`` (extra fields are allowed through to it)."""
 
     model: str | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = Field(default=None, ge=0)
-    min_p: float | None = Field(default=None, ge=0, lt=1)
-    repeat_penalty: float | None = Field(default=None, gt=0, le=10)  # llama.cpp's extension
-    seed: int | None = None
-    stop: str | list[str] | None = None
-    presence_penalty: float = Field(default=0.0, ge=-2, le=2)
-    frequency_penalty: float = Field(default=0.0, ge=-2, le=2)
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = 1
     user: str | None = None
-
-    def stops(self) -> tuple[str, ...]:
-        if self.stop is None:
-            return ()
-        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop)
-        if len(stops) > MAX_STOPS:
-            raise bad_request(f"at most {MAX_STOPS} stop strings", "stop")
-        return tuple(s for s in stops if s)
 
     @property
     def include_usage(self) -> bool:
@@ -69,20 +55,14 @@ class _Sampling(_Body):
 
 class ChatRequest(_Sampling):
     messages: list[ChatMessage]
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-
-    def limit(self) -> int | None:
-        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
 
 
 class CompletionRequest(_Sampling):
     prompt: str | list[str] | list[int]
 
-    def limit(self) -> int | None:
-        return self.max_tokens
 
-
-# Fields refused unless they hold their neutral value (Duet would otherwise ignore them).
+# Fields refused unless they hold their neutral value (Duet would otherwise ignore them), unless
+# the parameter table reads them (engine.params: those are honoured).
 NEUTRAL: dict[str, Any] = {
     "presence_penalty": 0, "frequency_penalty": 0, "n": 1, "logprobs": (None, False),
     "top_logprobs": (None, 0), "tools": (None, []), "tool_choice": (None, "none"),
@@ -108,7 +88,7 @@ def parse(cls: type[_Body], data: Any) -> Any:
         param = ".".join(str(p) for p in err["loc"] if not _is_type_tag(p)) or None
         raise bad_request(f"{param}: {err['msg']}" if param else err["msg"], param) from None
     for name, neutral in NEUTRAL.items():
-        if name not in data:
+        if name not in data or name in READ:
             continue
         allowed = neutral if isinstance(neutral, tuple) else (neutral,)
         if data[name] not in allowed:

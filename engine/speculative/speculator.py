@@ -71,7 +71,7 @@ class Speculator:
                 k = (best_length_by_survival(self.cost, draft.survival)
                      if self.params.adaptive else len(draft.tokens))
                 if k >= self.params.draft_min and self._allowed("ngram"):
-                    return Draft(draft.tokens[:k], None, "ngram", draft.seconds, draft.match_len)
+                    return Draft(draft.tokens[:k], "ngram", draft.seconds, draft.match_len)
         if self.model is not None and (self.model_can_pay or self.params.drafter == "model"):
             k = self._choose("model", k_max)
             if k >= self.params.draft_min and self._allowed("model"):

@@ -56,8 +56,8 @@ def settings(tmp_path: Path):
     from app.settings import Settings
 
     s = Settings(tmp_path / "settings.json")
-    s.update({"temperature": 0.0, "max_tokens": 24, "speculative": False, "autosave": False,
-              "context_size": 2048, "theme": "light"})
+    s.update({"temperature": 0.0, "max_tokens": 24, "drafter": "none", "autosave": False,
+              "n_ctx": 2048, "theme": "light"})
     return s
 
 

@@ -106,7 +106,7 @@ def test_bad_model_shows_a_message_and_the_app_keeps_working(qtbot, window, driv
 
 def test_full_context_is_reported_and_the_app_keeps_working(qtbot, window, driver, smol_path,
                                                            settings) -> None:
-    settings.update({"context_size": 256, "max_tokens": 400})
+    settings.update({"n_ctx": 256, "max_tokens": 400})
     driver.load(smol_path)
     reply = driver.send("Write a long story about the sea.")
     assert reply.done.reason == "context_full" and reply.n_past >= reply.n_ctx - 1
@@ -128,7 +128,7 @@ def test_incompatible_draft_is_refused_with_its_reason(qtbot, window, driver, sm
     from engine.runtime import STARTER_FILES
 
     gemma = smol_path.parent / STARTER_FILES["gemma"]
-    settings.update({"speculative": True, "drafter": "auto"})
+    settings.update({"drafter": "auto"})
     info = driver.load(smol_path, gemma)
     assert info.draft_problem
     status = window.models.status.text()

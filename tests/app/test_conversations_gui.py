@@ -72,7 +72,7 @@ def test_continue_after_the_length_limit(qtbot, window, driver, smol_path, setti
 
 def test_a_too_long_message_goes_back_to_the_composer_with_an_offer(qtbot, window, driver,
                                                                   smol_path, settings) -> None:
-    settings.update({"context_size": 256})
+    settings.update({"n_ctx": 256})
     driver.load(smol_path)
     text = "word " * 400
     with qtbot.waitSignal(window.controller.request_failed, timeout=LONG_MS):
@@ -82,7 +82,7 @@ def test_a_too_long_message_goes_back_to_the_composer_with_an_offer(qtbot, windo
     assert window.composer.edit.toPlainText() == text.strip()
     assert "too long" in window.notice.text()
     window.notice.action.click()  # Raise the context
-    assert settings["context_size"] == 512
+    assert settings["n_ctx"] == 512
 
 
 def test_live_figures_and_notices_belong_to_their_conversation(qtbot, window) -> None:

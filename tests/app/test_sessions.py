@@ -59,7 +59,7 @@ def test_reopen_falls_back_to_text_and_says_so(qtbot, window, driver, smol_path,
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as saved:
         window.controller.save()
     path = saved.args[0].path
-    settings.set("context_size", 1024)  # another cache layout: the saved KV state cannot fit
+    settings.set("n_ctx", 1024)  # another cache layout: the saved KV state cannot fit
     assert "next model load" in window.notice.text()
     # as after a restart: a new window, the model loaded with the new context size
     other = MainWindow(settings, autoload=False)

@@ -43,7 +43,7 @@ def test_wrong_types_and_non_finite_values_fall_back(tmp_path: Path) -> None:
                     '"seed": 3.5, "threads": true, "top_k": 9}}')
     values = load(path)
     assert values["temperature"] == DEFAULTS["temperature"] and values["top_p"] == DEFAULTS["top_p"]
-    assert values["seed"] == DEFAULTS["seed"] and values["threads"] == DEFAULTS["threads"]
+    assert values["seed"] == DEFAULTS["seed"] and values["n_threads"] == DEFAULTS["n_threads"]
     assert values["top_k"] == 9 and path.exists()  # readable file, bad values: not set aside
     with pytest.raises(ValueError, match="finite"):
         Settings(path).set("temperature", float("nan"))

@@ -45,13 +45,13 @@ def test_dialog_persists_and_applies_settings(qtbot, window, driver, smol_path, 
     dialog.editors["temperature"].setValue(0.9)
     dialog.editors["top_k"].setValue(12)
     dialog.editors["seed"].setValue(1234)
-    dialog.editors["context_size"].setValue(1024)
+    dialog.editors["n_ctx"].setValue(1024)
     dialog.accept()
-    assert set(dialog.changed) == {"temperature", "top_k", "seed", "context_size"}
+    assert set(dialog.changed) == {"temperature", "top_k", "seed", "n_ctx"}
 
     data = json.loads(settings.path.read_text())
-    assert data["version"] == 1
-    assert data["values"]["temperature"] == 0.9 and data["values"]["context_size"] == 1024
+    assert data["version"] == 2
+    assert data["values"]["temperature"] == 0.9 and data["values"]["n_ctx"] == 1024
 
     # "now" options reach the next request...
     driver.send("Hi again.")
@@ -82,7 +82,7 @@ def test_dialog_marks_reload_options(qtbot, window) -> None:
 
 
 def test_draft_highlighting_with_the_ngram_drafter(qtbot, window, driver, smol_path, settings) -> None:
-    settings.update({"speculative": True, "drafter": "ngram", "highlight_draft": True,
+    settings.update({"drafter": "ngram", "highlight_draft": True,
                      "max_tokens": 64})
     info = driver.load(smol_path)
     assert info.drafter == "ngram" and window.status.labels["drafter"].text() == "drafter ngram"
@@ -179,7 +179,7 @@ def test_first_run_offers_fetch_with_progress_and_cancel(qtbot, settings, home, 
 
 def test_measuring_the_verify_cost_again_shows_its_progress(qtbot, window, driver, settings,
                                                            smol_path) -> None:
-    settings.update({"speculative": True, "drafter": "ngram"})
+    settings.update({"drafter": "ngram"})
     driver.load(smol_path)  # measured here if the session's cache had no curve for it
     driver.relay.events.clear()
     with qtbot.waitSignal(window.model_loaded, timeout=LONG_MS):

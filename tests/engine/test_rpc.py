@@ -246,3 +246,8 @@ def test_worker_killed_mid_session_reply_keeps_the_transcript(smol_path, workers
     assert meta.messages[0].content == PROMPT
     assert meta.messages[1].content and streamed.startswith(meta.messages[1].content)
     assert meta.kv_target is None  # the text alone: the KV state was on the lost worker
+    from engine.conversation.store import CUT, tree_from_json
+    from engine.session.store import from_saved
+
+    root = tree_from_json(meta.settings.get("tree"), [from_saved(m) for m in meta.messages])
+    assert root is not None and root.current.current.turn.reason == CUT  # the app shows it cut
