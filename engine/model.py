@@ -122,7 +122,7 @@ class Model(NativeOwner):
         self._closing.append(callback)
 
     @property
-    def vocab(self):  # noqa: ANN201 - a ctypes pointer (llama_vocab_p)
+    def vocab(self) -> ctypes.c_void_p:  # llama_vocab_p
         return self._vocab
 
     def close(self) -> None:
