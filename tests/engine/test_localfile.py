@@ -36,15 +36,23 @@ def test_a_write_that_fails_midway_leaves_the_old_file(tmp_path: Path) -> None:
     assert path.read_bytes() == b"old" and names(tmp_path) == ["a.bin"]
 
 
-def test_the_replaced_file_keeps_its_permission_bits(tmp_path: Path) -> None:
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_new_file_is_private_unless_a_document_and_a_replaced_one_keeps_its_mode(
+        tmp_path: Path) -> None:
     path = tmp_path / "a.json"
     write_json(path, {"a": 1})
-    umask = os.umask(0)
-    os.umask(umask)
-    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask  # a new file: as open() makes it
+    assert mode(path) == 0o600  # settings and tool configurations hold keys
     os.chmod(path, 0o640)
     write_json(path, {"a": 2})
-    assert stat.S_IMODE(path.stat().st_mode) == 0o640 and read_json(path) == {"a": 2}
+    assert mode(path) == 0o640 and read_json(path) == {"a": 2}
+    umask = os.umask(0)
+    os.umask(umask)
+    document = tmp_path / "b.duet"
+    write_bytes(document, b"x", private=False)
+    assert mode(document) == 0o666 & ~umask  # as open() would make it
 
 
 def test_json_keeps_the_key_order_unless_asked_to_sort(tmp_path: Path) -> None:
