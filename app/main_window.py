@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Callable
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QMainWindow, QMessageBox,
-                               QSplitter, QStackedWidget, QVBoxLayout, QWidget)
+                               QMenu, QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from engine import paths
 from engine.conversation.export import export
@@ -25,7 +26,7 @@ from app import theme
 from app.chat_view import ChatView
 from app.composer import Composer
 from app.controller import ChatController
-from app.conversation import SUFFIX, RecentFiles
+from app.conversation import SUFFIX, Conversation, RecentFiles
 from app.engine_client import EngineClient
 from app.models_panel import FirstRunPanel, ModelsPanel, gguf_paths, installed_models
 from app.notice import NoticeBar
@@ -187,14 +188,15 @@ class MainWindow(QMainWindow):
         help_ = bar.addMenu("&Help")
         self._action(help_, "&About Duet", self._about)
 
-    def _action(self, menu, text: str, slot, shortcut=None) -> QAction:  # noqa: ANN001
+    def _action(self, menu: QMenu, text: str, slot: Callable[[], object],
+                shortcut: QKeySequence.StandardKey | None = None) -> QAction:
         action = menu.addAction(text)
         action.triggered.connect(lambda _checked=False: slot())
         if shortcut is not None:
             action.setShortcut(shortcut)
         return action
 
-    def _update_title(self, conv) -> None:  # noqa: ANN001
+    def _update_title(self, conv: Conversation | None) -> None:
         self.setWindowTitle(f"{conv.title} — Duet" if conv is not None else "Duet")
 
     # -- models ----------------------------------------------------------------------------

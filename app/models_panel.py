@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Iterable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QProgressBar,
                                QPushButton, QVBoxLayout, QWidget)
@@ -31,7 +32,7 @@ BROWSE = "__browse__"
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
 
 
-def gguf_paths(urls) -> list[Path]:  # noqa: ANN001 - a list of QUrl
+def gguf_paths(urls: Iterable[QUrl]) -> list[Path]:
     return [Path(u.toLocalFile()) for u in urls
             if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf")]
 

@@ -122,17 +122,6 @@ class Sidebar(QWidget):
         return [(item, library.by_id(item.data(ID_ROLE)) if library is not None else None)
                 for item in (self.list.item(i) for i in range(self.list.count()))]
 
-    def update_conversation(self, conv: Conversation) -> None:
-        for i in range(self.list.count()):
-            item = self.list.item(i)
-            if item.data(ID_ROLE) == conv.id:
-                item.setText(self._label(conv))
-                item.setToolTip(str(conv.path) if conv.path else "Not saved yet")
-
-    def current_id(self) -> str | None:
-        item = self.list.currentItem()
-        return item.data(ID_ROLE) if item else None
-
     @staticmethod
     def _label(conv: Conversation) -> str:
         return conv.title + (" •" if conv.dirty else "")

@@ -10,12 +10,11 @@ Progress goes to stderr; ``fetch`` prints each model's path to stdout; ``list`` 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
 from typing import TextIO
 
-from engine import paths
+from engine import logsetup, paths
 from engine.catalog import CATALOG, GROUPS, select
 from engine.errors import FetchError
 from engine.fetch import FetchProgress, fetch, status
@@ -129,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"{PROG} models", description="Fetch or list Duet's starter models.")
     _add_subcommands(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logsetup.configure()
     return args.func(args)
 
 

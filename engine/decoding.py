@@ -68,7 +68,7 @@ class Grammar(Protocol):
 class Decoding:
     """The reply to ``prompt`` (already in the cache when ``start`` is called)."""
 
-    def __init__(self, model, prompt: Sequence[int], params: SamplingParams, *,  # noqa: ANN001
+    def __init__(self, model, prompt: Sequence[int], params: SamplingParams, *,
                  speculation: Speculation | None = None, grammar: Grammar | None = None,
                  logprobs: int | None = None, n_cached: int = 0) -> None:
         self.prompt = list(prompt)
@@ -208,7 +208,7 @@ class _Counters:
 class _Output:
     """Turns accepted tokens into text events: UTF-8 safe, stop strings held back, limits."""
 
-    def __init__(self, model, params: SamplingParams) -> None:  # noqa: ANN001
+    def __init__(self, model, params: SamplingParams) -> None:
         self.model = model
         self.params = params
         self.detok = StreamingDetokenizer(model.piece)

@@ -112,7 +112,7 @@ class Model(NativeOwner):
 
     # -- lifetime -------------------------------------------------------------------------
     @property
-    def handle(self):  # noqa: ANN201 - a ctypes pointer
+    def handle(self) -> ctypes.c_void_p:
         if self._handle is None:
             raise ModelLoadError("the model was closed")
         return self._handle
@@ -123,7 +123,7 @@ class Model(NativeOwner):
         self._closing.append(callback)
 
     @property
-    def vocab(self):  # noqa: ANN201 - a ctypes pointer (llama_vocab_p)
+    def vocab(self) -> ctypes.c_void_p:  # llama_vocab_p
         return self._vocab
 
     def close(self) -> None:

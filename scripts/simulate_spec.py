@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 
+from engine import logsetup
 from engine.sampling import Sampler, SamplingParams
 from engine.speculative.controller import CostModel
 from engine.speculative.ngram import NgramDrafter, NgramParams
@@ -130,6 +131,7 @@ def main() -> None:
     ap.add_argument("--no-styles", action="store_true",
                     help="without the model's tokenizer (no learned styles or renames)")
     args = ap.parse_args()
+    logsetup.configure()
     if args.record:
         record(args.traces, args.model, args.max_tokens, args.suite)
         return

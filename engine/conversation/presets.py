@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from engine import params, paths
+from engine.localfile import write_json
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
 
@@ -114,14 +113,7 @@ def save_presets(presets: Sequence[Preset], path: Path | None = None) -> None:
     """Write ``presets`` atomically. Raises ValueError for an unusable preset, OSError."""
     path = path or presets_path()
     checked = [p.checked() for p in presets]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".presets-{os.getpid()}-{time.monotonic_ns()}.tmp")
-    try:
-        tmp.write_text(json.dumps({"version": VERSION, "presets": [p.to_json() for p in checked]},
-                                  indent=2), encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_json(path, {"version": VERSION, "presets": [p.to_json() for p in checked]}, indent=2)
 
 
 def find(presets: Sequence[Preset], name: str | None) -> Preset | None:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from engine import params, paths
 from engine.context import ContextParams
+from engine.localfile import write_json
 from engine.sampling import SamplingParams
 from engine.session.fingerprint import file_fingerprint
 
@@ -104,12 +103,4 @@ def save(model_path: Path | str, settings: ModelSettings) -> None:
                                             "settings": {k: v for k, v in asdict(settings).items() if v is not None}}
     while len(models) > MAX_ENTRIES:  # oldest first (dicts keep insertion order)
         models.pop(next(iter(models)))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".model_settings.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"version": VERSION, "models": models}, f, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json(path, {"version": VERSION, "models": models}, indent=1)

@@ -166,7 +166,7 @@ class EngineThread:
                  s.accepted, s.proposed, done.reason, 100 * self.cache.to_json()["hit_rate"])
 
 
-def _empty_stats():  # noqa: ANN202
+def _empty_stats():
     from engine.events import Stats
 
     return Stats()

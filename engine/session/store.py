@@ -24,7 +24,7 @@ from engine.errors import DecodeError, ModelLoadError, SessionError
 from engine.session.fingerprint import check_model, file_fingerprint, fingerprint_size, kv_layout
 from engine.session import probe
 from engine.session.format import read_meta, read_session, write_session
-from engine.session.meta import KVState, ModelInfo, SessionMeta, utc_now_iso
+from engine.session.meta import KVLayout, KVState, ModelInfo, SessionMeta, utc_now_iso
 from engine.session.meta import Message as SavedMessage
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def clear_fingerprint_cache() -> None:
     _FINGERPRINTS.clear()
 
 
-def context_layout(ctx: Context):  # noqa: ANN201 - fingerprint.KVLayout
+def context_layout(ctx: Context) -> KVLayout:
     """The KV layout of ``ctx`` as it actually is (llama.cpp may round n_ctx up)."""
     return kv_layout(ctx.model, ctx.n_ctx, ctx.params.type_k, ctx.params.type_v)
 
@@ -241,10 +241,6 @@ def _restore(ctx: Context, kv: KVState, payload: bytes | None, problem: str | No
     return None
 
 
-def _section_problem(problems: Sequence[str], name: str) -> str | None:
-    return next((p for p in problems if p.startswith(f"section {name} ")), None)
-
-
 def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = None, *,
                   use_kv: bool = True) -> OpenResult:
     """Read the conversation at ``path``; restore its KV states into ``ctx`` / ``draft_ctx``
@@ -281,7 +277,7 @@ def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = N
         for role, c in plan.items():
             name = f"kv.{role}"
             reason = _restore(c, meta.kv(role), loaded.sections.pop(name, None),
-                              _section_problem(loaded.problems, name), role)
+                              loaded.problem(name), role)
             restored[role] = reason is None
             if reason is not None:
                 tail = REPROCESS if role == "target" else "the draft model will catch up by itself"

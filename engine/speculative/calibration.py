@@ -67,7 +67,7 @@ def cached_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES,
         on_measure()
     cost = measure_cost(ctx, sizes)
     try:
-        write_json(_cache_file(), {**entries, key: cost.to_json()})
+        write_json(_cache_file(), {**entries, key: cost.to_json()}, durable=False)
     except (OSError, ValueError) as e:
         log.warning("could not cache the verify cost: %s", e)
     return cost
@@ -118,7 +118,7 @@ def _drop(which: Callable[[str], bool]) -> None:
     kept = {k: v for k, v in entries.items() if not which(k)}
     if len(kept) != len(entries):
         try:
-            write_json(_cache_file(), kept)
+            write_json(_cache_file(), kept, durable=False)
         except (OSError, ValueError) as e:
             log.warning("could not update the verify-cost cache: %s", e)
 

@@ -166,19 +166,18 @@ def tokens_per_second(cost: CostModel, alpha: float, k: int) -> float:
 
 
 def best_draft_length(
-    cost: CostModel, alpha: float, k_max: int, *, available: int | None = None, margin: float = 0.03
+    cost: CostModel, alpha: float, k_max: int, *, margin: float = 0.03
 ) -> int:
-    """The k in 0..min(k_max, available) with the highest expected tokens per second.
+    """The k in 0..k_max with the highest expected tokens per second.
 
     Speculation is chosen only when it beats plain decoding by at least ``margin`` (3%), so
     noise in alpha or in the calibration never makes decoding slower. Returns 0 for plain.
     """
-    cap = k_max if available is None else min(k_max, available)
-    if cap <= 0:
+    if k_max <= 0:
         return 0
     plain = tokens_per_second(cost, alpha, 0)
     best_k, best_rate = 0, plain
-    for k in range(1, cap + 1):
+    for k in range(1, k_max + 1):
         rate = tokens_per_second(cost, alpha, k)
         if rate > best_rate:
             best_k, best_rate = k, rate
@@ -277,13 +276,12 @@ class Controller:
         self._plain_streak = 0  # consecutive passes where drafts were available but 0 was chosen
         self.last_was_probe = False
 
-    def choose(self, k_max: int, available: int | None = None) -> int:
-        """Draft length for the next pass, at most ``min(k_max, available)``; 0 = plain decode."""
-        cap = k_max if available is None else min(k_max, available)
+    def choose(self, k_max: int) -> int:
+        """Draft length for the next pass, at most ``k_max``; 0 = plain decode."""
         self.last_was_probe = False
-        if cap <= 0:
+        if k_max <= 0:
             return 0
-        k = best_draft_length(self.cost, self.tracker.alpha, cap, margin=self.margin)
+        k = best_draft_length(self.cost, self.tracker.alpha, k_max, margin=self.margin)
         if k > 0:
             self._plain_streak = 0
             return k
@@ -292,7 +290,7 @@ class Controller:
             self._plain_streak = 0
             self.last_was_probe = True
             log.debug("probing the drafter (alpha %.2f)", self.tracker.alpha)
-            return min(self.probe_len, cap)
+            return min(self.probe_len, k_max)
         return 0
 
     def update(self, n_proposed: int, n_accepted: int) -> None:

@@ -73,7 +73,7 @@ class Speculator:
                 if k >= self.params.draft_min and self._allowed("ngram"):
                     return Draft(draft.tokens[:k], "ngram", draft.seconds, draft.match_len)
         if self.model is not None and (self.model_can_pay or self.params.drafter == "model"):
-            k = self._choose("model", k_max, None)
+            k = self._choose("model", k_max)
             if k >= self.params.draft_min and self._allowed("model"):
                 draft = self.model.propose(history, k, sampler)
                 if len(draft.tokens) >= self.params.draft_min:
@@ -102,10 +102,10 @@ class Speculator:
         if self.ngram is not None:
             self.ngram.reset()
 
-    def _choose(self, name: str, k_max: int, available: int | None) -> int:
+    def _choose(self, name: str, k_max: int) -> int:
         if not self.params.adaptive or (name == "model" and not self.model_can_pay):
             return k_max  # asked for explicitly: draft up to draft_max (p_min stops it early)
-        return self.controllers[name].choose(k_max, available)
+        return self.controllers[name].choose(k_max)
 
 
 def _end_at_eog(draft: Draft, eog_ids: frozenset[int]) -> Draft:

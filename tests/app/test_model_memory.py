@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.conftest import model_path
 
 
-def test_each_model_brings_back_its_own_settings(qtbot, window, driver, settings, smol_path) -> None:  # noqa: ANN001
+def test_each_model_brings_back_its_own_settings(qtbot, window, driver, settings, smol_path) -> None:
     gemma = model_path("gemma")
     driver.load(smol_path)
     settings.update({"n_ctx": 1024, "temperature": 0.3})  # remembered for SmolLM2

@@ -7,7 +7,7 @@ from engine.conversation.presets import preset
 from engine.events import Done, Stats
 
 
-def test_a_preset_applies_to_its_conversation_only(qtbot, window, settings) -> None:  # noqa: ANN001
+def test_a_preset_applies_to_its_conversation_only(qtbot, window, settings) -> None:
     c = window.controller
     a = c.current
     a.add_user("hi", "old prompt")

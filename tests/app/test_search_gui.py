@@ -27,7 +27,7 @@ from engine.model import Model
 from engine.session import store
 
 
-def test_search_filters_the_list(qtbot, window) -> None:  # noqa: ANN001
+def test_search_filters_the_list(qtbot, window) -> None:
     c = window.controller
     c.current.add_user("Owls hunt at night")
     other = c.new()

@@ -43,7 +43,7 @@ def test_update_persists_with_version_and_rereads(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["settings.json"]  # no temp file left
 
 
-def test_changed_fires_once_per_changed_option(qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+def test_changed_fires_once_per_changed_option(qtbot, tmp_path: Path) -> None:
     s = Settings(tmp_path / "settings.json")
     seen: list[str] = []
     s.changed.connect(seen.append)
@@ -66,7 +66,7 @@ def test_invalid_update_changes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "settings.json").exists()
 
 
-def test_bad_values_in_the_file_fall_back_with_a_warning(tmp_path: Path, caplog) -> None:  # noqa: ANN001
+def test_bad_values_in_the_file_fall_back_with_a_warning(tmp_path: Path, caplog) -> None:
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"version": 1, "values": {
         "temperature": "hot", "top_k": 500000, "seed": 7, "mystery": True, "autosave": False}}))
@@ -80,7 +80,7 @@ def test_bad_values_in_the_file_fall_back_with_a_warning(tmp_path: Path, caplog)
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"version": 1}', ""])
-def test_corrupt_file_gives_defaults(tmp_path: Path, content: str, caplog) -> None:  # noqa: ANN001
+def test_corrupt_file_gives_defaults(tmp_path: Path, content: str, caplog) -> None:
     path = tmp_path / "settings.json"
     path.write_text(content)
     with caplog.at_level(logging.WARNING, logger="app.settings"):
@@ -89,7 +89,7 @@ def test_corrupt_file_gives_defaults(tmp_path: Path, content: str, caplog) -> No
     assert caplog.records
 
 
-def test_newer_version_reads_what_it_can(tmp_path: Path, caplog) -> None:  # noqa: ANN001
+def test_newer_version_reads_what_it_can(tmp_path: Path, caplog) -> None:
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"version": 99, "values": {"top_k": 12}}))
     with caplog.at_level(logging.WARNING, logger="app.settings"):

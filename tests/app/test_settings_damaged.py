@@ -25,7 +25,7 @@ DAMAGED = {
 
 @pytest.mark.parametrize("content", DAMAGED.values(), ids=DAMAGED.keys())
 def test_damaged_settings_give_defaults_and_are_kept_aside(tmp_path: Path, content: bytes,
-                                                           caplog) -> None:  # noqa: ANN001
+                                                           caplog) -> None:
     path = tmp_path / "settings.json"
     path.write_bytes(content)
     with caplog.at_level(logging.WARNING):
@@ -73,7 +73,7 @@ def test_verify_cost_cache_damage_is_recovered(tmp_path: Path) -> None:
         CostModel.from_json("[" * 100_000)
 
 
-def test_writes_go_through_unique_temporaries(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_writes_go_through_unique_temporaries(tmp_path: Path, monkeypatch) -> None:
     import tempfile
 
     names = []

@@ -3,6 +3,8 @@ greedy cases, and sampled drafts accepted exactly where plain sampling draws the
 seeded reply is the same with and without drafts and every token is a sample of the target."""
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import pytest
 
@@ -13,7 +15,7 @@ from engine.speculative.accept import Verdict, accept
 CHI2_CRIT_999 = {1: 10.828, 2: 13.816, 3: 16.266, 4: 18.467}
 
 
-def greedy(rows: np.ndarray):  # noqa: ANN201 - a pick function
+def greedy(rows: np.ndarray) -> Callable[[int], int]:
     return lambda i: int(np.argmax(rows[i]))
 
 

@@ -102,8 +102,8 @@ def test_cpu_curve_speculation_does_not_pay_at_moderate_alpha() -> None:
 def test_cpu_curve_ngram_at_high_alpha_drafts() -> None:
     k = best_draft_length(CPU, 0.95, 32)
     assert k >= 8
-    assert best_draft_length(CPU, 0.95, 32, available=3) == 3  # a short continuation caps k
-    assert best_draft_length(CPU, 0.95, 32, available=0) == 0
+    assert best_draft_length(CPU, 0.95, 3) == 3  # k_max caps k
+    assert best_draft_length(CPU, 0.95, 0) == 0
 
 
 def test_gpu_curve_drafts_long_even_at_moderate_alpha() -> None:
@@ -168,8 +168,8 @@ def test_controller_follows_acceptance() -> None:
     for _ in range(50):
         c.update(8, 8)
     assert c.choose(32) >= 8
-    assert c.choose(32, available=2) == 2
-    assert c.choose(32, available=0) == 0
+    assert c.choose(2) == 2
+    assert c.choose(0) == 0
     for _ in range(50):
         c.update(4, 0)
     assert c.choose(32) == 0
@@ -181,7 +181,7 @@ def test_probe_after_long_plain_streak() -> None:
         c.update(4, 0)
     choices = [c.choose(16) for _ in range(32)]
     assert choices == [0] * 32
-    assert c.choose(16, available=0) == 0  # nothing to draft: does not count, no probe wasted
+    assert c.choose(0) == 0  # nothing to draft: does not count, no probe wasted
     assert c.choose(16) == 2 and c.last_was_probe
     c.update(2, 0)  # the probe failed: back to a long plain streak
     assert [c.choose(16) for _ in range(32)] == [0] * 32

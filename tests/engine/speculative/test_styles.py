@@ -24,11 +24,11 @@ def test_snake_to_camel(name: str, camel: str | None) -> None:
     assert snake_to_camel(name) == camel
 
 
-def tokens(model, text: str) -> list[int]:  # noqa: ANN001
+def tokens(model, text: str) -> list[int]:
     return model.tokenize(text, add_special=False, parse_special=False)
 
 
-def test_identifiers_read_across_tokens(qwen_draft) -> None:  # noqa: ANN001
+def test_identifiers_read_across_tokens(qwen_draft) -> None:
     words = Words(qwen_draft)
     toks = tokens(qwen_draft, "    def removeItem(self, sku):")
     pieces = [qwen_draft.piece(t).decode() for t in toks]
@@ -52,7 +52,7 @@ SOURCE = '''class Shop:
 '''
 
 
-def test_a_style_learned_from_one_rename_converts_the_next_names(qwen_draft) -> None:  # noqa: ANN001
+def test_a_style_learned_from_one_rename_converts_the_next_names(qwen_draft) -> None:
     d = NgramDrafter(vocab=qwen_draft)
     source = tokens(qwen_draft, SOURCE)
     d.begin(source)
@@ -62,7 +62,7 @@ def test_a_style_learned_from_one_rename_converts_the_next_names(qwen_draft) -> 
     assert [r.style.name for r in d.edits.styles] == ["snake_case"]
 
 
-def test_a_style_the_reply_does_not_follow_is_dropped(qwen_draft) -> None:  # noqa: ANN001
+def test_a_style_the_reply_does_not_follow_is_dropped(qwen_draft) -> None:
     d = NgramDrafter(vocab=qwen_draft)
     source = tokens(qwen_draft, SOURCE)
     d.begin(source)
@@ -73,7 +73,7 @@ def test_a_style_the_reply_does_not_follow_is_dropped(qwen_draft) -> None:  # no
     assert qwen_draft.detokenize(draft.tokens).startswith(" countItems(")
 
 
-def test_without_a_tokenizer_no_style_is_learned(qwen_draft) -> None:  # noqa: ANN001
+def test_without_a_tokenizer_no_style_is_learned(qwen_draft) -> None:
     d = NgramDrafter()
     source = tokens(qwen_draft, SOURCE)
     d.begin(source)
@@ -91,7 +91,7 @@ VARS = '''def total(item, items):
 '''
 
 
-def test_a_rename_learned_once_applies_however_the_name_is_tokenized(qwen_draft) -> None:  # noqa: ANN001
+def test_a_rename_learned_once_applies_however_the_name_is_tokenized(qwen_draft) -> None:
     d = NgramDrafter(vocab=qwen_draft)
     source = tokens(qwen_draft, VARS)
     d.begin(source)
@@ -103,7 +103,7 @@ def test_a_rename_learned_once_applies_however_the_name_is_tokenized(qwen_draft)
     assert [r.style.name for r in d.edits.styles] == ["item -> entry"]
 
 
-def test_the_latest_rename_of_a_name_wins(qwen_draft) -> None:  # noqa: ANN001
+def test_the_latest_rename_of_a_name_wins(qwen_draft) -> None:
     from engine.speculative.edits import EditMemory
 
     memory = EditMemory(qwen_draft)
@@ -126,7 +126,7 @@ def test_stated_renames(text: str, renames: list[tuple[str, str]]) -> None:
     assert stated_renames(text) == renames
 
 
-def test_a_rename_stated_in_the_prompt_is_drafted_at_its_first_occurrence(qwen_draft) -> None:  # noqa: ANN001
+def test_a_rename_stated_in_the_prompt_is_drafted_at_its_first_occurrence(qwen_draft) -> None:
     d = NgramDrafter(vocab=qwen_draft)
     source = tokens(qwen_draft, "Rename `item` to `entry`.\n\n" + VARS)
     d.begin(source)
@@ -135,7 +135,7 @@ def test_a_rename_stated_in_the_prompt_is_drafted_at_its_first_occurrence(qwen_d
     assert qwen_draft.detokenize(draft.tokens).startswith("(entry, items):\n")
 
 
-def test_a_rename_that_extends_a_name_is_learned_too(qwen_draft) -> None:  # noqa: ANN001
+def test_a_rename_that_extends_a_name_is_learned_too(qwen_draft) -> None:
     """``item`` -> ``item_old``: the reply keeps the name's token and inserts after it, so the
     copy breaks on the token after the name, not on the name itself."""
     d = NgramDrafter(vocab=qwen_draft)
