@@ -18,6 +18,7 @@ from starlette.requests import Request
 from engine.chat import Message
 from engine.errors import DuetError
 from engine.events import Done
+from engine.model import Model
 from engine.prompt import chat_tokens
 from engine.server.engine_thread import EngineThread, Job, QueueFull
 from engine.server.errors import ApiError, bad_request
@@ -164,7 +165,7 @@ def engine_error(item: BaseException) -> ApiError:
     return ApiError(500, "the engine failed on this request (see the server log)", type="server_error")
 
 
-def _template_prefix(model) -> int:  # noqa: ANN001
+def _template_prefix(model: Model) -> int:
     """Tokens that every chat prompt starts with (BOS, the template's opening)."""
     from engine.generate import common_prefix
 
