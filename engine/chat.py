@@ -154,11 +154,14 @@ class _Marks:
         self.nonce = secrets.token_hex(8)
         self.texts: list[str] = []
         self.owners: list[int | None] = []
+        self.contents: set[int] = set()  # the placeholders that stand for a message's text
         self.inert = inert
 
-    def mark(self, text: str, owner: int | None) -> str:
+    def mark(self, text: str, owner: int | None, content: bool = False) -> str:
         self.texts.append(text)
         self.owners.append(owner)
+        if content:
+            self.contents.add(len(self.texts) - 1)
         return f"{_RAW_OPEN}{self.nonce}:{len(self.texts) - 1}{_RAW_CLOSE}"
 
     def leaf(self, value: Any, owner: int | None) -> Any:
@@ -222,7 +225,9 @@ def render_segments(messages: Sequence[Message], template: str | None, *,
     any rewritten placeholder when tools or tool calls are present)."""
     tpl = _compile(template or CHATML)
     marks = _Marks(inert)
-    contents = [marks.mark(m.content, i) for i, m in enumerate(messages)]
+    # an empty text stays empty: templates test it (``{% if message.content %}``)
+    contents = [marks.mark(m.content, i, content=True) if m.content else ""
+                for i, m in enumerate(messages)]
     dicts = _dicts(messages, lambda i, m: contents[i], marks)
     marked_tools = marks.leaf(list(tools), None)
     extra = sum(len(t) for t in marks.texts)
@@ -230,7 +235,7 @@ def render_segments(messages: Sequence[Message], template: str | None, *,
               add_generation_prompt=add_generation_prompt, limits=limits, cancel=cancel,
               extra=extra)
     text = _run(tpl, dicts, marked_tools, **kw)  # type: ignore[arg-type]
-    segments = _split(text, marks, len(messages))
+    segments = _split(text, marks)
     with_tools = bool(tools) or any(m.tool_calls or m.role == "tool" for m in messages)
     if segments is None and not with_tools:
         text = _run(tpl, _dicts(messages, lambda i, m: m.content, None), [], **kw)  # type: ignore[arg-type]
@@ -241,7 +246,7 @@ def render_segments(messages: Sequence[Message], template: str | None, *,
     return segments
 
 
-def _split(text: str, marks: _Marks, n_messages: int) -> list[Segment] | None:
+def _split(text: str, marks: _Marks) -> list[Segment] | None:
     """Segments of a placeholder render, or None unless each message's placeholder is there at
     most once and in order, and no placeholder was altered (a message the template leaves out on
     purpose is fine; the strings of tools and tool calls may appear any number of times)."""
@@ -254,7 +259,7 @@ def _split(text: str, marks: _Marks, n_messages: int) -> list[Segment] | None:
         if i >= len(marks.texts):
             return None
         value = marks.texts[i]
-        if i < n_messages:  # a message's text: once, in order
+        if i in marks.contents:  # a message's text: once, in order
             if i <= last_message:
                 return None
             last_message = i

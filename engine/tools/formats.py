@@ -93,11 +93,19 @@ def read_block(fmt: Format, block: str, opener: str, closer: str,
 
 
 def read_calls(fmt: Format, body: str, names: Sequence[str]) -> list[ToolCall] | None:
-    """Calls from JSON text: one object, or a list of them."""
+    """Calls from JSON text: one object, or a list of them. Qwen 2.5's template shows the form
+    as ``{{"name": ..., "arguments": ...}}`` (braces doubled by its Jinja string), and its models
+    sometimes copy it: one doubled pair of braces is read as one."""
+    text = body.strip()
     try:
-        data = json.loads(body.strip())
+        data = json.loads(text)
     except (ValueError, RecursionError):
-        return None
+        if not (text.startswith("{{") and text.endswith("}}")):
+            return None
+        try:
+            data = json.loads(text[1:-1])
+        except (ValueError, RecursionError):
+            return None
     items = data if isinstance(data, list) else [data]
     calls = []
     for item in items:

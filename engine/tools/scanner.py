@@ -106,12 +106,13 @@ class Scanner:
         return keep
 
     def _release(self, text: str, out: list[Item]) -> None:
-        if not text:
-            return
-        if not text.strip():
-            self._spaces += text
-            return
-        out.append(self._spaces + text)
-        self._spaces = ""
-        self._started = True
-        self._line_start = text.endswith("\n")
+        """Release ``text``, holding its trailing whitespace (released with what follows it;
+        dropped before a call), so the result does not depend on where the chunks fall."""
+        body = text.rstrip()
+        if body:
+            out.append(self._spaces + body)
+            self._spaces = ""
+            self._started = True
+        self._spaces += text[len(body):]
+        self._line_start = (self._spaces or body).endswith("\n") if (self._spaces or body) \
+            else self._line_start
