@@ -35,7 +35,7 @@ class LocalServer(QObject):
         self._queue_lock = threading.Lock()
         self._wanted: dict[str, Any] | None = None  # the latest snapshot not yet applied
         self._applier: threading.Thread | None = None
-        self._running: tuple[Any, Any] | None = None  # (BackgroundServer, EngineThread)
+        self._running: tuple[Any, Any] | None = None  # (BackgroundServer, Engine)
         self.address: str | None = None
 
     def apply(self, values: Mapping[str, Any]) -> None:

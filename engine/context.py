@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
@@ -43,6 +43,9 @@ class ContextParams(Params):
                          applies="load", minimum=1, maximum=MAX_CTX, cli="--batch", step=64)
     n_threads: int = param(0, "Threads", "CPU threads (0: one per core, up to 8).",
                            applies="load", minimum=0, maximum=256, cli="--threads", step=1)
+    n_parallel: int = param(1, "Parallel replies", "Replies decoded together, in one batch "
+                            "(each has the whole context size, so memory grows with it).",
+                            applies="load", minimum=1, maximum=64, cli="--parallel", step=1)
     type_k: str = param("f16", "KV cache type", "Precision of the KV cache: q8_0 halves its "
                         "memory at a small cost in accuracy.", applies="load",
                         choices=tuple(KV_TYPES), cli="--kv-type")
@@ -67,24 +70,29 @@ def _warn_threads(asked: int, cores: int) -> None:
     log.warning("%d threads asked for but this machine has %d cores; using %d", asked, cores, cores)
 
 
-class Context(NativeOwner):
-    """A llama context over ``model``. Logits returned by ``logits``/``logits_rows`` are views into
-    llama.cpp's buffer, valid until the next ``decode``."""
+@dataclass(frozen=True)
+class Part:
+    """One sequence's share of a batch: ``tokens`` appended to ``ctx``, with logits for the
+    last token, all of them or none."""
 
-    def __init__(self, model: Model, params: ContextParams = ContextParams()) -> None:
-        backend.init()
-        if params.type_k not in KV_TYPES or params.type_v not in KV_TYPES:
-            raise ModelLoadError(f"unknown KV cache type {params.type_k}/{params.type_v}")
-        if params.n_ctx < 16:
-            raise ModelLoadError(f"context size {params.n_ctx} is too small")
-        self.model = model
-        self.params = params
-        _check_memory(model, params)
+    ctx: Context
+    tokens: Sequence[int]
+    logits: Literal["last", "all", "none"] = "last"
+
+
+class _Llama:
+    """The llama.cpp context that the sequences share: handle, memory, batch, abort hook."""
+
+    def __init__(self, model: Model, params: ContextParams) -> None:
         cp = lib.llama_context_default_params()
-        cp.n_ctx = params.n_ctx
+        n_seq = params.n_parallel
+        cp.n_ctx = params.n_ctx * n_seq  # every sequence can fill its whole context
         cp.n_batch = params.n_batch
         cp.n_ubatch = min(params.n_batch, 512)
-        cp.n_seq_max = 1
+        cp.n_seq_max = n_seq
+        # one buffer for all sequences: a batch that mixes them (decodes, drafts, a prefill)
+        # is one pass (split per sequence, each would be its own pass)
+        cp.kv_unified = True
         cp.n_threads = cp.n_threads_batch = params.threads()
         cp.type_k = KV_TYPES[params.type_k]
         cp.type_v = KV_TYPES[params.type_v]
@@ -94,25 +102,78 @@ class Context(NativeOwner):
         if not handle:
             reason = backend.take_errors() or "out of memory?"
             raise ModelLoadError(f"cannot create a context of {params.n_ctx} tokens: {reason}")
-        self._handle = handle
-        self._mem = lib.llama_get_memory(handle)
-        self.n_ctx: int = lib.llama_n_ctx(handle)
+        self.handle = handle
+        self.mem = lib.llama_get_memory(handle)
+        self.model = model
         self.n_batch: int = lib.llama_n_batch(handle)
-        self.n_vocab: int = model.n_vocab
-        self._batch = lib.llama_batch_init(max(self.n_batch, params.n_batch), 0, 1)
+        self.batch = lib.llama_batch_init(max(self.n_batch, params.n_batch), 0, 1)
+        self.n_outputs = 0
+        self.cancel: threading.Event | None = None
+        self.abort_cb = lib.ggml_abort_callback(self._should_abort)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            lib.llama_batch_free(self.batch)
+            if self.model.worker_lost() is None:
+                lib.llama_free(self.handle)  # (with a lost RPC worker this would abort: leaked)
+            self.handle = None
+
+    def _should_abort(self, _data: ctypes.c_void_p) -> bool:
+        cancel = self.cancel
+        return bool(cancel is not None and cancel.is_set())
+
+
+class Context(NativeOwner):
+    """One sequence of a llama context over ``model`` (``n_parallel`` sequences share it; each
+    has ``n_ctx`` tokens of room). ``Context(model, params)`` makes the llama context and is
+    its sequence 0; ``sequences`` are all of them, this one first. Logits returned by
+    ``logits``/``logits_rows``/``decode_batch`` are views into llama.cpp's buffer, valid until
+    the next decode of any sequence."""
+
+    def __init__(self, model: Model, params: ContextParams = ContextParams()) -> None:
+        backend.init()
+        self.model = model
+        self.params = params
+        _check_memory(model, params)
+        self._llama: _Llama | None = _Llama(model, params)
+        self._owner = True
+        self._setup(0)
+        self.sequences: tuple[Context, ...] = (self, *(self._view(i)
+                                                      for i in range(1, params.n_parallel)))
+
+    def _setup(self, seq: int) -> None:
+        self.seq = seq
+        self.n_ctx: int = self.params.n_ctx
+        self.n_batch: int = self._shared.n_batch
+        self.n_vocab: int = self.model.n_vocab
         self.tokens: list[int] = []
-        self._n_outputs = 0
-        self._cancel: threading.Event | None = None
-        self._abort_cb = lib.ggml_abort_callback(self._should_abort)
+
+    def _view(self, seq: int) -> Context:
+        view = Context.__new__(Context)
+        view.model, view.params, view._llama, view._owner = self.model, self.params, self._llama, False
+        view._setup(seq)
+        view.sequences = ()
+        return view
+
+    @property
+    def _shared(self) -> _Llama:
+        if self._llama is None or self._llama.handle is None:
+            raise DecodeError("the context was closed")
+        return self._llama
+
+    @property
+    def _handle(self) -> Any:
+        return self._shared.handle
+
+    @property
+    def _mem(self) -> Any:
+        return self._shared.mem
 
     # -- lifetime -------------------------------------------------------------------------
     def close(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            lib.llama_batch_free(self._batch)
-            if self.model.worker_lost() is None:
-                lib.llama_free(self._handle)  # (with a lost RPC worker this would abort: leaked)
-            self._handle = None
-
+        if getattr(self, "_owner", False) and self._llama is not None:
+            self._llama.close()
+        self._llama = None
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -124,8 +185,8 @@ class Context(NativeOwner):
         return self.n_ctx - len(self.tokens)
 
     def kv_pos_max(self) -> int:
-        """llama.cpp's own highest position in sequence 0 (-1 when empty): the mirror's check."""
-        return lib.llama_memory_seq_pos_max(self._mem, 0)
+        """llama.cpp's own highest position in this sequence (-1 when empty): the mirror's check."""
+        return lib.llama_memory_seq_pos_max(self._mem, self.seq)
 
     # -- decoding -------------------------------------------------------------------------
     def decode(self, tokens: Sequence[int], *, logits: Literal["last", "all", "none"] = "last",
@@ -144,32 +205,29 @@ class Context(NativeOwner):
                 f"the context is full: {self.n_past} + {n} tokens exceed its {self.n_ctx}")
         if logits == "all" and n > self.n_batch:
             raise ValueError(f"cannot return logits for {n} tokens in one batch of {self.n_batch}")
+        shared = self._shared
         self.model.check_workers()
         start = self.n_past
-        self._cancel = cancel
+        shared.cancel = cancel
         if cancel is not None:
-            lib.llama_set_abort_callback(self._handle, self._abort_cb, None)
+            lib.llama_set_abort_callback(shared.handle, shared.abort_cb, None)
         try:
             for lo in range(0, n, self.n_batch):
                 chunk = tokens[lo:lo + self.n_batch]
                 last_chunk = lo + self.n_batch >= n
                 want = logits == "all" or (logits == "last" and last_chunk)
-                self._fill(chunk, self.n_past, logits if last_chunk else "none")
-                rc = lib.llama_decode(self._handle, self._batch)
+                _fill(shared.batch, [(self, chunk, logits if last_chunk else "none")])
+                rc = lib.llama_decode(shared.handle, shared.batch)
                 if rc != 0:
                     self._restore(start)
-                    if rc == 2:
-                        raise DecodeError("cancelled")
-                    if rc == 1:
-                        raise ContextFullError("no room left in the KV cache for this batch")
-                    raise DecodeError(f"llama_decode failed ({rc}): {backend.take_errors()}")
+                    raise _decode_error(rc)
                 self.tokens.extend(chunk)
-                self._n_outputs = len(chunk) if logits == "all" else int(want)
+                shared.n_outputs = len(chunk) if logits == "all" else int(want)
         finally:
             if cancel is not None:
-                lib.llama_set_abort_callback(self._handle, ggml_null_abort, None)
-                self._cancel = None
-        return self._n_outputs
+                lib.llama_set_abort_callback(shared.handle, ggml_null_abort, None)
+                shared.cancel = None
+        return shared.n_outputs
 
     def logits(self, row: int = -1) -> np.ndarray:
         """Logits of output ``row`` of the last decode (shape (n_vocab,), a zero-copy view)."""
@@ -181,7 +239,7 @@ class Context(NativeOwner):
     def logits_rows(self) -> np.ndarray:
         """All output rows of the last decode, shape (n_outputs, n_vocab), a zero-copy view."""
         ptr = lib.llama_get_logits(self._handle)
-        return np.ctypeslib.as_array(ptr, shape=(self._n_outputs, self.n_vocab))
+        return np.ctypeslib.as_array(ptr, shape=(self._shared.n_outputs, self.n_vocab))
 
     def rewind(self, n_keep: int) -> None:
         """Drop every token from position ``n_keep`` on (llama_memory_seq_rm), mirror included."""
@@ -189,7 +247,7 @@ class Context(NativeOwner):
             raise ValueError("n_keep must be >= 0")
         if n_keep >= self.n_past:
             return
-        if not lib.llama_memory_seq_rm(self._mem, 0, n_keep, -1):
+        if not lib.llama_memory_seq_rm(self._mem, self.seq, n_keep, -1):
             raise RewindError(
                 f"{self.model.display_name} cannot rewind its cache to a position (recurrent model)")
         del self.tokens[n_keep:]
@@ -205,10 +263,10 @@ class Context(NativeOwner):
             return True
         if not lib.llama_memory_can_shift(self._mem):
             return False
-        if not lib.llama_memory_seq_rm(self._mem, 0, p0, p1):
+        if not lib.llama_memory_seq_rm(self._mem, self.seq, p0, p1):
             return False
         if p1 < self.n_past:
-            lib.llama_memory_seq_add(self._mem, 0, p1, -1, p0 - p1)
+            lib.llama_memory_seq_add(self._mem, self.seq, p1, -1, p0 - p1)
         del self.tokens[p0:p1]
         if self.kv_pos_max() != self.n_past - 1:  # never leave the cache and mirror apart
             log.warning("the cache shift left positions up to %d for %d tokens; clearing it",
@@ -218,16 +276,16 @@ class Context(NativeOwner):
 
     def clear(self) -> None:
         self.model.check_workers()
-        lib.llama_memory_clear(self._mem, True)
+        lib.llama_memory_seq_rm(self._mem, self.seq, -1, -1)
         self.tokens.clear()
 
     # -- saved state ----------------------------------------------------------------------
     def state_bytes(self) -> memoryview:
-        """The KV state of sequence 0 (llama_state_seq_get_data), covering ``self.tokens``."""
+        """The KV state of this sequence (llama_state_seq_get_data), covering ``self.tokens``."""
         self.model.check_workers()
-        size = lib.llama_state_seq_get_size(self._handle, 0)
+        size = lib.llama_state_seq_get_size(self._handle, self.seq)
         buf = (ctypes.c_uint8 * size)()
-        written = lib.llama_state_seq_get_data(self._handle, buf, size, 0)
+        written = lib.llama_state_seq_get_data(self._handle, buf, size, self.seq)
         return memoryview(buf).cast("B")[:written]
 
     def load_state(self, data: bytes | bytearray | memoryview, tokens: Sequence[int]) -> None:
@@ -236,34 +294,77 @@ class Context(NativeOwner):
         view = memoryview(data).cast("B")
         buf = (ctypes.c_uint8 * len(view)).from_buffer_copy(view) if view.readonly else \
             (ctypes.c_uint8 * len(view)).from_buffer(view)
-        read = lib.llama_state_seq_set_data(self._handle, buf, len(view), 0)
+        read = lib.llama_state_seq_set_data(self._handle, buf, len(view), self.seq)
         if read == 0 or self.kv_pos_max() != len(tokens) - 1:
             self.clear()
             raise DecodeError("the saved KV state does not fit this context")
         self.tokens = list(tokens)
 
     # -- internals ------------------------------------------------------------------------
-    def _fill(self, chunk: Sequence[int], pos0: int, logits: str) -> None:
-        b = self._batch
-        n = len(chunk)
-        b.n_tokens = n
-        for i, tok in enumerate(chunk):
-            b.token[i] = tok
-            b.pos[i] = pos0 + i
-            b.n_seq_id[i] = 1
-            b.seq_id[i][0] = 0
-            b.logits[i] = logits == "all"
-        if logits == "last":
-            b.logits[n - 1] = True
-
     def _restore(self, n_keep: int) -> None:
         """After a failed or aborted decode, drop whatever llama.cpp kept past ``n_keep``."""
-        lib.llama_memory_seq_rm(self._mem, 0, n_keep, -1)
+        lib.llama_memory_seq_rm(self._mem, self.seq, n_keep, -1)
         del self.tokens[n_keep:]
 
-    def _should_abort(self, _data: ctypes.c_void_p) -> bool:
-        cancel = self._cancel
-        return bool(cancel is not None and cancel.is_set())
+
+def decode_batch(parts: Sequence[Part]) -> list[np.ndarray]:
+    """Decode several sequences' tokens in one llama_decode (they share a llama context); the
+    logits rows of each part, in order (zero-copy views, valid until the next decode). On a
+    failure every sequence is left as it was and the error is raised."""
+    if not parts:
+        return []
+    shared = parts[0].ctx._shared
+    total = sum(len(p.tokens) for p in parts)
+    if total > shared.n_batch:
+        raise ValueError(f"a batch of {total} tokens exceeds {shared.n_batch}")
+    for p in parts:
+        if p.ctx._llama is not shared or not p.tokens:
+            raise ValueError("every part needs tokens, and one llama context for all")
+        if len(p.tokens) > p.ctx.n_free:
+            raise ContextFullError(f"the context is full: {p.ctx.n_past} + {len(p.tokens)} "
+                                   f"tokens exceed its {p.ctx.n_ctx}")
+    parts[0].ctx.model.check_workers()
+    starts = [p.ctx.n_past for p in parts]
+    _fill(shared.batch, [(p.ctx, p.tokens, p.logits) for p in parts])
+    rc = lib.llama_decode(shared.handle, shared.batch)
+    if rc != 0:
+        for p, start in zip(parts, starts):
+            p.ctx._restore(start)
+        raise _decode_error(rc)
+    counts = [len(p.tokens) if p.logits == "all" else int(p.logits == "last") for p in parts]
+    shared.n_outputs = sum(counts)
+    n_vocab = parts[0].ctx.n_vocab
+    buf = np.ctypeslib.as_array(lib.llama_get_logits(shared.handle),
+                                shape=(shared.n_outputs, n_vocab))
+    out, row = [], 0
+    for p, n in zip(parts, counts):
+        p.ctx.tokens.extend(p.tokens)
+        out.append(buf[row:row + n])
+        row += n
+    return out
+
+
+def _fill(b: Any, parts: Sequence[tuple[Context, Sequence[int], str]]) -> None:
+    """Write ``parts`` (sequence, tokens, which logits) into batch ``b``."""
+    n = 0
+    for ctx, chunk, logits in parts:
+        pos0 = ctx.n_past
+        for i, tok in enumerate(chunk):
+            b.token[n] = tok
+            b.pos[n] = pos0 + i
+            b.n_seq_id[n] = 1
+            b.seq_id[n][0] = ctx.seq
+            b.logits[n] = logits == "all" or (logits == "last" and i == len(chunk) - 1)
+            n += 1
+    b.n_tokens = n
+
+
+def _decode_error(rc: int) -> Exception:
+    if rc == 2:
+        return DecodeError("cancelled")
+    if rc == 1:
+        return ContextFullError("no room left in the KV cache for this batch")
+    return DecodeError(f"llama_decode failed ({rc}): {backend.take_errors()}")
 
 
 ggml_null_abort = ctypes.cast(None, lib.ggml_abort_callback)
@@ -295,9 +396,12 @@ def _check_memory(model: Model, params: ContextParams) -> None:
     """Refuse a context whose KV cache could not fit in RAM, before llama.cpp tries."""
     per_token = (model.kv_bytes_per_token(KV_BYTES_PER_ELEMENT[params.type_k]) / 2
                  + model.kv_bytes_per_token(KV_BYTES_PER_ELEMENT[params.type_v]) / 2)
-    need = per_token * params.n_ctx
+    need = per_token * params.n_ctx * params.n_parallel
     avail = _available_memory()
     if avail is not None and need > avail:
+        what = (f"{params.n_parallel} parallel replies of {params.n_ctx} tokens"
+                if params.n_parallel > 1 else f"a context of {params.n_ctx} tokens")
         raise ModelLoadError(
-            f"a context of {params.n_ctx} tokens needs {need / 2**30:.1f} GiB for its cache but "
-            f"only {avail / 2**30:.1f} GiB is free; choose a smaller context size")
+            f"{what} need {need / 2**30:.1f} GiB for the cache but only {avail / 2**30:.1f} GiB "
+            "is free; choose a smaller context size" + (" or fewer parallel replies"
+                                                        if params.n_parallel > 1 else ""))

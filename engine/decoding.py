@@ -87,6 +87,11 @@ class Decoding:
     def n_tokens(self) -> int:
         return self.out.n_tokens
 
+    @property
+    def started(self) -> bool:
+        """The prompt is in the cache and the first token was picked."""
+        return self.stats.passes > 0
+
     # -- the passes -----------------------------------------------------------------------
     def start(self, logits: np.ndarray) -> list[Event]:
         """The first token, from the prompt's last logits."""

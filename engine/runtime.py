@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from engine import params, paths
 from engine.catalog import CATALOG
@@ -21,6 +21,9 @@ from engine.native import NativeOwner
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
 from engine.state_cache import DEFAULT_CACHE_BYTES, StateCache
+
+if TYPE_CHECKING:
+    from engine.speculative.speculator import Speculation
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +76,22 @@ class Runtime(NativeOwner):
                                                      config.speculative, config.draft_context,
                                                      on_calibrate)
             self.generator = Generator(self.ctx, self.speculation, self.cache)
+            # the other sequences' replies draft with their own n-gram drafters (a draft
+            # model serves sequence 0 only)
+            self.speculations: list[Speculation | None] = [self.speculation] + [
+                self._more_speculation(ctx) for ctx in self.ctx.sequences[1:]]
         except BaseException:
             self.close()
             raise
+
+    def _more_speculation(self, ctx: Context) -> Speculation | None:
+        if self.config.speculative.drafter == "none":
+            return None
+        from engine.speculative.speculator import build_speculation
+
+        spec = replace(self.config.speculative, drafter="ngram") \
+            if self.config.speculative.drafter == "model" else self.config.speculative
+        return build_speculation(self.target, ctx, None, spec)
 
     @property
     def draft_model(self) -> Model | None:
@@ -100,10 +116,11 @@ class Runtime(NativeOwner):
 
     def close(self) -> None:
         self.cache.clear()
-        for obj in (self.speculation, self.ctx, self.target):
+        for obj in (*getattr(self, "speculations", [self.speculation]), self.ctx, self.target):
             if obj is not None:
                 obj.close()
         self.speculation = self.ctx = self.target = None
+        self.speculations = []
 
 
 def add_runtime_arguments(p: argparse.ArgumentParser) -> None:

@@ -34,7 +34,7 @@ from engine.errors import DuetError
 
 if TYPE_CHECKING:
     from engine.model import Model
-    from engine.server.engine_thread import EngineThread
+    from engine.service import Engine
     from engine.server.run import BackgroundServer
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def combine(runs: list[dict], prompts: list[BenchPrompt]) -> dict:
 
 
 # -- the servers --------------------------------------------------------------------------
-def start_duet(args: argparse.Namespace) -> tuple[BackgroundServer, EngineThread]:
+def start_duet(args: argparse.Namespace) -> tuple[BackgroundServer, Engine]:
     from engine.context import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import Runtime, RuntimeConfig, resolve_model

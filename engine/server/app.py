@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from engine.server import openai
 from engine.server.core import DuetServer, ServerConfig
-from engine.server.engine_thread import EngineThread
+from engine.service import Engine
 from engine.server.errors import ApiError
 
 __all__ = ["ServerConfig", "create_app"]
@@ -67,7 +67,7 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return ApiError(500, "internal server error", type="server_error").response()
 
 
-def create_app(engine: EngineThread, config: ServerConfig) -> Starlette:
+def create_app(engine: Engine, config: ServerConfig) -> Starlette:
     middleware = []
     if config.cors_origins:
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),

@@ -20,7 +20,7 @@ from engine.errors import DuetError
 from engine.events import Done
 from engine.model import Model
 from engine.prompt import chat_tokens
-from engine.server.engine_thread import EngineThread, Job, QueueFull
+from engine.service import Engine, Job, QueueFull
 from engine.server.errors import ApiError, bad_request
 from engine.server.turn import Chat, Turn, prepare
 
@@ -46,7 +46,7 @@ class Gone(Exception):
 class DuetServer:
     """What the routes share: the engine thread, the model (for tokenizing) and the config."""
 
-    def __init__(self, engine: EngineThread, config: ServerConfig) -> None:
+    def __init__(self, engine: Engine, config: ServerConfig) -> None:
         self.engine = engine
         self.config = config
         self.model = engine.runtime.target

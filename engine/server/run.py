@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 from engine.net import is_loopback
 from engine.runtime import Runtime
 from engine.server.app import ServerConfig, create_app
-from engine.server.engine_thread import EngineThread
+from engine.service import Engine
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +37,9 @@ def model_names(runtime: Runtime, given: str | None = None) -> tuple[str, frozen
 
 
 def build(runtime: Runtime, config: ServerConfig, *, max_queue: int = 8,
-          gate: threading.Event | None = None) -> tuple[EngineThread, Starlette]:
+          gate: threading.Event | None = None) -> tuple[Engine, Starlette]:
     """The engine thread (which owns ``runtime`` from now on) and the app over it."""
-    engine = EngineThread(runtime, max_queue=max_queue, gate=gate)
+    engine = Engine(runtime, max_queue=max_queue, gate=gate)
     return engine, create_app(engine, config)
 
 

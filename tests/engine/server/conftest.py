@@ -18,7 +18,7 @@ N_CTX = 1024
 class Served:
     url: str
     port: int
-    engine: object  # engine.server.engine_thread.EngineThread
+    engine: object  # engine.service.Engine
     model_id: str
     model: object  # engine.model.Model
     n_ctx: int = N_CTX

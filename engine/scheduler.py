@@ -1,0 +1,251 @@
+"""Replies decoded together: every step puts the next tokens of every active sequence — a reply's
+pending token and its draft, a slice of a new prompt — into one llama_decode (continuous
+batching, as llama.cpp's server does with its slots).
+
+Each sequence of the runtime's context is a ``Slot``. A job waits until a slot is free; it takes
+the free slot whose cache shares most with its prompt (the state cache may restore a saved one
+there first, after saving what the slot held). A long prompt is decoded in slices — large while
+nothing else runs, small while other replies stream, so that a new client does not stall them.
+Each reply is a ``Decoding`` (engine.decoding) with its own sampler, grammar, drafter state, stop
+rules and counters; cancel, the context limit and the end of a reply free a slot at once without
+touching the others. Owned by one thread: ``step`` is called by the engine's thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from engine.context import Context, Part, decode_batch
+from engine.decoding import Decoding, Grammar, Speculation
+from engine.errors import DuetError
+from engine.events import Done, PromptProgress, Stats
+from engine.generate import align
+from engine.sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from engine.state_cache import StateCache
+
+log = logging.getLogger(__name__)
+
+# Prompt tokens decoded per step: alone, a slice as large as a batch (fewest passes); beside
+# replies that stream, a small slice, so that each of their steps stays short.
+PREFILL_ALONE = 256
+PREFILL_SHARED = 64
+
+
+@dataclass(eq=False)
+class Job:
+    """A reply to compute: ``emit`` gets its events, then a final Done (or an exception)."""
+
+    prompt: list[int]
+    params: SamplingParams
+    emit: Callable[[object], None]
+    cancel: threading.Event = field(default_factory=threading.Event)
+    n_template: int = 0  # prompt tokens that every request shares (not a cache hit)
+    grammar: Grammar | None = None  # the grammar the reply follows (its state: one per job)
+    logprobs: int | None = None  # report log-probabilities, with this many alternatives
+    slot: int | None = None  # the sequence it must run on (the app's own conversation)
+
+
+class Slot:
+    def __init__(self, ctx: Context, speculation: Speculation | None) -> None:
+        self.ctx = ctx
+        self.speculation = speculation
+        self.job: Job | None = None
+        self.decoding: Decoding | None = None
+        self.pos = 0  # prompt tokens in the cache
+        self.last_used = 0
+
+
+class Scheduler:
+    def __init__(self, contexts: tuple[Context, ...], speculations: list[Speculation | None],
+                 cache: StateCache | None = None, *, reserved: int = 0,
+                 on_finished: Callable[[Job, Done | Exception], None] | None = None) -> None:
+        """``reserved``: the first slots only run jobs pinned to them (``Job.slot``)."""
+        self.slots = [Slot(c, s) for c, s in zip(contexts, speculations)]
+        self.model = contexts[0].model
+        self.cache = cache
+        self.reserved = reserved
+        self.waiting: deque[Job] = deque()
+        self.on_finished = on_finished
+        self._clock = 0
+
+    @property
+    def active(self) -> int:
+        return sum(s.job is not None for s in self.slots)
+
+    def add(self, job: Job) -> None:
+        self.waiting.append(job)
+
+    def cancel_all(self) -> None:
+        """End every reply and waiting job (the engine stops)."""
+        for job in self.waiting:
+            job.cancel.set()
+        for s in self.slots:
+            if s.job is not None:
+                s.job.cancel.set()
+        while self.waiting:
+            job = self.waiting.popleft()
+            job.emit(Done("cancelled", "", (), Stats()))
+        for s in self.slots:
+            if s.job is not None:
+                self._finish(s, "cancelled")
+
+    # -- one step -------------------------------------------------------------------------
+    def step(self) -> bool:
+        """Admit waiting jobs, then decode one batch for every active sequence. False when
+        there was nothing to do."""
+        self._admit()
+        for s in self.slots:
+            if s.job is not None and s.decoding is not None:
+                if s.job.cancel.is_set():
+                    self._finish(s, "cancelled")
+                elif s.decoding.started and s.ctx.n_free < 1:
+                    self._finish(s, "context_full")
+        busy = [s for s in self.slots if s.job is not None]
+        if not busy:
+            return False
+        parts, owners = self._batch(busy)
+        if not parts:
+            return True
+        t = time.perf_counter()
+        try:
+            rows = decode_batch(parts)
+        except DuetError as e:
+            for s in owners:
+                self._fail(s, e)
+            return True
+        elapsed = time.perf_counter() - t
+        total = sum(len(p.tokens) for p in parts)
+        for s, part, r in zip(owners, parts, rows):
+            self._take(s, part, r, elapsed * len(part.tokens) / total)
+        return True
+
+    def _batch(self, busy: list[Slot]) -> tuple[list[Part], list[Slot]]:
+        """The next batch: every streaming reply's step first, then slices of new prompts."""
+        budget = self.slots[0].ctx.n_batch
+        parts: list[Part] = []
+        owners: list[Slot] = []
+        streaming = [s for s in busy if s.decoding is not None and s.decoding.started]
+        for s in streaming:
+            d = s.decoding
+            assert d is not None
+            tokens = d.plan(min(s.ctx.n_free - 1, budget - len(busy)))
+            parts.append(Part(s.ctx, tokens, "all" if len(tokens) > 1 else "last"))
+            owners.append(s)
+            budget -= len(tokens)
+        slice_ = PREFILL_SHARED if streaming else PREFILL_ALONE
+        for s in busy:
+            d = s.decoding
+            if d is None or d.started or budget <= 0:
+                continue
+            prompt = d.prompt
+            n = min(len(prompt) - s.pos, slice_, budget)
+            last = s.pos + n == len(prompt)
+            parts.append(Part(s.ctx, prompt[s.pos:s.pos + n], "last" if last else "none"))
+            owners.append(s)
+            budget -= n
+        return parts, owners
+
+    def _take(self, s: Slot, part: Part, rows, share_s: float) -> None:  # noqa: ANN001
+        d, job = s.decoding, s.job
+        assert d is not None and job is not None
+        if d.started:
+            events, keep = d.take(rows, share_s)
+            s.ctx.rewind(keep)
+        else:
+            s.pos += len(part.tokens)
+            events = [PromptProgress(s.pos - d.stats.n_cached, len(d.prompt) - d.stats.n_cached)]
+            if s.pos == len(d.prompt):
+                d.stats.prompt_s = time.perf_counter() - d.stats.t0
+                events += d.start(rows[-1])
+        for ev in events:
+            job.emit(ev)
+        if d.reason is not None:
+            self._finish(s)
+
+    # -- slots ----------------------------------------------------------------------------
+    def _admit(self) -> None:
+        held: list[Job] = []
+        while self.waiting:
+            job = self.waiting.popleft()
+            if job.cancel.is_set():
+                job.emit(Done("cancelled", "", (), Stats()))
+                continue
+            slot = self._choose(job)
+            if slot is None:
+                held.append(job)
+                continue
+            try:
+                self._begin(slot, job)
+            except DuetError as e:
+                slot.job = slot.decoding = None
+                self._failed(job, e)
+        self.waiting.extendleft(reversed(held))
+
+    def _choose(self, job: Job) -> Slot | None:
+        """A free slot for ``job``: the one it is pinned to, else the free one that reuses the
+        most of its prompt less what it would throw away of another conversation (every prompt
+        shares the template's opening, which says nothing); ties: the least recently used."""
+        from engine.generate import common_prefix
+
+        if job.slot is not None:
+            s = self.slots[job.slot]
+            return s if s.job is None else None
+        free = [s for s in self.slots[self.reserved:] if s.job is None]
+        if not free:
+            return None
+
+        def score(s: Slot) -> tuple[int, int]:
+            kept = common_prefix(s.ctx.tokens, job.prompt)
+            return kept - (len(s.ctx.tokens) - kept), -s.last_used
+
+        return max(free, key=score)
+
+    def _begin(self, s: Slot, job: Job) -> None:
+        if len(job.prompt) >= s.ctx.n_ctx:
+            raise DuetError(f"the prompt ({len(job.prompt)} tokens) does not fit the context "
+                            f"({s.ctx.n_ctx})")
+        contexts = [s.ctx]
+        draft = getattr(s.speculation, "draft_ctx", None)
+        if draft is not None:
+            contexts.append(draft)
+        if self.cache is not None:
+            self.cache.prepare(contexts, job.prompt)
+        reuse, _, _ = align(s.ctx, job.prompt)
+        self._clock += 1
+        s.job, s.pos, s.last_used = job, reuse, self._clock
+        s.decoding = Decoding(self.model, job.prompt, job.params, speculation=s.speculation,
+                              grammar=job.grammar, logprobs=job.logprobs, n_cached=reuse)
+
+    def _finish(self, s: Slot, reason: str | None = None) -> None:
+        d, job = s.decoding, s.job
+        assert d is not None and job is not None
+        if reason is not None:
+            d.stop(reason)
+        if d.started:  # the cache keeps the prompt and every generated token but the last
+            s.ctx.rewind(len(d.prompt) + max(d.n_tokens - 1, 0))
+        else:
+            s.ctx.rewind(s.pos)
+        done = d.finish()
+        s.job = s.decoding = None
+        if self.on_finished is not None:
+            self.on_finished(job, done)
+        job.emit(done)
+
+    def _fail(self, s: Slot, error: Exception) -> None:
+        job = s.job
+        assert job is not None
+        s.job = s.decoding = None
+        s.ctx.rewind(min(s.pos, s.ctx.n_past))
+        self._failed(job, error)
+
+    def _failed(self, job: Job, error: Exception) -> None:
+        if self.on_finished is not None:
+            self.on_finished(job, error)
+        job.emit(error)

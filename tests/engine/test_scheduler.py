@@ -1,0 +1,207 @@
+"""Parallel sequences on one context (the real SmolLM2): several replies per llama_decode, each
+the reply it would be alone, with its own cancel, limits and cache."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from engine import context as context_module
+from engine.chat import Message
+from engine.context import Context, ContextParams
+from engine.events import Done, Token
+from engine.model import ModelSpec
+from engine.prompt import chat_tokens
+from engine.runtime import Runtime, RuntimeConfig
+from engine.sampling import SamplingParams
+from engine.service import Engine, Job
+from engine.speculative.params import SpeculativeParams
+
+QUESTIONS = ["Name three rivers.", "What is a prime number?", "Write a haiku about snow.",
+             "How do bees make honey?"]
+GREEDY = SamplingParams(temperature=0, max_tokens=40)
+
+
+def runtime(path, n_parallel=4, drafter="none", n_ctx=512):
+    return Runtime(RuntimeConfig(target=ModelSpec(path),
+                                 context=ContextParams(n_ctx=n_ctx, n_parallel=n_parallel),
+                                 speculative=SpeculativeParams(drafter=drafter, adaptive=False)))
+
+
+class Reply:
+    """A job's events, and an event set when its Done (or error) arrives."""
+
+    def __init__(self, prompt, params=GREEDY, **kw) -> None:
+        self.events: list = []
+        self.ended = threading.Event()
+        self.job = Job(list(prompt), params, self._emit, **kw)
+
+    def _emit(self, item) -> None:
+        self.events.append(item)
+        if isinstance(item, (Done, Exception)):
+            self.ended.set()
+
+    @property
+    def done(self) -> Done:
+        assert self.ended.wait(300)
+        assert isinstance(self.events[-1], Done), self.events[-1]
+        return self.events[-1]
+
+
+@pytest.fixture(scope="module")
+def alone(smol_path):
+    """Each question's greedy reply, decoded alone."""
+    with runtime(smol_path, n_parallel=1) as rt:
+        prompts = [chat_tokens(rt.target, [Message("user", q)]) for q in QUESTIONS]
+        out = []
+        for p in prompts:
+            events = list(rt.generator.complete(p, GREEDY))
+            out.append(events[-1])
+        return prompts, out
+
+
+@pytest.fixture
+def batches(monkeypatch):
+    """The parts of every llama_decode the scheduler makes: [[n_tokens of each part], ...]."""
+    seen: list[list[int]] = []
+    real = context_module.decode_batch
+
+    def spy(parts):
+        seen.append([len(p.tokens) for p in parts])
+        return real(parts)
+
+    monkeypatch.setattr("engine.scheduler.decode_batch", spy)
+    return seen
+
+
+def same_or_near_tie(model, prompt, got, want, max_margin=0.5):
+    """Equal tokens, or the first difference is a near-tie of the reference (batch numerics)."""
+    if got == want:
+        return
+    i = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+    with Context(model, ContextParams(n_ctx=512)) as ctx:
+        ctx.decode(list(prompt) + list(want[:i]))
+        top2 = np.sort(ctx.logits())[-2:]
+    assert top2[1] - top2[0] < max_margin, f"replies part at {i}, margin {top2[1] - top2[0]:.3f}"
+
+
+def test_four_replies_share_each_pass_and_are_the_replies_they_would_be_alone(smol_path, alone,
+                                                                              batches):
+    prompts, solo = alone
+    with runtime(smol_path) as rt:
+        engine = Engine(rt)
+        replies = [Reply(p) for p in prompts]
+        for r in replies:
+            engine.submit(r.job)
+        for r, want, p in zip(replies, solo, prompts):
+            same_or_near_tie(rt.target, p, r.done.token_ids, want.token_ids)
+        engine.close()
+    assert max(len(b) for b in batches) == 4  # four sequences in one llama_decode
+    assert len(batches) < sum(len(d.token_ids) for d in solo)
+
+
+def test_a_cancelled_reply_frees_its_slot_and_leaves_the_others_alone(smol_path, alone):
+    prompts, solo = alone
+    with runtime(smol_path, n_parallel=2) as rt:
+        engine = Engine(rt)
+        stopped = Reply(prompts[0], SamplingParams(temperature=0, max_tokens=400))
+        others = [Reply(p) for p in prompts[1:]]
+        first_token = threading.Event()
+
+        def emit(item, inner=stopped._emit):
+            inner(item)
+            if isinstance(item, Token):
+                first_token.set()
+
+        stopped.job.emit = emit
+        engine.submit(stopped.job)
+        for r in others:
+            engine.submit(r.job)
+        assert first_token.wait(300)
+        stopped.job.cancel.set()
+        assert stopped.done.reason == "cancelled"
+        for r, want, p in zip(others, solo[1:], prompts[1:]):  # three replies through 1 free slot
+            same_or_near_tie(rt.target, p, r.done.token_ids, want.token_ids)
+        assert engine.stats()["cancelled"] == 1 and engine.stats()["completed"] == 3
+        engine.close()
+
+
+def test_a_new_prompt_is_read_in_slices_while_another_reply_streams(smol_path, batches):
+    with runtime(smol_path, n_parallel=2, n_ctx=1024) as rt:
+        engine = Engine(rt)
+        streaming = Reply(chat_tokens(rt.target, [Message("user", QUESTIONS[0])]),
+                          SamplingParams(temperature=0, max_tokens=120))
+        long_prompt = chat_tokens(rt.target, [Message("user", "word " * 400 + QUESTIONS[1])])
+        started = threading.Event()
+        inner = streaming._emit
+        streaming.job.emit = lambda item: (inner(item), isinstance(item, Token) and started.set())
+        engine.submit(streaming.job)
+        assert started.wait(300)
+        late = Reply(long_prompt)
+        engine.submit(late.job)
+        assert late.done.reason in ("stop", "length") and streaming.done.stats.n_tokens > 0
+        engine.close()
+    from engine.scheduler import PREFILL_SHARED
+
+    mixed = [b for b in batches if len(b) == 2]
+    assert mixed and all(b[1] <= PREFILL_SHARED for b in mixed)  # slices beside the stream
+
+
+def test_a_reply_at_its_context_limit_ends_alone(smol_path, alone):
+    prompts, solo = alone
+    with runtime(smol_path, n_parallel=2, n_ctx=128) as rt:
+        engine = Engine(rt)
+        long = Reply(prompts[2], SamplingParams(temperature=0, max_tokens=400))
+        short = Reply(prompts[1], SamplingParams(temperature=0, max_tokens=10))
+        engine.submit(long.job)
+        engine.submit(short.job)
+        assert long.done.reason == "context_full" and short.done.reason in ("stop", "length")
+        engine.close()
+
+
+def test_a_conversation_goes_back_to_the_slot_that_holds_it(smol_path, alone):
+    prompts, _ = alone
+    with runtime(smol_path, n_parallel=2) as rt:
+        engine = Engine(rt)
+        first = Reply(prompts[0])
+        engine.submit(first.job)
+        reply = first.done
+        other = Reply(prompts[1])
+        engine.submit(other.job)
+        other.done
+        follow = list(prompts[0]) + list(reply.token_ids) + \
+            rt.target.tokenize("\nAnd two more?", add_special=False, parse_special=False)
+        again = Reply(follow)
+        engine.submit(again.job)
+        assert again.done.stats.n_cached_tokens >= len(prompts[0])
+        engine.close()
+
+
+def test_a_pinned_job_waits_for_its_slot_and_others_never_take_it(smol_path, alone):
+    prompts, _ = alone
+    with runtime(smol_path, n_parallel=2) as rt:
+        engine = Engine(rt, reserved=1)
+        pinned = Reply(prompts[0], slot=0)
+        free = [Reply(p) for p in prompts[1:3]]
+        for r in (*free, pinned):
+            engine.submit(r.job)
+        pinned.done
+        for r in free:
+            r.done
+        assert rt.ctx.sequences[0].tokens[:len(prompts[0])] == list(prompts[0])
+        assert engine.scheduler.slots[1].ctx.n_past > 0
+        engine.close()
+
+
+def test_ngram_drafts_in_a_batch_keep_each_reply_exact(smol_path, alone):
+    prompts, solo = alone
+    with runtime(smol_path, drafter="ngram") as rt:
+        engine = Engine(rt)
+        replies = [Reply(p) for p in prompts]
+        for r in replies:
+            engine.submit(r.job)
+        for r, want, p in zip(replies, solo, prompts):
+            same_or_near_tie(rt.target, p, r.done.token_ids, want.token_ids)
+        engine.close()
