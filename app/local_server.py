@@ -1,25 +1,24 @@
-"""The app's *Local server*: engine.server on the app's chosen models, started and stopped from
+"""The app's *Local server*: engine.server over the app's own engine, started and stopped from
 the settings (server_enabled, server_host, server_port, server_api_key).
 
-It runs its own Runtime on its own engine thread, so the GUI's conversation is never paused by
-a client (and a client never waits for the GUI). The two runtimes load the same GGUF files,
-which llama.cpp maps into memory: the weights' pages are shared by the operating system, the
-KV caches are not. Loading and stopping happen off the GUI thread; ``started(address)``,
-``stopped()`` and ``failed(message)`` report back (queued to the GUI thread).
+The server's clients and the app's chat share one engine service (engine.service.Engine): one
+model in memory, one KV cache, replies decoded together (the app's conversation on sequence 0,
+the clients on the others when there are several; ``n_parallel``). When the models are loaded
+again the server follows the new engine. Starting and stopping happen off the GUI thread;
+``started(address)``, ``stopped()`` and ``failed(message)`` report back (queued to the GUI
+thread).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 from typing import Any, Mapping
 
 from PySide6.QtCore import QObject, Signal
 
 from engine.errors import DuetError
 
-from app import settings as S
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +34,16 @@ class LocalServer(QObject):
         self._queue_lock = threading.Lock()
         self._wanted: dict[str, Any] | None = None  # the latest snapshot not yet applied
         self._applier: threading.Thread | None = None
-        self._running: tuple[Any, Any] | None = None  # (BackgroundServer, Engine)
+        self._running: Any = None  # the BackgroundServer
         self.address: str | None = None
 
-    def apply(self, values: Mapping[str, Any]) -> None:
-        """Start, restart or stop to match ``values`` (a settings snapshot); returns at once.
-        Snapshots are applied in order by one thread; of several waiting, only the latest."""
+    def apply(self, values: Mapping[str, Any], engine: Any = None) -> None:
+        """Start, restart or stop to match ``values`` (a settings snapshot), serving ``engine``
+        (the app's engine.service.Engine; None: no model is loaded); returns at once. Snapshots
+        are applied in order by one thread; of several waiting, only the latest."""
         with self._queue_lock:
             self._wanted = dict(values)
+            self._wanted["engine"] = engine
             if self._applier is None:
                 self._applier = threading.Thread(target=self._apply_all, name="duet-local-server",
                                                  daemon=True)
@@ -77,26 +78,20 @@ class LocalServer(QObject):
                 self.failed.emit(f"The local server did not start: {type(e).__name__}: {e}")
 
     def _start(self, values: dict[str, Any]) -> None:
-        from engine.runtime import Runtime
-        from engine.server.app import ServerConfig
-        from engine.server.run import BackgroundServer, build, host_problem, model_names
+        from engine.server.app import ServerConfig, create_app
+        from engine.server.run import BackgroundServer, host_problem, model_names
 
         host, key = values["server_host"], values["server_api_key"] or None
         problem = host_problem(host, key)
         if problem:
             raise DuetError(problem)
-        if not values["target_model"]:
-            raise DuetError("choose a model first")
-        config = S.runtime_config(values, Path(values["target_model"]), values["draft_model"] or None)
-        runtime = Runtime(config)
-        model_id, aliases = model_names(runtime)
-        engine, app = build(runtime, ServerConfig(model_id, aliases, api_key=key))
-        try:
-            server = BackgroundServer(app, host, values["server_port"])
-        except BaseException:
-            engine.close()
-            raise
-        self._running = (server, engine)
+        engine = values["engine"]
+        if engine is None or engine.runtime.target is None:
+            raise DuetError("load a model first")
+        model_id, aliases = model_names(engine.runtime)
+        app = create_app(engine, ServerConfig(model_id, aliases, api_key=key))
+        server = BackgroundServer(app, host, values["server_port"])
+        self._running = server
         self.address = f"{server.url}/v1"
         log.info("local server on %s", self.address)
         self.started.emit(self.address)
@@ -104,8 +99,6 @@ class LocalServer(QObject):
     def _stop(self) -> None:
         if self._running is None:
             return
-        server, engine = self._running
-        self._running, self.address = None, None
-        server.close()
-        engine.close()
+        server, self._running, self.address = self._running, None, None
+        server.close()  # the engine is the app's: it goes on
         self.stopped.emit()

@@ -46,7 +46,6 @@ ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "duet.sv
 CONVERSATION_FILTER = f"Duet conversations (*{SUFFIX});;All files (*)"
 
 
-SERVER_MODELS = ("target_model", "draft_model")  # the local server restarts on a new model
 
 
 class MainWindow(QMainWindow):
@@ -85,8 +84,6 @@ class MainWindow(QMainWindow):
         self.local_server.started.connect(self.status.set_server)
         self.local_server.stopped.connect(self.status.clear_server)
         self.local_server.failed.connect(self.notice.show_error)
-        if self.settings["server_enabled"]:
-            self.local_server.apply(self.settings.values)
         self.controller.start()
         self._choose_initial_models(autoload)
         self.resize(1100, 760)
@@ -286,6 +283,8 @@ class MainWindow(QMainWindow):
                                      f"Drafting with: {info.drafter}.", "info")
         elif self.notice.kind == "info" or "reload" in self.notice.text():
             self.notice.hide()
+        if self.settings["server_enabled"]:
+            self.local_server.apply(self.settings.values, info.engine)  # the new engine
         self.model_loaded.emit(info)
 
     def on_progress(self, p: Progress) -> None:
@@ -350,8 +349,9 @@ class MainWindow(QMainWindow):
             self.chat_view.set_highlight_draft(value)
         if name in model_memory.REMEMBERED and self.settings["target_model"] and not self._recalling:
             model_memory.remember(Path(self.settings["target_model"]), self.settings.values)
-        if name.startswith("server_") or (name in SERVER_MODELS and self.settings["server_enabled"]):
-            self.local_server.apply(self.settings.values)  # off the GUI thread
+        if name.startswith("server_"):
+            engine = self.model_info.engine if self.model_info is not None else None
+            self.local_server.apply(self.settings.values, engine)  # off the GUI thread
         elif option.applies == "reload" and option.visible and (self.model_info or self.loading):
             self.pending_reload.add(name)
             labels = ", ".join(OPTIONS[n].label for n in sorted(self.pending_reload))

@@ -94,6 +94,7 @@ class ModelInfo:
     load_s: float
     workers: tuple[Any, ...] = ()  # engine.rpc.WorkerInfo of the target's and draft's workers
     worker_lost: Callable[[], str | None] | None = field(default=None, compare=False, repr=False)
+    engine: Any = field(default=None, compare=False, repr=False)  # engine.service.Engine
 
 
 @dataclass(frozen=True)

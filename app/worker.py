@@ -1,10 +1,14 @@
-"""The engine worker: one QObject on one QThread owns the Runtime (models and llama contexts).
+"""The engine worker: one QObject on one QThread that loads the models into an engine service
+(engine.service.Engine, which owns the contexts on its own thread) and talks to it.
 
-The GUI reaches it only through queued signals carrying the frozen requests of
-``app.requests``, and hears back through the signals below. Tokens are coalesced (at most one
-``tokens`` batch per ~33 ms, and a final flush before ``finished``). Every slot catches what it
-raises: a DuetError becomes ``failed`` with its one-line message, anything else is logged with
-its traceback and reported in one line; the thread never dies of an exception.
+The GUI reaches the worker only through queued signals carrying the frozen requests of
+``app.requests``, and hears back through the signals below. A chat is queued on the engine,
+pinned to sequence 0 (the app's conversation; the local server's clients get the others, and
+share the same model in memory); its events are relayed from the engine's thread, tokens
+coalesced (at most one ``tokens`` batch per ~33 ms, and a final flush before ``finished``).
+Saving and opening run on the engine's thread between two of its steps. Every slot catches what
+it raises: a DuetError becomes ``failed`` with its one-line message, anything else is logged
+with its traceback and reported in one line; no thread dies of an exception.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import contextlib
 import logging
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -21,16 +25,20 @@ from engine import paths
 from engine import rescue
 from engine.chat import Message
 from engine.conversation.store import cut_reply
-from engine.errors import DuetError, WorkerLostError
+from engine.errors import DecodeError, DuetError, WorkerLostError
+from engine.events import Done, PromptProgress, Stats, Token
 from engine.model import check_gguf_file
-from engine.prompt import chat_tokens
-from engine.events import Done, PromptProgress, Token
+from engine.prompt import chat_tokens, fit_messages
 from engine.runtime import Runtime
+from engine.service import Engine, Job, QueueFull
 
 from app.requests import (ChatRequest, Failure, FetchRequest, Fetched, LoadRequest, ModelInfo,
                           Opened, OpenRequest, Progress, Reply, RescuePlan, SaveRequest, Saved,
                           TokenBatch)
 from app.throttle import DEFAULT_INTERVAL_S, Coalescer
+
+if TYPE_CHECKING:
+    from engine.session.store import OpenResult
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +57,13 @@ class EngineWorker(QObject):
 
     def __init__(self, token_interval: float = DEFAULT_INTERVAL_S) -> None:
         super().__init__()
-        self.runtime: Runtime | None = None
+        self.engine: Engine | None = None
         self.token_interval = token_interval
         self.rescued: tuple[Path, str] | None = None  # (file, why) saved as the process ended
+
+    @property
+    def runtime(self) -> Runtime | None:
+        return self.engine.runtime if self.engine is not None else None
 
     # -- slots (run on the worker thread) --------------------------------------------------
     @Slot(object)
@@ -67,7 +79,9 @@ class EngineWorker(QObject):
             rt = Runtime(cfg, on_calibrate=lambda: self.progress.emit(Progress("calibrate", text=(
                 "Measuring what a verification pass costs on this machine, once for this model "
                 "and these settings (up to a minute; speculative decoding drafts by it)…"))))
-            self.runtime = rt
+            # the app's own conversation runs on sequence 0; with more than one, the others are
+            # for the local server's clients
+            self.engine = Engine(rt, reserved=1 if rt.ctx.params.n_parallel > 1 else 0)
             spec = rt.speculation
             draft_model = rt.draft_model
             info = ModelInfo(
@@ -78,64 +92,63 @@ class EngineWorker(QObject):
                 draft_problem=rt.draft_problem,
                 n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
                 workers=rt.target.workers + (draft_model.workers if draft_model else ()),
-                worker_lost=rt.worker_lost)
+                worker_lost=rt.worker_lost, engine=self.engine)
             log.info("loaded %s in %.2f s (drafter %s)", info.target_name, info.load_s, info.drafter)
             self.loaded.emit(info)
 
     @Slot(object)
     def chat(self, req: ChatRequest) -> None:
-        parts: list[str] = []  # the reply so far, for a rescue if a worker dies mid-pass
-        with self._guard("chat", req.conversation_id), self._rescue(req, parts):
-            rt = self._runtime()
-            batches: Coalescer[Token] = Coalescer(self.token_interval)
+        """Queue the reply on the engine (sequence 0); its events come back through a relay
+        that runs on the engine's thread."""
+        with self._guard("chat", req.conversation_id):
+            engine = self._engine()
+            model = engine.runtime.target
             dropped = 0
             if req.continue_text is not None:  # the reply goes on from its text (Continue)
-                model = rt.generator.model
-                prompt = chat_tokens(model, req.messages) + model.tokenize(
-                    req.continue_text, add_special=False, parse_special=False)
-                events = rt.generator.complete(prompt, req.sampling, req.cancel)
+                prompt = chat_tokens(model, req.messages) + model.tokenize_text(req.continue_text)
             else:
-                events = rt.generator.chat(req.messages, req.sampling, req.cancel)
-                dropped = getattr(rt.generator, "last_dropped", 0)
-            for event in events:
-                if isinstance(event, Token):
-                    parts.append(event.text)
-                    batch = batches.add(event, boundary=event.step_end)
-                    if batch:
-                        self.tokens.emit(TokenBatch(req.conversation_id, tuple(batch)))
-                elif isinstance(event, PromptProgress):
-                    self.progress.emit(Progress("prompt", event.done, event.total))
-                elif isinstance(event, Done):
-                    rest = batches.flush()
-                    if rest:
-                        self.tokens.emit(TokenBatch(req.conversation_id, tuple(rest)))
-                    self.finished.emit(Reply(req.conversation_id, event, rt.ctx.n_past,
-                                             rt.ctx.n_ctx, dropped,
-                                             getattr(rt.generator, "shift_note", None)))
+                n_ctx = engine.runtime.ctx.n_ctx
+                budget = n_ctx - min(req.sampling.max_tokens, n_ctx // 4)
+                try:
+                    prompt, dropped = fit_messages(model, req.messages, budget, cancel=req.cancel)
+                except DecodeError:
+                    if not req.cancel.is_set():
+                        raise
+                    self.finished.emit(Reply(req.conversation_id, Done("cancelled", "", (), Stats()),
+                                             0, n_ctx))
+                    return
+            relay = _Relay(self, req, dropped)
+            try:
+                engine.submit(Job(prompt, req.sampling, relay.emit, cancel=req.cancel, slot=0))
+            except QueueFull:
+                relay.end()
+                raise DuetError("the engine is busy with the local server's clients; "
+                                "send again in a moment") from None
 
     @Slot(object)
     def save(self, req: SaveRequest) -> None:
         with self._guard("save", req.conversation_id):
             from engine.session.store import save_conversation
 
-            rt = self._runtime()
+            engine = self._engine()
             req.path.parent.mkdir(parents=True, exist_ok=True)
-            report = save_conversation(req.path, rt, req.messages, settings=dict(req.settings),
-                                       with_kv=req.with_kv)
+            report = engine.call(lambda: save_conversation(
+                req.path, engine.runtime, req.messages, settings=dict(req.settings),
+                with_kv=req.with_kv)).result()
             self.saved.emit(Saved(req.conversation_id, req.path, report.with_kv))
 
     @Slot(object)
     def open(self, req: OpenRequest) -> None:
         with self._guard("open", req.conversation_id):
-            from engine.session.store import open_conversation
-
             self.progress.emit(Progress("open", text=f"Opening {req.path.name}…"))
-            res = open_conversation(req.path, self.runtime)
-            ctx = self.runtime.ctx if self.runtime is not None else None
+            engine = self.engine
+            if engine is None:
+                res, n_past, n_ctx = _open(req.path, None), 0, 0
+            else:
+                res, n_past, n_ctx = engine.call(lambda: _open_live(req.path, engine)).result()
             self.opened.emit(Opened(req.conversation_id, req.path, tuple(res.messages),
                                     res.settings, res.restored_kv, res.note, res.model_path,
-                                    ctx.n_past if ctx is not None and res.restored_kv else 0,
-                                    ctx.n_ctx if ctx is not None else 0))
+                                    n_past if res.restored_kv else 0, n_ctx))
 
     @Slot(object)
     def fetch(self, req: FetchRequest) -> None:
@@ -160,33 +173,17 @@ class EngineWorker(QObject):
 
     @Slot()
     def close(self) -> None:
-        """Free the models and contexts (the worker thread, or any thread once it stopped)."""
-        if self.runtime is not None:
-            self.runtime.close()
-            self.runtime = None
+        """Stop the engine and free the models and contexts (the worker thread, or any thread
+        once it stopped)."""
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
 
     # -- helpers ---------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _rescue(self, req: ChatRequest, parts: list[str]) -> Iterator[None]:
-        """While the reply runs: if an RPC worker dies mid-pass (the process then ends, see
-        engine.rescue), save the conversation with the reply so far, marked as cut."""
-        plan, rt = req.rescue, self.runtime
-        if plan is None or rt is None or not (rt.config.target.rpc or
-                                              (rt.config.draft and rt.config.draft.rpc)):
-            yield
-            return
-
-        def save(why: str) -> None:
-            text = (req.continue_text or "") + "".join(parts)
-            self.rescued = (save_cut(plan, rt, req.messages, text), why)
-
-        with rescue.hook(save):
-            yield
-
-    def _runtime(self) -> Runtime:
-        if self.runtime is None:
+    def _engine(self) -> Engine:
+        if self.engine is None:
             raise DuetError("no model is loaded: choose a model and press Load")
-        return self.runtime
+        return self.engine
 
     @contextlib.contextmanager
     def _guard(self, op: str, conversation_id: str | None = None) -> Iterator[None]:
@@ -205,6 +202,84 @@ class EngineWorker(QObject):
             line = " ".join(f"{type(e).__name__}: {e}".split())[:300]
             self.failed.emit(Failure(op, f"unexpected error: {line}", conversation_id))
 
+
+class _Relay:
+    """One reply's events, on the engine's thread, turned into the worker's signals: tokens
+    coalesced, the reply so far kept for a rescue if an RPC worker dies mid-pass."""
+
+    def __init__(self, worker: EngineWorker, req: ChatRequest, dropped: int) -> None:
+        self.worker, self.req, self.dropped = worker, req, dropped
+        self.batches: Coalescer[Token] = Coalescer(worker.token_interval)
+        self.parts: list[str] = []  # the reply so far
+        self.runtime = worker.runtime
+        self.hook = self._rescue_hook()
+
+    def emit(self, item: object) -> None:
+        w, cid = self.worker, self.req.conversation_id
+        try:
+            if isinstance(item, Token):
+                self.parts.append(item.text)
+                batch = self.batches.add(item, boundary=item.step_end)
+                if batch:
+                    w.tokens.emit(TokenBatch(cid, tuple(batch)))
+            elif isinstance(item, PromptProgress):
+                w.progress.emit(Progress("prompt", item.done, item.total))
+            elif isinstance(item, Done):
+                self.end()
+                rest = self.batches.flush()
+                if rest:
+                    w.tokens.emit(TokenBatch(cid, tuple(rest)))
+                ctx = self.runtime.ctx if self.runtime is not None else None
+                w.finished.emit(Reply(cid, item, ctx.n_past if ctx else 0, ctx.n_ctx if ctx else 0,
+                                      self.dropped, item.note))
+            elif isinstance(item, Exception):
+                self.end()
+                log.warning("chat failed: %s", item)
+                w.failed.emit(Failure("chat", _line(item), cid,
+                                      worker_lost=isinstance(item, WorkerLostError)))
+        except Exception:  # never let a relay break the engine's thread
+            log.exception("relaying a reply's event failed")
+
+    def end(self) -> None:
+        if self.hook is not None:
+            rescue.remove(self.hook)
+            self.hook = None
+
+    def _rescue_hook(self) -> Callable[[str], None] | None:
+        """While the reply runs: if an RPC worker dies mid-pass (the process then ends, see
+        engine.rescue), save the conversation with the reply so far, marked as cut."""
+        plan, rt, req = self.req.rescue, self.runtime, self.req
+        if plan is None or rt is None or not (rt.config.target.rpc or
+                                              (rt.config.draft and rt.config.draft.rpc)):
+            return None
+
+        def save(why: str) -> None:
+            text = (req.continue_text or "") + "".join(self.parts)
+            self.worker.rescued = (save_cut(plan, rt, req.messages, text), why)
+
+        rescue.add(save)
+        return save
+
+
+def _line(e: BaseException) -> str:
+    return str(e) if isinstance(e, DuetError) else \
+        "unexpected error: " + " ".join(f"{type(e).__name__}: {e}".split())[:300]
+
+
+def _open(path: Path, runtime: Runtime | None) -> OpenResult:
+    from engine.session.store import open_conversation
+
+    return open_conversation(path, runtime)
+
+
+def _open_live(path: Path, engine: Engine) -> tuple[OpenResult, int, int]:
+    """On the engine's thread: keep what sequence 0 holds in the state cache, then open the
+    file into it (its KV state, when it fits)."""
+    rt = engine.runtime
+    if rt.cache.max_bytes > 0:
+        rt.cache.keep(rt.ctx)
+    res = _open(path, rt)
+    return res, rt.ctx.n_past, rt.ctx.n_ctx
 
 
 def save_cut(plan: RescuePlan, rt: Runtime, messages: tuple[Message, ...], text: str) -> Path:

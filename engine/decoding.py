@@ -79,6 +79,7 @@ class Decoding:
         self.sampler = Sampler(params, grammar)
         self.logprobs = logprobs
         self.reason: str | None = None
+        self.note: str | None = None  # why the cache could not be shifted (engine.generate.align)
         self.out = _Output(model, params)
         self.stats = _Counters(len(prompt), n_cached)
         self._draft = Draft()
@@ -147,8 +148,9 @@ class Decoding:
 
     def finish(self) -> Done:
         s = self.stats
-        return self.out.finish(self.reason or "stop", s.freeze(
+        done = self.out.finish(self.reason or "stop", s.freeze(
             self.speculation.name if self.speculation is not None else "none"))
+        return replace(done, note=self.note) if self.note else done
 
     # -- internals ------------------------------------------------------------------------
     def _propose(self, room: int) -> Draft:

@@ -87,6 +87,7 @@ class Done:
     token_ids: tuple[int, ...]
     stats: Stats
     tail: str = ""  # text held back until the end (already included in ``text``)
+    note: str | None = None  # why the kept turns were recomputed rather than shifted
 
 
 Event = PromptProgress | Token | Done

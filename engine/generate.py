@@ -133,6 +133,7 @@ class Generator:
         reuse, _, self.shift_note = align(ctx, prompt)
         d = Decoding(self.model, prompt, params, speculation=self.speculation, grammar=grammar,
                      logprobs=logprobs, n_cached=reuse)
+        d.note = self.shift_note
         try:
             for done in range(reuse, len(prompt), PREFILL_CHUNK):
                 ctx.decode(prompt[done:done + PREFILL_CHUNK], cancel=cancel)

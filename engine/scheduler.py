@@ -217,11 +217,12 @@ class Scheduler:
             contexts.append(draft)
         if self.cache is not None:
             self.cache.prepare(contexts, job.prompt)
-        reuse, _, _ = align(s.ctx, job.prompt)
+        reuse, _, note = align(s.ctx, job.prompt)
         self._clock += 1
         s.job, s.pos, s.last_used = job, reuse, self._clock
         s.decoding = Decoding(self.model, job.prompt, job.params, speculation=s.speculation,
                               grammar=job.grammar, logprobs=job.logprobs, n_cached=reuse)
+        s.decoding.note = note
 
     def _finish(self, s: Slot, reason: str | None = None) -> None:
         d, job = s.decoding, s.job

@@ -85,6 +85,11 @@ class StateCache:
             return common_prefix(target.tokens, prompt)  # nothing (the failed restore cleared it)
         return best
 
+    def keep(self, ctx: Context) -> None:
+        """Save what ``ctx`` holds (before something else is loaded into it), if worth it."""
+        if ctx.n_past >= MIN_SAVE and self.max_bytes > 0:
+            self._save([ctx])
+
     def record(self, n_prompt: int, n_reused: int, n_template: int) -> None:
         """Count one request: ``n_reused`` of ``n_prompt`` tokens came from the cache; reusing
         no more than the ``n_template`` tokens every prompt starts with is not a hit."""
