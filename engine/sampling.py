@@ -91,6 +91,9 @@ class Constraint(Protocol):
     def mask(self) -> np.ndarray: ...  # bool (n_vocab,): the tokens allowed next
 
 
+F32_MAX = float(np.finfo(np.float32).max)
+
+
 def penalties(logits: np.ndarray, params: SamplingParams, history: Sequence[int]) -> np.ndarray:
     """llama.cpp's penalties over the last ``repeat_last_n`` tokens of ``history``: each seen
     token's logit is divided by ``repeat_penalty`` if positive (multiplied if negative), then
@@ -102,9 +105,10 @@ def penalties(logits: np.ndarray, params: SamplingParams, history: Sequence[int]
         return logits
     ids, counts = np.unique(np.asarray(recent, dtype=np.int64), return_counts=True)
     out = np.array(logits, dtype=np.float32, copy=True)
-    vals = out[ids]
+    vals = out[ids].astype(np.float64)  # a tiny penalty would overflow float32 to inf
     vals = np.where(vals > 0, vals / params.repeat_penalty, vals * params.repeat_penalty)
-    out[ids] = vals - (counts * params.frequency_penalty + params.presence_penalty)
+    vals -= counts * params.frequency_penalty + params.presence_penalty
+    out[ids] = np.clip(vals, -F32_MAX, F32_MAX)
     return out
 
 

@@ -1,5 +1,6 @@
-"""The Starlette application: the dialects' routes (OpenAI in engine.server.openai), the shared
-ones (models, health, stats, the OpenAPI document), and the error handlers.
+"""The Starlette application: the dialects' routes (OpenAI in engine.server.openai, Anthropic
+Messages in engine.server.anthropic, Ollama in engine.server.ollama and ollama_models), the
+shared ones (models, health, stats, the OpenAPI document), and the error handlers.
 
 Starlette (on uvicorn) rather than FastAPI: the routes need no dependency injection; pydantic
 validates the bodies, the parameter table (engine.params) the sampling fields, and
@@ -19,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.server import openai
+from engine.server import anthropic, ollama, ollama_models, openai, openapi
 from engine.server.core import DuetServer, ServerConfig
 from engine.service import Engine
 from engine.server.errors import ApiError
@@ -50,21 +51,54 @@ async def stats(request: Request) -> Response:
     return JSONResponse(server.engine.stats())
 
 
+async def openapi_document(request: Request) -> Response:
+    return JSONResponse(request.app.state.openapi)
+
+
+ROUTES = (
+    Route("/v1/chat/completions", openai.chat_completions, methods=["POST"]),
+    Route("/v1/completions", openai.completions, methods=["POST"]),
+    Route("/v1/models", models, methods=["GET"]),
+    Route("/v1/messages", anthropic.messages, methods=["POST"]),
+    Route("/v1/messages/count_tokens", anthropic.count_tokens, methods=["POST"]),
+    Route("/api/chat", ollama.chat, methods=["POST"]),
+    Route("/api/generate", ollama.generate, methods=["POST"]),
+    Route("/api/tags", ollama_models.tags, methods=["GET"]),
+    Route("/api/ps", ollama_models.ps, methods=["GET"]),
+    Route("/api/show", ollama_models.show, methods=["POST"]),
+    Route("/api/version", ollama_models.version, methods=["GET"]),
+    Route("/v1/duet/stats", stats, methods=["GET"]),
+    Route("/health", health, methods=["GET"]),
+    Route("/openapi.json", openapi_document, methods=["GET"]),
+)  # engine.server.openapi.OPERATIONS describes each one
+
+
 # -- errors -----------------------------------------------------------------------------
+def _shaped(request: Request, exc: ApiError) -> Response:
+    """``exc`` in the shape of the dialect whose route was asked."""
+    path = request.url.path
+    if path == "/v1/messages" or path.startswith("/v1/messages/"):
+        return anthropic.error_response(exc)
+    if path.startswith("/api/"):
+        return ollama.error_response(exc)
+    return exc.response()
+
+
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return exc.response()
+    return _shaped(request, exc)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
-    return ApiError(exc.status_code, str(exc.detail), code=code, headers=exc.headers).response()
+    return _shaped(request, ApiError(exc.status_code, str(exc.detail), code=code,
+                                     headers=exc.headers))
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.error("unexpected error on %s: %r", request.url.path, exc)
-    return ApiError(500, "internal server error", type="server_error").response()
+    return _shaped(request, ApiError(500, "internal server error", type="server_error"))
 
 
 def create_app(engine: Engine, config: ServerConfig) -> Starlette:
@@ -72,14 +106,12 @@ def create_app(engine: Engine, config: ServerConfig) -> Starlette:
     if config.cors_origins:
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),
                                      allow_methods=["GET", "POST", "OPTIONS"],
-                                     allow_headers=["Authorization", "Content-Type"]))
+                                     allow_headers=["Authorization", "Content-Type", "x-api-key",
+                                                    "anthropic-version"]))
     app = Starlette(
-        routes=[Route("/v1/chat/completions", openai.chat_completions, methods=["POST"]),
-                Route("/v1/completions", openai.completions, methods=["POST"]),
-                Route("/v1/models", models, methods=["GET"]),
-                Route("/v1/duet/stats", stats, methods=["GET"]),
-                Route("/health", health, methods=["GET"])],
+        routes=list(ROUTES),
         middleware=middleware,
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected})
     app.state.duet = DuetServer(engine, config)
+    app.state.openapi = openapi.document(config.model_id, app.state.duet.n_ctx)
     return app

@@ -40,7 +40,13 @@ class ToolCallBody(_Body):
 
 
 class ChatMessage(_Body):
-    role: str
+    # content is required, except in an assistant's message that makes calls
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"required": ["content"], "properties": {"content": {"not": {"type": "null"}}}},
+        {"required": ["role", "tool_calls"], "properties": {"role": {"const": "assistant"}}}]})
+
+    role: str = Field(json_schema_extra={"enum": ["system", "developer", "user", "assistant",
+                                                  "tool"]})
     content: str | list[TextPart] | None = None
     name: str | None = None
     tool_calls: list[ToolCallBody] | None = None
@@ -92,7 +98,7 @@ class _Request(_Body):
     model: str | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
-    n: int = 1
+    n: int = Field(1, json_schema_extra={"enum": [1]})
     user: str | None = None
     response_format: ResponseFormat | None = None
     grammar: str | None = None  # llama-server's GBNF field
@@ -104,7 +110,7 @@ class _Request(_Body):
 
 
 class ChatRequest(_Request):
-    messages: list[ChatMessage]
+    messages: list[ChatMessage] = Field(json_schema_extra={"minItems": 1})
     tools: list[ToolSpec] | None = None
     tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
@@ -135,7 +141,8 @@ def parse(cls: type[_Body], data: Any) -> Any:
     try:
         body = cls.model_validate(data)
     except ValidationError as e:
-        err = e.errors(include_url=False)[0]
+        # the most specific error: in a union (a string or a list of parts) the part at fault
+        err = max(e.errors(include_url=False), key=lambda x: len(x["loc"]))
         param = ".".join(str(p) for p in err["loc"] if not _is_type_tag(p)) or None
         raise bad_request(f"{param}: {err['msg']}" if param else err["msg"], param) from None
     for name, neutral in NEUTRAL.items():

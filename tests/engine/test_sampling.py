@@ -54,6 +54,17 @@ def test_repeat_penalty():
     assert penalties(lg, SamplingParams(repeat_penalty=2.0, repeat_last_n=0), [0]) is lg
 
 
+def test_a_tiny_repeat_penalty_keeps_the_logits_finite():
+    """Found by the HTTP fuzz: 1e-50 is a valid penalty (above 0), and dividing a float32 logit by
+    it gave inf, then NaN probabilities."""
+    lg = np.array([2.0, -1.0, 1.0], dtype=np.float32)
+    p = SamplingParams(temperature=1.0, repeat_penalty=1e-50, seed=1)
+    out = penalties(lg, p, [0, 1])
+    assert np.isfinite(out).all() and out[0] > out[2] > 0 >= out[1]
+    ids, probs = distribution(lg, p, [0, 1])
+    assert np.isfinite(probs).all() and ids[0] == 0
+
+
 def test_presence_and_frequency_penalties_follow_llama_cpp():
     """logit -= count * frequency + presence, for each token in the window, after the repeat
     penalty (llama.cpp's penalties sampler)."""

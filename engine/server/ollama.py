@@ -1,0 +1,321 @@
+"""Ollama's dialect: ``/api/chat`` and ``/api/generate`` (streamed as NDJSON by default, as
+Ollama does), a thin adapter over engine.server.turn; the model routes (tags, show, ps, version)
+are in engine.server.ollama_models. Errors are answered as Ollama answers them:
+``{"error": "..."}`` with the status code.
+
+Ollama's ``options`` are read through the parameter table's "ollama" names. Options that tune
+how Ollama loads a model (num_gpu, num_thread, use_mmap, ...) are accepted and have no effect
+on a reply, as for a model Ollama already loaded; ``num_ctx`` is accepted up to the server's
+context. Sampling options Duet does not have are refused unless they hold their neutral value.
+``keep_alive`` is accepted: the model stays loaded while the server runs."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator, Literal
+
+from pydantic import Field
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from engine import params
+from engine.chat import Message, ToolCall
+from engine.constraint import Grammar, GrammarError
+from engine.sampling import SamplingParams
+from engine.server import schema
+from engine.server.core import DuetServer, Gone
+from engine.server.errors import ApiError, bad_request
+from engine.server.responses import Shaper as OpenAIShaper
+from engine.server.turn import Call, Chat, End, Piece, Text, Turn, collect, pieces, reply_params
+from engine.tools import Tool
+
+log = logging.getLogger(__name__)
+
+# Options for how Ollama loads and runs a model: no effect on the reply of a loaded one.
+LOAD_OPTIONS = frozenset({"numa", "num_batch", "num_gpu", "main_gpu", "low_vram", "f16_kv",
+                          "logits_all", "vocab_only", "use_mmap", "use_mlock", "embedding_only",
+                          "num_thread", "num_keep"})
+# Sampling options Duet does not have: accepted only at their neutral value. Mirostat's tau and
+# eta apply only with mirostat on; penalize_newline has no effect in current Ollama either.
+NEUTRAL_OPTIONS: dict[str, tuple[Any, ...]] = {"typical_p": (1, 1.0), "tfs_z": (1, 1.0),
+                                               "mirostat": (0,)}
+NO_EFFECT = frozenset({"mirostat_tau", "mirostat_eta", "penalize_newline"})
+READ = frozenset(n for r in params.table(SamplingParams) for n in r.spec.api.get("ollama", ()))
+NO_LIMIT = int(params.row(SamplingParams, "max_tokens").spec.maximum or 0)  # cut to the context
+NAMES = {"response_format": "format"}  # Duet's field names -> Ollama's, in errors
+
+
+# -- request bodies -----------------------------------------------------------------------
+NONE = {"maxLength": 0, "maxItems": 0}  # accepted empty only (the document says so)
+
+
+class FunctionCall(schema._Body):
+    name: str
+    arguments: dict[str, Any]
+    index: int | None = None
+
+
+class ToolCallBody(schema._Body):
+    function: FunctionCall
+    id: str | None = None
+
+
+class MessageBody(schema._Body):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    images: list[str] | None = Field(None, json_schema_extra=NONE)
+    tool_calls: list[ToolCallBody] | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    thinking: str | None = None  # an earlier reply's reasoning: not shown to the model again
+
+
+class ToolBody(schema._Body):
+    type: Literal["function"] = "function"
+    function: schema.FunctionSpec
+
+
+class _Request(schema._Body):
+    model: str
+    stream: bool = True
+    format: Literal["", "json"] | dict[str, Any] | None = None
+    options: dict[str, Any] | None = None
+    keep_alive: float | str | None = None
+    think: bool | Literal["low", "medium", "high"] | None = Field(
+        None, json_schema_extra={"enum": [False, None]})
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+
+
+class ChatRequest(_Request):
+    messages: list[MessageBody] = []
+    tools: list[ToolBody] | None = None
+
+
+class GenerateRequest(_Request):
+    prompt: str = ""
+    system: str | None = None
+    raw: bool = False
+    suffix: str | None = Field(None, json_schema_extra=NONE)
+    template: str | None = Field(None, json_schema_extra=NONE)
+    context: list[int] | None = Field(None, json_schema_extra=NONE)
+    images: list[str] | None = Field(None, json_schema_extra=NONE)
+
+
+# -- from Ollama's terms to Duet's --------------------------------------------------------
+def check_model(server: DuetServer, name: str) -> None:
+    """Ollama's names carry a tag; ``:latest`` is the one a bare name means."""
+    server.check_model(name.removesuffix(":latest"))
+
+
+def _common(server: DuetServer, body: _Request, data: dict) -> tuple[SamplingParams,
+                                                                      int | None, Any]:
+    """The sampling parameters, log-probabilities and grammar a request asks for."""
+    check_model(server, body.model)
+    if body.think:
+        raise bad_request("think: this model does not think before answering", "think")
+    r = reply_params(data, "ollama")
+    fmt = body.format
+    grammar = None if not fmt else ("json_schema", {"type": "object"} if fmt == "json" else fmt)
+    return options(server, body.options or {}), r.top_logprobs if r.logprobs else None, grammar
+
+
+def options(server: DuetServer, given: dict[str, Any]) -> SamplingParams:
+    """Ollama's ``options``, read through the parameter table."""
+    for name, value in given.items():
+        if name in READ or name in LOAD_OPTIONS or name in NO_EFFECT or value is None:
+            continue
+        if name == "num_ctx":
+            if type(value) is not int or value > server.n_ctx:
+                raise bad_request(f"options.num_ctx: this server's context is {server.n_ctx} "
+                                  "tokens", "options.num_ctx")
+        elif name not in NEUTRAL_OPTIONS:
+            raise bad_request(f"options.{name} is not supported by this server", f"options.{name}")
+        elif value not in NEUTRAL_OPTIONS[name] or type(value) is bool:
+            raise bad_request(f"options.{name} is not supported by this server (only "
+                              f"{NEUTRAL_OPTIONS[name][-1]!r})", f"options.{name}")
+    predict = given.get("num_predict")
+    if type(predict) is int and predict in (-1, -2):  # no limit, fill the context
+        given = {**given, "num_predict": NO_LIMIT}
+    try:
+        return params.read(SamplingParams, given, "ollama", server.defaults)
+    except params.ParamError as e:
+        raise bad_request(f"options.{e}", f"options.{e.api_name}" if e.api_name else
+                          "options") from None
+
+
+def _messages(body: ChatRequest) -> list[Message]:
+    out: list[Message] = []
+    pending: list[ToolCall] = []  # calls not answered yet, oldest first
+    for i, m in enumerate(body.messages):
+        if m.images:
+            raise bad_request(f"messages[{i}].images: this model does not read images",
+                              f"messages.{i}.images")
+        if m.tool_calls and m.role != "assistant":
+            raise bad_request(f"messages[{i}]: only an assistant's message carries tool_calls",
+                              f"messages.{i}.tool_calls")
+        calls = tuple(ToolCall(c.id or f"call_{i}_{j}", c.function.name,
+                               json.dumps(c.function.arguments))
+                      for j, c in enumerate(m.tool_calls or ()))
+        pending += calls
+        if m.role != "tool":
+            out.append(Message(m.role, m.content or "", tool_calls=calls))
+            continue
+        # Ollama's tool results name their function, not the call: they answer the oldest
+        # call of that function not answered yet.
+        call = next((c for c in pending if c.id == m.tool_call_id or
+                     (m.tool_call_id is None and m.tool_name in (None, c.name))), None)
+        if call is not None:
+            pending.remove(call)
+        out.append(Message("tool", m.content or "", name=m.tool_name or (call and call.name),
+                           tool_call_id=call.id if call is not None else m.tool_call_id or ""))
+    return out
+
+
+def _tools(body: ChatRequest) -> tuple[Tool, ...]:
+    return tuple(Tool(t.function.name, t.function.description or "",
+                      t.function.parameters or {"type": "object", "properties": {}})
+                 for t in body.tools or ())
+
+
+# -- routes -------------------------------------------------------------------------------
+async def chat(request: Request) -> Response:
+    server: DuetServer = request.app.state.duet
+    server.check_auth(request)
+    data = await server.read_json(request)
+    body = schema.parse(ChatRequest, data)
+    sampling, logprobs, grammar = _common(server, body, data)
+    if not body.messages:  # Ollama loads the model and says so
+        return JSONResponse(_loaded(server, {"message": {"role": "assistant", "content": ""}}))
+    chat = Chat(tuple(_messages(body)), sampling, _tools(body), response=grammar,
+                logprobs=logprobs, param_names=NAMES)
+    turn = await server.prepare(chat)
+    return await _respond(request, server, Replies(server, "chat"), body.stream, turn)
+
+
+async def generate(request: Request) -> Response:
+    server: DuetServer = request.app.state.duet
+    server.check_auth(request)
+    data = await server.read_json(request)
+    body = schema.parse(GenerateRequest, data)
+    sampling, logprobs, grammar = _common(server, body, data)
+    for name in ("suffix", "template", "context", "images"):
+        if getattr(body, name):
+            raise bad_request(f"{name} is not supported by this server", name)
+    if not body.prompt:
+        return JSONResponse(_loaded(server, {"response": ""}))
+    if body.raw:
+        if body.system:
+            raise bad_request("system cannot be combined with raw (the prompt is used as it is)",
+                              "system")
+        turn = await _raw_turn(server, body.prompt, sampling, grammar, logprobs)
+    else:
+        messages = ((Message("system", body.system),) if body.system else ()) + (
+            Message("user", body.prompt),)
+        turn = await server.prepare(Chat(messages, sampling, response=grammar, logprobs=logprobs,
+                                         param_names={**NAMES, "messages": "prompt"}))
+    return await _respond(request, server, Replies(server, "generate"), body.stream, turn)
+
+
+async def _raw_turn(server: DuetServer, prompt: str, sampling: SamplingParams, grammar: Any,
+                    logprobs: int | None) -> Turn:
+    """A prompt used as it is (no template), as /v1/completions takes it."""
+    try:
+        tokens = await run_in_threadpool(server.model.tokenize, prompt, add_special=True,
+                                         parse_special=True)
+        compiled = None if grammar is None else await run_in_threadpool(
+            Grammar.compile, server.model, *grammar)
+    except UnicodeError:
+        raise bad_request("the prompt is not valid Unicode text", "prompt") from None
+    except GrammarError as e:
+        raise bad_request(str(e), "format", "invalid_grammar") from None
+    return server.fit(Turn(tokens, sampling, compiled, logprobs, None), "prompt")
+
+
+def _loaded(server: DuetServer, reply: dict) -> dict:
+    return {"model": server.config.model_id, "created_at": now(), **reply, "done": True,
+            "done_reason": "load"}
+
+
+async def _respond(request: Request, server: DuetServer, replies: Replies, stream: bool,
+                   turn: Turn) -> Response:
+    reply = pieces(await server.run(request, turn), turn)
+    if stream:
+        return StreamingResponse(_lines(reply, replies), media_type="application/x-ndjson")
+    try:
+        text, calls, tokens, end = await collect(reply)
+    except Gone:
+        return Response(status_code=499)
+    return JSONResponse(replies.body(text, calls, tokens, end))
+
+
+async def _lines(reply: AsyncIterator[Piece], replies: Replies) -> AsyncIterator[bytes]:
+    try:
+        async for p in reply:
+            if isinstance(p, Text):
+                yield line(replies.body(p.text, (), p.tokens))
+            elif isinstance(p, Call):
+                yield line(replies.body("", (p.call,), ()))
+            elif isinstance(p, End):
+                yield line(replies.body("", (), (), p))
+    except ApiError as e:
+        yield line({"error": e.message})
+    except Gone:
+        log.info("a client disconnected; its generation is cancelled")
+
+
+# -- replies ------------------------------------------------------------------------------
+class Replies:
+    """Ollama's bodies for one chat or generate request: a whole reply, or one streamed piece
+    (``end`` is given with the last)."""
+
+    def __init__(self, server: DuetServer, kind: Literal["chat", "generate"]) -> None:
+        self.chat = kind == "chat"
+        self.model_id = server.config.model_id
+        self.logprobs = OpenAIShaper("chat", self.model_id, server.model)
+        self.calls = 0
+
+    def body(self, text: str, calls: Any, tokens: Any, end: End | None = None) -> dict:
+        out: dict[str, Any] = {"model": self.model_id, "created_at": now()}
+        if self.chat:
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if calls:
+                message["tool_calls"] = [self._call(c) for c in calls]
+            out["message"] = message
+        else:
+            out["response"] = text
+        if tokens:
+            out["logprobs"] = self.logprobs.logprobs(tokens)["content"]
+        out["done"] = end is not None
+        if end is not None:
+            s = end.done.stats
+            out.update(done_reason="length" if end.finish == "length" else "stop",
+                       total_duration=_ns(s.elapsed_s), load_duration=0,
+                       prompt_eval_count=s.n_prompt_tokens, prompt_eval_duration=_ns(s.prompt_s),
+                       eval_count=s.n_tokens, eval_duration=_ns(s.gen_s))
+        return out
+
+    def _call(self, call: ToolCall) -> dict:
+        self.calls += 1
+        return {"id": call.id, "function": {"index": self.calls - 1, "name": call.name,
+                                            "arguments": call.parsed_arguments()}}
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1e9)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def line(obj: dict) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+# -- errors -------------------------------------------------------------------------------
+def error_response(e: ApiError) -> Response:
+    return JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)

@@ -1,0 +1,169 @@
+"""The OpenAPI document of what the server accepts (``GET /openapi.json``): every route of every
+dialect, request bodies from their pydantic models, the sampling fields from the parameter table
+(engine.params) under each dialect's names, and each dialect's error shape."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from engine.params import api_properties
+from engine.sampling import SamplingParams
+from engine.server import anthropic, ollama, ollama_models, schema
+from engine.server.turn import ReplyParams
+
+PREFIX = {"openai": "OpenAI", "anthropic": "Anthropic", "ollama": "Ollama"}
+ERRORS: dict[str, dict[str, Any]] = {
+    "openai": {"type": "object", "required": ["error"], "properties": {"error": {
+        "type": "object", "required": ["message", "type"], "properties": {
+            "message": {"type": "string"}, "type": {"type": "string"},
+            "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}}},
+    "anthropic": {"type": "object", "required": ["type", "error"], "properties": {
+        "type": {"const": "error"}, "error": {
+            "type": "object", "required": ["type", "message"], "properties": {
+                "type": {"enum": sorted(set(anthropic.ERROR_TYPES.values()) | {"api_error"})},
+                "message": {"type": "string"}}}}},
+    "ollama": {"type": "object", "required": ["error"],
+               "properties": {"error": {"type": "string"}}},
+}
+
+
+@dataclass(frozen=True)
+class Operation:
+    path: str
+    method: str
+    dialect: str
+    summary: str
+    body: type[BaseModel] | None = None
+    params: tuple[type, ...] = ()  # the parameter classes read from the body
+    auth: bool = True
+    streams: bool = False  # answers server-sent events or NDJSON when asked
+
+
+SAMPLING, REPLY = (SamplingParams,), (SamplingParams, ReplyParams)
+
+
+OPERATIONS = (
+    Operation("/v1/chat/completions", "post", "openai", "A chat completion (OpenAI)",
+              schema.ChatRequest, REPLY, streams=True),
+    Operation("/v1/completions", "post", "openai", "A text completion (OpenAI)",
+              schema.CompletionRequest, SAMPLING, streams=True),
+    Operation("/v1/models", "get", "openai", "The served model (OpenAI)"),
+    Operation("/v1/messages", "post", "anthropic", "A message (Anthropic Messages)",
+              anthropic.MessagesRequest, SAMPLING, streams=True),
+    Operation("/v1/messages/count_tokens", "post", "anthropic",
+              "The prompt's length in tokens (Anthropic Messages)", anthropic.CountRequest,
+              SAMPLING),
+    Operation("/api/chat", "post", "ollama", "A chat reply (Ollama)", ollama.ChatRequest,
+              REPLY, streams=True),
+    Operation("/api/generate", "post", "ollama", "A completion of a prompt (Ollama)",
+              ollama.GenerateRequest, REPLY, streams=True),
+    Operation("/api/tags", "get", "ollama", "The served model (Ollama)"),
+    Operation("/api/ps", "get", "ollama", "The loaded model (Ollama)"),
+    Operation("/api/show", "post", "ollama", "The model's details (Ollama)",
+              ollama_models.ShowRequest),
+    Operation("/api/version", "get", "ollama", "The server's version", auth=False),
+    Operation("/v1/duet/stats", "get", "openai", "The engine's counters (Duet)"),
+    Operation("/health", "get", "openai", "Whether the server is up (Duet)", auth=False),
+    Operation("/openapi.json", "get", "openai", "This document", auth=False),
+)
+
+
+def document(model_id: str, n_ctx: int) -> dict[str, Any]:
+    """The document for a server of model ``model_id`` (which also answers to its aliases) whose
+    context is ``n_ctx`` tokens."""
+    components: dict[str, Any] = {f"{PREFIX[d]}Error": s for d, s in ERRORS.items()}
+    paths: dict[str, Any] = {}
+    for op in OPERATIONS:
+        entry: dict[str, Any] = {
+            "summary": op.summary, "operationId": _operation_id(op),
+            "tags": [PREFIX[op.dialect] if op.path != "/health" else "Duet"],
+            "responses": {"200": {"description": _answer(op)},
+                          "default": {"description": "A refusal, in the dialect's shape",
+                                      "content": {"application/json": {"schema": {
+                                          "$ref": f"#/components/schemas/{PREFIX[op.dialect]}Error"}}}}}}
+        if not op.auth:
+            entry["security"] = []
+        elif op.dialect == "anthropic":
+            entry["security"] = [{"apiKey": []}, {"bearer": []}]
+        if op.body is not None:
+            name = _body_schema(op, components, model_id, n_ctx)
+            entry["requestBody"] = {"required": True, "content": {"application/json": {
+                "schema": {"$ref": f"#/components/schemas/{name}"}}}}
+        paths.setdefault(op.path, {})[op.method] = entry
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Duet", "version": importlib.metadata.version("duet"),
+                 "description": "A local language model server that speaks the OpenAI, Anthropic "
+                                "Messages and Ollama APIs."},
+        "paths": paths,
+        "components": {"schemas": components, "securitySchemes": {
+            "bearer": {"type": "http", "scheme": "bearer"},
+            "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"}}},
+        "security": [{"bearer": []}],
+    }
+
+
+def _operation_id(op: Operation) -> str:
+    words = op.path.strip("/").replace(".", "/").replace("_", "/").split("/")
+    return op.dialect + "".join(w.capitalize() for w in words if w not in ("v1", "api"))
+
+
+def _answer(op: Operation) -> str:
+    if not op.streams:
+        return "The answer"
+    kind = "NDJSON lines (stream defaults to true)" if op.dialect == "ollama" else \
+        "server-sent events when stream is true"
+    return f"The reply: one JSON body, or {kind}"
+
+
+def _body_schema(op: Operation, components: dict[str, Any], model_id: str, n_ctx: int) -> str:
+    """Puts the schema of ``op``'s body (and the models it uses) into ``components``; returns
+    its name there. The sampling fields come from the parameter table."""
+    prefix = PREFIX[op.dialect]
+    assert op.body is not None
+    body = op.body.model_json_schema(ref_template=f"#/components/schemas/{prefix}{{model}}")
+    for name, sub in body.pop("$defs", {}).items():
+        components[f"{prefix}{name}"] = sub
+    props = body.setdefault("properties", {})
+    names = [model_id, f"{model_id}:latest"] if op.dialect == "ollama" else [model_id]
+    for key in ("model", "name"):
+        if key in props:
+            props[key] = {"anyOf": [{"enum": names}, {"type": "null"}]} if key not in \
+                body.get("required", ()) else {"enum": names}
+    required = body.get("required", ())
+    for cls in op.params:
+        fields = {k: v if k in required else _nullable(v)
+                  for k, v in api_properties(cls, op.dialect).items()}
+        if cls is SamplingParams and op.dialect == "ollama":  # in options
+            props["options"] = {"anyOf": [_options(fields, n_ctx), {"type": "null"}],
+                                "description": "Sampling, as Ollama names it"}
+        else:
+            props.update(fields)
+    name = f"{prefix}{op.body.__name__}"
+    components[name] = body
+    return name
+
+
+def _nullable(prop: dict[str, Any]) -> dict[str, Any]:
+    """A parameter's property that also takes null ("not set", as engine.params.read has it)."""
+    if "anyOf" in prop:
+        return {**prop, "anyOf": [*prop["anyOf"], {"type": "null"}]}
+    return {**prop, "type": [prop["type"], "null"]}
+
+
+def _options(sampling: dict[str, Any], n_ctx: int) -> dict[str, Any]:
+    props = dict(sampling)
+    props["num_predict"] = {"anyOf": [props["num_predict"], {"enum": [-1, -2]}],
+                            "description": "Longest reply, in tokens (-1: no limit, -2: fill "
+                                           "the context; both end where the context does)"}
+    props["num_ctx"] = {"type": ["integer", "null"], "maximum": n_ctx,
+                        "description": "At most the server's context"}
+    props.update({name: {"enum": [values[0], None]}
+                  for name, values in ollama.NEUTRAL_OPTIONS.items()})
+    props.update({name: {"description": "No effect on the reply"}
+                  for name in sorted(ollama.LOAD_OPTIONS | ollama.NO_EFFECT)})
+    return {"type": "object", "properties": props, "additionalProperties": False}
