@@ -89,7 +89,8 @@ def prepare(model: Any, chat: Chat) -> Turn:
             grammar = Grammar.compile(model, "lark", call_grammar(fmt, model, tools, chat.choice))
     except GrammarError as e:
         field_name = "response_format" if chat.response is not None else "tools"
-        raise bad_request(str(e), names.get(field_name, field_name), "invalid_grammar") from None
+        shown = names.get(field_name, field_name)
+        raise bad_request(f"{shown}: {e}", shown, "invalid_grammar") from None
     return Turn(prompt, chat.sampling, grammar, chat.logprobs, fmt if tools else None,
                 tuple(t.name for t in tools))
 
