@@ -30,6 +30,8 @@ SCRIPT = textwrap.dedent("""
     import sys
     from pathlib import Path
 
+    from PySide6.QtCore import QCoreApplication
+
     from engine import rescue
     from engine.context import ContextParams
     from engine.conversation.store import streaming_node, tree_to_json
@@ -47,7 +49,10 @@ SCRIPT = textwrap.dedent("""
     conv.begin_reply()
     tree = tree_to_json(conv, streaming=True)
     plan = RescuePlan(path, {"title": "counting", "tree": tree}, streaming_node(conv, tree))
+    qt = QCoreApplication([])
     worker = EngineWorker(token_interval=0.0)
+    worker.finished.connect(lambda r: qt.quit())
+    worker.failed.connect(lambda f: qt.quit())
     worker.failed.connect(lambda f: print("FAILED", f.worker_lost, f.message, flush=True))
     worker.tokens.connect(lambda b: print("TOKENS", flush=True))
     worker.load(LoadRequest(RuntimeConfig(target=ModelSpec(model, rpc=endpoints),
@@ -59,6 +64,7 @@ SCRIPT = textwrap.dedent("""
                                      *relaunch_argv(args, worker.rescued, why)[3:]])
     worker.chat(ChatRequest(conv.id, tuple(conv.engine_messages()),
                             SamplingParams(temperature=0.0, max_tokens=400), rescue=plan))
+    qt.exec()  # the reply runs on the engine's thread; its signals arrive here
     print("ENDED", flush=True)
 """)
 
