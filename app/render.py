@@ -6,7 +6,8 @@ becomes a framed monospace block with a header line holding its language and a `
 message) get a subtle mark, a dotted underline over a faint background, on text only (never on
 indentation or other whitespace in code): inside code by offset, inside prose through the
 private-use markers of ``app.markdown.mark``, which are turned into formatting and removed here.
-User messages are Markdown too, with raw HTML shown as text.
+User messages are Markdown too, with raw HTML shown as text. A single newline is a line break
+in both (``app.markdown.keep_line_breaks``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from PySide6.QtGui import (QColor, QFont, QFontDatabase, QTextBlockFormat, QText
                            QTextCursor, QTextDocument, QTextFrameFormat)
 
 from app.highlight import highlight
-from app.markdown import MARK_CLOSE, MARK_OPEN, Block, clip, mark, split_blocks
+from app.markdown import (MARK_CLOSE, MARK_OPEN, Block, clip, keep_line_breaks, mark,
+                          split_blocks)
 
 COPY_SCHEME = "copy"
 _FEATURES = QTextDocument.MarkdownFeature.MarkdownDialectGitHub
@@ -131,7 +133,8 @@ class Renderer:
                 body = block.text.lstrip("\n")  # blank lines after a fence: no empty paragraph
                 lead = block.start + len(block.text) - len(body)
                 rel = clip(spans, lead, lead + len(body))
-                cursor.insertMarkdown(mark(body, rel) if rel else body, self._features)
+                cursor.insertMarkdown(keep_line_breaks(mark(body, rel) if rel else body),
+                                      self._features)
                 if rel:
                     _apply_marks(doc, start, colors)
                     cursor.movePosition(QTextCursor.MoveOperation.End)
