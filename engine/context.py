@@ -169,6 +169,7 @@ class Context(NativeOwner):
             if cancel is not None:
                 lib.llama_set_abort_callback(self._handle, ggml_null_abort, None)
                 self._cancel = None
+                backend.set_aborting(id(self), False)
         return self._n_outputs
 
     def logits(self, row: int = -1) -> np.ndarray:
@@ -263,7 +264,10 @@ class Context(NativeOwner):
 
     def _should_abort(self, _data: ctypes.c_void_p) -> bool:
         cancel = self._cancel
-        return bool(cancel is not None and cancel.is_set())
+        abort = bool(cancel is not None and cancel.is_set())
+        if abort:
+            backend.set_aborting(id(self), True)
+        return abort
 
 
 ggml_null_abort = ctypes.cast(None, lib.ggml_abort_callback)
