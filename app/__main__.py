@@ -118,6 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from app.qt_libs import problem
+
+    missing = problem()  # Qt would abort with a misleading message: say what to install
+    if missing:
+        print(missing, file=sys.stderr)
+        return 1
     return run_gui(args)
 
 
