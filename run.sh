@@ -5,7 +5,6 @@ cd "$(dirname "$0")"
 scripts/bootstrap.sh test,package
 .venv/bin/duet-cli models fetch --group starter
 if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] || [ "$(uname)" = Darwin ]; then
-  scripts/qt-libs.sh || exit 1
   exec .venv/bin/duet "$@"
 fi
 echo "run.sh: no display found; a short chat through the command line instead" >&2

@@ -121,6 +121,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_selfcheck(argv)
     args = parse_args(argv)
     logsetup.configure(args.log_level, timestamps=True)
+    from app.qt_libs import problem
+
+    missing = problem()  # Qt would abort with a misleading message: say what to install
+    if missing:
+        print(missing, file=sys.stderr)
+        return 1
     return run_gui(args)
 
 

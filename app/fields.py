@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QLineEdit, QSpinBox, QWidget
+from PySide6.QtCore import QEvent, QObject, QPointF, Qt
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import (QAbstractScrollArea, QApplication, QCheckBox, QComboBox,
+                               QDoubleSpinBox, QLineEdit, QSpinBox, QWidget)
 
 from app.settings import Option
 
@@ -19,13 +21,25 @@ INT_LIMIT = 2**31 - 1  # a QSpinBox holds a C int
 
 
 class _WheelGuard(QObject):
-    """Ignores wheel events sent to a widget without focus (they go to the scroll area)."""
+    """Hands a wheel event over a field without focus to the scroll area the field is in (the
+    form scrolls on), or to nobody; the field's value never changes."""
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.Wheel and isinstance(obj, QWidget) and not obj.hasFocus():
+        if not isinstance(event, QWheelEvent) or not isinstance(obj, QWidget) or obj.hasFocus():
+            return False
+        area = obj.parentWidget()
+        while area is not None and not isinstance(area, QAbstractScrollArea):
+            area = area.parentWidget()
+        if area is None:
             event.ignore()
             return True
-        return False
+        viewport = area.viewport()
+        at = QPointF(obj.mapTo(viewport, event.position().toPoint()))
+        QApplication.sendEvent(viewport, QWheelEvent(
+            at, event.globalPosition(), event.pixelDelta(), event.angleDelta(), event.buttons(),
+            event.modifiers(), event.phase(), event.inverted(), event.source()))
+        event.accept()
+        return True
 
 
 _GUARD = _WheelGuard()

@@ -1,8 +1,11 @@
-"""Splitting a reply into prose and fenced code blocks, and marking drafted spans in prose.
+"""Splitting a reply into prose and fenced code blocks, marking drafted spans in prose, and
+keeping the prose's line breaks.
 
 A reply is rendered block by block: prose through Qt's Markdown reader, code blocks by Duet
 (monospace, highlighted, with a copy link). Offsets are kept so that the character spans of
-drafted tokens (offsets into the reply) can be mapped onto each block. Pure Python.
+drafted tokens (offsets into the reply) can be mapped onto each block. A single newline is a
+line break, as in every chat app (Markdown would join the lines): ``keep_line_breaks`` makes
+each one inside a paragraph a line break within it. Pure Python.
 """
 
 from __future__ import annotations
@@ -110,3 +113,66 @@ def _settle(text: str, i: int, step: int) -> int:
     while 0 < i < len(text) and text[i - 1] in _MD_PUNCT and text[i] in _MD_PUNCT:
         i += step
     return i
+
+
+
+LINE_BREAK = "\u2028"  # Unicode's line separator: a line break inside a Qt text block
+_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+# a line that starts a block of its own (a list item, a heading, a rule or setext underline,
+# raw HTML) rather than continuing the paragraph above it
+_BLOCK_START = re.compile(r"^ {0,3}(?:(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)|#{1,6}(?:[ \t]|$)|"
+                          r"(?:[-*_=][ \t]*){3,}$|=+[ \t]*$|-+[ \t]*$|<)")
+_ONE_LINE_BLOCK = re.compile(r"^ {0,3}(?:#{1,6}(?:[ \t]|$)|(?:[-*_][ \t]*){3,}$)")
+_QUOTE = re.compile(r"^(?: {0,3}>[ \t]?)+")
+
+
+def keep_line_breaks(prose: str) -> str:
+    """``prose`` with each newline inside a paragraph (a list item, a quote) made a line break
+    within it (LINE_BREAK), so that the lines show as written; Markdown would join them.
+
+    A newline stays where Markdown gives it a meaning: around blank lines, before a line that
+    starts a block (a list item, a heading, a rule), after a one-line block (a heading), in
+    tables (each row is a line), and between quote lines of different depths."""
+    lines = prose.split("\n")
+    table = _table_lines(lines)
+    out = [lines[0]] if lines else []
+    for i in range(1, len(lines)):
+        prev, line = lines[i - 1], lines[i]
+        joined = _continues(prev, line) and i - 1 not in table and i not in table
+        if joined:
+            depth = _quote_depth(prev)
+            out[-1] += LINE_BREAK + (line[_QUOTE.match(line).end():] if depth else line).lstrip()
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _continues(prev: str, line: str) -> bool:
+    """Whether ``line`` continues the paragraph ``prev`` ends (Markdown's soft break)."""
+    if not prev.strip() or not line.strip() or _ONE_LINE_BLOCK.match(prev):
+        return False
+    depth = _quote_depth(prev)
+    if _quote_depth(line) != depth:
+        return False
+    body = line[_QUOTE.match(line).end():] if depth else line
+    return not body.strip() == "" and not _BLOCK_START.match(body)
+
+
+def _quote_depth(line: str) -> int:
+    m = _QUOTE.match(line)
+    return m.group().count(">") if m else 0
+
+
+def _table_lines(lines: Sequence[str]) -> set[int]:
+    """The indices of the lines that belong to GitHub tables (header, delimiter, rows)."""
+    rows: set[int] = set()
+    i = 1
+    while i < len(lines):
+        if "|" in lines[i - 1] and "-" in lines[i] and _TABLE_DELIMITER.match(lines[i]):
+            rows.update((i - 1, i))
+            i += 1
+            while i < len(lines) and lines[i].strip():
+                rows.add(i)
+                i += 1
+        i += 1
+    return rows

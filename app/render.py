@@ -3,10 +3,12 @@
 Prose goes through Qt's Markdown reader (``QTextCursor.insertMarkdown``); each fenced code block
 becomes a framed monospace block with a header line holding its language and a ``Copy`` link
 (``copy:<n>``, handled by the view's anchorClicked). Drafted spans (character offsets into the
-message) get a subtle mark, a dotted underline over a faint background, on text only (never on
-indentation or other whitespace in code): inside code by offset, inside prose through the
-private-use markers of ``app.markdown.mark``, which are turned into formatting and removed here.
-User messages are Markdown too, with raw HTML shown as text.
+message) get a mark, a dotted underline over a tint (syntax colours give way to the code's own
+colour on it, for contrast), on text only (never on indentation or other whitespace in code):
+inside code by offset, inside prose through the private-use markers of ``app.markdown.mark``,
+which are turned into formatting and removed here.
+User messages are Markdown too, with raw HTML shown as text. A single newline is a line break
+in both (``app.markdown.keep_line_breaks``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from PySide6.QtGui import (QColor, QFont, QFontDatabase, QTextBlockFormat, QText
                            QTextCursor, QTextDocument, QTextFrameFormat)
 
 from app.highlight import highlight
-from app.markdown import MARK_CLOSE, MARK_OPEN, Block, clip, mark, split_blocks
+from app.markdown import (MARK_CLOSE, MARK_OPEN, Block, clip, keep_line_breaks, mark,
+                          split_blocks)
 
 COPY_SCHEME = "copy"
 _FEATURES = QTextDocument.MarkdownFeature.MarkdownDialectGitHub
@@ -46,7 +49,7 @@ class Colors:
 
 
 def draft_format(colors: Colors, base: QTextCharFormat | None = None) -> QTextCharFormat:
-    """The mark of drafted text: a dotted underline in ``draft_line`` over a faint tint."""
+    """The mark of drafted text: a dotted underline in ``draft_line`` over the ``draft_bg`` tint."""
     fmt = QTextCharFormat(base) if base is not None else QTextCharFormat()
     fmt.setBackground(colors.draft_bg)
     fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.DotLine)
@@ -131,7 +134,8 @@ class Renderer:
                 body = block.text.lstrip("\n")  # blank lines after a fence: no empty paragraph
                 lead = block.start + len(block.text) - len(body)
                 rel = clip(spans, lead, lead + len(body))
-                cursor.insertMarkdown(mark(body, rel) if rel else body, self._features)
+                cursor.insertMarkdown(keep_line_breaks(mark(body, rel) if rel else body),
+                                      self._features)
                 if rel:
                     _apply_marks(doc, start, colors)
                     cursor.movePosition(QTextCursor.MoveOperation.End)
@@ -263,8 +267,8 @@ def _insert_highlighted(cursor: QTextCursor, code: str, lang: str,
             di += 1
         kind = spans[si][2] if si < len(spans) and spans[si][0] <= a else None
         fmt = QTextCharFormat(formats[kind] if kind else base)
-        if di < len(drafted) and drafted[di][0] <= a:
-            _insert_marked(cursor, code[a:b], fmt, colors)
+        if di < len(drafted) and drafted[di][0] <= a:  # on the tint: the code's own colour
+            _insert_marked(cursor, code[a:b], _colored(base, colors.code_fg), colors)
         else:
             cursor.insertText(code[a:b], fmt)
 

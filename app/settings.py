@@ -10,8 +10,8 @@ written atomically (unique temporary file + ``os.replace``). Reading never fails
 damaged file gives the defaults (a damaged one is kept aside as ``settings.json.bad``), and an
 unknown or invalid value (NaN included) is dropped for its default with a logged warning.
 Version 1 files are read with their old names (``RENAMED``). Options marked ``applies="now"``
-take effect on the next request; ``"reload"`` ones when the models are next loaded (they are
-baked into the ``Runtime``).
+take effect at once (the next request; the local server restarts); ``"reload"`` ones when the
+models are next loaded (they are baked into the ``Runtime``).
 """
 
 from __future__ import annotations
@@ -126,16 +126,17 @@ SCHEMA: tuple[Option, ...] = (
     Option("theme", str, "system", "Theme", "system, light or dark.", "now", APPEARANCE,
            choices=("system", "light", "dark")),
     Option("server_enabled", bool, False, "Local server",
-           "Serve the loaded model to other programs over an OpenAI-compatible HTTP API.",
-           "reload", SERVER),
+           "Serve the chosen model to other programs over an OpenAI-compatible HTTP API (starts, "
+           "restarts or stops at once).",
+           "now", SERVER),
     Option("server_host", str, "127.0.0.1", "Server address",
            "127.0.0.1 keeps it to this computer; any other address needs an API key.",
-           "reload", SERVER),
+           "now", SERVER),
     Option("server_port", int, 8080, "Server port", "TCP port of the local server.",
-           "reload", SERVER, 1, 65535),
+           "now", SERVER, 1, 65535),
     Option("server_api_key", str, "", "Server API key",
            "Clients must send Authorization: Bearer KEY (empty: no key, loopback only).",
-           "reload", SERVER),
+           "now", SERVER),
     Option("target_model", str, "", "Target model", "The last target GGUF file.", "reload", MODELS,
            visible=False),
     Option("draft_model", str, "", "Draft model", "The last draft GGUF file (empty: none).",

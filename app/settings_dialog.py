@@ -1,14 +1,15 @@
 """The settings dialog, generated from the schema: one field per visible option, by group
-(app.fields makes the fields).
+(app.fields makes the fields), the fields of every group in one column.
 
 Options that apply at the next model load are marked with a ⟳ and listed after OK, so the
-user knows a reload is needed; the others apply to the next request.
+user knows a reload is needed; the others apply at once.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QGroupBox, QHBoxLayout,
                                QLabel, QScrollArea, QVBoxLayout, QWidget)
 
@@ -40,11 +41,12 @@ class SettingsDialog(QDialog):
             label.setToolTip(option.description)
             groups[option.group].addRow(label, w)
             self.editors[option.name] = w
+        self._align([form for form in groups.values()])
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         scroll.setWidget(inner)
         note = QLabel(f"{RELOAD_MARK.strip()} applies at the next model load; "
-                      "everything else applies to the next reply.", self)
+                      "everything else applies at once.", self)
         note.setWordWrap(True)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                    | QDialogButtonBox.StandardButton.Cancel
@@ -60,6 +62,18 @@ class SettingsDialog(QDialog):
         layout.addLayout(bottom)
         layout.addWidget(buttons)
         self.resize(520, 640)
+
+    @staticmethod
+    def _align(forms: list[QFormLayout]) -> None:
+        """One label column for all the groups, so that their fields line up."""
+        labels = [form.itemAt(row, QFormLayout.ItemRole.LabelRole).widget()
+                  for form in forms for row in range(form.rowCount())]
+        width = max((label.sizeHint().width() for label in labels), default=0)
+        for label in labels:
+            label.setMinimumWidth(width)
+        for form in forms:
+            form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+            form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
 
     def values(self) -> dict[str, Any]:
         return {name: editor_value(w) for name, w in self.editors.items()}

@@ -23,12 +23,29 @@ _init_lock = threading.Lock()
 _initialised = False
 
 
+_aborting: set[int] = set()  # contexts whose decode is being aborted on request
+_aborting_lock = threading.Lock()
+
+
+def set_aborting(owner: int, on: bool) -> None:
+    """While ``owner``'s decode is aborted on request (Stop), the error lines llama.cpp writes
+    about the aborted computation are expected: they are logged at debug level, not as
+    warnings on the console, and no later failure reports them."""
+    with _aborting_lock:
+        if on:
+            _aborting.add(owner)
+        else:
+            _aborting.discard(owner)
+
+
 @lib.llama_log_callback
 def _on_log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
     message = (text or b"").decode("utf-8", "replace").rstrip()
     if not message:
         return
-    if level == _GGML_LOG_LEVEL_ERROR:
+    if level == _GGML_LOG_LEVEL_ERROR and _aborting:
+        log.debug("%s (the computation was stopped on request)", message)
+    elif level == _GGML_LOG_LEVEL_ERROR:
         _recent_errors.append(message)
         log.warning("%s", message)
     else:

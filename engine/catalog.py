@@ -131,6 +131,12 @@ GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 
+def name_of(filename: str) -> str | None:
+    """The catalog's display name of a starter model's file (None: not a starter's file name).
+    Every window, notice and file names a starter model by this one name."""
+    return next((m.display_name for m in CATALOG.values() if m.filename == filename), None)
+
+
 def get(key: str) -> StarterModel:
     try:
         return CATALOG[key]

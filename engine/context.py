@@ -120,7 +120,10 @@ class _Llama:
 
     def _should_abort(self, _data: ctypes.c_void_p) -> bool:
         cancel = self.cancel
-        return bool(cancel is not None and cancel.is_set())
+        abort = bool(cancel is not None and cancel.is_set())
+        if abort:
+            backend.set_aborting(id(self), True)
+        return abort
 
 
 class Context(NativeOwner):
@@ -227,6 +230,7 @@ class Context(NativeOwner):
             if cancel is not None:
                 lib.llama_set_abort_callback(shared.handle, ggml_null_abort, None)
                 shared.cancel = None
+                backend.set_aborting(id(shared), False)
         return shared.n_outputs
 
     def logits(self, row: int = -1) -> np.ndarray:

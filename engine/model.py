@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine import backend
+from engine import backend, catalog
 from engine.backend import lib
 from engine.native import NativeOwner
 from engine.errors import ModelLoadError
@@ -161,7 +161,10 @@ class Model(NativeOwner):
     # -- facts ----------------------------------------------------------------------------
     @property
     def display_name(self) -> str:
-        return self.metadata.get("general.name") or self.path.stem
+        """A starter model's catalog name (its file's own may say another quantization), else
+        the name the file gives itself, else the file's stem."""
+        return catalog.name_of(self.path.name) or self.metadata.get("general.name") or \
+            self.path.stem
 
     @property
     def chat_template(self) -> str | None:

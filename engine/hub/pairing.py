@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import pair_reasons as why
 from engine.hub import client
 from engine.hub.errors import HubError
 from engine.hub.gguf_header import FIRST_CHECKED_TOKEN, GGUFHeader, ModelFacts, model_facts, tokens_digest
@@ -97,25 +98,26 @@ def _judged(ref: ModelRef, size: int | None, header: GGUFHeader) -> Judged:
 
 
 def check_facts(t: Judged, d: Judged) -> str | None:
-    """None when ``d`` can draft for ``t``; else the first reason it cannot (compat.check_pair's order)."""
+    """None when ``d`` can draft for ``t``; else the first reason it cannot (compat.check_pair's
+    order and words)."""
     tf, df = t.facts, d.facts
-    if tf.vocab_model != df.vocab_model:
-        return f"different tokenizer types ({tf.vocab_model} vs {df.vocab_model})"
-    if tf.add_bos != df.add_bos or (tf.add_bos and tf.bos != df.bos):
-        return f"different start-of-text handling (BOS {tf.bos} vs {df.bos})"
-    if tf.eos != df.eos:
-        return f"different end-of-text tokens ({tf.eos} vs {df.eos})"
-    if {tf.eos, tf.eot} - {None} != {df.eos, df.eot} - {None}:
-        return "different end-of-generation tokens"
     if abs(tf.n_vocab - df.n_vocab) > VOCAB_SIZE_SLACK:
-        return f"vocabulary sizes differ too much ({tf.n_vocab} vs {df.n_vocab})"
+        return why.vocabulary_size(tf.n_vocab, df.n_vocab)
+    if tf.vocab_model != df.vocab_model:
+        return why.tokenizer(tf.vocab_model, df.vocab_model)
+    if tf.add_bos != df.add_bos or (tf.add_bos and tf.bos != df.bos):
+        return why.start_of_text((tf.add_bos, tf.bos), (df.add_bos, df.bos))
+    if tf.eos != df.eos:
+        return why.end_of_text(tf.eos, df.eos)
+    if {tf.eos, tf.eot} - {None} != {df.eos, df.eot} - {None}:
+        return why.end_of_generation()
     n = min(tf.n_vocab, df.n_vocab)
     same = (tf.tokens_digest == df.tokens_digest if tf.n_vocab == df.n_vocab
             else tokens_digest(t.tokens, n) == tokens_digest(d.tokens, n))
     if not same:
         tok = next((i for i in range(FIRST_CHECKED_TOKEN, n) if t.tokens[i] != d.tokens[i]), n)
-        a, b = (t.tokens[tok][:20] if tok < n else b""), (d.tokens[tok][:20] if tok < n else b"")
-        return f"token {tok} differs ({a!r} vs {b!r})"
+        a, b = (t.tokens[tok] if tok < n else b""), (d.tokens[tok] if tok < n else b"")
+        return why.token_text(tok, a, b)
     return None
 
 

@@ -188,7 +188,9 @@ def test_the_draft_mark_is_on_text_only_in_both_themes(qapp) -> None:
         marked = "".join(ch for ch, f in _formats(doc)
                          if f.underlineStyle() == QTextCharFormat.UnderlineStyle.DotLine)
         assert marked == "returna"  # the indentation and the space are not marked
-        assert colors.draft_bg.alpha() <= 40  # a faint tint, not a solid block
+        tinted = "".join(ch for ch, f in _formats(doc)
+                         if f.background().color() == colors.draft_bg)
+        assert tinted == "returna"  # the tint (WCAG AA: tests/app/test_theme.py) too
 
 
 def test_user_messages_render_as_markdown_without_html(qtbot) -> None:
