@@ -1,11 +1,10 @@
 """The verify-cost curve: what one target pass over n tokens costs on this machine.
 
 Measured once per model, settings, machine, llama.cpp build and RPC layout, then cached in
-``cache_dir()/verify-cost.json``. Measuring takes a while (seconds on a small model, about a
-minute for a 1.5B on two cores), so a caller can show progress (``on_measure``). A curve taken
-on a busy machine misleads the controller for good: ``CostCheck`` compares it with what passes
-really cost, and a curve that is far off is forgotten, to be measured again at the next load;
-``forget_all`` does that on request (the app's settings).
+``cache_dir()/verify-cost.json`` (about a minute for a 1.5B on two cores; ``on_measure`` lets a
+caller show progress). A curve taken on a busy machine would mislead the policy for good:
+``CostCheck`` compares it with what passes really cost, and one that is off by more than
+``cost_check_factor`` is forgotten, to be measured again at the next load.
 """
 
 from __future__ import annotations
@@ -22,37 +21,31 @@ from engine import paths
 from engine.context import Context
 from engine.localfile import read_json, write_json
 from engine.speculative.controller import CostModel, calibrate
+from engine.speculative.tuning import TUNING
 
 log = logging.getLogger(__name__)
 
-CALIBRATION_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-# Batches are timed after this many tokens of context: attention over a few hundred tokens makes
-# a long batch dearer relative to one step, and a curve measured at the start of a context
-# drafts too long in the middle of a real conversation (simulated: about 10% slower on the edit
-# prompts).
-CALIBRATION_DEPTH = 512
+
 def _cache_file() -> Path:
     return paths.cache_dir() / "verify-cost.json"
 
 
 def _cache_key(ctx: Context, sizes: Sequence[int]) -> str:
-    """What the curve depends on: the model file, the settings, the machine, the build of
-    llama.cpp (another build has other kernels, and batches cost differently) and the RPC
-    layout (remote layers add network round trips to every pass; the curve is measured on the
-    real layout, so they are in it)."""
+    """What the curve depends on: the model file, the settings, the machine, the llama.cpp build
+    (other kernels) and the RPC layout (remote layers add round trips to every pass)."""
     from engine.backend import _pkg
 
     st = ctx.model.path.stat()
     spec = ctx.model.spec
     key = [str(ctx.model.path), st.st_size, st.st_mtime_ns, ctx.params.threads(),
            spec.n_gpu_layers, ctx.params.type_k, ctx.params.flash_attn,
-           list(sizes), CALIBRATION_DEPTH, os.cpu_count(), getattr(_pkg, "__version__", "?")]
+           list(sizes), TUNING.calibration_depth, os.cpu_count(), getattr(_pkg, "__version__", "?")]
     if spec.rpc:
         key.append({"rpc": list(spec.rpc), "tensor_split": list(spec.tensor_split)})
     return json.dumps(key)
 
 
-def cached_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES,
+def cached_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
                 on_measure: Callable[[], None] | None = None) -> CostModel:
     """The verify-cost curve of ``ctx``'s model on this machine (measured once, then cached).
     ``on_measure`` is called before a measurement (not when the curve is cached)."""
@@ -60,7 +53,10 @@ def cached_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES,
     entries = read_json(_cache_file(), _check_cost_cache) or {}
     if isinstance(entries.get(key), str):
         try:
-            return CostModel.from_json(entries[key])
+            cost = CostModel.from_json(entries[key])
+            if [n for n, _ in cost.verify_s] != sorted(set(sizes)):
+                raise ValueError("it has other batch sizes")
+            return cost
         except ValueError as e:
             log.warning("ignoring a bad cached verify cost: %s", e)
     if on_measure is not None:
@@ -78,12 +74,12 @@ def _check_cost_cache(obj: object) -> None:
         raise ValueError("it is not an object")
 
 
-def measure_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES, repeats: int = 3) -> CostModel:
+def measure_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> CostModel:
     """Time target decodes of n tokens (all logits, as in verification) after
-    ``CALIBRATION_DEPTH`` tokens of context (less in a small context)."""
-    saved = list(ctx.tokens)
+    ``calibration_depth`` tokens of context (less in a small context)."""
+    saved = len(ctx.tokens)
     ctx.clear()
-    depth = max(1, min(CALIBRATION_DEPTH, ctx.n_ctx - max(sizes)))
+    depth = max(1, min(TUNING.calibration_depth, ctx.n_ctx - max(sizes)))
     filler = [ctx.model.bos if ctx.model.bos >= 0 else 1] + [100 + i for i in range(depth + max(sizes))]
     ctx.decode(filler[:depth])  # warm-up, and context to attend to
 
@@ -96,14 +92,14 @@ def measure_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES, repeats
         return dt
 
     try:
-        return calibrate(measure, sizes, repeats)
+        return calibrate(measure, sizes)
     finally:
         ctx.clear()
         if saved:
-            log.debug("calibration cleared a cached prompt of %d tokens", len(saved))
+            log.debug("calibration cleared a cached prompt of %d tokens", saved)
 
 
-def forget(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES) -> None:
+def forget(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> None:
     """Drop the cached curve of ``ctx`` (measured again at the next load)."""
     _drop(lambda key: key == _cache_key(ctx, sizes))
 
@@ -124,14 +120,9 @@ def _drop(which: Callable[[str], bool]) -> None:
 
 
 class CostCheck:
-    """Compares the curve with what verification passes really cost. After ``MIN_PASSES``
-    passes, a median ratio (measured / predicted) outside [1/FACTOR, FACTOR] means the curve
-    was taken under other conditions (another program was using the cores): ``on_mismatch`` is
-    called once. FACTOR 2: the machine's own drift between runs is about 10%, and a curve off
-    by less than 2x changes the chosen draft lengths little."""
-
-    MIN_PASSES = 16
-    FACTOR = 2.0
+    """Compares the curve with what verification passes really cost: once the median ratio
+    (measured / predicted) over the last ``cost_check_passes`` passes is outside [1/f, f] for
+    ``f = cost_check_factor``, ``on_mismatch`` is called (once)."""
 
     def __init__(self, cost: CostModel, on_mismatch: Callable[[float], None]) -> None:
         self.cost = cost
@@ -143,8 +134,8 @@ class CostCheck:
         if self.reported or seconds <= 0:
             return
         self.ratios.append(seconds / self.cost.verify_cost(n_tokens))
-        if len(self.ratios) >= self.MIN_PASSES:
-            ratio = statistics.median(self.ratios[-self.MIN_PASSES:])
-            if not 1 / self.FACTOR <= ratio <= self.FACTOR:
+        if len(self.ratios) >= TUNING.cost_check_passes:
+            ratio = statistics.median(self.ratios[-TUNING.cost_check_passes:])
+            if not 1 / TUNING.cost_check_factor <= ratio <= TUNING.cost_check_factor:
                 self.reported = True
                 self.on_mismatch(ratio)

@@ -1,12 +1,13 @@
-"""Choosing, for each target pass, which drafter drafts and how many tokens (zero included).
+"""The policy: for each target pass, which drafter drafts and how many tokens (zero included).
 
-The target's verify-cost curve is measured once per model, machine and settings, then cached
-(engine.speculative.calibration), and checked against what passes really cost. An n-gram proposal comes with its survival (the estimated probability that each prefix is
-accepted, learned from every token of the reply) and gets the length with the highest expected
-tokens per second: a long batch for a copy in progress, nothing for a guess. The draft model
-has an online acceptance estimate (engine.speculative.controller). ``auto`` asks the n-gram drafter
-first (free to draft, strong when the reply copies its context), then the draft model, and
-decodes plainly when neither is expected to pay."""
+The n-gram drafter (engine.speculative.ngram) proposes a copy with its survival, and gets the
+length with the most expected tokens per second against the verify-cost curve
+(engine.speculative.controller). A draft model's tokens are taken to be accepted at
+``model_alpha`` (its ``p_min`` stops it where it is unsure), which fixes its length on this
+machine, and zero where even that cannot pay (a CPU, where a draft token costs too much next to
+verifying). ``auto`` asks the n-gram drafter first, then the draft model. A payoff ledger per
+drafter (engine.speculative.payoff) keeps either from being slower than plain decoding.
+"""
 
 from __future__ import annotations
 
@@ -18,67 +19,40 @@ from engine.context import Context, ContextParams
 from engine.model import Model, ModelSpec
 from engine.sampling import Sampler
 from engine.speculative import calibration
-from engine.speculative.controller import (AcceptanceTracker, Controller, CostModel,
-                                           best_draft_length, best_length_by_survival)
+from engine.speculative.controller import CostModel, best_length
 from engine.speculative.draft import Draft
 from engine.speculative.draft_model import ModelDrafter
-from engine.speculative.ngram import NgramDrafter, NgramParams
+from engine.speculative.ngram import NgramDrafter
 from engine.speculative.params import SpeculativeParams
 from engine.speculative.payoff import PayoffLedger
+from engine.speculative.tuning import TUNING, Tuning
 
 log = logging.getLogger(__name__)
 
-GOOD_DRAFT_ALPHA = 0.9
-
 
 class Speculator:
-    """Implements the generator's ``Speculation`` protocol over one or two drafters."""
+    """Implements the generator's ``Speculation`` protocol over one or two drafters.
+    ``params.adaptive`` off drafts as long as asked, never held back."""
 
-    def __init__(self, params: SpeculativeParams, cost: CostModel, *,
-                 ngram: NgramDrafter | None = None, model: ModelDrafter | None = None,
-                 draft_cost_s: float = 0.0, draft_pass_s: float = 0.0, eog_ids: frozenset[int] = frozenset()) -> None:
-        self.params = params
-        self.eog_ids = eog_ids
+    def __init__(self, params: SpeculativeParams, cost: CostModel, *, ngram: NgramDrafter | None = None,
+                 model: ModelDrafter | None = None, draft_cost_s: float = 0.0, draft_pass_s: float = 0.0,
+                 eog_ids: frozenset[int] = frozenset(), tuning: Tuning = TUNING) -> None:
+        self.params, self.cost, self.eog_ids = params, cost, eog_ids
         self.name = params.drafter
-        self.ngram = ngram
-        self.model = model
-        self.controllers: dict[str, Controller] = {}
-        self.cost = cost
-        # What drafting really saved, per source: a losing one goes quiet (never slower).
-        self.ledgers = {"ngram": PayoffLedger(cost)}
-        self.model_can_pay = False
+        self.ngram, self.model = ngram, model
+        self.ledgers = {"ngram": PayoffLedger(cost, tuning)}
+        self.model_len = 0  # the draft model's length where it can pay
         if model is not None:
             model_cost = cost.with_draft_cost(draft_cost_s, draft_pass_s)
-            self.ledgers["model"] = PayoffLedger(model_cost)
-            self.controllers["model"] = Controller(model_cost, AcceptanceTracker(prior=0.6))
-            # Even a very good draft model (right 90% of the time) cannot pay when drafting a
-            # token, and taking in the target's correction on every pass, cost too much next to
-            # verifying (a 0.5B draft for a 1.5B target on a 2-core CPU: 28 ms a draft token, 68
-            # ms a target step; `model` mode measured 0.50-0.89x plain on every prompt of
-            # docs/benchmarks/speculative.md): auto then never spends time syncing it.
-            self.model_can_pay = best_draft_length(model_cost, GOOD_DRAFT_ALPHA, params.draft_max) > 0
-            if not self.model_can_pay and params.drafter == "auto":
+            self.ledgers["model"] = PayoffLedger(model_cost, tuning)
+            self.model_len = best_length(model_cost, [tuning.model_alpha ** j for j in range(1, params.draft_max + 1)])
+            if not self.model_len and params.drafter == "auto":
                 log.info("the draft model cannot pay on this machine (%.0f ms per draft token); "
                          "auto leaves it unused", draft_cost_s * 1000)
 
-    def plan(self, history: Sequence[int], room: int, sampler: Sampler) -> Draft:
-        k_max = min(self.params.draft_max, room)
-        if k_max < self.params.draft_min:
-            return Draft()
-        if self.ngram is not None:
-            draft = _end_at_eog(self.ngram.propose(history, k_max), self.eog_ids)
-            if len(draft.tokens) >= self.params.draft_min:
-                k = (best_length_by_survival(self.cost, draft.survival)
-                     if self.params.adaptive else len(draft.tokens))
-                if k >= self.params.draft_min and self._allowed("ngram"):
-                    return Draft(draft.tokens[:k], None, "ngram", draft.seconds, draft.match_len)
-        if self.model is not None and (self.model_can_pay or self.params.drafter == "model"):
-            k = self._choose("model", k_max, None)
-            if k >= self.params.draft_min and self._allowed("model"):
-                draft = self.model.propose(history, k, sampler)
-                if len(draft.tokens) >= self.params.draft_min:
-                    return draft
-        return Draft()
+    @property
+    def model_can_pay(self) -> bool:
+        return self.model_len > 0
 
     def begin(self, prompt: Sequence[int]) -> None:
         for ledger in self.ledgers.values():
@@ -86,31 +60,39 @@ class Speculator:
         if self.ngram is not None:
             self.ngram.begin(prompt)
 
-    def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None:
-        if draft.source in self.controllers:
-            self.controllers[draft.source].update(len(draft.tokens), n_accepted)
-        if self.params.adaptive and draft.source in self.ledgers:
-            self.ledgers[draft.source].record(len(draft.tokens), n_accepted,
-                                              draft.seconds + verify_s)
+    def plan(self, history: Sequence[int], room: int, sampler: Sampler) -> Draft:
+        k_max = min(self.params.draft_max, room)
+        adaptive, k_min = self.params.adaptive, self.params.draft_min
+        if k_max < k_min:
+            return Draft()
+        if self.ngram is not None:
+            draft = _end_at_eog(self.ngram.propose(history, k_max), self.eog_ids)
+            k = best_length(self.cost, draft.survival) if adaptive else len(draft.tokens)
+            if k >= k_min and self._allowed("ngram"):
+                return replace(draft, tokens=draft.tokens[:k], survival=draft.survival[:k])
+        if self.model is not None and (self.model_len or self.name == "model"):
+            k = min(k_max, self.model_len) if adaptive and self.model_len else k_max
+            if k >= k_min and self._allowed("model"):
+                draft = self.model.propose(history, k, sampler)
+                if len(draft.tokens) >= k_min:
+                    return draft
+        return Draft()
 
-    def _allowed(self, source: str) -> bool:
-        """Asked for explicitly (not adaptive): always; else unless the source is in a quiet
-        spell for losing time (engine.speculative.payoff)."""
-        return not self.params.adaptive or self.ledgers[source].allows()
+    def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None:
+        if self.params.adaptive and draft.source in self.ledgers:
+            self.ledgers[draft.source].record(len(draft.tokens), n_accepted, draft.seconds + verify_s)
 
     def reset(self) -> None:
         if self.ngram is not None:
             self.ngram.reset()
 
-    def _choose(self, name: str, k_max: int, available: int | None) -> int:
-        if not self.params.adaptive or (name == "model" and not self.model_can_pay):
-            return k_max  # asked for explicitly: draft up to draft_max (p_min stops it early)
-        return self.controllers[name].choose(k_max, available)
+    def _allowed(self, source: str) -> bool:
+        """Unless the drafter is in a quiet spell for losing time (never when not adaptive)."""
+        return not self.params.adaptive or self.ledgers[source].allows()
 
 
 def _end_at_eog(draft: Draft, eog_ids: frozenset[int]) -> Draft:
-    """A reply ends at its first end-of-generation token, so nothing after it is worth verifying
-    (a copy of the user's message would otherwise run on into the chat markup)."""
+    """A reply ends at its first end-of-generation token: nothing after it is worth verifying."""
     for i, tok in enumerate(draft.tokens):
         if tok in eog_ids:
             return replace(draft, tokens=draft.tokens[:i + 1], survival=draft.survival[:i + 1])
@@ -171,7 +153,8 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
                 draft_model.close()
                 raise
     use_ngram = params.drafter in ("ngram", "auto") or (params.drafter == "model" and model_drafter is None)
-    ngram = NgramDrafter(NgramParams(params.ngram_min, params.ngram_max), vocab=target) if use_ngram else None
+    ngram = (NgramDrafter(target, ngram_min=params.ngram_min, ngram_max=params.ngram_max)
+             if use_ngram else None)
     try:
         cost = calibration.cached_cost(ctx, on_measure=on_calibrate)
     except BaseException:
