@@ -13,7 +13,7 @@ replay runs through the same speculator first, as the bench does; without it, th
 prompts. ``--half`` replays the suite's tuning half (an even index within its category) or its
 held-out half (odd): constants are set on the tuning half only. ``--set NAME=VALUE`` replays with
 a constant of engine/speculative/tuning.py changed, ``--resend`` replays each prompt sent a second
-time (a regenerate: the first reply is remembered), and ``--code DIR`` replays the speculative
+time (a regenerate: the first reply is remembered), ``--no-renames`` without the tokenizer, and ``--code DIR`` replays the speculative
 package of another checkout (e.g. ``git archive main engine | tar -x -C DIR``), for a before and
 after on the same traces.
 
@@ -95,7 +95,7 @@ def replay(spec: Any, cost: Any, prompt: list[int], output: list[int]) -> dict:
     return {"speedup": plain / t, "passes": passes, "proposed": proposed, "accepted": accepted}
 
 
-def oracle(cost: Any, vocab: Any, prompt: list[int], output: list[int], draft_max: int) -> float:
+def oracle(cost: Any, vocab: Any, prompt: list[int], output: list[int], draft_max: int = 64) -> float:
     """Speedup of the best draft lengths (calibrated batch sizes) for the drafter's proposals."""
     from engine.speculative.ngram import NgramDrafter
 
@@ -184,6 +184,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a constant of engine/speculative/tuning.py, changed")
     ap.add_argument("--resend", action="store_true", help="replay each prompt sent a second time")
+    ap.add_argument("--no-renames", action="store_true", help="without the tokenizer: no renames learned")
     ap.add_argument("--code", metavar="DIR", help="replay the engine package of another checkout")
     ap.add_argument("--oracle", action="store_true", help="also give each prompt's oracle")
     ap.add_argument("--json", metavar="OUT", help="write each prompt's speedup to OUT")
@@ -199,7 +200,7 @@ def main() -> None:
 
     cost = CostModel(tuple((int(a), float(b)) for a, b in (p.split(":") for p in args.cost.split(","))))
     overrides = dict(s.split("=", 1) for s in args.set)
-    vocab = Model(ModelSpec(resolve_model(args.model), vocab_only=True))
+    vocab = None if args.no_renames else Model(ModelSpec(resolve_model(args.model), vocab_only=True))
     by_category: dict[str, list[float]] = {}
     speedups: dict[str, float] = {}
     for name, tr in json.load(open(args.traces)).items():
@@ -213,7 +214,7 @@ def main() -> None:
             r = replay(spec, cost, tr["prompt"], tr["output"])
         speedups[name] = r["speedup"]
         by_category.setdefault(tr["category"], []).append(r["speedup"])
-        best = f"  oracle x{oracle(cost, vocab, tr['prompt'], tr['output'], 64):.2f}" if args.oracle else ""
+        best = f"  oracle x{oracle(cost, vocab, tr['prompt'], tr['output']):.2f}" if args.oracle else ""
         print(f"{name:40s} x{r['speedup']:.3f}{best}  passes {r['passes']:4d}"
               f"  accepted {r['accepted']}/{r['proposed']}")
     means = {c: geomean(v) for c, v in by_category.items()}

@@ -1,13 +1,12 @@
 """Edits a reply makes to the text it copies, learned at one occurrence to draft the next ones.
 
 When a copy breaks off and resumes a little further on in its source, the reply has replaced a
-short source span by a short span of its own (``x`` by ``x: int``, ``foo`` by ``bar``). Such
-edits recur, so the n-gram drafter applies the ones it has learned while it copies. An edit the
-reply then does not make loses trust, and one that failed more often than it held is dropped.
-
-Given the tokenizer, an edit inside an identifier also teaches a rename: ``item`` renamed
-``entry`` recurs as `` item``, ``(item`` and ``[item``, different tokens each, so the rename is
-learned on the identifier's text and applied wherever that name starts, re-tokenized.
+short source span by a short span of its own (``x`` by ``x: int``); such edits recur, so later
+copies of the span are drafted with the edit made. When the break came inside an identifier that
+reads differently in the reply (``entry`` where the source has ``item``), the reply renamed it:
+the name recurs as other tokens (`` item``, ``(item``, ``[item``), so the rename is kept as text
+and made wherever an identifier of that name starts, re-tokenized. An edit or rename is made
+while it has held more often than it failed, the occurrence it was learned from counting once.
 """
 
 from __future__ import annotations
@@ -15,9 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-__all__ = ["Edit", "EditMemory", "Vocab"]
+__all__ = ["Edit", "Edits", "Rule", "Vocab"]
 
 _IDENT = re.compile(r"[^\W\d]\w*")
 _WORD = re.compile(r"\w+")
@@ -34,9 +33,10 @@ class Vocab(Protocol):
 
 @dataclass(eq=False)
 class Rule:
-    """A learned edit or rename, and how often the reply made it since: the occurrence it was
-    learned from counts as one. ``trust`` is Laplace's rule of succession."""
+    """A learned edit or rename (``new``: the new name) and how often the reply made it.
+    ``trust``: Laplace's rule of succession."""
 
+    new: str = ""
     held: int = 1
     failed: int = 0
 
@@ -46,25 +46,19 @@ class Rule:
 
     @property
     def active(self) -> bool:
-        return self.failed <= self.held
+        return self.failed < self.held
 
 
-@dataclass(eq=False)
-class Edit(Rule):
-    """The reply writes ``output`` where its source has ``source`` (counted on ``rename`` if
-    the edit applies one)."""
+class Edit(NamedTuple):
+    """An edit made at one place: the tokens ``source`` are written ``output``."""
 
-    source: tuple[int, ...] = ()
-    output: tuple[int, ...] = ()
-    rename: Rule | None = None
-
-    @property
-    def counts(self) -> Rule:
-        return self.rename if self.rename is not None else self
+    source: tuple[int, ...]
+    output: tuple[int, ...]
+    rule: Rule
 
 
-class EditMemory:
-    """Learned edits by the first token of their source, and renames by the old name (these
+class Edits:
+    """Learned edits by the first token of their source span, and renames by old name (these
     only with a ``vocab`` to read identifiers). Spans and names are at most ``max_span`` tokens."""
 
     def __init__(self, vocab: Vocab | None, max_span: int) -> None:
@@ -75,64 +69,50 @@ class EditMemory:
 
     def clear(self) -> None:
         self._by_first: dict[int, list[Edit]] = {}
-        self.renames: dict[str, tuple[str, Rule]] = {}
-        self._renamed: dict[tuple[int, ...], Edit | None] = {}  # source span -> its rename edit
+        self.renames: dict[str, Rule] = {}
+        self._renamed: dict[tuple[int, ...], Edit | None] = {}  # source tokens -> their rename
 
-    def learn(self, source: Sequence[int], output: Sequence[int]) -> None:
-        """The reply wrote ``output`` for ``source`` (the latest edit of a span wins)."""
-        source, output = tuple(source), tuple(output)
-        if source and len(source) <= self.max_span and len(output) <= self.max_span and source != output:
+    def learn(self, tokens: Sequence[int], src: int, out: int, src_end: int, out_end: int) -> None:
+        """A copy broke off at ``tokens[src]`` (``tokens[out]`` in the reply) and resumed at
+        ``src_end`` (``out_end``): learn the edit, and the rename if the identifier there reads
+        differently in the reply."""
+        source, output = tuple(tokens[src:src_end]), tuple(tokens[out:out_end])
+        if source and len(source) <= self.max_span and len(output) <= self.max_span:
             edits = [e for e in self._by_first.get(source[0], []) if e.source != source]
-            edits.append(Edit(source=source, output=output))
-            edits.sort(key=lambda e: -len(e.source))  # the longest span that matches wins
-            self._by_first[source[0]] = edits
-
-    def learn_rename(self, tokens: Sequence[int], src: int, out: int) -> None:
-        """The reply made an edit at ``tokens[out]`` to the source at ``tokens[src]``: if the
-        identifier there has another name in the reply, learn the rename."""
+            self._by_first[source[0]] = sorted(edits + [Edit(source, output, Rule())], key=lambda e: -len(e.source))
         if self.vocab is None:
             return
         while (src > 0 and out > 0 and tokens[src - 1] == tokens[out - 1]
                and (self._continues_word(tokens, src) or self._continues_word(tokens, out))):
-            # back to where the word starts: the edit began inside it, in the source (``Item``
+            # back to where the word starts: the break came inside it, in the source (``Item``
             # of ``addItem``) or in the reply (``_in`` after ``a``, renaming ``a`` to ``a_in``)
             src, out = src - 1, out - 1
         a, b = self._identifier_at(tokens, src), self._identifier_at(tokens, out)
         if a is not None and b is not None and a[1] == b[1] and a[2] != b[2]:
-            if self.renames.get(a[2], ("",))[0] != b[2]:  # a rename learned again keeps its counts
-                self.renames[a[2]] = (b[2], Rule())
+            if a[2] not in self.renames or self.renames[a[2]].new != b[2]:  # learned again: counts kept
+                self.renames[a[2]] = Rule(b[2])
                 self._renamed = {}
 
     def at(self, tokens: Sequence[int], pos: int) -> Edit | None:
-        """The active edit whose source starts at ``tokens[pos]``, if any: a learned one, else
-        the rename of the identifier there."""
+        """The active edit whose source starts at ``tokens[pos]``, if any: a learned one (the
+        longest), else the rename of the identifier there."""
         for edit in self._by_first.get(tokens[pos], ()):
-            if edit.active and tuple(tokens[pos:pos + len(edit.source)]) == edit.source:
+            if edit.rule.active and tuple(tokens[pos:pos + len(edit.source)]) == edit.source:
                 return edit
-        return self._rename_at(tokens, pos) if self.renames else None
-
-    @staticmethod
-    def confirm(edit: Edit, held: bool) -> None:
-        if held:
-            edit.counts.held += 1
-        else:
-            edit.counts.failed += 1
-
-    def _rename_at(self, tokens: Sequence[int], pos: int) -> Edit | None:
-        ident = self._identifier_at(tokens, pos)
+        ident = self._identifier_at(tokens, pos) if self.renames else None
         if ident is None:
             return None
         end, lead, name, trail = ident
         source = tuple(tokens[pos:end])
         if source not in self._renamed:
             self._renamed[source] = None
-            if name in self.renames:
-                new, rule = self.renames[name]
-                output = tuple(self.vocab.tokenize(lead + new + trail, add_special=False, parse_special=False))
+            rule = self.renames.get(name)
+            if rule is not None:
+                output = tuple(self.vocab.tokenize(lead + rule.new + trail, add_special=False, parse_special=False))
                 if output and output != source and len(output) <= self.max_span:
-                    self._renamed[source] = Edit(source=source, output=output, rename=rule)
+                    self._renamed[source] = Edit(source, output, rule)
         edit = self._renamed[source]
-        return edit if edit is not None and edit.counts.active else None
+        return edit if edit is not None and edit.rule.active else None
 
     def _piece(self, token: int) -> str | None:
         """The text of ``token``, or None where it is not whole UTF-8 on its own."""

@@ -10,7 +10,7 @@ at the latest occurrence of the longest suffix n-gram. A draft is the copy ahead
 (engine.speculative.controller.CopyOdds), which score every prediction, drafted or not.
 
 When a copy resumes after a break, what the reply wrote in place of the skipped source is
-learned as an edit (engine.speculative.edits) and made in later copies of that source.
+learned as an edit, or a rename (engine.speculative.edits), and made in later copies.
 
 Memory: text that ``begin`` finds rewound away (a regenerated reply, an edited turn, another
 conversation) stays indexed in front of the history, up to ``memory_tokens``. A reply to the very
@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from engine.speculative.controller import CopyOdds
 from engine.speculative.draft import Draft
-from engine.speculative.edits import Edit, EditMemory, Vocab
+from engine.speculative.edits import Edit, Edits, Vocab
 from engine.speculative.tuning import TUNING, Tuning
 
 __all__ = ["NgramDrafter"]
@@ -38,12 +38,12 @@ class _Copy(NamedTuple):
     """The prediction that the reply copies ``token`` next."""
 
     token: int
-    at: int  # the source position it stands for (an edit's: where its source span starts)
+    at: int  # the source position it stands for (an edit's: where its source starts)
     resume: int  # where the copy goes on once this token (and the rest of its edit) is right
     agree: int  # how many tokens before ``at`` agreed with the reply when it was found, plus those copied since
     near: bool  # found after where a copy broke off (so it may close an edit)
     pending: tuple[int, ...] = ()  # the rest of the edit's output
-    edit: Edit | None = None
+    edit: Edit | None = None  # the learned edit made here
 
 
 class NgramDrafter:
@@ -53,12 +53,12 @@ class NgramDrafter:
 
     def __init__(self, vocab: Vocab | None = None, *, ngram_min: int = 2, ngram_max: int = 5,
                  odds: CopyOdds | None = None, tuning: Tuning = TUNING) -> None:
-        """``vocab``: the target's tokenizer, to learn renames (without it, only token edits)."""
+        """``vocab``: the target's tokenizer, to learn renames (only token edits without it)."""
         if not 1 <= ngram_min <= ngram_max:
             raise ValueError(f"need 1 <= ngram_min <= ngram_max, got {ngram_min}, {ngram_max}")
         self.sizes = range(ngram_max, ngram_min - 1, -1)
         self.odds = odds if odds is not None else CopyOdds(tuning)
-        self.edits = EditMemory(vocab, tuning.edit_span)
+        self.edits = Edits(vocab, tuning.edit_span)
         self.tuning = tuning
         self._reindex([])
 
@@ -71,14 +71,16 @@ class NgramDrafter:
         retry = None  # where the reply that followed this very prompt is remembered
         if kept < len(history):  # the index cannot be cut back: remember what goes, rebuild
             gone = history[max(0, kept - self.tuning.agree_cap):]
-            memory = (self._tokens[:self._mem_len] + gone)[-self.tuning.memory_tokens:]
+            memory = self._tokens[:self._mem_len] + gone
+            memory = memory[max(0, len(memory) - self.tuning.memory_tokens):]
             self._reindex(memory)
             if kept == len(prompt) and len(history) - kept < len(memory):
                 retry = len(memory) - (len(history) - kept)
         self._reply_from = self._anchor = self._broke = None
         self._sync(prompt)
         self._reply_from = len(self._tokens)
-        self._next = self._copy_at(retry, self.tuning.agree_cap, False) if retry is not None else self._predict(None, False)
+        # a retry agrees with the remembered reply's context over the whole prompt
+        self._next = self._copy_at(retry, len(prompt), False) if retry is not None else self._predict(None, False)
 
     @property
     def history(self) -> list[int]:
@@ -95,7 +97,7 @@ class NgramDrafter:
         while copy is not None and len(tokens) < max_n:
             tokens.append(copy.token)
             starts_edit = copy.edit is not None and copy.pending == copy.edit.output[1:]
-            trust.append(copy.edit.counts.trust if starts_edit else 1.0)
+            trust.append(copy.edit.rule.trust if starts_edit else 1.0)
             copy = (copy._replace(token=copy.pending[0], pending=copy.pending[1:]) if copy.pending
                     else self._copy_at(copy.resume, copy.agree, copy.near))
         seq = (*self._tokens[-2:], *tokens[:-1])
@@ -165,7 +167,7 @@ class NgramDrafter:
         return near if near is not None else self._latest()
 
     def _go_on(self, prev: _Copy) -> _Copy | None:
-        """``prev`` was right: the copy goes on (through the rest of an edit it makes)."""
+        """``prev`` was right: the copy goes on (through the rest of a rename it makes)."""
         if self._broke is not None and prev.near:
             self._learn_edit(prev)
         self._broke = None
@@ -173,13 +175,13 @@ class NgramDrafter:
         if prev.pending:
             return prev._replace(token=prev.pending[0], pending=prev.pending[1:], agree=prev.agree + 1)
         if prev.edit is not None:
-            self.edits.confirm(prev.edit, True)
+            prev.edit.rule.held += 1
         return self._copy_at(prev.resume, prev.agree + 1, prev.near)
 
     def _broke_off(self, prev: _Copy) -> None:
         """``prev`` was wrong: note where the copy broke off, in its source and in the reply."""
         if prev.edit is not None:
-            self.edits.confirm(prev.edit, False)
+            prev.edit.rule.failed += 1
         copying = self._anchor is not None and self._age == 0  # the prediction before held
         if self._anchor is None or self._age > self.tuning.edit_span:
             self._anchor, self._age, self._broke = prev.at, 0, None
@@ -188,14 +190,12 @@ class NgramDrafter:
 
     def _learn_edit(self, prev: _Copy) -> None:
         """The copy broke off at ``_broke`` and resumed with ``prev``: the reply replaced the
-        source between the two by what it wrote in between."""
+        source between the two (up to where they agree again) by what it wrote in between."""
         toks = self._tokens
-        src_broke, out_broke = self._broke
-        src, out = prev.at, len(toks) - 1  # walk back over the agreement that found ``prev``
-        while src > src_broke and out > out_broke and toks[src - 1] == toks[out - 1]:
-            src, out = src - 1, out - 1
-        self.edits.learn(toks[src_broke:src], toks[out_broke:out])
-        self.edits.learn_rename(toks, src_broke, out_broke)
+        (src, out), src_end, out_end = self._broke, prev.at, len(toks) - 1
+        while src_end > src and out_end > out and toks[src_end - 1] == toks[out_end - 1]:
+            src_end, out_end = src_end - 1, out_end - 1
+        self.edits.learn(toks, src, out, src_end, out_end)
 
     def _copy_at(self, pos: int, agree: int, near: bool) -> _Copy | None:
         """The prediction that the copy goes on with the source at ``pos`` (edited as learned)."""
@@ -208,9 +208,7 @@ class NgramDrafter:
         resume = pos + len(edit.source)
         if edit.output:
             return _Copy(edit.output[0], pos, resume, agree, near, edit.output[1:], edit)
-        if resume < len(toks):  # the edit drops the span
-            return _Copy(toks[resume], pos, resume + 1, agree, near, (), edit)
-        return None
+        return _Copy(toks[resume], pos, resume + 1, agree, near, (), edit) if resume < len(toks) else None
 
     def _near_anchor(self) -> _Copy | None:
         """The position within ``edit_span`` after the anchor whose preceding text agrees

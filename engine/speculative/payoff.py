@@ -4,7 +4,7 @@ A drafter's own estimate decides how long a draft is; this ledger checks the res
 verified draft gains ``(n_accepted + 1) * verify(1)`` (the single steps plain decoding would have
 taken for the same tokens) minus what drafting and verifying took, measured where it was (the
 curve's ``pass_cost`` otherwise). After ``loss_streak`` losing drafts in a row the drafter goes
-quiet: its next ``quiet_min`` proposals are not verified, and a spell that ends in losses again is
+quiet: as many of its next proposals are not verified, and a spell that ends in losses again is
 twice as long (up to ``quiet_max``). A draft that pays ends the doubling. Each reply starts afresh.
 """
 
@@ -25,7 +25,7 @@ class PayoffLedger:
     def reset(self) -> None:
         """A new reply: no losses counted, no spell."""
         self.losses = 0
-        self.spell = self.tuning.quiet_min
+        self.spell = self.tuning.loss_streak
         self.quiet_left = 0
         self.saved_s = 0.0
 
@@ -43,7 +43,7 @@ class PayoffLedger:
         gain = (n_accepted + 1) * self.cost.verify_cost(1) - spent
         self.saved_s += gain
         if gain > 0:
-            self.losses, self.spell = 0, self.tuning.quiet_min
+            self.losses, self.spell = 0, self.tuning.loss_streak
         else:
             self.losses += 1
             if self.losses >= self.tuning.loss_streak:

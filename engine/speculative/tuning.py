@@ -31,11 +31,10 @@ class Tuning:
     # The copy odds: pseudo-predictions at the prior before a reply's own count. Replay, tuning
     # half: TODO.
     prior_weight: float = 4.0
-    # The payoff ledger: after this many losing drafts in a row a drafter is quiet for
-    # ``quiet_min`` proposals, twice as long each time it loses again, up to ``quiet_max``.
-    # Replay, tuning half: TODO.
-    loss_streak: int = 3
-    quiet_min: int = 4
+    # The payoff ledger: after this many losing drafts in a row a drafter is quiet for as many
+    # proposals, twice as long each time it loses again, up to ``quiet_max``. Replay, tuning half:
+    # TODO.
+    loss_streak: int = 2
     quiet_max: int = 64
     # The acceptance a draft model's tokens are assumed to have (its own ``p_min`` stops it where
     # it is unsure): the 0.5B for the 1.5B accepted 0.64-1.00 of its tokens, median 0.89, on the

@@ -27,18 +27,18 @@ def test_gain_is_the_time_saved_against_plain_decoding() -> None:
 
 
 def test_a_losing_streak_brings_quiet_spells_that_double_while_it_goes_on() -> None:
-    ledger = PayoffLedger(CPU, replace(TUNING, loss_streak=3, quiet_min=4, quiet_max=16))
+    ledger = PayoffLedger(CPU, replace(TUNING, loss_streak=3, quiet_max=12))
     lose(ledger, 2)
     assert ledger.allows()  # two losses are not a streak
     lose(ledger, 1)
-    assert [ledger.allows() for _ in range(5)] == [False] * 4 + [True]
+    assert [ledger.allows() for _ in range(4)] == [False] * 3 + [True]  # as many as the streak
     lose(ledger, 3)  # the probes lost again: twice as long
-    assert [ledger.allows() for _ in range(9)] == [False] * 8 + [True]
+    assert [ledger.allows() for _ in range(7)] == [False] * 6 + [True]
     for _ in range(3):
         lose(ledger, 3)
         while not ledger.allows():
             pass
-    assert ledger.spell == 16  # capped
+    assert ledger.spell == 12  # capped
 
 
 def test_single_losses_between_paying_drafts_never_silence_a_copy() -> None:
@@ -53,9 +53,9 @@ def test_single_losses_between_paying_drafts_never_silence_a_copy() -> None:
 def test_a_paying_draft_resets_the_spell_and_a_new_reply_starts_afresh() -> None:
     ledger = PayoffLedger(CPU)
     lose(ledger, 2 * TUNING.loss_streak)
-    assert ledger.spell == 4 * TUNING.quiet_min  # two spells so far
+    assert ledger.spell == 4 * TUNING.loss_streak  # two spells so far
     ledger.record(8, 8)
-    assert ledger.spell == TUNING.quiet_min
+    assert ledger.spell == TUNING.loss_streak
     lose(ledger, TUNING.loss_streak)
     assert ledger.quiet_left > 0 and ledger.saved_s < 0
     ledger.reset()
