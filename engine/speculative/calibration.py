@@ -1,10 +1,10 @@
 """The verify-cost curve: what one target pass over n tokens costs on this machine.
 
-Measured once per model, settings, machine, llama.cpp build and RPC layout, then cached in
-``cache_dir()/verify-cost.json`` (about a minute for a 1.5B on two cores; ``on_measure`` lets a
-caller show progress). A curve taken on a busy machine would mislead the policy for good:
-``CostCheck`` compares it with what passes really cost, and one that is off by more than
-``cost_check_factor`` is forgotten, to be measured again at the next load.
+Measured once per model, settings, machine, llama.cpp build and RPC layout (about a minute for a
+1.5B on two cores; ``on_measure`` lets a caller show progress), then cached in
+``cache_dir()/verify-cost.json``. A curve taken on a busy machine would mislead the policy for
+good: ``CostCheck`` compares it with what passes really cost, and one that is far off is
+forgotten, to be measured again at the next load.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 from engine import paths
 from engine.context import Context
 from engine.localfile import read_json, write_json
-from engine.speculative.controller import CostModel, calibrate
+from engine.speculative.controller import CostModel
 from engine.speculative.tuning import TUNING
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,11 @@ def _cache_key(ctx: Context, sizes: Sequence[int]) -> str:
     return json.dumps(key)
 
 
+def _check_cost_cache(obj: object) -> None:
+    if not isinstance(obj, dict):
+        raise ValueError("it is not an object")
+
+
 def cached_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
                 on_measure: Callable[[], None] | None = None) -> CostModel:
     """The verify-cost curve of ``ctx``'s model on this machine (measured once, then cached).
@@ -54,9 +59,9 @@ def cached_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
     if isinstance(entries.get(key), str):
         try:
             cost = CostModel.from_json(entries[key])
-            if [n for n, _ in cost.verify_s] != sorted(set(sizes)):
-                raise ValueError("it has other batch sizes")
-            return cost
+            if [n for n, _ in cost.verify_s] == sorted(set(sizes)):
+                return cost
+            log.warning("ignoring a cached verify cost measured at other batch sizes")
         except ValueError as e:
             log.warning("ignoring a bad cached verify cost: %s", e)
     if on_measure is not None:
@@ -69,15 +74,24 @@ def cached_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
     return cost
 
 
-def _check_cost_cache(obj: object) -> None:
-    if not isinstance(obj, dict):
-        raise ValueError("it is not an object")
+def calibrate(measure: Callable[[int], float], sizes: Sequence[int],
+              repeats: int = TUNING.calibration_repeats) -> CostModel:
+    """A CostModel from ``measure(n)`` (seconds of one target decode of n tokens): medians of
+    ``repeats`` rounds in which the sizes take turns, so one hiccup does not skew a point and a
+    drift of the machine's speed shifts the whole curve rather than bending it."""
+    if repeats < 1 or 1 not in sizes:
+        raise ValueError("calibration needs repeats >= 1 and the size 1")
+    order = sorted(set(int(s) for s in sizes))
+    times: dict[int, list[float]] = {n: [] for n in order}
+    for _ in range(repeats):
+        for n in order:
+            times[n].append(float(measure(n)))
+    return CostModel(tuple((n, statistics.median(times[n])) for n in order))
 
 
 def measure_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> CostModel:
     """Time target decodes of n tokens (all logits, as in verification) after
-    ``calibration_depth`` tokens of context (less in a small context)."""
-    saved = len(ctx.tokens)
+    ``calibration_depth`` tokens of context (less in a small context); the context is cleared."""
     ctx.clear()
     depth = max(1, min(TUNING.calibration_depth, ctx.n_ctx - max(sizes)))
     filler = [ctx.model.bos if ctx.model.bos >= 0 else 1] + [100 + i for i in range(depth + max(sizes))]
@@ -92,11 +106,11 @@ def measure_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) 
         return dt
 
     try:
-        return calibrate(measure, sizes)
+        cost = calibrate(measure, sizes)
     finally:
         ctx.clear()
-        if saved:
-            log.debug("calibration cleared a cached prompt of %d tokens", saved)
+    log.debug("calibrated verify cost: %s", cost.verify_s)
+    return cost
 
 
 def forget(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> None:
@@ -120,13 +134,12 @@ def _drop(which: Callable[[str], bool]) -> None:
 
 
 class CostCheck:
-    """Compares the curve with what verification passes really cost: once the median ratio
-    (measured / predicted) over the last ``cost_check_passes`` passes is outside [1/f, f] for
-    ``f = cost_check_factor``, ``on_mismatch`` is called (once)."""
+    """Compares the curve with what verification passes cost: once the median ratio (measured /
+    predicted) of the last ``cost_check_passes`` passes is off by more than
+    ``cost_check_factor`` either way, ``on_mismatch(ratio)`` is called, once."""
 
     def __init__(self, cost: CostModel, on_mismatch: Callable[[float], None]) -> None:
-        self.cost = cost
-        self.on_mismatch = on_mismatch
+        self.cost, self.on_mismatch = cost, on_mismatch
         self.ratios: list[float] = []
         self.reported = False
 
@@ -134,8 +147,8 @@ class CostCheck:
         if self.reported or seconds <= 0:
             return
         self.ratios.append(seconds / self.cost.verify_cost(n_tokens))
-        if len(self.ratios) >= TUNING.cost_check_passes:
-            ratio = statistics.median(self.ratios[-TUNING.cost_check_passes:])
-            if not 1 / TUNING.cost_check_factor <= ratio <= TUNING.cost_check_factor:
-                self.reported = True
-                self.on_mismatch(ratio)
+        ratio = statistics.median(self.ratios[-TUNING.cost_check_passes:])
+        if len(self.ratios) >= TUNING.cost_check_passes and not (
+                1 / TUNING.cost_check_factor <= ratio <= TUNING.cost_check_factor):
+            self.reported = True
+            self.on_mismatch(ratio)

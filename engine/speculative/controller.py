@@ -1,39 +1,34 @@
 """How much to draft: the draft length with the most expected tokens per second.
 
 A pass that verifies k drafted tokens costs ``pass_cost(k)``, from the target's verify-cost curve
-measured on this machine (engine.speculative.calibration), and emits the accepted drafts plus one
-token of the target's own. With ``survival[j-1]`` = P(the first j drafted tokens are accepted), it
-emits ``1 + sum(survival[:k])`` tokens on average; plain decoding emits one per ``verify(1)``.
-On a 2-core CPU a batch costs almost as much per token as single steps, so only near-certain
-copies pay; on a GPU it costs about one step, and long guesses pay.
+measured on this machine (engine.speculative.calibration). With ``survival[j-1]`` = P(the first
+j drafted tokens are accepted) it emits ``1 + sum(survival[:k])`` tokens on average (the accepted
+drafts and the target's own token); plain decoding emits one per ``verify(1)``. On a 2-core CPU a
+batch costs nearly as much per token as single steps, so only near-certain copies pay; on a GPU
+it costs about one step, and long guesses pay.
 
-The n-gram drafter's survival comes from ``CopyOdds``: how often the reply went on copying, by
-how many tokens had agreed before, counted on every token of the reply.
+The n-gram drafter's survival comes from ``CopyOdds``: how often this reply went on copying after
+as many tokens of agreement, and past the same two tokens, counted on every token it wrote.
 """
 from __future__ import annotations
 
 import json
-import logging
 import math
-import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.speculative.tuning import TUNING, Tuning
 
-__all__ = ["CopyOdds", "CostModel", "best_length", "calibrate"]
-
-log = logging.getLogger(__name__)
+__all__ = ["CopyOdds", "CostModel", "best_length"]
 
 _JSON_VERSION = 1
 
 
 @dataclass(frozen=True)
 class CostModel:
-    """Seconds of one target decode of n tokens, measured at some sizes (1 among them, stored
-    sorted; linear between points, the last segment's slope past them, ``n * t1`` with one
-    point), plus what drafting costs per draft token and per pass (a draft model takes in the
-    target's correction on every pass)."""
+    """Seconds of one target decode of n tokens, measured at some sizes (1 among them; linear
+    between points, the last segment's slope past them, ``n * t1`` with one point), plus what
+    drafting costs per draft token and per pass (a draft model takes in each correction)."""
 
     verify_s: tuple[tuple[int, float], ...]
     draft_s_per_token: float = 0.0
@@ -44,9 +39,8 @@ class CostModel:
         sizes = [n for n, _ in points]
         if not sizes or sizes[0] != 1 or len(set(sizes)) != len(sizes):
             raise ValueError(f"calibration sizes must be distinct and include 1: {sizes}")
-        extra = (self.draft_s_per_token, self.draft_s_per_pass)
-        if not all(math.isfinite(s) and s > 0.0 for _, s in points) or not all(
-                math.isfinite(s) and s >= 0.0 for s in extra):
+        if not all(math.isfinite(s) and s > 0 for _, s in points) or not all(
+                math.isfinite(s) and s >= 0 for s in (self.draft_s_per_token, self.draft_s_per_pass)):
             raise ValueError("costs must be finite, and times of a decode positive")
         object.__setattr__(self, "verify_s", points)
 
@@ -83,27 +77,10 @@ class CostModel:
         except (json.JSONDecodeError, RecursionError) as exc:
             raise ValueError(f"cost model cache is not usable JSON: {exc}"[:200]) from None
         raw = data.get("verify_s") if isinstance(data, dict) and data.get("version") == _JSON_VERSION else None
-        if not isinstance(raw, list) or not all(
-                isinstance(p, list) and len(p) == 2 and type(p[0]) is int and type(p[1]) in (int, float)
-                for p in raw):
+        if not isinstance(raw, list) or not all(isinstance(p, list) and len(p) == 2 and type(p[0]) is int
+                                                and type(p[1]) in (int, float) for p in raw):
             raise ValueError("cost model cache has an unknown format or bad calibration points")
         return cls(tuple((n, float(s)) for n, s in raw))
-
-
-def calibrate(measure: Callable[[int], float], sizes: Sequence[int], repeats: int = 3) -> CostModel:
-    """A CostModel from ``measure(n)`` (seconds of one target decode of n tokens): the median of
-    ``repeats`` rounds, the sizes taking turns, so one hiccup does not skew a point and a drift
-    of the machine's speed shifts the whole curve rather than bending it."""
-    if repeats < 1 or 1 not in sizes:
-        raise ValueError("calibration needs repeats >= 1 and the size 1")
-    order = sorted(set(int(s) for s in sizes))
-    times: dict[int, list[float]] = {n: [] for n in order}
-    for _ in range(repeats):
-        for n in order:
-            times[n].append(float(measure(n)))
-    points = tuple((n, statistics.median(times[n])) for n in order)
-    log.debug("calibrated verify cost: %s", points)
-    return CostModel(points)
 
 
 def best_length(cost: CostModel, survival: Sequence[float]) -> int:
@@ -111,53 +88,51 @@ def best_length(cost: CostModel, survival: Sequence[float]) -> int:
     plain decoding does as well. Only calibrated batch sizes are tried (and the whole draft when
     it is shorter than the largest): between them the cost of a batch is not known."""
     n = min(len(survival), cost.verify_s[-1][0] - 1)
-    expected = [1.0]
+    emitted = [1.0]
     for p in survival[:n]:
-        expected.append(expected[-1] + p)
+        emitted.append(emitted[-1] + p)
     best_k, best_rate = 0, 1.0 / cost.verify_cost(1)
     for k in sorted({s - 1 for s, _ in cost.verify_s if 1 <= s - 1 <= n} | ({n} if n else set())):
-        rate = expected[k] / cost.pass_cost(k)
-        if rate > best_rate:
-            best_k, best_rate = k, rate
+        if emitted[k] / cost.pass_cost(k) > best_rate:
+            best_k, best_rate = k, emitted[k] / cost.pass_cost(k)
     return best_k
 
 
 class CopyOdds:
-    """P(the next token goes on copying) after ``agree`` tokens of agreement: by Laplace's rule
-    of succession ``(agree + 1) / (agree + 2)`` before any evidence, then what this reply did
-    at agreements of that order (powers of two), with ``prior_weight`` pseudo-predictions at
-    the prior."""
+    """P(a copy goes on) after ``agree`` tokens of agreement: this reply's count at agreements
+    of that order (a power of two), on top of ``prior_weight`` pseudo-counts at Laplace's rule of
+    succession, ``(agree + 1) / (agree + 2)``; times how often copies went on past the two
+    tokens before (``(went on + 1) / (copies + 1)``: edits recur at the same places)."""
 
     def __init__(self, tuning: Tuning = TUNING) -> None:
         self.weight = tuning.prior_weight
         self.reset()
 
     def reset(self) -> None:
-        self._counts: dict[int, list[int]] = {}  # agree.bit_length() -> [copies that went on, predictions]
-        self._after: dict[tuple[int, int], list[int]] = {}  # two tokens -> [copies that went on past them, copies]
+        self._by_agree: dict[int, list[int]] = {}  # agree.bit_length() -> [went on, predictions]
+        self._after: dict[tuple[int, int], list[int]] = {}  # two tokens -> [went on past them, copies]
 
     def observe(self, agree: int, hit: bool, after: tuple[int, int] | None = None) -> None:
-        counts = self._counts.setdefault(agree.bit_length(), [0, 0])
-        counts[0] += hit
-        counts[1] += 1
-        if after is not None:
-            counts = self._after.setdefault(after, [0, 0])
+        """Score one prediction; ``after``: the two tokens before it, where a copy was going on."""
+        for counts in (self._by_agree.setdefault(agree.bit_length(), [0, 0]),
+                       self._after.setdefault(after, [0, 0]) if after is not None else [0, 0]):
             counts[0] += hit
             counts[1] += 1
+
+    def p(self, agree: int) -> float:
+        hits, n = self._by_agree.get(agree.bit_length(), (0, 0))
+        return (hits + self.weight * (agree + 1) / (agree + 2)) / (n + self.weight)
 
     def q(self, after: tuple[int, int]) -> float:
         hits, n = self._after.get(after, (0, 0))
         return (hits + 1) / (n + 1)
 
-    def p(self, agree: int) -> float:
-        hits, n = self._counts.get(agree.bit_length(), (0, 0))
-        return (hits + self.weight * (agree + 1) / (agree + 2)) / (n + self.weight)
-
     def survival(self, agree: int, trust: Sequence[float], after: Sequence[tuple[int, int]]) -> tuple[float, ...]:
         """P(the first j tokens of a copy from ``agree`` on are accepted), j = 1..len(trust);
-        ``trust[i]`` is the odds of a learned edit the copy makes at token i (1 elsewhere)."""
+        ``trust[i]``: that of a learned edit the copy makes at token i (1 elsewhere), ``after[i]``:
+        the two tokens before token i."""
         out, s = [], 1.0
         for i, t in enumerate(trust):
-            s *= self.p(agree + i) * t * self.q(after[i])
+            s *= self.p(agree + i) * self.q(after[i]) * t
             out.append(s)
         return tuple(out)

@@ -14,21 +14,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
-__all__ = ["Edit", "Edits", "Rule", "Vocab"]
+from engine.model import Model
+
+__all__ = ["Edit", "Edits", "Rule"]
 
 _IDENT = re.compile(r"[^\W\d]\w*")
 _WORD = re.compile(r"\w+")
 _NON_WORD = re.compile(r"\W*")
-
-
-class Vocab(Protocol):
-    """What renames need of a tokenizer (engine.model.Model provides it)."""
-
-    def piece(self, token: int) -> bytes: ...
-
-    def tokenize(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]: ...
 
 
 @dataclass(eq=False)
@@ -61,7 +55,7 @@ class Edits:
     """Learned edits by the first token of their source span, and renames by old name (these
     only with a ``vocab`` to read identifiers). Spans and names are at most ``max_span`` tokens."""
 
-    def __init__(self, vocab: Vocab | None, max_span: int) -> None:
+    def __init__(self, vocab: Model | None, max_span: int) -> None:
         self.vocab = vocab
         self.max_span = max_span
         self._text: dict[int, str | None] = {}

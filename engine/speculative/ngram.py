@@ -1,37 +1,33 @@
 """The n-gram drafter: what can be drafted by copying earlier text.
 
-One structure: the tokens seen (remembered text, then the history) with an index from each
-n-gram (``ngram_min`` to ``ngram_max`` tokens) to its latest start. After every token the
-drafter predicts the next one as a copy: a right prediction goes on with the next source token;
-a wrong one looks again, first within ``edit_span`` tokens after where the copy broke off (an
-edit replaced a few tokens and the copy resumes, one token of agreement is enough there), then
-at the latest occurrence of the longest suffix n-gram. A draft is the copy ahead, with
-``match_len``, how many tokens agreed before it, and ``survival`` from the copy odds
-(engine.speculative.controller.CopyOdds), which score every prediction, drafted or not.
-
-When a copy resumes after a break, what the reply wrote in place of the skipped source is
-learned as an edit, or a rename (engine.speculative.edits), and made in later copies.
+One structure: the tokens seen (remembered text, then the history) and an index from each n-gram
+(``ngram_min`` to ``ngram_max`` tokens) to its latest start. After every token the drafter
+predicts the next as a copy. A right prediction goes on with the next source token; after a
+wrong one the copy is looked for first within ``edit_span`` tokens after where it broke off (an
+edit replaced a few tokens: one token of agreement is enough there), then at the latest
+occurrence of the longest suffix n-gram. When a copy resumes after a break, what the reply wrote
+instead is learned as an edit or a rename (engine.speculative.edits) and made in later copies.
+A draft is the copy ahead with its ``survival`` from the copy odds (engine.speculative.controller),
+which score every prediction, drafted or not.
 
 Memory: text that ``begin`` finds rewound away (a regenerated reply, an edited turn, another
 conversation) stays indexed in front of the history, up to ``memory_tokens``. A reply to the very
-prompt a remembered reply followed (a regenerate, a resent request) drafts that reply from its
-first token; elsewhere a match only in memory is drafted once ``agree_cap`` tokens of the reply
-agree with it (two requests about one file end alike and get different replies).
+prompt a remembered reply followed (a regenerate, a resent request) drafts it from its first
+token; elsewhere a match only in memory is drafted once ``agree_cap`` tokens of the reply agree
+with it (two requests about one file end alike and get different replies).
 """
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from engine.speculative.controller import CopyOdds
 from engine.speculative.draft import Draft
-from engine.speculative.edits import Edit, Edits, Vocab
+from engine.model import Model
+from engine.speculative.edits import Edit, Edits
 from engine.speculative.tuning import TUNING, Tuning
 
 __all__ = ["NgramDrafter"]
-
-log = logging.getLogger(__name__)
 
 
 class _Copy(NamedTuple):
@@ -40,18 +36,16 @@ class _Copy(NamedTuple):
     token: int
     at: int  # the source position it stands for (an edit's: where its source starts)
     resume: int  # where the copy goes on once this token (and the rest of its edit) is right
-    agree: int  # how many tokens before ``at`` agreed with the reply when it was found, plus those copied since
+    agree: int  # tokens before ``at`` that agreed with the reply when found, plus those copied since
     near: bool  # found after where a copy broke off (so it may close an edit)
     pending: tuple[int, ...] = ()  # the rest of the edit's output
     edit: Edit | None = None  # the learned edit made here
 
 
 class NgramDrafter:
-    """Copy drafter over the growing history; see the module docstring."""
-
     name = "ngram"
 
-    def __init__(self, vocab: Vocab | None = None, *, ngram_min: int = 2, ngram_max: int = 5,
+    def __init__(self, vocab: Model | None = None, *, ngram_min: int = 2, ngram_max: int = 5,
                  odds: CopyOdds | None = None, tuning: Tuning = TUNING) -> None:
         """``vocab``: the target's tokenizer, to learn renames (only token edits without it)."""
         if not 1 <= ngram_min <= ngram_max:
@@ -62,6 +56,11 @@ class NgramDrafter:
         self.tuning = tuning
         self._reindex([])
 
+    @property
+    def history(self) -> list[int]:
+        """The history the index reflects (without the remembered text)."""
+        return self._tokens[self._mem_len:]
+
     def begin(self, prompt: Sequence[int]) -> None:
         """A reply to ``prompt`` starts: index it, and score predictions from its end on."""
         self.odds.reset()
@@ -70,39 +69,32 @@ class NgramDrafter:
         kept = next((i for i, (a, b) in enumerate(zip(history, prompt)) if a != b), min(len(history), len(prompt)))
         retry = None  # where the reply that followed this very prompt is remembered
         if kept < len(history):  # the index cannot be cut back: remember what goes, rebuild
-            gone = history[max(0, kept - self.tuning.agree_cap):]
-            memory = self._tokens[:self._mem_len] + gone
-            memory = memory[max(0, len(memory) - self.tuning.memory_tokens):]
-            self._reindex(memory)
-            if kept == len(prompt) and len(history) - kept < len(memory):
-                retry = len(memory) - (len(history) - kept)
+            memory = self._tokens[:self._mem_len] + history[max(0, kept - self.tuning.agree_cap):]
+            self._reindex(memory[max(0, len(memory) - self.tuning.memory_tokens):])
+            if kept == len(prompt) and len(history) - kept < self._mem_len:
+                retry = self._mem_len - (len(history) - kept)
         self._reply_from = self._anchor = self._broke = None
         self._sync(prompt)
         self._reply_from = len(self._tokens)
         # a retry agrees with the remembered reply's context over the whole prompt
         self._next = self._copy_at(retry, len(prompt), False) if retry is not None else self._predict(None, False)
 
-    @property
-    def history(self) -> list[int]:
-        """The history the index reflects (without the remembered text)."""
-        return self._tokens[self._mem_len:]
-
     def propose(self, history: Sequence[int], max_n: int) -> Draft:
         """Up to ``max_n`` tokens continuing ``history``."""
         self._sync(history)
-        if max_n <= 0 or self._next is None:
-            return Draft((), source=self.name)
-        tokens, trust = [], []
-        copy: _Copy | None = self._next
+        first = copy = self._next
+        tokens: list[int] = []
+        trust: list[float] = []
         while copy is not None and len(tokens) < max_n:
             tokens.append(copy.token)
-            starts_edit = copy.edit is not None and copy.pending == copy.edit.output[1:]
-            trust.append(copy.edit.rule.trust if starts_edit else 1.0)
+            trust.append(copy.edit.rule.trust if copy.edit and copy.pending == copy.edit.output[1:] else 1.0)
             copy = (copy._replace(token=copy.pending[0], pending=copy.pending[1:]) if copy.pending
                     else self._copy_at(copy.resume, copy.agree, copy.near))
+        if first is None or not tokens:
+            return Draft((), source=self.name)
         seq = (*self._tokens[-2:], *tokens[:-1])
-        return Draft(tuple(tokens), source=self.name, match_len=self._next.agree,
-                     survival=self.odds.survival(self._next.agree, trust, list(zip(seq, seq[1:]))))
+        return Draft(tuple(tokens), source=self.name, match_len=first.agree,
+                     survival=self.odds.survival(first.agree, trust, list(zip(seq, seq[1:]))))
 
     def reset(self) -> None:
         """Forget the history, the remembered text and the learned edits."""
@@ -125,19 +117,17 @@ class NgramDrafter:
         self._mem_len = len(memory)
 
     def _sync(self, history: Sequence[int]) -> None:
-        """Bring the index up to ``history``, which within a reply only grows: append the new
-        tokens. A history shorter than the index, or one whose last indexed token changed, is
-        indexed again (``begin`` compares the whole prompt)."""
+        """Bring the index up to ``history``, which within a reply only grows. One shorter than
+        the index, or whose last indexed token changed, is indexed again (``begin`` compares the
+        whole prompt)."""
         old = len(self._tokens) - self._mem_len
         if len(history) < old or (old and int(history[old - 1]) != self._tokens[-1]):
-            log.debug("history rewound or edited (%d indexed, %d now): rebuilding", old, len(history))
             self._reindex(self._tokens[:self._mem_len])
             old = 0
         self._append([int(t) for t in history[old:]])
 
     def _append(self, new: list[int]) -> None:
-        toks, index = self._tokens, self._index
-        last = len(toks) + len(new)
+        toks, last = self._tokens, len(self._tokens) + len(new)
         for tok in new:
             e = len(toks)  # the n-grams ending before ``tok`` become matchable with it
             prev = self._next
@@ -147,7 +137,7 @@ class NgramDrafter:
                 self.odds.observe(prev.agree, hit, (toks[-2], toks[-1]) if self._age == 0 else None)
             for n in self.sizes:
                 if n <= e:
-                    index[tuple(toks[e - n:e])] = e - n
+                    self._index[tuple(toks[e - n:e])] = e - n
             toks.append(tok)
             if scoring or e + 1 == last:
                 self._next = self._predict(prev if scoring else None, hit)
@@ -155,38 +145,29 @@ class NgramDrafter:
     # -- predicting ----------------------------------------------------------------------
 
     def _predict(self, prev: _Copy | None, hit: bool) -> _Copy | None:
-        """The prediction after the history's last token, given the last one and its outcome."""
-        if prev is not None and hit:
-            nxt = self._go_on(prev)
+        """The prediction after the history's last token, given the one before and its outcome."""
+        if prev is not None and hit:  # the copy goes on (through the rest of an edit it makes)
+            if self._broke is not None and prev.near:
+                self._learn_edit(prev)
+            self._broke, self._anchor, self._age = None, prev.resume, 0
+            if prev.pending:
+                return prev._replace(token=prev.pending[0], pending=prev.pending[1:], agree=prev.agree + 1)
+            if prev.edit is not None:
+                prev.edit.rule.held += 1
+            nxt = self._copy_at(prev.resume, prev.agree + 1, prev.near)
             if nxt is not None:
                 return nxt
-        elif prev is not None:
-            self._broke_off(prev)
+        elif prev is not None:  # it broke off: note where, in its source and in the reply
+            if prev.edit is not None:
+                prev.edit.rule.failed += 1
+            copying = self._anchor is not None and self._age == 0  # the prediction before held
+            if self._anchor is None or self._age > self.tuning.edit_span:
+                self._anchor, self._age, self._broke = prev.at, 0, None
+            if copying and (prev.edit is None or prev.pending == prev.edit.output[1:]):
+                self._broke = (prev.at, len(self._tokens) - 1)
         self._age += 1
         near = self._near_anchor() if self._anchor is not None and self._age <= self.tuning.edit_span else None
         return near if near is not None else self._latest()
-
-    def _go_on(self, prev: _Copy) -> _Copy | None:
-        """``prev`` was right: the copy goes on (through the rest of a rename it makes)."""
-        if self._broke is not None and prev.near:
-            self._learn_edit(prev)
-        self._broke = None
-        self._anchor, self._age = prev.resume, 0
-        if prev.pending:
-            return prev._replace(token=prev.pending[0], pending=prev.pending[1:], agree=prev.agree + 1)
-        if prev.edit is not None:
-            prev.edit.rule.held += 1
-        return self._copy_at(prev.resume, prev.agree + 1, prev.near)
-
-    def _broke_off(self, prev: _Copy) -> None:
-        """``prev`` was wrong: note where the copy broke off, in its source and in the reply."""
-        if prev.edit is not None:
-            prev.edit.rule.failed += 1
-        copying = self._anchor is not None and self._age == 0  # the prediction before held
-        if self._anchor is None or self._age > self.tuning.edit_span:
-            self._anchor, self._age, self._broke = prev.at, 0, None
-        if copying and (prev.edit is None or prev.pending == prev.edit.output[1:]):
-            self._broke = (prev.at, len(self._tokens) - 1)
 
     def _learn_edit(self, prev: _Copy) -> None:
         """The copy broke off at ``_broke`` and resumed with ``prev``: the reply replaced the
@@ -200,11 +181,9 @@ class NgramDrafter:
     def _copy_at(self, pos: int, agree: int, near: bool) -> _Copy | None:
         """The prediction that the copy goes on with the source at ``pos`` (edited as learned)."""
         toks = self._tokens
-        if pos >= len(toks):
-            return None
-        edit = self.edits.at(toks, pos)
+        edit = self.edits.at(toks, pos) if pos < len(toks) else None
         if edit is None:
-            return _Copy(toks[pos], pos, pos + 1, agree, near)
+            return _Copy(toks[pos], pos, pos + 1, agree, near) if pos < len(toks) else None
         resume = pos + len(edit.source)
         if edit.output:
             return _Copy(edit.output[0], pos, resume, agree, near, edit.output[1:], edit)
@@ -225,22 +204,18 @@ class NgramDrafter:
         toks = self._tokens
         for n in self.sizes:
             start = self._index.get(tuple(toks[len(toks) - n:])) if n < len(toks) else None
-            if start is not None:
-                agree = self._agreement(start + n)
-                if start + n > self._mem_len or self._reply_agrees(agree):
-                    return self._copy_at(start + n, agree, False)
+            if start is not None and (start + n > self._mem_len or self._reply_agrees(self._agreement(start + n))):
+                return self._copy_at(start + n, self._agreement(start + n), False)
         return None
 
     def _reply_agrees(self, agree: int) -> bool:
         """Whether ``agree`` tokens of agreement with remembered text, counting only the reply's
-        own tokens, are enough to draft from it."""
-        return (self._reply_from is not None
-                and min(agree, len(self._tokens) - self._reply_from) >= self.tuning.agree_cap)
+        own, are enough to draft from it."""
+        return self._reply_from is not None and min(agree, len(self._tokens) - self._reply_from) >= self.tuning.agree_cap
 
     def _agreement(self, src: int) -> int:
         """How many tokens (up to ``agree_cap``) before ``src`` equal the end of the history."""
-        toks, end = self._tokens, len(self._tokens)
-        agree = 0
-        while agree < self.tuning.agree_cap and src - agree > 0 and toks[src - agree - 1] == toks[end - agree - 1]:
+        toks, agree = self._tokens, 0
+        while agree < self.tuning.agree_cap and src > agree and toks[src - agree - 1] == toks[-agree - 1]:
             agree += 1
         return agree

@@ -1,11 +1,10 @@
 """Never slower than plain decoding: a ledger of what drafting saved, and quiet spells when it loses.
 
-A drafter's own estimate decides how long a draft is; this ledger checks the result. Each
-verified draft gains ``(n_accepted + 1) * verify(1)`` (the single steps plain decoding would have
-taken for the same tokens) minus what drafting and verifying took, measured where it was (the
-curve's ``pass_cost`` otherwise). After ``loss_streak`` losing drafts in a row the drafter goes
-quiet: as many of its next proposals are not verified, and a spell that ends in losses again is
-twice as long (up to ``quiet_max``). A draft that pays ends the doubling. Each reply starts afresh.
+A drafter's own estimate decides how long a draft is; the ledger checks the result. A verified
+draft gains ``(n_accepted + 1) * verify(1)`` (the single steps plain decoding would have taken
+for its tokens) minus what drafting and verifying took, measured (the curve's ``pass_cost`` when
+not). After ``loss_streak`` losing drafts in a row the drafter is quiet for as many proposals,
+twice as long each time it loses again (up to ``quiet_max``); a draft that pays ends the doubling.
 """
 
 from __future__ import annotations
@@ -15,19 +14,14 @@ from engine.speculative.tuning import TUNING, Tuning
 
 
 class PayoffLedger:
-    """One drafter's record of what its drafts saved, and the quiet spell in force."""
+    """One drafter's record in one reply: what its drafts saved, and the quiet spell in force."""
 
     def __init__(self, cost: CostModel, tuning: Tuning = TUNING) -> None:
-        self.cost = cost
-        self.tuning = tuning
+        self.cost, self.tuning = cost, tuning
         self.reset()
 
     def reset(self) -> None:
-        """A new reply: no losses counted, no spell."""
-        self.losses = 0
-        self.spell = self.tuning.loss_streak
-        self.quiet_left = 0
-        self.saved_s = 0.0
+        self.losses, self.spell, self.quiet_left, self.saved_s = 0, self.tuning.loss_streak, 0, 0.0
 
     def allows(self) -> bool:
         """Whether a proposal may be verified now (call once per proposal)."""
@@ -39,14 +33,13 @@ class PayoffLedger:
     def record(self, n_drafted: int, n_accepted: int, seconds: float = 0.0) -> float:
         """Book one verified draft (``seconds``: what drafting and verifying took, 0 if not
         measured); return its gain in seconds, negative where it lost time."""
-        spent = seconds if seconds > 0 else self.cost.pass_cost(n_drafted)
-        gain = (n_accepted + 1) * self.cost.verify_cost(1) - spent
+        gain = (n_accepted + 1) * self.cost.verify_cost(1) - (seconds or self.cost.pass_cost(n_drafted))
         self.saved_s += gain
         if gain > 0:
             self.losses, self.spell = 0, self.tuning.loss_streak
         else:
             self.losses += 1
             if self.losses >= self.tuning.loss_streak:
-                self.quiet_left, self.losses = self.spell, 0
+                self.losses, self.quiet_left = 0, self.spell
                 self.spell = min(2 * self.spell, self.tuning.quiet_max)
         return gain

@@ -12,6 +12,7 @@ drafter (engine.speculative.payoff) keeps either from being slower than plain de
 from __future__ import annotations
 
 import logging
+from contextlib import ExitStack
 from dataclasses import replace
 from typing import Callable, Sequence
 
@@ -49,10 +50,6 @@ class Speculator:
             if not self.model_len and params.drafter == "auto":
                 log.info("the draft model cannot pay on this machine (%.0f ms per draft token); "
                          "auto leaves it unused", draft_cost_s * 1000)
-
-    @property
-    def model_can_pay(self) -> bool:
-        return self.model_len > 0
 
     def begin(self, prompt: Sequence[int]) -> None:
         for ledger in self.ledgers.values():
@@ -131,37 +128,26 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
 
     draft_model = draft_ctx = model_drafter = problem = None
     draft_cost = draft_pass = 0.0
-    if draft_spec is not None and params.drafter in ("model", "auto"):
-        draft_model = Model(draft_spec)
-        problem = check_pair(target, draft_model)
-        if problem is not None:
-            problem = f"the draft model cannot be used with this target: {problem}"
-            log.warning("%s; using the n-gram drafter", problem)
-            draft_model.close()
-            draft_model = None
-        else:
-            try:
-                draft_ctx = Context(draft_model, draft_context or replace(ctx.params, n_ctx=ctx.n_ctx))
+    with ExitStack() as owned:  # closed unless the whole assembly succeeds
+        if draft_spec is not None and params.drafter in ("model", "auto"):
+            draft_model = owned.enter_context(Model(draft_spec))
+            problem = check_pair(target, draft_model)
+            if problem is not None:
+                problem = f"the draft model cannot be used with this target: {problem}"
+                log.warning("%s; using the n-gram drafter", problem)
+                owned.close()  # the draft model, unused
+                draft_model = None
+            else:
+                draft_ctx = owned.enter_context(Context(draft_model, draft_context or replace(ctx.params, n_ctx=ctx.n_ctx)))
                 model_drafter = ModelDrafter(draft_ctx, params.p_min)
-                draft_curve = calibration.cached_cost(draft_ctx, (1, 2), on_calibrate)
                 # per draft token: one step; per pass: the correction and the last accepted
                 # draft token, taken in as one batch of two
-                draft_cost, draft_pass = draft_curve.verify_cost(1), draft_curve.verify_cost(2)
-            except BaseException:
-                if draft_ctx is not None:
-                    draft_ctx.close()
-                draft_model.close()
-                raise
-    use_ngram = params.drafter in ("ngram", "auto") or (params.drafter == "model" and model_drafter is None)
-    ngram = (NgramDrafter(target, ngram_min=params.ngram_min, ngram_max=params.ngram_max)
-             if use_ngram else None)
-    try:
+                curve = calibration.cached_cost(draft_ctx, (1, 2), on_calibrate)
+                draft_cost, draft_pass = curve.verify_cost(1), curve.verify_cost(2)
+        use_ngram = params.drafter in ("ngram", "auto") or (params.drafter == "model" and model_drafter is None)
+        ngram = NgramDrafter(target, ngram_min=params.ngram_min, ngram_max=params.ngram_max) if use_ngram else None
         cost = calibration.cached_cost(ctx, on_measure=on_calibrate)
-    except BaseException:
-        for obj in (draft_ctx, draft_model):
-            if obj is not None:
-                obj.close()
-        raise
+        owned.pop_all()
     spec = Speculation(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost,
                        draft_pass_s=draft_pass, eog_ids=target.eog_ids)
     spec.draft_model, spec.draft_ctx, spec.draft_problem = draft_model, draft_ctx, problem

@@ -7,7 +7,7 @@ import pytest
 
 from engine.context import Context, ContextParams
 from engine.speculative import calibration
-from engine.speculative.calibration import CostCheck, measure_cost
+from engine.speculative.calibration import CostCheck, calibrate, measure_cost
 from engine.speculative.controller import CostModel
 from engine.speculative.tuning import TUNING
 
@@ -76,3 +76,18 @@ def test_a_curve_far_from_what_passes_cost_is_reported_once() -> None:
     for _ in range(3 * TUNING.cost_check_passes):
         busy.observe(3, cost.verify_cost(3) / 3)
     assert seen == [pytest.approx(1 / 3)]
+
+
+def test_calibrate_takes_medians_with_the_sizes_taking_turns() -> None:
+    calls: list[int] = []
+    spikes = iter([0.5, 0.0, 0.5] + [0.0] * 10)  # hiccups at the first call and the third
+
+    def measure(n: int) -> float:
+        calls.append(n)
+        return 0.03 + 0.01 * (n - 1) + next(spikes)
+
+    m = calibrate(measure, sizes=(4, 1, 2), repeats=3)
+    assert calls == [1, 2, 4] * 3
+    assert m.verify_s == ((1, pytest.approx(0.03)), (2, pytest.approx(0.04)), (4, pytest.approx(0.06)))
+    with pytest.raises(ValueError):
+        calibrate(measure, sizes=(2, 4))

@@ -1,12 +1,12 @@
-"""Tests of engine.speculative.controller: the cost curve and its cache format, calibration, the
-draft length against CPU and GPU curves, and the copy odds."""
+"""Tests of engine.speculative.controller: the cost curve and its cache format, the draft length
+against CPU and GPU curves, and the copy odds."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from engine.speculative.controller import CopyOdds, CostModel, best_length, calibrate
+from engine.speculative.controller import CopyOdds, CostModel, best_length
 
 # 1.5B target on the 2-core CPU: batch of n tokens -> seconds.
 CPU = CostModel(((1, 0.032), (4, 0.085), (8, 0.174), (16, 0.215), (32, 0.364)))
@@ -47,21 +47,6 @@ def test_json_round_trip_and_rejects_garbage() -> None:
             CostModel.from_json(doc)
 
 
-def test_calibrate_takes_medians_with_the_sizes_taking_turns() -> None:
-    calls: list[int] = []
-    spikes = iter([0.5, 0.0, 0.5] + [0.0] * 10)  # hiccups at the first call and the third
-
-    def measure(n: int) -> float:
-        calls.append(n)
-        return 0.03 + 0.01 * (n - 1) + next(spikes)
-
-    m = calibrate(measure, sizes=(4, 1, 2), repeats=3)
-    assert calls == [1, 2, 4] * 3
-    assert m.verify_s == ((1, pytest.approx(0.03)), (2, pytest.approx(0.04)), (4, pytest.approx(0.06)))
-    with pytest.raises(ValueError):
-        calibrate(measure, sizes=(2, 4))
-
-
 def test_draft_length_follows_survival_and_the_cost_curve() -> None:
     sure, coin = [1.0] * 40, [0.5 ** j for j in range(1, 41)]
     assert best_length(CPU, sure) == 31  # the largest calibrated batch that fits
@@ -78,12 +63,21 @@ def test_draft_length_follows_survival_and_the_cost_curve() -> None:
 def test_copy_odds_start_from_the_rule_of_succession_and_follow_the_reply() -> None:
     odds = CopyOdds()
     assert odds.p(0) == pytest.approx(1 / 2) and odds.p(30) == pytest.approx(31 / 32)
-    assert odds.p(2) < odds.p(8) < odds.p(30)  # a longer agreement is likelier a copy going on
     for _ in range(50):
         odds.observe(20, False)  # this reply does not go on copying at agreements of 16-31
     assert max(odds.p(16), odds.p(20), odds.p(31)) < 0.2  # one count per power of two
-    assert odds.p(2) == pytest.approx(3 / 4)  # others untouched
-    assert odds.survival(20, [1.0, 1.0, 0.5]) == pytest.approx(
-        (odds.p(20), odds.p(20) * odds.p(21), odds.p(20) * odds.p(21) * odds.p(22) * 0.5))
+    assert odds.p(2) == pytest.approx(3 / 4) and odds.p(32) == pytest.approx(33 / 34)  # the others untouched
     odds.reset()
     assert odds.p(20) == pytest.approx(21 / 22)
+
+
+def test_a_copy_that_broke_after_two_tokens_is_trusted_less_past_them() -> None:
+    odds = CopyOdds()
+    assert odds.q((5, 6)) == 1.0  # no copy has broken there
+    odds.observe(20, False, (5, 6))
+    assert odds.q((5, 6)) == 1 / 2 and odds.q((6, 5)) == 1.0
+    odds.observe(20, True, (5, 6))
+    assert odds.q((5, 6)) == 2 / 3
+    survival = odds.survival(20, [1.0, 1.0, 0.5], [(1, 2), (5, 6), (2, 3)])
+    assert survival == pytest.approx((odds.p(20), odds.p(20) * odds.p(21) * 2 / 3,
+                                      odds.p(20) * odds.p(21) * 2 / 3 * odds.p(22) * 0.5))

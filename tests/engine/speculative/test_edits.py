@@ -2,7 +2,7 @@
 edits on synthetic ids, renames with the real Qwen tokenizer."""
 from __future__ import annotations
 
-from engine.speculative.edits import EditMemory
+from engine.speculative.edits import Edits
 from engine.speculative.ngram import NgramDrafter
 from engine.speculative.tuning import TUNING
 
@@ -10,38 +10,42 @@ WIDE = {"ngram_min": 2, "ngram_max": 4}
 SPAN = TUNING.edit_span
 
 
+def learn(edits: Edits, source: list[int], output: list[int]) -> None:
+    """Teach ``edits`` that the reply wrote ``output`` where its source has ``source``."""
+    tokens = source + output
+    edits.learn(tokens, 0, len(source), len(source), len(tokens))
+
+
 def test_a_learned_edit_applies_where_its_span_starts_the_longest_and_latest_winning() -> None:
-    memory = EditMemory(None, SPAN)
-    memory.learn([7, 8], [70])
-    assert memory.at([1, 7, 8, 2, 7, 9], 1).output == (70,)
-    assert memory.at([1, 7, 8, 2, 7, 9], 4) is None  # 7 without the 8 is another span
-    memory.learn([7], [71])
-    assert memory.at([7, 8], 0).output == (70,) and memory.at([7, 9], 0).output == (71,)
-    memory.learn([7], [72])
-    assert memory.at([7, 9], 0).output == (72,)
+    edits = Edits(None, SPAN)
+    learn(edits, [7, 8], [70])
+    assert edits.at([1, 7, 8, 2, 7, 9], 1).output == (70,)
+    assert edits.at([1, 7, 8, 2, 7, 9], 4) is None  # 7 without the 8 is another span
+    learn(edits, [7], [71])
+    assert edits.at([7, 8], 0).output == (70,) and edits.at([7, 9], 0).output == (71,)
+    learn(edits, [7], [72])
+    assert edits.at([7, 9], 0).output == (72,)
 
 
-def test_an_edit_that_fails_more_often_than_it_held_is_no_longer_applied() -> None:
-    memory = EditMemory(None, SPAN)
-    memory.learn([7], [70])
-    edit = memory.at([7], 0)
-    first = edit.trust  # the occurrence it was learned from counts as one: 2/3
-    memory.confirm(edit, True)
-    assert edit.trust > first
-    memory.confirm(edit, False)
-    memory.confirm(edit, False)
-    assert memory.at([7], 0) is edit  # two failures against two successes: still applied
-    memory.confirm(edit, False)
-    assert memory.at([7], 0) is None
+def test_an_edit_is_made_while_it_held_more_often_than_it_failed() -> None:
+    edits = Edits(None, SPAN)
+    learn(edits, [7], [70])
+    rule = edits.at([7], 0).rule
+    assert rule.trust == 2 / 3  # the occurrence it was learned from counts as one
+    rule.held += 1
+    rule.failed += 1
+    assert edits.at([7], 0).rule is rule and rule.trust == 3 / 5
+    rule.failed += 1
+    assert edits.at([7], 0) is None
 
 
-def test_only_short_real_replacements_are_learned() -> None:
-    memory = EditMemory(None, SPAN)
-    for source, output in (([], [5]), ([5], [5]), ([5] * (SPAN + 1), [6]), ([5], [6] * (SPAN + 1))):
-        memory.learn(source, output)
-        assert memory.at(source + [0], 0) is None
-    memory.learn([5, 6], [])  # a deletion recurs like a replacement
-    assert memory.at([5, 6], 0).output == ()
+def test_only_short_spans_are_learned() -> None:
+    edits = Edits(None, SPAN)
+    for source, output in (([], [5]), ([5] * (SPAN + 1), [6]), ([5], [6] * (SPAN + 1))):
+        learn(edits, source, output)
+        assert edits.at(source + [0], 0) is None
+    learn(edits, [5, 6], [])  # a deletion recurs like a replacement
+    assert edits.at([5, 6], 0).output == ()
 
 
 # -- the drafter, on ids: an identifier 7 recurring in different contexts ----------------------
@@ -65,12 +69,12 @@ def test_an_edit_to_several_tokens_is_confirmed_and_one_the_reply_stops_making_d
     d = NgramDrafter(**WIDE)
     d.begin(SOURCE)
     assert d.propose(SOURCE + reply_with([70, 71], 13), 8).tokens == (60, 61, 62, 63, 70, 71, 64, 65)
-    assert d.edits.at(SOURCE, 3).held == 2  # learned, then made again at the second 7
+    assert d.edits.at(SOURCE, 3).rule.held == 2  # learned, then made again at the second 7
     kept = NgramDrafter(**WIDE)
     kept.begin(SOURCE)
-    # renamed at the first 7, not at the second, nor at the third: dropped after two failures
-    reply = reply_with([70], 4) + SOURCE[4:18]
-    assert kept.propose(SOURCE + reply, 3).tokens == (64, 65, 66)
+    # renamed at the first 7, not at the second: dropped
+    reply = reply_with([70], 4) + SOURCE[4:16]
+    assert kept.propose(SOURCE + reply, 3).tokens == (63, 7, 64)
     d.begin(SOURCE)
     assert d.edits.at(SOURCE, 3) is None  # a new reply starts without edits
 
@@ -123,7 +127,7 @@ def test_a_rename_that_extends_a_name_is_learned_too(qwen_target) -> None:  # no
     renamed = CODE.replace("item", "item_old").replace("item_olds", "items")
     d, text, rest = drafted_after(qwen_target, renamed, "    for")
     assert text.startswith(rest)
-    assert d.edits.renames["item"][0] == "item_old"
+    assert d.edits.renames["item"].new == "item_old"
 
 
 def test_code_with_arrows_teaches_no_rename(qwen_target) -> None:  # noqa: ANN001

@@ -22,11 +22,10 @@ class NoModel:
         raise AssertionError("the draft model was used")
 
 
-def test_a_copy_is_drafted_long_and_a_guess_not_at_all() -> None:
+def test_a_copy_is_drafted_long_and_guesses_that_fail_are_not() -> None:
     source = list(range(100, 200))
     spec = Speculator(SpeculativeParams(drafter="ngram"), CPU, ngram=NgramDrafter())
     spec.begin(source)
-    assert spec.plan(source + source[:2], 64, GREEDY).tokens == ()  # two tokens of agreement: a guess
     assert len(spec.plan(source + source[:40], 64, GREEDY).tokens) >= 15  # a copy going on
     chatty = Speculator(SpeculativeParams(drafter="ngram"), CPU, ngram=NgramDrafter())
     chatty.begin(source)
@@ -71,11 +70,11 @@ def test_a_losing_drafter_goes_quiet_until_the_next_reply_unless_asked_for() -> 
 def test_auto_uses_a_draft_model_only_where_it_can_pay() -> None:
     auto = SpeculativeParams(drafter="auto")
     cpu = Speculator(auto, CPU, ngram=NgramDrafter(), model=NoModel(), draft_cost_s=0.020)
-    assert not cpu.model_can_pay
+    assert not cpu.model_len
     assert cpu.plan([1, 2, 3, 4], 10, GREEDY).tokens == ()
-    assert Speculator(auto, GPU, model=NoModel(), draft_cost_s=0.001).model_can_pay
+    assert Speculator(auto, GPU, model=NoModel(), draft_cost_s=0.001).model_len
     # ... unless taking in each correction costs the draft ten target steps
-    assert not Speculator(auto, GPU, model=NoModel(), draft_cost_s=0.001, draft_pass_s=0.1).model_can_pay
+    assert not Speculator(auto, GPU, model=NoModel(), draft_cost_s=0.001, draft_pass_s=0.1).model_len
 
 
 def test_a_draft_model_drafts_its_length_or_all_it_is_asked() -> None:
@@ -92,4 +91,4 @@ def test_a_draft_model_drafts_its_length_or_all_it_is_asked() -> None:
     assert len(gpu.plan([1, 2], 64, GREEDY).tokens) == gpu.model_len
     assert len(gpu.plan([1, 2], 3, GREEDY).tokens) == 3  # no more than the room left
     asked = Speculator(SpeculativeParams(drafter="model", draft_max=8), CPU, model=model, draft_cost_s=0.020)
-    assert not asked.model_can_pay and len(asked.plan([1, 2], 64, GREEDY).tokens) == 8
+    assert not asked.model_len and len(asked.plan([1, 2], 64, GREEDY).tokens) == 8
