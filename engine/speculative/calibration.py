@@ -1,10 +1,7 @@
-"""The verify-cost curve: what one target pass over n tokens costs on this machine.
-
-Measured once per model, settings, machine, llama.cpp build and RPC layout (about a minute for a
-1.5B on two cores; ``on_measure`` lets a caller show progress), then cached in
-``cache_dir()/verify-cost.json``. A curve taken on a busy machine would mislead the policy for
-good: ``CostCheck`` compares it with what passes really cost, and one that is far off is
-forgotten, to be measured again at the next load.
+"""The verify-cost curve: what one target pass over n tokens costs on this machine. Measured once
+per model, settings, machine, llama.cpp build and RPC layout (about a minute for a 1.5B on two
+cores), then cached in ``cache_dir()/verify-cost.json``; ``CostCheck`` has a curve that is far
+from what passes really cost (taken on a busy machine) measured again at the next load.
 """
 
 from __future__ import annotations
@@ -113,19 +110,15 @@ def measure_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) 
     return cost
 
 
-def forget(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> None:
-    """Drop the cached curve of ``ctx`` (measured again at the next load)."""
-    _drop(lambda key: key == _cache_key(ctx, sizes))
-
-
 def forget_all() -> None:
     """Drop every cached curve (each is measured again at its model's next load)."""
-    _drop(lambda key: True)
+    forget(None)
 
 
-def _drop(which: Callable[[str], bool]) -> None:
+def forget(ctx: Context | None, sizes: Sequence[int] = TUNING.calibration_sizes) -> None:
+    """Drop the cached curve of ``ctx`` (every curve for None): measured again at the next load."""
     entries = read_json(_cache_file(), _check_cost_cache) or {}
-    kept = {k: v for k, v in entries.items() if not which(k)}
+    kept = {k: v for k, v in entries.items() if ctx is not None and k != _cache_key(ctx, sizes)}
     if len(kept) != len(entries):
         try:
             write_json(_cache_file(), kept)
@@ -139,9 +132,8 @@ class CostCheck:
     ``cost_check_factor`` either way, ``on_mismatch(ratio)`` is called, once."""
 
     def __init__(self, cost: CostModel, on_mismatch: Callable[[float], None]) -> None:
-        self.cost, self.on_mismatch = cost, on_mismatch
+        self.cost, self.on_mismatch, self.reported = cost, on_mismatch, False
         self.ratios: list[float] = []
-        self.reported = False
 
     def observe(self, n_tokens: int, seconds: float) -> None:
         if self.reported or seconds <= 0:
