@@ -7,12 +7,16 @@ does on double-click.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-log = logging.getLogger("app")
+from engine import logsetup
+
+if TYPE_CHECKING:  # the GUI modules are imported when the GUI starts
+    from PySide6.QtWidgets import QApplication
+
+    from app.main_window import MainWindow
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -21,7 +25,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-autoload", action="store_true",
                    help="do not load the last used model at start")
     p.add_argument("--log-level", default="WARNING",
-                   choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log verbosity (stderr)")
+                   choices=logsetup.LEVELS, help="log verbosity (stderr)")
     # Startup-time measurement (tests): quit as soon as the window is on screen.
     p.add_argument("--exit-after-show", action="store_true", help=argparse.SUPPRESS)
     # A relaunch after a lost RPC worker ended the last run (engine.rescue): what happened, and
@@ -50,12 +54,12 @@ def worker_lost_notice(why: str) -> str:
             "model to go on (the next reply processes the conversation again).")
 
 
-def _install_file_open_handler(app, window) -> None:  # noqa: ANN001
+def _install_file_open_handler(app: QApplication, window: MainWindow) -> None:
     """macOS hands a double-clicked ``.duet`` to a running app as a QFileOpenEvent, not argv."""
     from PySide6.QtCore import QEvent, QObject
 
     class FileOpenFilter(QObject):
-        def eventFilter(self, obj, event):  # noqa: ANN001, N802 - Qt's name
+        def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
             if event.type() == QEvent.Type.FileOpen and event.file():
                 window.controller.open_path(Path(event.file()))
                 return True
@@ -65,7 +69,7 @@ def _install_file_open_handler(app, window) -> None:  # noqa: ANN001
     app.installEventFilter(window._file_open_filter)
 
 
-def create_window(args: argparse.Namespace):  # noqa: ANN201 - app.main_window.MainWindow
+def create_window(args: argparse.Namespace) -> MainWindow:
     """The QApplication (created if needed) and the shown main window, FILE opened if given."""
     from PySide6.QtWidgets import QApplication
 
@@ -116,8 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_selfcheck(argv)
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logsetup.configure(args.log_level, timestamps=True)
     return run_gui(args)
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 import re
 import time
+from typing import Callable
 
-from PySide6.QtCore import QSize, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QGuiApplication
+from PySide6.QtCore import QSize, QSizeF, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QWheelEvent
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
                                QScrollArea, QSizePolicy, QTextBrowser, QToolButton, QVBoxLayout,
                                QWidget)
@@ -47,7 +48,7 @@ class MessageBody(QTextBrowser):
         self.anchorClicked.connect(self._on_anchor)
         self.setFixedHeight(24)
 
-    def _fit(self, size) -> None:  # noqa: ANN001 - QSizeF
+    def _fit(self, size: QSizeF) -> None:
         height = math.ceil(size.height()) + 2 * self.frameWidth()
         if height != self.height():
             self.setFixedHeight(height)
@@ -55,7 +56,7 @@ class MessageBody(QTextBrowser):
     def sizeHint(self) -> QSize:
         return QSize(400, self.height())
 
-    def wheelEvent(self, event) -> None:  # noqa: ANN001 - let the outer view scroll
+    def wheelEvent(self, event: QWheelEvent) -> None:  # let the outer view scroll
         event.ignore()
 
     def _on_anchor(self, url: QUrl) -> None:
@@ -145,7 +146,7 @@ class MessageWidget(QFrame):
         layout.addWidget(self.editor)
         layout.addWidget(self.edit_row)
 
-    def _tool(self, text: str, tip: str, slot) -> QToolButton:  # noqa: ANN001
+    def _tool(self, text: str, tip: str, slot: Callable[[], object]) -> QToolButton:
         b = QToolButton(self)
         b.setText(text)
         b.setToolTip(tip)

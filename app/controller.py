@@ -30,11 +30,10 @@ from engine.sampling import SamplingParams
 from app.conversation import RecentFiles, saved_conversations, unique_path
 from app.engine_client import EngineClient
 from app.requests import Failure, Opened, Reply, RescuePlan, Saved, TokenBatch
-from app.settings import Settings, sampling_params
+from app.settings import SAMPLING_KEYS, Settings, sampling_params
 
 log = logging.getLogger(__name__)
 
-SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "seed", "max_tokens")
 TOO_LONG = re.compile(r"too long for the context \((?:(\d+) tokens, )?room for (\d+)")
 
 
@@ -45,6 +44,8 @@ class ChatController(QObject):
     reply_finished = Signal(object)  # Reply (after the view and the conversation were updated)
     conversation_saved = Signal(object)  # Saved
     conversation_opened = Signal(object)  # Opened
+    file_renamed = Signal(object, object)  # the old and new Path of a saved conversation
+    file_deleted = Signal(object)  # the Path of a deleted conversation
     request_failed = Signal(object)  # Failure of a chat, save or open (after it was shown)
     notice = Signal(str, str)  # text, kind: a notice about no conversation in particular
     message = Signal(str, int)  # a transient status line, its duration in ms
@@ -150,6 +151,7 @@ class ChatController(QObject):
                 return
             self.recent.remove(conv.path)
             self.recent.add(new_path)
+            self.file_renamed.emit(conv.path, new_path)
             conv.path, title = new_path, new_path.stem
         conv.rename(title)
         self.current_changed.emit(self.current)
@@ -165,6 +167,7 @@ class ChatController(QObject):
                 self._notify(conv, f"Cannot delete {conv.path.name}: {e.strerror}", "error")
                 return
             self.recent.remove(conv.path)
+            self.file_deleted.emit(conv.path)
         shown = conv is self.current
         self.library.remove(conv)
         if shown:
@@ -460,8 +463,8 @@ class ChatController(QObject):
             self._notify(conv, f"The message is too long for the context ({size}). Shorten it, "
                          "or raise the context size for the next load.",
                          "error", "Raise the context",
-                         lambda: self.settings.set("context_size",
-                                                   min(2 * self.settings["context_size"], 131072)))
+                         lambda: self.settings.set("n_ctx",
+                                                   min(2 * self.settings["n_ctx"], 131072)))
             return
         self._notify(conv, f"The reply failed: {message}", "error")
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Callable
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QMainWindow, QMessageBox,
-                               QSplitter, QStackedWidget, QVBoxLayout, QWidget)
+                               QMenu, QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from engine import paths
 from engine.conversation.export import export
@@ -25,7 +26,7 @@ from app import theme
 from app.chat_view import ChatView
 from app.composer import Composer
 from app.controller import ChatController
-from app.conversation import SUFFIX, RecentFiles
+from app.conversation import SUFFIX, Conversation, RecentFiles
 from app.engine_client import EngineClient
 from app.models_panel import FirstRunPanel, ModelsPanel, gguf_paths, installed_models
 from app.notice import NoticeBar
@@ -37,6 +38,7 @@ from app.sidebar import Sidebar
 from app import model_memory
 from app.local_server import LocalServer
 from app.status import StatusBar
+from app.tools_panel import open_tools_dialog
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +145,10 @@ class MainWindow(QMainWindow):
         self.sidebar.selected.connect(c.select)
         self.sidebar.new_requested.connect(c.new)
         self.sidebar.delete_requested.connect(c.delete)
+        search = self.sidebar.searcher  # the search index follows the files
+        c.conversation_saved.connect(lambda saved: search.saved(saved.path))
+        c.file_renamed.connect(search.renamed)
+        c.file_deleted.connect(search.deleted)
         c.generating_changed.connect(self.composer.set_generating)
         c.generating_changed.connect(self.chat_view.set_busy)
         c.notice.connect(self.notice.show_message)
@@ -177,18 +183,20 @@ class MainWindow(QMainWindow):
         self._action(model, "&Fetch the starter models…", self.fetch_starters)
         settings = bar.addMenu("&Settings")
         self._action(settings, "&Preferences…", self.settings_dialog, QKeySequence("Ctrl+,"))
+        self._action(settings, "&Tools (MCP servers)…", lambda: open_tools_dialog(self))
         self._action(settings, "&Measure the verification cost again", self.recalibrate)
         help_ = bar.addMenu("&Help")
         self._action(help_, "&About Duet", self._about)
 
-    def _action(self, menu, text: str, slot, shortcut=None) -> QAction:  # noqa: ANN001
+    def _action(self, menu: QMenu, text: str, slot: Callable[[], object],
+                shortcut: QKeySequence.StandardKey | None = None) -> QAction:
         action = menu.addAction(text)
         action.triggered.connect(lambda _checked=False: slot())
         if shortcut is not None:
             action.setShortcut(shortcut)
         return action
 
-    def _update_title(self, conv) -> None:  # noqa: ANN001
+    def _update_title(self, conv: Conversation | None) -> None:
         self.setWindowTitle(f"{conv.title} — Duet" if conv is not None else "Duet")
 
     # -- models ----------------------------------------------------------------------------
@@ -439,4 +447,5 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         self.local_server.stop()
         self.client.shutdown()
+        self.sidebar.searcher.close()
         super().closeEvent(event)

@@ -18,7 +18,7 @@ from engine.hub.model_settings import ModelSettings
 log = logging.getLogger(__name__)
 
 # ModelSettings field -> app setting
-FIELDS = {"n_ctx": "context_size", "n_gpu_layers": "gpu_layers_target", "draft": "draft_model",
+FIELDS = {"n_ctx": "n_ctx", "n_gpu_layers": "gpu_layers_target", "draft": "draft_model",
           "temperature": "temperature", "top_k": "top_k", "top_p": "top_p", "min_p": "min_p",
           "repeat_penalty": "repeat_penalty", "rpc": "rpc_target", "rpc_draft": "rpc_draft",
           "tensor_split": "tensor_split"}

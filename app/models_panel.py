@@ -1,24 +1,27 @@
 """Choosing and loading models: the models bar, and the first-run panel when there are none.
 
-The bar lists the GGUF files of the models folder (starter models by their catalogue name)
-and any file picked with Browse… or dropped on the window; Load sends both choices to the
-worker. After a load it shows what was loaded and the draft/target compatibility verdict.
+The bar lists the GGUF files of the models folder and its subfolders (starter models by their
+catalogue name, downloads from Hugging Face as ``publisher/repo/file``) and any file picked with
+Browse… or dropped on the window; Load sends both choices to the worker. After a load it shows
+what was loaded and the draft/target compatibility verdict.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Iterable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QProgressBar,
                                QPushButton, QVBoxLayout, QWidget)
 
 from engine import paths
 from engine.errors import DuetError
-from engine.model import check_gguf_file
 from engine.catalog import CATALOG
+from engine.model import check_gguf_file
+from engine.models_folder import label, local_models, starter_name
 
 from app.requests import ModelInfo
 from app.workers_view import WorkerMonitor
@@ -27,22 +30,25 @@ log = logging.getLogger(__name__)
 
 BROWSE = "__browse__"
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
-STARTER_NAMES = {m.filename: m.display_name for m in CATALOG.values()}
 
 
-def gguf_paths(urls) -> list[Path]:  # noqa: ANN001 - a list of QUrl
+def gguf_paths(urls: Iterable[QUrl]) -> list[Path]:
     return [Path(u.toLocalFile()) for u in urls
             if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf")]
 
 
 def installed_models(folder: Path | None = None) -> list[Path]:
-    """GGUF files in the models folder, smallest first (partial downloads excluded)."""
-    folder = folder or paths.models_dir()
+    """GGUF files in the models folder and its subfolders, smallest first (partial downloads
+    excluded)."""
+    found = [p for p in local_models(folder or paths.models_dir()) if _is_gguf(p)]
+    return sorted(found, key=_size)
+
+
+def _size(path: Path) -> int:
     try:
-        found = [p for p in folder.iterdir() if p.suffix.lower() == ".gguf" and p.is_file()]
+        return path.stat().st_size
     except OSError:
-        return []
-    return sorted((p for p in found if _is_gguf(p)), key=lambda p: p.stat().st_size)
+        return 0
 
 
 def _is_gguf(path: Path) -> bool:
@@ -55,7 +61,7 @@ def _is_gguf(path: Path) -> bool:
 
 
 def label_for(path: Path) -> str:
-    return STARTER_NAMES.get(path.name, path.name)
+    return label(path, paths.models_dir())
 
 
 class ModelsPanel(QWidget):
@@ -148,7 +154,7 @@ class ModelsPanel(QWidget):
         return Path(data) if data and data != BROWSE else None
 
     def set_choice(self, path: Path, *, as_draft: bool = False) -> None:
-        if path not in self._extra and path.parent != paths.models_dir():
+        if path not in self._extra and not path.is_relative_to(paths.models_dir()):
             self._extra.append(path)
         if as_draft:
             self.populate(self.target(), path)
@@ -245,13 +251,15 @@ class ModelsPanel(QWidget):
 
 def describe(info: ModelInfo) -> str:
     """One line: what is loaded, the drafter, and the draft/target compatibility verdict."""
-    name = STARTER_NAMES.get(info.target_path.name, info.target_name)
+    folder = paths.models_dir()
+    name = starter_name(info.target_path, folder) or info.target_name
     text = f"{name} loaded ({info.n_ctx:,} tokens of context, {info.load_s:.1f} s)"
     if info.draft_path is not None:
         if info.draft_problem:
             text += f" · draft refused: {info.draft_problem}"
         else:
-            draft = STARTER_NAMES.get(info.draft_path.name, info.draft_name or info.draft_path.name)
+            draft = starter_name(info.draft_path, folder) or info.draft_name or \
+                info.draft_path.name
             text += f" · draft {draft}: compatible"
     return text + f" · drafter: {info.drafter}"
 

@@ -10,13 +10,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout,
-                               QHBoxLayout, QLabel, QLineEdit, QMessageBox, QPlainTextEdit,
-                               QPushButton, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout,
+                               QLabel, QLineEdit, QMessageBox, QPlainTextEdit, QPushButton,
+                               QVBoxLayout, QWidget)
 
 from engine.conversation.library import Library
-from engine.conversation.presets import DRAFTERS, Preset, find, load_presets, save_presets
+from engine.conversation.presets import (SAMPLING_FIELDS, Preset, find, load_presets,
+                                         save_presets)
 from engine.conversation.tree import Conversation
+from engine.sampling import SamplingParams
+
+from app.fields import editor_for, editor_value, set_editor_value
+from app.settings import OPTIONS
 
 NONE_LABEL = "Settings (no preset)"
 
@@ -82,10 +87,13 @@ class PresetDialog(QDialog):
     saved = Signal(object)
 
     def __init__(self, presets: list[Preset], start: Preset | None = None,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, defaults: SamplingParams = SamplingParams()
+                 ) -> None:
+        """``defaults``: the sampling a new preset starts from (the settings')."""
         super().__init__(parent)
         self.setWindowTitle("Presets")
         self.presets = list(presets)
+        self.defaults = defaults
         self.picker = QComboBox(self)
         self.picker.currentIndexChanged.connect(self._show)
         add = QPushButton("New", self)
@@ -100,19 +108,18 @@ class PresetDialog(QDialog):
         self.system = QPlainTextEdit(self)
         self.system.setPlaceholderText("The system prompt (several lines are fine)")
         self.system.setMinimumHeight(120)
-        self.temperature = _spin(0.0, 5.0)
-        self.top_p = _spin(0.0, 1.0)
-        self.max_tokens = QSpinBox(self)
-        self.max_tokens.setRange(1, 131_072)
-        self.drafter = QComboBox(self)
-        self.drafter.addItems(list(DRAFTERS))
         form = QFormLayout()
         form.addRow("Name", self.name)
         form.addRow("System prompt", self.system)
-        form.addRow("Temperature", self.temperature)
-        form.addRow("Top-p", self.top_p)
-        form.addRow("Max reply tokens", self.max_tokens)
-        form.addRow("Drafter (at the next load)", self.drafter)
+        # every sampling parameter and the drafter, as the settings show them (nothing hidden)
+        self.fields: dict[str, QWidget] = {}
+        for name in (*SAMPLING_FIELDS, "drafter"):
+            option = OPTIONS[name]
+            w = editor_for(option, option.default)
+            self.fields[name] = w
+            label = QLabel(option.label + (" (at the next load)" if name == "drafter" else ""))
+            label.setToolTip(option.description)
+            form.addRow(label, w)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save
                                    | QDialogButtonBox.StandardButton.Cancel, parent=self)
         buttons.accepted.connect(self._save)
@@ -142,20 +149,19 @@ class PresetDialog(QDialog):
         self._index = index
         self.name.setText(p.name)
         self.system.setPlainText(p.system_prompt)
-        self.temperature.setValue(p.temperature)
-        self.top_p.setValue(p.top_p)
-        self.max_tokens.setValue(p.max_tokens)
-        self.drafter.setCurrentText(p.drafter)
+        for name, w in self.fields.items():
+            set_editor_value(w, p.drafter if name == "drafter" else getattr(p.sampling, name))
 
     def _keep(self) -> None:
         """Store the fields into the preset being edited."""
         if not 0 <= self._index < len(self.presets):
             return
+        values = {name: editor_value(w) for name, w in self.fields.items()}
+        drafter = values.pop("drafter")
         self.presets[self._index] = replace(
             self.presets[self._index], name=self.name.text().strip(),
-            system_prompt=self.system.toPlainText().strip(), temperature=self.temperature.value(),
-            top_p=self.top_p.value(), max_tokens=self.max_tokens.value(),
-            drafter=self.drafter.currentText())
+            system_prompt=self.system.toPlainText().strip(), drafter=drafter,
+            sampling=replace(self.presets[self._index].sampling, **values))
 
     def _add(self) -> None:
         self._keep()
@@ -163,7 +169,7 @@ class PresetDialog(QDialog):
         n = 1
         while f"Preset {n}" in names:
             n += 1
-        self.presets.append(Preset(f"Preset {n}"))
+        self.presets.append(Preset(f"Preset {n}", sampling=self.defaults))
         self._refill(len(self.presets) - 1)
 
     def _delete(self) -> None:
@@ -183,11 +189,3 @@ class PresetDialog(QDialog):
             return
         self.saved.emit(list(self.presets))
         self.accept()
-
-
-def _spin(lo: float, hi: float) -> QDoubleSpinBox:
-    w = QDoubleSpinBox()
-    w.setDecimals(2)
-    w.setSingleStep(0.05)
-    w.setRange(lo, hi)
-    return w

@@ -33,7 +33,14 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+from engine import logsetup
+
+if TYPE_CHECKING:  # imported when used: the self-check reports a failed import as a step
+    from engine.chat import Message
+    from engine.events import Done
+    from engine.runtime import Runtime, RuntimeConfig
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +95,7 @@ def parse_args(argv: Sequence[str]) -> tuple[CheckOptions, str]:
     p.add_argument("--only", default=",".join(STEPS),
                    help="comma-separated steps to run (default: all)")
     p.add_argument("--log-level", default="WARNING",
-                   choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+                   choices=logsetup.LEVELS)
     args, _unknown = p.parse_known_args(list(argv))
     steps = expand_steps([name.strip() for name in args.only.split(",") if name.strip()])
     return (CheckOptions(model=args.model, fetch=args.fetch, draft=not args.no_draft,
@@ -125,7 +132,7 @@ def find_model(opts: CheckOptions) -> tuple[Path, str]:
     return path, f"{model.display_name}, {how} in {folder}"
 
 
-def runtime_config(path: Path, opts: CheckOptions, drafter: str):  # noqa: ANN201 - RuntimeConfig
+def runtime_config(path: Path, opts: CheckOptions, drafter: str) -> RuntimeConfig:
     """Greedy replies with ``drafter`` (ngram, or model: ``path`` as its own draft) forced on:
     adaptive off, so drafts are always tried."""
     from engine.context import ContextParams
@@ -142,7 +149,7 @@ def runtime_config(path: Path, opts: CheckOptions, drafter: str):  # noqa: ANN20
                          speculative=spec)
 
 
-def reply(runtime, messages):  # noqa: ANN001, ANN201 - (Runtime, [Message]) -> engine.events.Done
+def reply(runtime: Runtime, messages: list[Message]) -> Done:
     """Run one reply to the end and return its Done event."""
     from engine.errors import DuetError
     from engine.events import collect
@@ -156,7 +163,7 @@ def reply(runtime, messages):  # noqa: ANN001, ANN201 - (Runtime, [Message]) -> 
     return done
 
 
-def check_generate(runtime):  # noqa: ANN001, ANN201 - Runtime -> (messages, line)
+def check_generate(runtime: Runtime) -> tuple[list[Message], str]:
     """Reply to PROMPT; the configured drafter must have proposed tokens."""
     from engine.chat import Message
 
@@ -173,7 +180,8 @@ def check_generate(runtime):  # noqa: ANN001, ANN201 - Runtime -> (messages, lin
     return messages + [Message("assistant", done.text, time.time())], line
 
 
-def check_session(runtime, config, messages, folder: Path) -> str:  # noqa: ANN001
+def check_session(runtime: Runtime, config: RuntimeConfig, messages: list[Message],
+                  folder: Path) -> str:
     """Save ``runtime``'s conversation with KV, close it, reopen into a fresh Runtime, reply."""
     from engine.chat import Message
     from engine.runtime import Runtime
@@ -274,14 +282,6 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
 
 
-def _setup_logging(level: str) -> None:
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(level=level, format="duet: %(levelname)s %(name)s: %(message)s")
-    else:
-        root.setLevel(level)
-
-
 def run_selfcheck(argv: Sequence[str] | None = None) -> int:
     """Run the self-check (see the module docstring); 0 if every step passed, else 1."""
     steps = _Steps()
@@ -290,7 +290,7 @@ def run_selfcheck(argv: Sequence[str] | None = None) -> int:
     except CheckFailed as exc:
         print(f"self-check failed: {exc}", file=sys.stderr, flush=True)
         return 1
-    _setup_logging(level)
+    logsetup.configure(level)
     try:
         with _offscreen(), tempfile.TemporaryDirectory(prefix="duet-self-check-") as tmp:
             _run(opts, steps, Path(tmp))

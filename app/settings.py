@@ -1,16 +1,22 @@
 """The app's settings: one declarative schema, one ``changed(name)`` signal, one JSON file.
 
-File: ``engine.paths.config_dir()/settings.json`` holding ``{"version": 1, "values": {...}}``,
+The sampling, speculation and context options are the rows of the engine's parameter table
+(engine.params): their names, defaults, ranges and help come from there, so every value the
+settings accept is one the engine accepts. The others (appearance, the server, files) are
+declared here.
+
+File: ``engine.paths.config_dir()/settings.json`` holding ``{"version": 2, "values": {...}}``,
 written atomically (unique temporary file + ``os.replace``). Reading never fails: a missing or
 damaged file gives the defaults (a damaged one is kept aside as ``settings.json.bad``), and an
-unknown or invalid value (NaN included) is dropped for its default with a logged warning. Options marked ``applies="now"`` take effect on the next request; ``"reload"``
-ones when the models are next loaded (they are baked into the ``Runtime``).
+unknown or invalid value (NaN included) is dropped for its default with a logged warning.
+Version 1 files are read with their old names (``RENAMED``). Options marked ``applies="now"``
+take effect on the next request; ``"reload"`` ones when the models are next loaded (they are
+baked into the ``Runtime``).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -18,7 +24,7 @@ from typing import Any, Literal, Mapping
 
 from PySide6.QtCore import QObject, Signal
 
-from engine import paths
+from engine import params, paths
 from engine.context import ContextParams
 from engine.errors import DuetError
 from engine.localfile import read_json, write_json
@@ -30,7 +36,7 @@ from engine.state_cache import DEFAULT_CACHE_BYTES
 
 log = logging.getLogger(__name__)
 
-VERSION = 1
+VERSION = 2
 FILENAME = "settings.json"
 Applies = Literal["now", "reload"]
 
@@ -38,7 +44,8 @@ Applies = Literal["now", "reload"]
 @dataclass(frozen=True)
 class Option:
     """One setting. ``minimum``/``maximum`` bound numbers, ``choices`` bound strings; options with
-    ``visible=False`` are remembered state (the last models) rather than preferences."""
+    ``visible=False`` are remembered state (the last models) rather than preferences. An option
+    made from a row of the parameter table (``Option.of``) is checked by that row."""
 
     name: str
     type: type
@@ -51,13 +58,20 @@ class Option:
     maximum: float | None = None
     choices: tuple[str, ...] = ()
     visible: bool = True
+    param: params.Param | None = None
+    step: float = 1
+
+    @classmethod
+    def of(cls, row: params.Param, group: str) -> Option:
+        s = row.spec
+        return cls(row.name, row.type, row.default, s.label, s.help,
+                   "now" if s.applies == "request" else "reload", group, s.minimum, s.maximum,
+                   s.choices, param=row, step=s.step)
 
     def validate(self, value: Any) -> Any:
         """``value`` converted to this option's type, or ValueError saying why it is refused."""
-        if self.type is float and type(value) is int:
-            value = float(value)
-        if self.type is float and type(value) is float and not math.isfinite(value):
-            raise ValueError(f"{self.name}: {value} is not a finite number")
+        if self.param is not None:
+            return self.param.check(value)
         if type(value) is not self.type:  # bool is not an int here, on purpose
             raise ValueError(f"{self.name}: expected {self.type.__name__}, got {type(value).__name__}")
         if self.minimum is not None and value < self.minimum:
@@ -69,49 +83,22 @@ class Option:
         return value
 
 
-# The engine's dataclasses hold the one set of defaults; the schema and the CLI read them there.
-_SAMPLING, _SPEC, _CONTEXT = SamplingParams(), SpeculativeParams(), ContextParams()
+def _rows(cls: type, group: str, skip: tuple[str, ...] = ()) -> tuple[Option, ...]:
+    """The settings of a parameter class: its rows that a form can edit (not lists)."""
+    return tuple(Option.of(r, group) for r in params.table(cls)
+                 if r.type is not tuple and r.name not in skip)
+
 
 SPEC, SAMPLING, LOADING, CONVERSATIONS, APPEARANCE, MODELS = (
     "Speculative decoding", "Sampling", "Model loading", "Conversations", "Appearance", "Models")
 SERVER = "Local server"
 
 SCHEMA: tuple[Option, ...] = (
-    Option("speculative", bool, True, "Speculative decoding",
-           "Draft several tokens cheaply and let the target model verify them in one pass.",
-           "reload", SPEC),
-    Option("drafter", str, _SPEC.drafter, "Drafter",
-           "auto: whichever pays now; model: the draft model; ngram: copy from the conversation.",
-           "reload", SPEC, choices=("auto", "model", "ngram")),
-    Option("draft_max", int, _SPEC.draft_max, "Draft max", "Most tokens drafted per target pass.",
-           "reload", SPEC, 1, 64),
-    Option("draft_min", int, _SPEC.draft_min, "Draft min", "Fewest tokens worth verifying.", "reload", SPEC, 1, 64),
-    Option("p_min", float, _SPEC.p_min, "Draft p_min",
-           "The draft model stops drafting when its top probability falls below this.",
-           "reload", SPEC, 0.0, 0.99),
-    Option("ngram_min", int, _SPEC.ngram_min, "N-gram min", "Shortest n-gram the n-gram drafter matches.",
-           "reload", SPEC, 1, 16),
-    Option("ngram_max", int, _SPEC.ngram_max, "N-gram max", "Longest n-gram the n-gram drafter matches.",
-           "reload", SPEC, 1, 16),
-    Option("temperature", float, _SAMPLING.temperature, "Temperature", "0 picks the most likely token (greedy).",
-           "now", SAMPLING, 0.0, 2.0),
-    Option("top_p", float, _SAMPLING.top_p, "Top-p", "Keep the smallest set of tokens with this much mass.",
-           "now", SAMPLING, 0.01, 1.0),
-    Option("top_k", int, _SAMPLING.top_k, "Top-k", "Keep this many most likely tokens (0: all).",
-           "now", SAMPLING, 0, 1000),
-    Option("min_p", float, _SAMPLING.min_p, "Min-p", "Drop tokens less likely than this times the best one.",
-           "now", SAMPLING, 0.0, 0.99),
-    Option("repeat_penalty", float, _SAMPLING.repeat_penalty, "Repeat penalty", "1 disables it.",
-           "now", SAMPLING, 0.5, 2.0),
-    Option("seed", int, -1, "Seed", "-1: a different seed for every reply.",
-           "now", SAMPLING, -1, 2**31 - 1),
-    Option("max_tokens", int, _SAMPLING.max_tokens, "Max reply tokens", "Longest reply, in tokens.",
-           "now", SAMPLING, 1, 32768),
+    *_rows(SpeculativeParams, SPEC, skip=("adaptive",)),
+    *_rows(SamplingParams, SAMPLING),
     Option("system_prompt", str, "", "System prompt", "Sent before every conversation (empty: none).",
            "now", SAMPLING),
-    Option("context_size", int, _CONTEXT.n_ctx, "Context size", "Tokens the model can attend to.",
-           "reload", LOADING, 256, 131072),
-    Option("threads", int, _CONTEXT.n_threads, "Threads", "CPU threads (0: one per core).", "reload", LOADING, 0, 256),
+    *_rows(ContextParams, LOADING, skip=("n_batch", "type_v")),
     Option("gpu_layers_target", int, 0, "GPU layers (target)",
            "Layers of the target offloaded to the GPU (-1: all).", "reload", LOADING, -1, 999),
     Option("gpu_layers_draft", int, 0, "GPU layers (draft)",
@@ -156,6 +143,9 @@ SCHEMA: tuple[Option, ...] = (
 )
 OPTIONS: Mapping[str, Option] = MappingProxyType({o.name: o for o in SCHEMA})
 DEFAULTS: Mapping[str, Any] = MappingProxyType({o.name: o.default for o in SCHEMA})
+SAMPLING_KEYS = tuple(o.name for o in _rows(SamplingParams, SAMPLING))
+# Names written by version 1 files: the parameter table's names replaced them.
+RENAMED = {"context_size": "n_ctx", "threads": "n_threads"}
 
 
 def settings_path() -> Path:
@@ -169,10 +159,14 @@ def parse(data: Any) -> dict[str, Any]:
         log.warning("settings file has no values object; using the defaults")
         return values
     version = data.get("version")
-    if version != VERSION:
+    if version not in (1, VERSION):
         log.warning("settings file has version %r (this Duet writes %d); reading what it can",
                     version, VERSION)
-    for name, raw in data["values"].items():
+    raw_values = dict(data["values"])
+    if raw_values.pop("speculative", True) is False:  # version 1: speculation off
+        raw_values["drafter"] = "none"
+    for name, raw in raw_values.items():
+        name = RENAMED.get(name, name)
         option = OPTIONS.get(name)
         if option is None:
             log.warning("unknown setting %r ignored", name)
@@ -180,7 +174,7 @@ def parse(data: Any) -> dict[str, Any]:
         try:
             values[name] = option.validate(raw)
         except ValueError as e:
-            log.warning("invalid setting ignored, using the default: %s", e)
+            log.warning("invalid setting %s ignored, using the default: %s", name, e)
     return values
 
 
@@ -202,27 +196,26 @@ def save(path: Path, values: Mapping[str, Any]) -> None:
 
 
 # -- settings → engine dataclasses (pure functions of a values mapping) -----------------------
+def _instance(cls: type, values: Mapping[str, Any], **fixed: Any) -> Any:
+    return cls(**{**{r.name: values[r.name] for r in params.table(cls) if r.name in values},
+                  **fixed})
+
+
 def sampling_params(values: Mapping[str, Any]) -> SamplingParams:
-    seed = values["seed"]
-    return SamplingParams(temperature=values["temperature"], top_k=values["top_k"],
-                          top_p=values["top_p"], min_p=values["min_p"],
-                          repeat_penalty=values["repeat_penalty"],
-                          seed=None if seed < 0 else seed, max_tokens=values["max_tokens"])
+    return _instance(SamplingParams, values)
 
 
 def speculative_params(values: Mapping[str, Any], *, has_draft: bool = True) -> SpeculativeParams:
-    """Off → drafter "none". A min above its max is lowered to the max rather than refused."""
-    drafter = values["drafter"] if values["speculative"] else "none"
-    if drafter == "model" and not has_draft:
+    """A min above its max is lowered to the max rather than refused."""
+    if values["drafter"] == "model" and not has_draft:
         raise DuetError("the drafter is set to 'model' but no draft model is chosen")
-    return SpeculativeParams(
-        drafter=drafter, draft_max=values["draft_max"],
-        draft_min=min(values["draft_min"], values["draft_max"]), p_min=values["p_min"],
-        ngram_min=min(values["ngram_min"], values["ngram_max"]), ngram_max=values["ngram_max"])
+    return _instance(SpeculativeParams, values,
+                     draft_min=min(values["draft_min"], values["draft_max"]),
+                     ngram_min=min(values["ngram_min"], values["ngram_max"]))
 
 
 def context_params(values: Mapping[str, Any]) -> ContextParams:
-    return ContextParams(n_ctx=values["context_size"], n_threads=values["threads"])
+    return _instance(ContextParams, values, type_v=values["type_k"])
 
 
 def runtime_config(values: Mapping[str, Any], target_path: Path | str,

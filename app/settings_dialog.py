@@ -1,4 +1,5 @@
-"""The settings dialog, generated from the schema: one field per visible option, by group.
+"""The settings dialog, generated from the schema: one field per visible option, by group
+(app.fields makes the fields).
 
 Options that apply at the next model load are marked with a ⟳ and listed after OK, so the
 user knows a reload is needed; the others apply to the next request.
@@ -8,51 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox,
-                               QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QScrollArea,
-                               QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QGroupBox, QHBoxLayout,
+                               QLabel, QScrollArea, QVBoxLayout, QWidget)
 
-from app.settings import OPTIONS, SCHEMA, Option, Settings
+from app.fields import editor_for, editor_value
+from app.settings import SCHEMA, Settings
 
 RELOAD_MARK = " ⟳"
-
-
-def editor_for(option: Option, value: Any) -> QWidget:
-    if option.type is bool:
-        w = QCheckBox()
-        w.setChecked(value)
-    elif option.choices:
-        w = QComboBox()
-        w.addItems(list(option.choices))
-        w.setCurrentText(value)
-    elif option.type is int:
-        w = QSpinBox()
-        w.setRange(int(option.minimum), int(option.maximum))
-        w.setValue(value)
-    elif option.type is float:
-        w = QDoubleSpinBox()
-        w.setDecimals(2)
-        w.setSingleStep(0.05)
-        w.setRange(option.minimum, option.maximum)
-        w.setValue(value)
-    else:
-        w = QLineEdit()
-        w.setText(value)
-    w.setToolTip(option.description)
-    w.setObjectName(option.name)
-    return w
-
-
-def editor_value(option: Option, w: QWidget) -> Any:
-    if isinstance(w, QCheckBox):
-        return w.isChecked()
-    if isinstance(w, QComboBox):
-        return w.currentText()
-    if isinstance(w, QSpinBox):
-        return w.value()
-    if isinstance(w, QDoubleSpinBox):
-        return round(w.value(), 4)
-    return w.text()
 
 
 class SettingsDialog(QDialog):
@@ -99,7 +62,7 @@ class SettingsDialog(QDialog):
         self.resize(520, 640)
 
     def values(self) -> dict[str, Any]:
-        return {name: editor_value(OPTIONS[name], w) for name, w in self.editors.items()}
+        return {name: editor_value(w) for name, w in self.editors.items()}
 
     def restore_defaults(self) -> None:
         for option in SCHEMA:

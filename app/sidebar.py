@@ -1,17 +1,24 @@
-"""The conversation list: new, open, rename, delete (the window does the work)."""
+"""The conversation list: new, open, rename, delete (the window does the work), and search.
+
+The search matches the conversations open in the app in memory, and the saved ones not opened
+yet through the search index, off the GUI thread (app.search): their rows change when its
+answer comes, and meanwhile keep the last answer for the same query.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLineEdit, QListWidget, QListWidgetItem, QMenu,
                                QPushButton, QVBoxLayout, QWidget)
 
-from engine.conversation.export import file_matches, matches
+from engine.conversation.export import matches
 from engine.conversation.library import Library
 
 from app.conversation import Conversation
+from app.search import ConversationSearch
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 
@@ -44,6 +51,9 @@ class Sidebar(QWidget):
         self.search.setPlaceholderText("Search conversations")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self._filter)
+        self.searcher = ConversationSearch(parent=self)
+        self.searcher.found.connect(self._show_found)
+        self._found: tuple[str, frozenset[Path]] = ("", frozenset())  # the last answer
         self._library: Library | None = None
         buttons = QHBoxLayout()
         buttons.setContentsMargins(0, 0, 0, 0)
@@ -82,27 +92,35 @@ class Sidebar(QWidget):
 
     def _filter(self, query: str) -> None:
         """Hide the conversations whose title and text (every version) lack ``query``."""
-        library = self._library
-        for i in range(self.list.count()):
-            item = self.list.item(i)
-            conv = library.by_id(item.data(ID_ROLE)) if library is not None else None
-            if conv is None or not query.strip():
+        query = query.strip()
+        files: list[Path] = []
+        for item, conv in self._rows():
+            if conv is None or not query:
                 item.setHidden(False)
             elif conv.loaded:
                 item.setHidden(not matches(conv, query))
+            elif conv.path is None:
+                item.setHidden(True)
             else:
-                item.setHidden(conv.path is None or not file_matches(conv.path, query))
+                files.append(conv.path)
+                if self._found[0] == query:
+                    item.setHidden(conv.path not in self._found[1])
+        if files:
+            self.searcher.search(query, files)
 
-    def update_conversation(self, conv: Conversation) -> None:
-        for i in range(self.list.count()):
-            item = self.list.item(i)
-            if item.data(ID_ROLE) == conv.id:
-                item.setText(self._label(conv))
-                item.setToolTip(str(conv.path) if conv.path else "Not saved yet")
+    def _show_found(self, query: str, hits: frozenset[Path]) -> None:
+        """The index's answer for the saved conversations not opened yet."""
+        self._found = (query, hits)
+        if self.search.text().strip() != query:
+            return
+        for item, conv in self._rows():
+            if conv is not None and not conv.loaded and conv.path is not None:
+                item.setHidden(conv.path not in hits)
 
-    def current_id(self) -> str | None:
-        item = self.list.currentItem()
-        return item.data(ID_ROLE) if item else None
+    def _rows(self) -> list[tuple[QListWidgetItem, Conversation | None]]:
+        library = self._library
+        return [(item, library.by_id(item.data(ID_ROLE)) if library is not None else None)
+                for item in (self.list.item(i) for i in range(self.list.count()))]
 
     @staticmethod
     def _label(conv: Conversation) -> str:

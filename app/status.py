@@ -78,10 +78,6 @@ class StatusBar(QStatusBar):
         self._n_ctx = total
         self.labels["context"].setText(f"context {used:,} / {total:,}")
 
-    def show_stats(self, stats: Stats, n_past: int, n_ctx: int) -> None:
-        self._show_final(stats)
-        self.set_context(n_past, n_ctx)
-
     def _show_final(self, stats: Stats) -> None:
         self.labels["speed"].setText(f"{stats.tokens_per_s:.1f} tok/s")
         self.labels["acceptance"].setText(

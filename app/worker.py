@@ -145,7 +145,7 @@ class EngineWorker(QObject):
 
             last = [0.0]
 
-            def report(p) -> None:  # noqa: ANN001 - engine.fetch.FetchProgress
+            def report(p) -> None:
                 now = time.monotonic()
                 if p.stage in ("download", "assemble", "verify") and \
                         now - last[0] < FETCH_PROGRESS_INTERVAL_S and p.done_bytes < p.total_bytes:

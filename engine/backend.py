@@ -14,7 +14,7 @@ from collections import deque
 import llama_cpp as _pkg  # noqa: F401  (importing the package loads the shared library)
 from llama_cpp import llama_cpp as lib
 
-log = logging.getLogger("engine.llama_cpp")
+log = logging.getLogger(__name__)  # llama.cpp's own log (engine.logsetup.NATIVE)
 
 _GGML_LOG_LEVEL_ERROR = 4
 _GGML_LOG_LEVEL_WARN = 3
@@ -51,13 +51,3 @@ def take_errors() -> str:
     lines = list(_recent_errors)
     _recent_errors.clear()
     return " / ".join(lines)
-
-
-def supports_gpu_offload() -> bool:
-    init()
-    return bool(lib.llama_supports_gpu_offload())
-
-
-def system_info() -> str:
-    init()
-    return lib.llama_print_system_info().decode("utf-8", "replace")

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from engine import logsetup
 from engine.errors import DuetError
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from engine.events import Token
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +56,7 @@ def _generate(args: argparse.Namespace) -> int:
     config = runtime_config(args)
     with Runtime(config) as rt:
         if args.session is not None:
-            from engine.session.store import continue_session
+            from engine.session.resume import continue_session
             return continue_session(rt, args.session, prompt, config.sampling, as_json=args.json,
                                     system=args.system, use_kv=not args.no_session_kv)
         messages = ([Message("system", args.system)] if args.system else []) + [Message("user", prompt)]
@@ -67,7 +69,7 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_token(token) -> None:  # noqa: ANN001 - engine.events.Token
+def write_token(token: Token) -> None:
     """Stream a token's text to standard output."""
     sys.stdout.write(token.text)
     sys.stdout.flush()
@@ -92,10 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
-                        format="%(levelname)s %(name)s: %(message)s")
-    if args.verbose < 2:
-        logging.getLogger("engine.llama_cpp").setLevel(logging.ERROR)
+    logsetup.configure(logsetup.level_for(args.verbose))
     try:
         return int(args.func(args) or 0)
     except DuetError as e:

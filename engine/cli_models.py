@@ -10,16 +10,15 @@ Progress goes to stderr; ``fetch`` prints each model's path to stdout; ``list`` 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
-from pathlib import Path
 from typing import TextIO
 
-from engine import paths
+from engine import logsetup, paths
 from engine.catalog import CATALOG, GROUPS, select
 from engine.errors import FetchError
 from engine.fetch import FetchProgress, fetch, status
+from engine.models_folder import label, local_models, starter_name
 
 PROG = "duet-cli"
 
@@ -113,14 +112,13 @@ def _table(rows: list[tuple[str, ...]]) -> str:
 def run_list(args: argparse.Namespace) -> int:
     dest = paths.models_dir()
     rows: list[tuple[str, ...]] = [("KEY", "MODEL", "SIZE MB", "STATUS", "PATH")]
-    known = set()
     for model in CATALOG.values():
-        path = dest / model.filename
-        known.add(path.name)
-        rows.append((model.key, model.display_name, f"{model.size / 1e6:.1f}", status(model, dest), str(path)))
-    others: list[Path] = sorted(p for p in dest.glob("*.gguf") if p.name not in known) if dest.is_dir() else []
-    for path in others:
-        rows.append(("-", path.name, f"{path.stat().st_size / 1e6:.1f}", "other", str(path)))
+        rows.append((model.key, model.display_name, f"{model.size / 1e6:.1f}", status(model, dest),
+                     str(dest / model.filename)))
+    for path in local_models(dest):
+        if starter_name(path, dest) is None:
+            rows.append(("-", label(path, dest), f"{path.stat().st_size / 1e6:.1f}", "other",
+                         str(path)))
     print(_table(rows))
     return 0
 
@@ -130,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"{PROG} models", description="Fetch or list Duet's starter models.")
     _add_subcommands(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logsetup.configure()
     return args.func(args)
 
 

@@ -22,6 +22,7 @@ from engine.backend import lib
 from engine.native import NativeOwner
 from engine.errors import ContextFullError, DecodeError, ModelLoadError, RewindError
 from engine.model import Model
+from engine.params import Params, param
 
 log = logging.getLogger(__name__)
 
@@ -35,24 +36,20 @@ def default_threads() -> int:
 
 
 @dataclass(frozen=True)
-class ContextParams:
-    n_ctx: int = 4096
-    n_batch: int = 512
-    n_threads: int = 0  # 0: one per core, up to 8
-    type_k: str = "f16"
-    type_v: str = "f16"
+class ContextParams(Params):
+    n_ctx: int = param(4096, "Context size", "Tokens the model can attend to.", applies="load",
+                       minimum=16, maximum=MAX_CTX, cli="--ctx", step=256)
+    n_batch: int = param(512, "Batch size", "Most tokens decoded in one llama.cpp call.",
+                         applies="load", minimum=1, maximum=MAX_CTX, cli="--batch", step=64)
+    n_threads: int = param(0, "Threads", "CPU threads (0: one per core, up to 8).",
+                           applies="load", minimum=0, maximum=256, cli="--threads", step=1)
+    type_k: str = param("f16", "KV cache type", "Precision of the KV cache: q8_0 halves its "
+                        "memory at a small cost in accuracy.", applies="load",
+                        choices=tuple(KV_TYPES), cli="--kv-type")
+    type_v: str = param("f16", "KV cache type (values)", "Precision of the cache's values "
+                        "(--kv-type sets both).", applies="load", choices=tuple(KV_TYPES),
+                        cli=False)
     flash_attn: bool | None = None  # None: off on a CPU-only model (faster there), else llama.cpp's choice
-
-    def __post_init__(self) -> None:
-        for name in ("n_ctx", "n_batch", "n_threads"):
-            if type(getattr(self, name)) is not int:
-                raise ValueError(f"{name} must be an integer")
-        if not 0 < self.n_ctx <= MAX_CTX:
-            raise ValueError(f"context size must be between 1 and {MAX_CTX}, not {self.n_ctx}")
-        if not 0 < self.n_batch <= MAX_CTX:
-            raise ValueError(f"batch size must be between 1 and {MAX_CTX}, not {self.n_batch}")
-        if self.n_threads < 0:
-            raise ValueError(f"threads must be 0 (one per core) or more, not {self.n_threads}")
 
     def threads(self) -> int:
         """The threads to use: as asked, but never more than the cores present."""

@@ -19,9 +19,6 @@ class StreamingDetokenizer:
         """The text that ``token`` completes (possibly empty)."""
         return self._decoder.decode(self._piece(token))
 
-    def add_bytes(self, data: bytes) -> str:
-        return self._decoder.decode(data)
-
     def flush(self) -> str:
         """Whatever is held back, with U+FFFD for a sequence that never completed."""
         return self._decoder.decode(b"", final=True)

@@ -25,10 +25,6 @@ class TemplateError(DuetError):
     """A chat template failed to render, or tried something the sandbox forbids."""
 
 
-class IncompatibleDraftError(DuetError):
-    """A draft model cannot be paired with the target; the message says why."""
-
-
 class SessionError(DuetError):
     """A session file is corrupt, foreign, truncated or from a newer format."""
 

@@ -16,16 +16,30 @@ class PromptProgress:
 
 
 @dataclass(frozen=True)
+class Logprob:
+    """A token's log-probability under the target's own distribution — the log-softmax of its
+    logits, before the penalties, the sampling chain and any grammar (llama-server's default,
+    ``post_sampling_probs`` off) — and the ``top`` most likely tokens there, (id, logprob),
+    best first. The same whether the token was drafted or decoded alone."""
+
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class Token:
     """One generated token. ``text`` is what it adds to the reply (may be empty while a UTF-8
     character or a possible stop string is held back). ``step_end``: the last token of a
-    decoding step (one target pass); the next one comes only after another pass."""
+    decoding step (one target pass); the next one comes only after another pass. ``drafter``:
+    what proposed it (ngram, model; grammar when a grammar forced it); ``logprob``: when the
+    request asked for log-probabilities."""
 
     id: int
     text: str
     from_draft: bool = False
     drafter: str | None = None
     step_end: bool = False
+    logprob: Logprob | None = None
 
 
 @dataclass(frozen=True)

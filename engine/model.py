@@ -6,8 +6,10 @@ import ctypes
 import functools
 import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from engine import backend
 from engine.backend import lib
@@ -104,18 +106,31 @@ class Model(NativeOwner):
         self.can_rewind: bool = has_weights and not (
             lib.llama_model_is_recurrent(handle) or lib.llama_model_is_hybrid(handle))
         self._piece_cache: dict[int, bytes] = {}
+        self._closing: list[Callable[[], object]] = []
         log.info("loaded %s (%s, %d layers, vocab %d)", self.path.name, self.architecture,
                  self.n_layer, self.n_vocab)
 
     # -- lifetime -------------------------------------------------------------------------
     @property
-    def handle(self):  # noqa: ANN201 - a ctypes pointer
+    def handle(self) -> ctypes.c_void_p:
         if self._handle is None:
             raise ModelLoadError("the model was closed")
         return self._handle
 
+    def on_close(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` when the model is closed, before its memory is freed (for objects
+        that keep pointers into it)."""
+        self._closing.append(callback)
+
+    @property
+    def vocab(self) -> ctypes.c_void_p:  # llama_vocab_p
+        return self._vocab
+
     def close(self) -> None:
         if getattr(self, "_handle", None) is not None:
+            for callback in self._closing:
+                callback()
+            self._closing.clear()
             if self.worker_lost() is None:
                 lib.llama_model_free(self._handle)
             else:  # freeing would talk to the dead worker, which aborts: leak it instead
@@ -191,6 +206,38 @@ class Model(NativeOwner):
             n = lib.llama_tokenize(self._vocab, data, len(data), buf, capacity, add_special, parse_special)
         return list(buf[:n])
 
+    @functools.cached_property
+    def markup_tokens(self) -> re.Pattern[str] | None:
+        """The texts of the vocabulary's control and user-defined tokens (``<|im_start|>``,
+        ``<tool_call>``), as one pattern; None when there are none."""
+        kinds = lib.LLAMA_TOKEN_ATTR_CONTROL | lib.LLAMA_TOKEN_ATTR_USER_DEFINED
+        texts = {self.special_piece(t).decode("utf-8", "replace") for t in range(self.n_vocab)
+                 if lib.llama_vocab_get_attr(self._vocab, t) & kinds}
+        texts.discard("")
+        if not texts:
+            return None
+        return re.compile("|".join(re.escape(t) for t in sorted(texts, key=len, reverse=True)))
+
+    def inert(self, text: str) -> bool:
+        """Whether ``text`` spells no control or user-defined token."""
+        pattern = self.markup_tokens
+        return pattern is None or pattern.search(text) is None
+
+    def tokenize_text(self, text: str) -> list[int]:
+        """Tokens of text someone wrote (a message, a tool's result): never a control token,
+        and never a user-defined one either (llama.cpp matches those, ``<tool_call>`` say, even
+        without parse_special): where the text spells one, it is tokenized in two pieces, split
+        after its first character."""
+        pattern = self.markup_tokens
+        if pattern is None or pattern.search(text) is None:
+            return self.tokenize(text, add_special=False, parse_special=False)
+        out: list[int] = []
+        pos = 0
+        for m in pattern.finditer(text):
+            out += self.tokenize(text[pos:m.start() + 1], add_special=False, parse_special=False)
+            pos = m.start() + 1
+        return out + self.tokenize(text[pos:], add_special=False, parse_special=False)
+
     def piece(self, token: int) -> bytes:
         """The bytes ``token`` renders as in generated text (special tokens render empty)."""
         cached = self._piece_cache.get(token)
@@ -203,6 +250,15 @@ class Model(NativeOwner):
             cached = buf.raw[:n]
             self._piece_cache[token] = cached
         return cached
+
+    def special_piece(self, token: int) -> bytes:
+        """The bytes of ``token`` with special tokens spelled out (``<|im_end|>``)."""
+        buf = ctypes.create_string_buffer(256)
+        n = lib.llama_token_to_piece(self._vocab, token, buf, 256, 0, True)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = lib.llama_token_to_piece(self._vocab, token, buf, -n, 0, True)
+        return buf.raw[:max(n, 0)]
 
     def detokenize(self, tokens: list[int] | tuple[int, ...]) -> str:
         return b"".join(self.piece(t) for t in tokens).decode("utf-8", "replace")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Sequence
+from typing import Any, Sequence
 
 from engine.chat import Message, Segment, render_segments
 from engine.errors import ContextFullError, DecodeError
@@ -29,27 +29,27 @@ def _special_strings(model: Model) -> tuple[str, str]:
 
 
 def chat_tokens(model: Model, messages: Sequence[Message], *, template: str | None = None,
-                add_generation_prompt: bool = True,
+                tools: Sequence[Any] = (), add_generation_prompt: bool = True,
                 cancel: threading.Event | None = None) -> list[int]:
     """Render ``messages`` with the model's template and tokenize (message text never parsed for
     special tokens), adding BOS only where the model wants it and the template did not write it."""
     bos, eos = _special_strings(model)
     segments = render_segments(messages, template if template is not None else model.chat_template,
-                               bos_token=bos, eos_token=eos,
+                               tools=tools, inert=model.inert, bos_token=bos, eos_token=eos,
                                add_generation_prompt=add_generation_prompt, cancel=cancel)
     tokens: list[int] = []
     for seg in segments:
         if cancel is not None and cancel.is_set():
             raise DecodeError("cancelled")
-        tokens += model.tokenize(seg.text, add_special=False, parse_special=seg.message is None)
+        tokens += _tokens(model, seg)
     if model.add_bos and model.bos >= 0 and (not tokens or tokens[0] != model.bos):
         tokens.insert(0, model.bos)
     return tokens
 
 
 def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
-                 template: str | None = None, cancel: threading.Event | None = None
-                 ) -> tuple[list[int], int]:
+                 template: str | None = None, tools: Sequence[Any] = (),
+                 cancel: threading.Event | None = None) -> tuple[list[int], int]:
     """Tokens of the longest suffix of the conversation that fits ``budget`` tokens.
 
     The system message (if first) is always kept; the oldest other turns are dropped first.
@@ -65,7 +65,8 @@ def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
     n_system = 1 if msgs and msgs[0].role == "system" else 0
     bos, eos = _special_strings(model)
     segments = render_segments(msgs, template if template is not None else model.chat_template,
-                               bos_token=bos, eos_token=eos, cancel=cancel)
+                               tools=tools, inert=model.inert, bos_token=bos, eos_token=eos,
+                               cancel=cancel)
     head = 0  # segments up to the system message's text are always kept
     if n_system:
         head = next((i + 1 for i, seg in enumerate(segments) if seg.message == 0), 0)
@@ -81,7 +82,7 @@ def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
             break
         parts.append(part)
     else:  # everything fits
-        return chat_tokens(model, msgs, template=template, cancel=cancel), 0
+        return chat_tokens(model, msgs, template=template, tools=tools, cancel=cancel), 0
     dropped = max(oldest + 1 - n_system, 0)
     rest = len(msgs) - n_system
     while True:
@@ -89,7 +90,7 @@ def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
             raise ContextFullError(f"the message is too long for the context (room for {budget} "
                                    "tokens)")
         tokens = chat_tokens(model, msgs[:n_system] + msgs[n_system + dropped:],
-                             template=template, cancel=cancel)
+                             template=template, tools=tools, cancel=cancel)
         if len(tokens) <= budget:
             break
         dropped += 1
@@ -107,7 +108,14 @@ def _tokenize(model: Model, seg: Segment, budget: int, cancel: threading.Event |
     if seg.message is not None and len(seg.text) > budget + 1 and \
             len(seg.text) > (budget + 1) * _max_token_bytes(model):
         return [0] * (budget + 1)
-    return model.tokenize(seg.text, add_special=False, parse_special=seg.message is None)
+    return _tokens(model, seg)
+
+
+def _tokens(model: Model, seg: Segment) -> list[int]:
+    """Markup with its special tokens; anything written by someone, never a special token."""
+    if seg.markup:
+        return model.tokenize(seg.text, add_special=False, parse_special=True)
+    return model.tokenize_text(seg.text)
 
 
 def _max_token_bytes(model: Model) -> int:

@@ -35,9 +35,13 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from engine import rescue
 from engine.errors import DuetError, ModelLoadError, WorkerLostError
+
+if TYPE_CHECKING:
+    from llama_cpp.llama_cpp import llama_model_params
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +139,7 @@ class _Lib:
         if rpc is None:
             raise ModelLoadError(f"{_NO_RPC} (no library in {libdir} exports ggml_backend_rpc_*)")
 
-        def find(name: str):  # noqa: ANN202 - a ctypes function
+        def find(name: str) -> Any:  # a ctypes function
             for lib in [rpc, *libs]:
                 if hasattr(lib, name):
                     return getattr(lib, name)
@@ -157,7 +161,7 @@ class _Lib:
         self.set_abort_callback = _sig(find("ggml_set_abort_callback"), vp, [vp])
 
 
-def _sig(fn, restype, argtypes):  # noqa: ANN001, ANN202
+def _sig(fn: Any, restype: Any, argtypes: list[Any]) -> Any:
     fn.restype = restype
     fn.argtypes = argtypes
     return fn
@@ -229,7 +233,7 @@ class RemoteDevices:
                                      f"at most {limit}")
             self.split = (ctypes.c_float * limit)(*tensor_split)
 
-    def apply(self, params) -> None:  # noqa: ANN001 - llama_model_params
+    def apply(self, params: llama_model_params) -> None:
         params.devices = ctypes.cast(self.array, ctypes.c_void_p)
         if self.split is not None:
             params.tensor_split = ctypes.cast(self.split, ctypes.POINTER(ctypes.c_float))
@@ -396,7 +400,7 @@ def _cap_memory(device: int, cap: int) -> None:
     real = ctypes.cast(device, ctypes.POINTER(ctypes.c_void_p))[_GET_MEMORY_SLOT]
     original = _MEM_CB(real)
 
-    def get_memory(dev, free, total):  # noqa: ANN001
+    def get_memory(dev: int | None, free: Any, total: Any) -> None:
         original(dev, free, total)
         free[0] = min(free[0], cap)
         total[0] = cap

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from engine import paths
+from engine import params, paths
 from engine.catalog import CATALOG
 from engine.context import Context, ContextParams
 from engine.errors import DuetError, ModelLoadError
@@ -19,7 +19,7 @@ from engine.generate import Generator
 from engine.model import Model, ModelSpec
 from engine.native import NativeOwner
 from engine.sampling import SamplingParams
-from engine.speculative.params import DRAFTERS, SpeculativeParams
+from engine.speculative.params import SpeculativeParams
 from engine.state_cache import DEFAULT_CACHE_BYTES, StateCache
 
 log = logging.getLogger(__name__)
@@ -107,51 +107,31 @@ class Runtime(NativeOwner):
 
 
 def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
-    """The model, context, sampling and speculation flags; defaults come from the dataclasses."""
-    sampling, spec, context = SamplingParams(), SpeculativeParams(), ContextParams()
+    """The model, context, sampling and speculation flags: the parameter table's (engine.params)
+    and the models' own."""
     p.add_argument("--model", default="target", help="GGUF path or starter key (target, draft, test)")
-    p.add_argument("--max-tokens", type=int, default=sampling.max_tokens)
-    p.add_argument("--temperature", type=float, default=sampling.temperature)
-    p.add_argument("--top-k", type=int, default=sampling.top_k)
-    p.add_argument("--top-p", type=float, default=sampling.top_p)
-    p.add_argument("--min-p", type=float, default=sampling.min_p)
-    p.add_argument("--repeat-penalty", type=float, default=sampling.repeat_penalty)
-    p.add_argument("--seed", type=int, default=sampling.seed, help="any integer (-1: random)")
-    p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-    p.add_argument("--ctx", type=int, default=context.n_ctx, help="context size in tokens")
-    p.add_argument("--threads", type=int, default=context.n_threads,
-                   help="CPU threads (0: one per core)")
-    p.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to the GPU (-1: all)")
-    p.add_argument("--kv-type", choices=("f16", "q8_0"), default=context.type_k, help="KV cache type")
     p.add_argument("--draft", default=None, help="draft model GGUF path or starter key")
+    p.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to the GPU (-1: all)")
     p.add_argument("--draft-gpu-layers", type=int, default=None)
-    p.add_argument("--drafter", choices=DRAFTERS, default=spec.drafter,
-                   help=f"speculative drafter (default: {spec.drafter}; with no --draft, auto "
-                        "drafts with the n-gram drafter alone, and only where it pays)")
-    p.add_argument("--draft-max", type=int, default=spec.draft_max)
-    p.add_argument("--draft-min", type=int, default=spec.draft_min)
-    p.add_argument("--p-min", type=float, default=spec.p_min)
     p.add_argument("--rpc", default=None, metavar="HOST:PORT[,...]",
                    help="run the target's layers on these duet-cli workers (ggml RPC)")
     p.add_argument("--draft-rpc", default=None, metavar="HOST:PORT[,...]",
                    help="run the draft model's layers on these workers (default: locally)")
     p.add_argument("--tensor-split", default=None, metavar="W[,W...]",
                    help="share of each --rpc worker (default: by the memory each reports)")
+    params.add_arguments(p, SamplingParams)
+    params.add_arguments(p, ContextParams)
+    params.add_arguments(p, SpeculativeParams)
 
 
 def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
     try:
-        sampling = SamplingParams(
-            temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-            repeat_penalty=args.repeat_penalty, max_tokens=args.max_tokens, stop=tuple(args.stop),
-            seed=None if args.seed is None or args.seed == -1 else args.seed)  # -1: random
-        drafter = args.drafter
-        speculative = SpeculativeParams(drafter=drafter, draft_max=args.draft_max,
-                                        draft_min=args.draft_min, p_min=args.p_min)
-        context = ContextParams(n_ctx=args.ctx, n_threads=args.threads, type_k=args.kv_type,
-                                type_v=args.kv_type)
+        sampling = params.from_args(SamplingParams, args)
+        speculative = params.from_args(SpeculativeParams, args)
+        context = params.from_args(ContextParams, args, type_v=args.type_k)
     except ValueError as e:
         raise DuetError(str(e)) from None
+    drafter = speculative.drafter
     draft = None
     if args.draft:
         gpu = args.gpu_layers if args.draft_gpu_layers is None else args.draft_gpu_layers

@@ -1,47 +1,78 @@
-"""Sampling from logits: greedy at temperature 0, else llama.cpp's chain in numpy.
+"""Picking the next token from logits: greedy at temperature 0, else llama.cpp's chain in numpy
+and a Gumbel-max draw.
 
-Order as in llama.cpp's default chain: repetition penalty → top-k → top-p → min-p → temperature.
-``distribution`` returns the sparse final distribution, which speculative sampling also needs.
+Order as in llama.cpp's default chain: penalties → top-k → top-p → min-p → temperature. A
+grammar (``Constraint``) masks the tokens it does not allow before the chain.
+
+A sampled token is ``argmax(log p(t) + g(seed, position, t))`` over the chain's candidates, where
+``g`` is standard Gumbel noise made from a hash of its three arguments (splitmix64). The argmax of
+log-probabilities plus independent Gumbel noise is distributed as ``p`` (the Gumbel-max trick),
+so every token is a sample of the target's distribution. Because the noise depends only on the
+seed and where the token is, a draft token is accepted exactly when it is the token plain
+sampling draws at that position: a seeded reply is the same with and without speculation (up to
+near-ties in batch numerics, as for greedy), and continues deterministically from its seed
+alone. An unseeded reply draws a fresh 64-bit seed.
 """
 
 from __future__ import annotations
 
-import math
+import secrets
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
+from engine.events import Logprob
+from engine.params import Params, param
+
+
+def _seed(value: int) -> int:
+    """Any integer a client sends is a seed; a negative one means "random" (llama.cpp's -1)."""
+    return -1 if value < 0 else value % 2**64
+
 
 @dataclass(frozen=True)
-class SamplingParams:
-    temperature: float = 0.7
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0
-    repeat_last_n: int = 64
-    seed: int | None = None
-    max_tokens: int = 1024
-    stop: tuple[str, ...] = ()
+class SamplingParams(Params):
+    """How the next token is picked. Every field is a row of the parameter table
+    (engine.params): its range, help and names in each API are declared here, once."""
 
-    def __post_init__(self) -> None:
-        for name in ("temperature", "top_p", "min_p", "repeat_penalty"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value):
-                raise ValueError(f"{name.replace('_', '-')} must be a finite number, "
-                                 f"not {value!r}")
-        for name in ("top_k", "repeat_last_n", "max_tokens"):
-            if type(getattr(self, name)) is not int:
-                raise ValueError(f"{name.replace('_', '-')} must be an integer")
-        if self.seed is not None and type(self.seed) is not int:
-            raise ValueError("seed must be an integer")
-        if self.temperature < 0 or self.top_k < 0 or not 0 < self.top_p <= 1 or not 0 <= self.min_p < 1:
-            raise ValueError("sampling parameters out of range (temperature >= 0, top-k >= 0, "
-                             "0 < top-p <= 1, 0 <= min-p < 1)")
-        if self.repeat_penalty <= 0 or self.max_tokens < 1 or self.repeat_last_n < 0:
-            raise ValueError("repeat-penalty must be > 0, repeat-last-n >= 0 and max-tokens >= 1")
+    temperature: float = param(
+        0.7, "Temperature", "0 picks the most likely token (greedy); higher is more varied.",
+        minimum=0, maximum=2, api=("temperature",))
+    top_k: int = param(
+        40, "Top-k", "Keep this many most likely tokens (0: all).", minimum=0, maximum=100_000,
+        api=("top_k",), step=1)
+    top_p: float = param(
+        0.95, "Top-p", "Keep the smallest set of most likely tokens with this much probability "
+        "(0 keeps one).", minimum=0, maximum=1, api=("top_p",))
+    min_p: float = param(
+        0.05, "Min-p", "Drop tokens less likely than this times the most likely one.",
+        minimum=0, maximum=1, api={"openai": ("min_p",), "ollama": ("min_p",)}, step=0.01)
+    repeat_penalty: float = param(
+        1.0, "Repeat penalty", "Make tokens seen in the last window less likely (1: off).",
+        minimum=0, exclusive_minimum=True, maximum=10,
+        api={"openai": ("repeat_penalty",), "ollama": ("repeat_penalty",)})
+    presence_penalty: float = param(
+        0.0, "Presence penalty", "Lower the logit of every token seen in the window by this "
+        "(negative: raise it).", minimum=-2, maximum=2, api=("presence_penalty",))
+    frequency_penalty: float = param(
+        0.0, "Frequency penalty", "Lower the logit of each token seen in the window by this "
+        "times its count.", minimum=-2, maximum=2, api=("frequency_penalty",))
+    repeat_last_n: int = param(
+        64, "Penalty window", "How many recent tokens the penalties look at (0: none).",
+        minimum=0, maximum=65_536,
+        api={"openai": ("repeat_last_n",), "ollama": ("repeat_last_n",)}, step=1)
+    seed: int = param(
+        -1, "Seed", "The same seed gives the same sampled reply (-1: a new seed every reply).",
+        minimum=-1, maximum=2**64 - 1, api=("seed",), coerce=_seed, step=1)
+    max_tokens: int = param(
+        1024, "Max reply tokens", "Longest reply, in tokens.", minimum=1, maximum=1 << 20,
+        api={"openai": ("max_completion_tokens", "max_tokens"), "ollama": ("num_predict",),
+             "anthropic": ("max_tokens",)}, step=1)
+    stop: tuple[str, ...] = param(
+        (), "Stop strings", "The reply ends before the first of these strings.", max_items=16,
+        api={"openai": ("stop",), "ollama": ("stop",), "anthropic": ("stop_sequences",)},
+        cli="--stop")
 
     @property
     def greedy(self) -> bool:
@@ -52,22 +83,33 @@ class SamplingParams:
         return tokens[-self.repeat_last_n:] if self.repeat_last_n > 0 else ()
 
 
-def penalized(logits: np.ndarray, recent: Sequence[int], penalty: float) -> np.ndarray:
-    """llama.cpp's repetition penalty: a copy where each recent token's logit is divided by
-    ``penalty`` if positive, multiplied if negative. Returns ``logits`` itself when penalty == 1."""
-    if penalty == 1.0 or not recent:
+class Constraint(Protocol):
+    """A grammar the reply must follow (engine.constraint): which tokens it allows next."""
+
+    def allows(self, token: int) -> bool: ...
+
+    def mask(self) -> np.ndarray: ...  # bool (n_vocab,): the tokens allowed next
+
+
+def penalties(logits: np.ndarray, params: SamplingParams, history: Sequence[int]) -> np.ndarray:
+    """llama.cpp's penalties over the last ``repeat_last_n`` tokens of ``history``: each seen
+    token's logit is divided by ``repeat_penalty`` if positive (multiplied if negative), then
+    lowered by ``count * frequency_penalty + presence_penalty``. A copy; ``logits`` itself when
+    no penalty applies."""
+    recent = params.window(history)
+    if not len(recent) or (params.repeat_penalty == 1.0 and params.presence_penalty == 0.0
+                           and params.frequency_penalty == 0.0):
         return logits
+    ids, counts = np.unique(np.asarray(recent, dtype=np.int64), return_counts=True)
     out = np.array(logits, dtype=np.float32, copy=True)
-    ids = np.unique(np.asarray(recent, dtype=np.int64))
     vals = out[ids]
-    out[ids] = np.where(vals > 0, vals / penalty, vals * penalty)
+    vals = np.where(vals > 0, vals / params.repeat_penalty, vals * params.repeat_penalty)
+    out[ids] = vals - (counts * params.frequency_penalty + params.presence_penalty)
     return out
 
 
-def distribution(logits: np.ndarray, params: SamplingParams,
-                 recent: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """(token ids, probabilities) of the final sampling distribution, probabilities descending."""
-    scores = penalized(logits, params.window(recent), params.repeat_penalty)
+def _truncate(scores: np.ndarray, params: SamplingParams) -> tuple[np.ndarray, np.ndarray]:
+    """(token ids, scores) the chain keeps after top-k, top-p and min-p, scores descending."""
     n = scores.shape[0]
     if 0 < params.top_k < n:
         ids = np.argpartition(scores, n - params.top_k)[n - params.top_k:]
@@ -76,42 +118,90 @@ def distribution(logits: np.ndarray, params: SamplingParams,
     vals = scores[ids].astype(np.float64)
     order = np.argsort(-vals, kind="stable")
     ids, vals = ids[order], vals[order]
-    probs = np.exp(vals - vals[0])
-    probs /= probs.sum()
     keep = len(ids)
-    if params.top_p < 1.0:
-        keep = min(keep, int(np.searchsorted(np.cumsum(probs), params.top_p)) + 1)
-    if params.min_p > 0:
-        keep = min(keep, max(1, int(np.count_nonzero(probs >= params.min_p * probs[0]))))
-    ids, vals = ids[:keep], vals[:keep]
-    temp = max(params.temperature, 1e-6)
-    probs = np.exp((vals - vals[0]) / temp)
-    probs /= probs.sum()
-    return ids, probs
+    if params.top_p < 1.0 or params.min_p > 0:
+        probs = np.exp(vals - vals[0])
+        probs /= probs.sum()
+        if params.top_p < 1.0:
+            keep = min(keep, int(np.searchsorted(np.cumsum(probs), params.top_p)) + 1)
+        if params.min_p > 0:
+            keep = min(keep, max(1, int(np.count_nonzero(probs >= params.min_p * probs[0]))))
+    return ids[:keep], vals[:keep]
 
 
-def dense(ids: np.ndarray, probs: np.ndarray, n_vocab: int) -> np.ndarray:
-    out = np.zeros(n_vocab, dtype=np.float64)
-    out[ids] = probs
-    return out
+def distribution(logits: np.ndarray, params: SamplingParams,
+                 recent: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """(token ids, probabilities) of the final sampling distribution, probabilities descending."""
+    ids, vals = _truncate(penalties(logits, params, recent), params)
+    probs = np.exp((vals - vals[0]) / max(params.temperature, 1e-6))
+    return ids, probs / probs.sum()
+
+
+def logprob(logits: np.ndarray, token: int, top_n: int = 0) -> Logprob:
+    """``token``'s log-probability under the softmax of ``logits`` (no penalty, chain or
+    grammar), with the ``top_n`` most likely tokens."""
+    row = np.asarray(logits, dtype=np.float64)
+    peak = float(row.max())
+    lse = peak + float(np.log(np.exp(row - peak).sum()))
+    top: tuple[tuple[int, float], ...] = ()
+    if top_n > 0:
+        n = min(top_n, row.shape[0])
+        best = np.argpartition(row, row.shape[0] - n)[row.shape[0] - n:]
+        best = best[np.argsort(-row[best], kind="stable")]
+        top = tuple((int(t), float(row[t]) - lse) for t in best)
+    return Logprob(float(row[token]) - lse, top)
+
+
+# -- Gumbel noise from (seed, position, token) ---------------------------------------------
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def _mix(x: int) -> int:
+    """splitmix64's finalizer on a Python int (64-bit)."""
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK
+    return x ^ (x >> 31)
+
+
+def _mix_array(x: np.ndarray) -> np.ndarray:
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def gumbel(seed: int, position: int, ids: np.ndarray) -> np.ndarray:
+    """Standard Gumbel noise for tokens ``ids`` at ``position`` under ``seed``: the same
+    arguments always give the same values, distinct ones independent-looking values."""
+    key = _mix((seed ^ _mix((position + 1) * _GOLDEN & _MASK)) & _MASK)
+    with np.errstate(over="ignore"):
+        x = _mix_array(np.uint64(key) + ids.astype(np.uint64) * np.uint64(_GOLDEN))
+    u = ((x >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0 ** -53  # in (0, 1)
+    return -np.log(-np.log(u))
 
 
 class Sampler:
-    """Picks tokens for one generation; seeded runs are reproducible."""
+    """Picks the tokens of one reply (``pick``), under ``constraint`` when one is given."""
 
-    def __init__(self, params: SamplingParams) -> None:
+    def __init__(self, params: SamplingParams, constraint: Constraint | None = None) -> None:
         self.params = params
-        # any integer seeds it: folded into numpy's range (non-negative, below 2**64)
-        self.rng = np.random.default_rng(None if params.seed is None else params.seed % 2**64)
+        self.constraint = constraint
+        self.seed = params.seed if params.seed >= 0 else secrets.randbits(64)
 
-    def sample(self, logits: np.ndarray, recent: Sequence[int] = ()) -> int:
+    def pick(self, logits: np.ndarray, history: Sequence[int], *, constrained: bool = True) -> int:
+        """The token after ``history`` (its length is the position drawn at). ``constrained``
+        False ignores the grammar (a draft model's guesses are checked when verified)."""
         p = self.params
+        scores = penalties(logits, p, history)
+        c = self.constraint if constrained else None
+        if c is not None:
+            if p.greedy:
+                best = int(np.argmax(scores))
+                if c.allows(best):  # the argmax over all tokens is the argmax over the allowed
+                    return best
+            scores = np.where(c.mask(), scores, -np.inf)
         if p.greedy:
-            return int(np.argmax(penalized(logits, p.window(recent), p.repeat_penalty)))
-        ids, probs = distribution(logits, p, recent)
-        return int(ids[min(int(np.searchsorted(np.cumsum(probs), self.rng.random())), len(ids) - 1)])
-
-    def probs(self, logits: np.ndarray, recent: Sequence[int] = ()) -> np.ndarray:
-        """The dense distribution (n_vocab,) that ``sample`` draws from (sampling mode)."""
-        ids, probs = distribution(logits, self.params, recent)
-        return dense(ids, probs, logits.shape[0])
+            return int(np.argmax(scores))
+        ids, vals = _truncate(scores, p)
+        noisy = (vals - vals[0]) / max(p.temperature, 1e-6) + gumbel(self.seed, len(history), ids)
+        return int(ids[int(np.argmax(noisy))])

@@ -25,14 +25,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import QEventLoop, Qt, QTimer  # noqa: E402
+from PySide6.QtCore import QEventLoop, Qt, QTimer, SignalInstance  # noqa: E402
 from PySide6.QtGui import QTextDocument  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from engine import logsetup  # noqa: E402
 
 LONG_MS = 300_000
 
@@ -59,11 +62,12 @@ class Heartbeat:
         self.timer.start()
 
 
-def wait_for(signal, action) -> tuple:  # noqa: ANN001 - run action, wait for signal's args
+def wait_for(signal: SignalInstance, action: Callable[[], object]) -> tuple:
+    """Run ``action`` and wait for ``signal``; its arguments."""
     loop = QEventLoop()
     got: list = []
 
-    def done(*args) -> None:  # noqa: ANN002
+    def done(*args: object) -> None:
         got.extend(args)
         loop.quit()
 
@@ -82,8 +86,8 @@ def gui_gaps(home: Path, model: Path) -> dict[str, float]:
     from app.settings import Settings
 
     settings = Settings(home / "settings.json")
-    settings.update({"temperature": 0.0, "max_tokens": 96, "speculative": False,
-                     "autosave": True, "save_kv": True, "context_size": 2048})
+    settings.update({"temperature": 0.0, "max_tokens": 96, "drafter": "none",
+                     "autosave": True, "save_kv": True, "n_ctx": 2048})
     w = MainWindow(settings, autoload=False)
     w.show()
     beat = Heartbeat()
@@ -161,6 +165,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--write", action="store_true", help="write docs/benchmarks/gui.md")
     args = p.parse_args()
+    logsetup.configure()
     app = QApplication.instance() or QApplication([])  # noqa: F841
     from engine import paths
     from engine.runtime import STARTER_FILES

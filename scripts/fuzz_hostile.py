@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from blake3 import blake3  # noqa: E402
 
+from engine import logsetup  # noqa: E402
 from engine.errors import SessionError  # noqa: E402
 
 HUGE = [2**64 - 1, 2**63, 2**60, 2**32 - 1, 2**31, 0]
@@ -293,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", type=Path, default=None, help="GGUF for real KV states (SmolLM2)")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
+    logsetup.configure()
     rng = random.Random(args.seed)
     counts: dict[str, int] = {}
     slowest = (0.0, "")

@@ -19,6 +19,7 @@ import json
 import subprocess
 import sys
 
+from engine import logsetup
 from engine.hub import fit
 from engine.hub.remote_header import local_header
 from engine.runtime import resolve_model
@@ -58,6 +59,7 @@ def main() -> int:
     ap.add_argument("--ctx", type=int, nargs="+", default=[512, 4096])
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    logsetup.configure()
     if args.child:
         child(args.child[0], int(args.child[1]))
         return 0

@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 REPO = Path(__file__).resolve().parents[1]
 PROMPT = "Write a short Python function that checks whether a string is a palindrome, then explain it in one sentence."
 
@@ -33,18 +35,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     sys.path.insert(0, str(REPO))
-    from engine import paths
+    from engine import logsetup, paths
     from engine.runtime import resolve_model
+
+    logsetup.configure(logging.INFO)
 
     os.environ.setdefault("DUET_MODELS_DIR", str(paths.models_dir()))  # before DUET_HOME moves
     target = resolve_model(args.model)
     draft = resolve_model(args.draft) if args.draft else None
     os.environ["DUET_HOME"] = tempfile.mkdtemp(prefix="duet-screens-")
 
-    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtCore import QEventLoop, QTimer, SignalInstance
     from PySide6.QtWidgets import QApplication
 
     from app import theme
@@ -54,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication([sys.argv[0]])
     settings = Settings()
     settings.update({"temperature": 0.0, "max_tokens": args.max_tokens, "autosave": True,
-                     "speculative": True, "drafter": "auto", "highlight_draft": True,
+                     "drafter": "auto", "highlight_draft": True,
                      "theme": "light"})
     theme.apply_theme(app, "light")
     window = MainWindow(settings, autoload=False)
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     window.resize(width, height)
     window.show()
 
-    def wait_for(signal, timeout_s: float = 900.0) -> object:  # noqa: ANN001
+    def wait_for(signal: SignalInstance, timeout_s: float = 900.0) -> object:
         got: list = []
         loop = QEventLoop()
         signal.connect(lambda *a: (got.append(a), loop.quit()))
@@ -82,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     window.controller.send(args.prompt)
     wait_for(window.controller.conversation_saved)
-    logging.info("reply in %.1f s", time.perf_counter() - t)
+    log.info("reply in %.1f s", time.perf_counter() - t)
     window.notice.hide()
     args.out.mkdir(parents=True, exist_ok=True)
     for name in ("light", "dark"):
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         path = args.out / f"{name}.png"
         if not window.grab().save(str(path)):
             raise SystemExit(f"could not write {path}")
-        logging.info("wrote %s", path)
+        log.info("wrote %s", path)
     window.close()
     return 0
 

@@ -191,6 +191,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.code:
         use_code(args.code)
+    from engine import logsetup
+
+    logsetup.configure()
     if args.record:
         record(args.traces, args.model, args.max_tokens, args.suite, args.threads)
         return

@@ -6,14 +6,15 @@ import argparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from engine.bench import conversation, plain, rpc, server_bench, session, soak, speculative
+    from engine.bench import conversation, plain, rpc, server, session, speculative
+    from engine.bench.soak import command as soak
 
     p = sub.add_parser("bench", help="benchmarks that compare in one run")
     bench = p.add_subparsers(dest="bench", required=True)
     plain.add_parser(bench)
     speculative.add_parser(bench)
     session.add_parser(bench)
-    server_bench.add_parser(bench)
+    server.add_parser(bench)
     rpc.add_parser(bench)
     conversation.add_parser(bench)
     soak.add_parser(bench)

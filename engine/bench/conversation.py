@@ -25,7 +25,12 @@ import json
 import logging
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.generate import Generator
+    from engine.model import Model
+    from engine.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +70,7 @@ def _turn(i: int) -> tuple[str, str]:
             f"and leave every place as clean as you found it. Note {i} ends here.")
 
 
-def _ttft(gen, prompt: list[int], params) -> tuple[float, Any]:  # noqa: ANN001
+def _ttft(gen: Generator, prompt: list[int], params: SamplingParams) -> tuple[float, Any]:
     from engine.bench.timing import time_stream
     from engine.events import Token
 
@@ -74,7 +79,7 @@ def _ttft(gen, prompt: list[int], params) -> tuple[float, Any]:  # noqa: ANN001
     return timing.ttft_s, events[-1]
 
 
-def measure_switch(model, args: argparse.Namespace) -> dict[str, Any]:  # noqa: ANN001
+def measure_switch(model: Model, args: argparse.Namespace) -> dict[str, Any]:
     from engine.chat import Message
     from engine.context import Context, ContextParams
     from engine.generate import Generator
@@ -123,7 +128,7 @@ def measure_switch(model, args: argparse.Namespace) -> dict[str, Any]:  # noqa: 
             "rewind_ratio": med["rewind"] / med["unedited"] if med["unedited"] else None}
 
 
-def measure_overflow(model, args: argparse.Namespace, *, shift: bool) -> dict[str, Any]:  # noqa: ANN001
+def measure_overflow(model: Model, args: argparse.Namespace, *, shift: bool) -> dict[str, Any]:
     from engine.chat import Message
     from engine.context import Context, ContextParams
     from engine.generate import Generator

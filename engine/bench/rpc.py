@@ -21,11 +21,11 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from engine.bench.process import free_port, start_worker
 from engine.bench.prompts import load_prompts
 from engine.bench.timing import median, time_duet
 from engine.chat import Message
@@ -37,11 +37,9 @@ from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig, resolve_model
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
-from engine.worker import READY
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]
 NS_ADDR, HOST_ADDR = "10.213.77.2", "10.213.77.1"
 
 
@@ -74,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
                 endpoints = stack.enter_context(_workers(layout, args))
             except _Skip as e:
                 skipped[layout] = str(e)
-                print(f"bench rpc: skipping {layout}: {e}", file=sys.stderr)
+                log.warning("skipping %s: %s", layout, e)
                 if layout == "netem" and "proxy" not in layouts:
                     layouts.append("proxy")  # the same delay from a user-space forwarder
                 continue
@@ -139,56 +137,11 @@ def _workers(layout: str, args: argparse.Namespace) -> Iterator[tuple[str, ...]]
                     for proxy in proxies:
                         proxy.close()
             return
-        procs: list[subprocess.Popen] = []
-        stack.callback(_stop, procs)
-        endpoints = tuple(f"{host}:{_free_port()}" for _ in range(2))
+        endpoints = tuple(f"{host}:{free_port()}" for _ in range(2))
         for endpoint in endpoints:
-            cmd = prefix + [sys.executable, "-m", "engine", "worker", "--listen", endpoint,
-                            "--threads", str(args.threads),
-                            "--i-understand-this-is-unauthenticated"]
-            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL)
-            procs.append(proc)
-            if not wait_ready(proc):
-                raise DuetError(f"worker {endpoint} did not start")
+            stack.enter_context(start_worker(endpoint, threads=args.threads, prefix=prefix,
+                                             extra=["--i-understand-this-is-unauthenticated"]))
         yield endpoints
-
-
-def wait_ready(proc: subprocess.Popen, timeout_s: float = 120.0) -> bool:
-    """Read a worker's output (a binary pipe) until it says it listens (True), ends or stays
-    silent for ``timeout_s`` (False)."""
-    import select
-
-    fd, seen = proc.stdout.fileno(), b""
-    while True:
-        ready, _, _ = select.select([fd], [], [], timeout_s)
-        chunk = os.read(fd, 4096) if ready else b""
-        if not chunk:
-            log.warning("worker output so far: %r", seen[-500:])
-            return False
-        seen += chunk
-        if READY.encode() in seen:
-            return True
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(procs: list[subprocess.Popen]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @contextmanager

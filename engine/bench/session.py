@@ -308,9 +308,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="duet-cli bench session", description=__doc__)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("engine.llama_cpp").setLevel(logging.ERROR)
+    from engine import logsetup
     from engine.errors import DuetError
+
+    logsetup.configure(logging.INFO)
 
     try:
         return run(args)

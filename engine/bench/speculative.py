@@ -17,13 +17,14 @@ import json
 import logging
 import platform
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.bench import suite as suite_mod
-from engine.bench.prompts import load_prompts
+from engine.bench.prompts import BenchPrompt, load_prompts
 from engine.bench.report import chart, markdown_table, suite_chart, suite_markdown, summarize
-from engine.bench.timing import median, time_duet, time_llama, time_stream
+from engine.bench.timing import first_difference, median, time_duet, time_llama, time_stream
 from engine.chat import Message
 from engine.context import ContextParams
 from engine.errors import DuetError
@@ -33,6 +34,11 @@ from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig, resolve_model
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+    from engine.bench.suite import SuitePrompt
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +86,7 @@ def _prompts(args: argparse.Namespace) -> list:
 
 def run(args: argparse.Namespace) -> int:
     asked = [m for m in (args.modes or (",".join(DUET_MODES) if args.suite else SET_MODES)).split(",") if m]
-    from engine.bench.server import SERVER_MODES
+    from engine.bench.llama_server import SERVER_MODES
 
     server_modes = [m for m in asked if m in SERVER_MODES]  # with --llama-server (none named: all)
     if server_modes and "server-plain" not in server_modes:
@@ -121,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
                         run_["prompt_ids"] = prompt
                     per_mode.setdefault(mode, []).append(run_)
             if args.llama_server:
-                from engine.bench.server import run_server_modes
+                from engine.bench.llama_server import run_server_modes
 
                 per_mode.update(run_server_modes(args.llama_server, target, draft, turns,
                                                  args.max_tokens, ctx.threads(), args.repeats,
@@ -147,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rows(bp, per_mode: dict[str, list[dict]], plain_rt: Runtime) -> list[dict]:  # noqa: ANN001
+def _rows(bp: BenchPrompt | SuitePrompt, per_mode: dict[str, list[dict]], plain_rt: Runtime
+          ) -> list[dict]:
     """One row per mode: medians of the runs, the ratio to plain and the identity check."""
     plain_tps = median(r["tokens_per_s"] for r in per_mode["plain"])
     server_tps = median(r["tokens_per_s"] for r in per_mode.get("server-plain", []))
@@ -215,7 +222,7 @@ def _run_duet(rt: Runtime, prompt: list[int], sampling: SamplingParams) -> dict:
     return _result(timing.decode_tps, done)
 
 
-def _lookup_llm(target: Path, ctx: ContextParams):  # noqa: ANN202
+def _lookup_llm(target: Path, ctx: ContextParams) -> Llama:
     from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
@@ -225,7 +232,7 @@ def _lookup_llm(target: Path, ctx: ContextParams):  # noqa: ANN202
                  draft_model=LlamaPromptLookupDecoding(num_pred_tokens=10))
 
 
-def _run_lookup(llm, prompt: list[int], max_tokens: int) -> dict:  # noqa: ANN001
+def _run_lookup(llm: Llama, prompt: list[int], max_tokens: int) -> dict:
     timing, text = time_llama(llm, prompt, max_tokens)
     return {"tokens_per_s": timing.decode_tps, "n_tokens": timing.n_tokens, "text": text}
 
@@ -239,17 +246,13 @@ def _compare(plain_rt: Runtime, prompt: list[int], plain_ids: list[int], run: di
         return {"identical": None if text is None else text == plain_text}
     run_prompt = run.get("prompt_ids", prompt)
     if run_prompt != prompt:  # an earlier turn's reply parted, so the timed turn's prompts differ
-        i = _first_diff(run_prompt, prompt)
+        i = first_difference(run_prompt, prompt)
         return {"identical": False, "earlier_turn": True, "first_diff": i,
                 "margin": _margin(plain_rt, prompt[:i])}
     if ids == plain_ids:
         return {"identical": True}
-    i = _first_diff(ids, plain_ids)
+    i = first_difference(ids, plain_ids)
     return {"identical": False, "first_diff": i, "margin": _margin(plain_rt, prompt + plain_ids[:i])}
-
-
-def _first_diff(a: list[int], b: list[int]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def _margin(plain_rt: Runtime, tokens: list[int]) -> float:

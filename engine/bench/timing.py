@@ -1,4 +1,5 @@
-"""One timing harness for every engine in a comparison, so that ratios compare like with like.
+"""One timing harness for every engine in a comparison, so that ratios compare like with like,
+and where two runs part.
 
 A run is a stream of generated pieces; we note the start, the arrival of the first token and of
 the last. Prefill rate = prompt tokens / (first − start); decode rate = (n − 1) / (last − first).
@@ -10,7 +11,16 @@ import resource
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TypeVar
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+    from engine.events import Done
+    from engine.runtime import Runtime
+    from engine.sampling import SamplingParams
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -29,7 +39,8 @@ class RunTiming:
         return (self.n_tokens - 1) / self.decode_s if self.decode_s > 0 and self.n_tokens > 1 else 0.0
 
 
-def time_stream(n_prompt: int, pieces: Iterable[object], count=lambda piece: 1) -> tuple[RunTiming, list]:  # noqa: ANN001
+def time_stream(n_prompt: int, pieces: Iterable[T],
+                count: Callable[[T], int] = lambda piece: 1) -> tuple[RunTiming, list[T]]:
     """Consume ``pieces`` (an iterator that does the work lazily), timing first and last arrival.
     ``count(piece)`` says how many generated tokens a piece carries (0 for non-token events)."""
     start = time.perf_counter()
@@ -52,6 +63,12 @@ def time_stream(n_prompt: int, pieces: Iterable[object], count=lambda piece: 1) 
     return RunTiming(n_prompt, n, first - start, last - first), items
 
 
+def first_difference(a: Sequence[object], b: Sequence[object]) -> int:
+    """The first index where ``a`` and ``b`` (tokens, text) differ: the shorter one's length when
+    one begins the other."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
 def median(values: Iterable[float]) -> float:
     values = list(values)
     return statistics.median(values) if values else 0.0
@@ -61,7 +78,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def time_duet(rt, prompt: list[int], params) -> tuple[RunTiming, object]:  # noqa: ANN001
+def time_duet(rt: Runtime, prompt: list[int], params: SamplingParams) -> tuple[RunTiming, Done]:
     """A cold reply from Duet's runtime (cache and drafters reset): its timing and ``Done``."""
     from engine.events import Token
 
@@ -73,7 +90,7 @@ def time_duet(rt, prompt: list[int], params) -> tuple[RunTiming, object]:  # noq
     return timing, events[-1]
 
 
-def time_llama(llm, prompt: list[int], max_tokens: int) -> tuple[RunTiming, str]:  # noqa: ANN001
+def time_llama(llm: Llama, prompt: list[int], max_tokens: int) -> tuple[RunTiming, str]:
     """A cold greedy completion from llama-cpp-python's ``Llama``: its timing and text."""
     llm.reset()
     stream = llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0, top_k=1,

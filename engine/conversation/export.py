@@ -1,17 +1,14 @@
 """Taking a conversation out: the path shown as Markdown, or the whole tree as JSON; and
-finding conversations by their title or text. No Qt."""
+finding an opened conversation by its title or text (the saved ones: search_index). No Qt."""
 
 from __future__ import annotations
 
 import json
-import logging
 from datetime import datetime
 from pathlib import Path
 
 from engine.conversation.store import tree_to_json
 from engine.conversation.tree import Conversation
-
-log = logging.getLogger(__name__)
 
 ROLE_TITLES = {"system": "System", "user": "You", "assistant": "Assistant"}
 
@@ -49,24 +46,3 @@ def matches(conv: Conversation, query: str) -> bool:
     if not q or q in conv.title.casefold():
         return True
     return any(q in node.turn.text.casefold() for node in conv.walk())
-
-
-def file_matches(path: Path, query: str) -> bool:
-    """``matches`` for a saved conversation not opened yet: reads only its metadata."""
-    from engine.errors import SessionError
-    from engine.session.format import read_meta
-
-    q = query.casefold().strip()
-    if not q or q in path.stem.casefold():
-        return True
-    try:
-        meta = read_meta(path)
-    except (SessionError, OSError) as e:
-        log.info("not searching %s: %s", path.name, e)
-        return False
-    tree = meta.settings.get("tree")
-    texts = [m.content for m in meta.messages]
-    if isinstance(tree, dict) and isinstance(tree.get("nodes"), list):
-        texts += [n.get("text", "") for n in tree["nodes"] if isinstance(n, dict)
-                  and isinstance(n.get("text"), str)]
-    return any(q in t.casefold() for t in texts)

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import os
-import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-from engine import paths
+from engine import params, paths
+from engine.localfile import write_json
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
 
@@ -24,53 +22,58 @@ log = logging.getLogger(__name__)
 
 VERSION = 1
 FILENAME = "presets.json"
-DRAFTERS = ("auto", "ngram", "model", "none")  # engine.speculative.params.DRAFTERS, menu order
 MAX_PRESETS = 200
-_SAMPLING = SamplingParams()
+SAMPLING_FIELDS = tuple(r.name for r in params.table(SamplingParams) if r.type is not tuple)
+_DRAFTER = params.row(SpeculativeParams, "drafter")
 
 
 @dataclass(frozen=True)
 class Preset:
+    """A system prompt, every sampling parameter (checked by ``SamplingParams`` itself, so a
+    preset holds only values the engine accepts) and a drafter (a model-load setting)."""
+
     name: str
     system_prompt: str = ""
-    temperature: float = _SAMPLING.temperature  # the defaults are the engine's own
-    top_p: float = _SAMPLING.top_p
-    top_k: int = _SAMPLING.top_k
-    min_p: float = _SAMPLING.min_p
-    repeat_penalty: float = _SAMPLING.repeat_penalty
-    max_tokens: int = _SAMPLING.max_tokens
-    drafter: str = SpeculativeParams().drafter
-
-    SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "max_tokens")
+    sampling: SamplingParams = SamplingParams()
+    drafter: str = _DRAFTER.default
 
     def chat_settings(self) -> dict[str, Any]:
         """What a conversation keeps of its preset (the drafter is a model-load setting)."""
         return {"system_prompt": self.system_prompt,
-                **{k: getattr(self, k) for k in self.SAMPLING}}
+                **{k: getattr(self.sampling, k) for k in SAMPLING_FIELDS}}
 
     def checked(self) -> Preset:
         """This preset if every value is usable; ValueError (one line) otherwise."""
-        if not self.name.strip() or len(self.name) > 80:
+        if not isinstance(self.name, str) or not self.name.strip() or len(self.name) > 80:
             raise ValueError("a preset needs a name of 1 to 80 characters")
-        ranges = {"temperature": (0.0, 5.0), "top_p": (0.0, 1.0), "top_k": (0, 100_000),
-                  "min_p": (0.0, 1.0), "repeat_penalty": (0.5, 2.0), "max_tokens": (1, 131_072)}
-        for name, (lo, hi) in ranges.items():
-            v = getattr(self, name)
-            if type(v) not in (int, float) or isinstance(v, bool) or not math.isfinite(v) \
-                    or not lo <= v <= hi or (type(lo) is int and type(v) is not int):
-                raise ValueError(f"{name} of preset {self.name!r} must be in [{lo}, {hi}]")
-        if self.drafter not in DRAFTERS:
-            raise ValueError(f"drafter of preset {self.name!r} must be one of {DRAFTERS}")
         if not isinstance(self.system_prompt, str):
             raise ValueError("the system prompt must be text")
+        _DRAFTER.check(self.drafter)
         return replace(self, name=self.name.strip())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "system_prompt": self.system_prompt, "drafter": self.drafter,
+                **{k: getattr(self.sampling, k) for k in SAMPLING_FIELDS}}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Preset:
+        """A preset from its JSON object; ValueError (ParamError) when a value is unusable."""
+        sampling = SamplingParams(**{k: raw[k] for k in SAMPLING_FIELDS if k in raw})
+        return cls(raw.get("name", ""), raw.get("system_prompt", ""), sampling,
+                   raw.get("drafter", _DRAFTER.default)).checked()
+
+
+def preset(name: str, system_prompt: str = "", drafter: str = _DRAFTER.default,
+           **sampling: Any) -> Preset:
+    """A preset with some sampling values set (the others the engine's defaults)."""
+    return Preset(name, system_prompt, SamplingParams(**sampling), drafter)
 
 
 DEFAULTS = (
-    Preset("Assistant", "You are a helpful assistant."),
-    Preset("Precise", "You are a careful assistant. Answer exactly and briefly.", temperature=0.0),
-    Preset("Coder", "You are an expert programmer. Answer with working code and short "
-           "explanations.", temperature=0.2, drafter="auto"),
+    preset("Assistant", "You are a helpful assistant."),
+    preset("Precise", "You are a careful assistant. Answer exactly and briefly.", temperature=0.0),
+    preset("Coder", "You are an expert programmer. Answer with working code and short "
+           "explanations.", temperature=0.2),
 )
 
 
@@ -92,14 +95,13 @@ def load_presets(path: Path | None = None) -> list[Preset]:
             not isinstance(data.get("presets"), list):
         log.warning("ignoring %s: not a version %d presets file", path, VERSION)
         return list(DEFAULTS)
-    known = {f.name for f in fields(Preset)}
     out: list[Preset] = []
     for raw in data["presets"][:MAX_PRESETS]:
         try:
             if not isinstance(raw, dict):
                 raise ValueError("not an object")
-            p = Preset(**{k: v for k, v in raw.items() if k in known}).checked()
-        except (TypeError, ValueError) as e:
+            p = Preset.from_json(raw)
+        except ValueError as e:
             log.warning("skipping a preset in %s: %s", path, e)
             continue
         if all(q.name != p.name for q in out):
@@ -111,14 +113,7 @@ def save_presets(presets: Sequence[Preset], path: Path | None = None) -> None:
     """Write ``presets`` atomically. Raises ValueError for an unusable preset, OSError."""
     path = path or presets_path()
     checked = [p.checked() for p in presets]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".presets-{os.getpid()}-{time.monotonic_ns()}.tmp")
-    try:
-        tmp.write_text(json.dumps({"version": VERSION, "presets": [asdict(p) for p in checked]},
-                                  indent=2), encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_json(path, {"version": VERSION, "presets": [p.to_json() for p in checked]}, indent=2)
 
 
 def find(presets: Sequence[Preset], name: str | None) -> Preset | None:

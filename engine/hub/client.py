@@ -43,7 +43,7 @@ def headers() -> dict[str, str]:
     return out
 
 
-def session():  # noqa: ANN201 - huggingface_hub's configured HTTP client (httpx-like)
+def session():  # huggingface_hub's configured HTTP client (httpx-like)
     return get_session()
 
 

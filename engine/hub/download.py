@@ -7,6 +7,11 @@ So we take its pieces instead: ``HfApi.model_info(files_metadata=True)`` for siz
 ``get_hf_file_metadata`` for the ETag and the final location, and its configured HTTP session for
 a streamed ``Range`` GET.
 
+Files go to ``<models>/<publisher>/<repo>/<path in the repository>`` (engine.models_folder), so
+two repositories' files of one name never meet. A file already there counts as downloaded only
+when its SHA-256 is the Hub's; any other file there is the person's and is never replaced (the
+download stops and says so).
+
 On disk, beside the final name: ``NAME.part`` (the bytes so far) and ``NAME.part.json`` (the ETag,
 size and SHA-256 they belong to). A restart resumes from the ``.part`` size with ``Range`` and
 ``If-Range: ETag``; a different ETag (the file changed upstream) starts again from zero. Bytes are
@@ -34,6 +39,7 @@ from huggingface_hub.utils import hf_raise_for_status
 from engine.hub import client
 from engine.hub.errors import DownloadCancelled, HubError, describe, is_network_error
 from engine.hub.files import GGUFEntry, RemoteFile
+from engine.models_folder import hub_path
 
 log = logging.getLogger(__name__)
 
@@ -77,39 +83,41 @@ def _meta_path(final: Path) -> Path:
     return final.with_name(final.name + ".part.json")
 
 
-def download_entry(repo: str, entry: GGUFEntry, dest: Path, *, revision: str = client.DEFAULT_REVISION,
-                   progress: Progress | None = None, cancel: threading.Event | None = None,
+def download_entry(repo: str, entry: GGUFEntry, models: Path, *,
+                   revision: str = client.DEFAULT_REVISION, progress: Progress | None = None,
+                   cancel: threading.Event | None = None,
                    options: DownloadOptions = DownloadOptions()) -> Path:
-    """Download every file of ``entry`` into ``dest``; returns the path to load (the first part).
+    """Download every file of ``entry`` into ``models/<repo>/``; returns the path to load (the
+    first part).
 
     Raises HubError (one line), or DownloadCancelled when ``cancel`` is set (partial files kept)."""
-    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        finals = [hub_path(models, repo, f.path) for f in entry.files]
+    except ValueError as e:
+        raise HubError(str(e)) from None
+    models.mkdir(parents=True, exist_ok=True)
+    _check_disk(entry.files, finals, models)
+    for final in finals:
+        final.parent.mkdir(parents=True, exist_ok=True)
     cancel = cancel or threading.Event()
-    finals = [dest / f.path.rsplit("/", 1)[-1] for f in entry.files]
-    _check_disk(entry.files, finals, dest)
-    total = entry.size or 0
-    meter = _Meter(progress, total, len(entry.files))
+    meter = _Meter(progress, entry.size or 0, len(entry.files))
     for i, (f, final) in enumerate(zip(entry.files, finals), start=1):
         meter.begin_part(i, f.path)
-        if final.exists() and f.size is not None and final.stat().st_size == f.size:
-            log.info("%s is already in %s", f.path, dest)
-            meter.add(f.size)
-            continue
         _download_file(repo, f, final, revision, meter, cancel, options)
     meter.emit("done", force=True)
     return finals[0]
 
 
-def _check_disk(files: tuple[RemoteFile, ...], finals: list[Path], dest: Path) -> None:
+def _check_disk(files: tuple[RemoteFile, ...], finals: list[Path], models: Path) -> None:
     need = 0
     for f, final in zip(files, finals):
-        if f.size is None or (final.exists() and final.stat().st_size == f.size):
+        if f.size is None or final.exists():
             continue
         part = part_path(final)
         need += f.size - (part.stat().st_size if part.exists() else 0)
-    free = shutil.disk_usage(dest).free
+    free = shutil.disk_usage(models).free
     if need > 0 and need + DISK_MARGIN > free:
-        raise HubError(f"not enough disk space in {dest}: {_gb(need)} needed, {_gb(free)} free")
+        raise HubError(f"not enough disk space in {models}: {_gb(need)} needed, {_gb(free)} free")
 
 
 def _gb(n: float) -> str:
@@ -128,6 +136,9 @@ def _download_file(repo: str, f: RemoteFile, final: Path, revision: str, meter: 
     sha256 = (f.sha256 or _sha_from_etag(meta.etag) or "").lower()
     if size is None or not sha256:
         raise HubError(f"{what}: the Hub gave no size or SHA-256 for it; not downloaded")
+    if final.exists():
+        _check_present(final, size, sha256, meter, cancel, what)
+        return
     etag = meta.etag or sha256
     part, meta_file = part_path(final), _meta_path(final)
     _forget_stale_part(part, meta_file, {"etag": etag, "size": size, "sha256": sha256})
@@ -153,9 +164,31 @@ def _download_file(repo: str, f: RemoteFile, final: Path, revision: str, meter: 
         meta_file.unlink(missing_ok=True)
         raise HubError(f"{what}: SHA-256 mismatch (got {digest[:12]}…, the Hub says {sha256[:12]}…); "
                        "the download was deleted")
+    if final.exists():  # put there while the bytes were coming
+        raise HubError(f"{what}: {_not_ours(final)}; the download is kept as {part.name}")
     os.replace(part, final)
     meta_file.unlink(missing_ok=True)
     log.info("downloaded %s to %s", what, final)
+
+
+def _check_present(final: Path, size: int, sha256: str, meter: _Meter, cancel: threading.Event,
+                   what: str) -> None:
+    """Count ``final`` as downloaded when it holds the Hub's bytes; HubError otherwise (the
+    file is left as it is)."""
+    if final.is_file() and final.stat().st_size == size:
+        meter.emit("verify", force=True)
+        hasher = _PartHasher(final, cancel, what)
+        hasher.sync(size)
+        if hasher.hexdigest() == sha256:
+            log.info("%s is already in %s", what, final.parent)
+            meter.add(size)
+            return
+    raise HubError(f"{what}: {_not_ours(final)}")
+
+
+def _not_ours(final: Path) -> str:
+    return (f"{final} is not the Hub's file (its SHA-256 differs) and was left as it is; "
+            "move or rename it to download this one")
 
 
 def _sha_from_etag(etag: str | None) -> str | None:

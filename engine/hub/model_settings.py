@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from engine import paths
+from engine import params, paths
+from engine.context import ContextParams
+from engine.localfile import write_json
+from engine.sampling import SamplingParams
 from engine.session.fingerprint import file_fingerprint
 
 log = logging.getLogger(__name__)
@@ -51,16 +51,22 @@ class ModelSettings:
             v = obj.get(f.name)
             if v is None:
                 continue
-            if f.name in ("n_ctx", "n_gpu_layers", "top_k"):
-                ok = type(v) is int and -1 <= v < 1 << 24
-            elif f.name in ("draft", "rpc", "rpc_draft", "tensor_split"):
-                ok = isinstance(v, str) and len(v) < 4096
-            else:
-                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 100
-            if not ok:
+            if f.name in _PARAMS:  # checked by the parameter table's row
+                try:
+                    v = _PARAMS[f.name].check(v)
+                except ValueError:
+                    return None
+            elif f.name == "n_gpu_layers":
+                if type(v) is not int or not -1 <= v < 1 << 24:
+                    return None
+            elif not isinstance(v, str) or len(v) >= 4096:
                 return None
             kept[f.name] = v
         return cls(**kept)
+
+
+_PARAMS = {r.name: r for cls in (SamplingParams, ContextParams) for r in params.table(cls)
+           if r.name in {f.name for f in fields(ModelSettings)}}
 
 
 def _store_path() -> Path:
@@ -97,12 +103,4 @@ def save(model_path: Path | str, settings: ModelSettings) -> None:
                                             "settings": {k: v for k, v in asdict(settings).items() if v is not None}}
     while len(models) > MAX_ENTRIES:  # oldest first (dicts keep insertion order)
         models.pop(next(iter(models)))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".model_settings.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"version": VERSION, "models": models}, f, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json(path, {"version": VERSION, "models": models}, indent=1)

@@ -19,6 +19,7 @@ from engine.hub.gguf_header import FIRST_CHECKED_TOKEN, GGUFHeader, ModelFacts, 
 from engine.hub.pair_catalog import drafts_for
 from engine.hub.remote_header import local_header, remote_header
 from engine.hub.search import repo_files
+from engine.models_folder import local_models
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def pair_drafts(target: ModelRef, candidates: list[ModelRef] = (), *, use_catalo
         proposals += [(ModelRef(repo=d.repo, file=d.file), fam.checked) for fam, d in drafts_for(t.ref.label)]
     proposals += [(c, None) for c in candidates]
     if local_dir is not None and local_dir.is_dir():
-        proposals += [(ModelRef(path=p), None) for p in sorted(local_dir.glob("*.gguf"))]
+        proposals += [(ModelRef(path=p), None) for p in local_models(local_dir)]
     verdicts: list[Verdict] = []
     seen = {t.ref.label, str(target.path) if target.path else ""}
     for ref, checked in proposals:

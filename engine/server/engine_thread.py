@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
+from engine.decoding import Grammar
 from engine.errors import DuetError
 from engine.events import Done
 from engine.runtime import Runtime
@@ -33,6 +34,8 @@ class Job:
     emit: Callable[[object], None]  # an event, then a final Done or an exception
     cancel: threading.Event = field(default_factory=threading.Event)
     n_template: int = 0  # prompt tokens that every request shares (not a cache hit)
+    grammar: Grammar | None = None  # the grammar the reply follows (its state: one per job)
+    logprobs: int | None = None  # report log-probabilities, with this many alternatives
 
 
 @dataclass
@@ -136,7 +139,8 @@ class EngineThread:
             return
         rt = self.runtime
         try:
-            for ev in rt.generator.complete(job.prompt, job.params, job.cancel):
+            for ev in rt.generator.complete(job.prompt, job.params, job.cancel,
+                                            grammar=job.grammar, logprobs=job.logprobs):
                 if isinstance(ev, Done):
                     self._finished(job, ev)
                 job.emit(ev)
@@ -162,7 +166,7 @@ class EngineThread:
                  s.accepted, s.proposed, done.reason, 100 * self.cache.to_json()["hit_rate"])
 
 
-def _empty_stats():  # noqa: ANN202
+def _empty_stats():
     from engine.events import Stats
 
     return Stats()

@@ -1,7 +1,8 @@
 """OpenAI-shaped response bodies and stream chunks, from the engine's ``Done`` and ``Stats``.
 
 ``timings`` follows llama-server (prompt_n counts the prompt tokens actually decoded, cache_n the
-ones reused), so dashboards written for it read Duet's numbers unchanged.
+ones reused), so dashboards written for it read Duet's numbers unchanged. ``logprobs`` are the
+target's own (engine.events.Logprob: before the penalties, the sampling chain and the grammar).
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Any, Sequence
 
-from engine.events import Done, Stats
-
-FINISH = {"stop": "stop", "length": "length", "context_full": "length", "cancelled": "stop"}
+from engine.chat import ToolCall
+from engine.events import Done, Stats, Token
+from engine.server.turn import End
 
 
 def new_id(prefix: str) -> str:
@@ -42,51 +44,115 @@ def timings(s: Stats) -> dict:
     }
 
 
+def call_json(call: ToolCall, index: int | None = None) -> dict:
+    out: dict[str, Any] = {"id": call.id, "type": "function",
+                           "function": {"name": call.name, "arguments": call.arguments}}
+    if index is not None:
+        out["index"] = index
+    return out
+
+
 class Shaper:
     """Builds the bodies of one request (chat or text completion) with one id and timestamp."""
 
-    def __init__(self, kind: str, model: str) -> None:
+    def __init__(self, kind: str, model_id: str, model: Any) -> None:
         self.chat = kind == "chat"
         self.id = new_id("chatcmpl" if self.chat else "cmpl")
         self.created = int(time.time())
-        self.model = model
+        self.model_id = model_id
+        self.model = model  # engine.model.Model: token texts for logprobs
+        self._calls = 0  # tool calls streamed so far (their indices)
+        self._offset = 0  # text offset of the next token (legacy logprobs)
 
     def _base(self, obj: str) -> dict:
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model_id,
                 "system_fingerprint": "duet"}
 
-    def full(self, done: Done) -> dict:
+    # -- whole replies --------------------------------------------------------------------
+    def full(self, text: str, calls: Sequence[ToolCall], tokens: Sequence[Token],
+             end: End) -> dict:
         body = self._base("chat.completion" if self.chat else "text_completion")
-        reason = FINISH[done.reason]
-        choice = ({"index": 0, "message": {"role": "assistant", "content": done.text},
-                   "logprobs": None, "finish_reason": reason} if self.chat else
-                  {"index": 0, "text": done.text, "logprobs": None, "finish_reason": reason})
-        body.update(choices=[choice], usage=usage(done.stats), timings=timings(done.stats))
+        lp = self.logprobs(tokens) if tokens else None
+        if self.chat:
+            message: dict[str, Any] = {"role": "assistant",
+                                       "content": text if text or not calls else None}
+            if calls:
+                message["tool_calls"] = [call_json(c) for c in calls]
+            choice = {"index": 0, "message": message, "logprobs": lp, "finish_reason": end.finish}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": lp, "finish_reason": end.finish}
+        body.update(choices=[choice], usage=usage(end.done.stats), timings=timings(end.done.stats))
         return body
 
-    def chunk(self, text: str | None = None, *, finish: str | None = None, role: bool = False) -> dict:
+    # -- stream chunks --------------------------------------------------------------------
+    def chunk(self, text: str | None = None, *, finish: str | None = None, role: bool = False,
+              tokens: Sequence[Token] = ()) -> dict:
         body = self._base("chat.completion.chunk" if self.chat else "text_completion")
+        lp = self.logprobs(tokens) if tokens else None
         if self.chat:
             delta: dict = {}
             if role:
                 delta["role"] = "assistant"
             if text is not None:
                 delta["content"] = text
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            choice = {"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}
         else:
-            choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
+            choice = {"index": 0, "text": text or "", "logprobs": lp, "finish_reason": finish}
         body["choices"] = [choice]
         return body
 
-    def final_chunk(self, done: Done) -> dict:
-        body = self.chunk(finish=FINISH[done.reason])
-        body["timings"] = timings(done.stats)
+    def call_chunks(self, call: ToolCall) -> list[dict]:
+        """A tool call as OpenAI streams one: its id and name, then its arguments."""
+        index = self._calls
+        self._calls += 1
+        head = {"index": index, "id": call.id, "type": "function",
+                "function": {"name": call.name, "arguments": ""}}
+        args = {"index": index, "function": {"arguments": call.arguments}}
+        return [self._delta({"tool_calls": [head]}), self._delta({"tool_calls": [args]})]
+
+    def _delta(self, delta: dict) -> dict:
+        body = self._base("chat.completion.chunk")
+        body["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]
+        return body
+
+    def final_chunk(self, end: End) -> dict:
+        body = self.chunk(finish=end.finish)
+        body["timings"] = timings(end.done.stats)
         return body
 
     def usage_chunk(self, done: Done) -> dict:
         body = self._base("chat.completion.chunk" if self.chat else "text_completion")
         body.update(choices=[], usage=usage(done.stats))
         return body
+
+    # -- logprobs -------------------------------------------------------------------------
+    def logprobs(self, tokens: Sequence[Token]) -> dict:
+        if self.chat:
+            return {"content": [self._entry(t) for t in tokens]}
+        out: dict[str, list] = {"tokens": [], "token_logprobs": [], "top_logprobs": [],
+                                "text_offset": []}
+        for t in tokens:
+            piece = self._text(t.id)
+            out["tokens"].append(piece)
+            out["token_logprobs"].append(t.logprob.logprob if t.logprob else None)
+            out["top_logprobs"].append({self._text(i): lp for i, lp in t.logprob.top}
+                                       if t.logprob else None)
+            out["text_offset"].append(self._offset)
+            self._offset += len(piece)
+        return out
+
+    def _entry(self, t: Token) -> dict:
+        lp = t.logprob
+        assert lp is not None
+        return {**self._token(t.id, lp.logprob),
+                "top_logprobs": [self._token(i, v) for i, v in lp.top]}
+
+    def _token(self, token: int, logprob: float) -> dict:
+        raw = self.model.piece(token)
+        return {"token": raw.decode("utf-8", "replace"), "logprob": logprob, "bytes": list(raw)}
+
+    def _text(self, token: int) -> str:
+        return self.model.piece(token).decode("utf-8", "replace")
 
 
 def sse(obj: dict | str) -> bytes:

@@ -1,19 +1,22 @@
 """Request bodies, validated by pydantic (strict types: a string is not a number).
 
 Fields that OpenAI clients commonly send and that Duet has no use for (``user``, ``n`` = 1, ...)
-are accepted; fields Duet would have to ignore silently (``tools``, ``logprobs``, ``n`` > 1,
-non-zero presence/frequency penalties, ...) are refused with a 400 that names them.
+are accepted; fields Duet would have to ignore silently (``n`` > 1, ``logit_bias``, ``echo``,
+...) are refused with a 400 that names them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engine import params
+from engine.sampling import SamplingParams
 from engine.server.errors import ApiError, bad_request
 
-MAX_STOPS = 16
+READ = frozenset(n for cls in (SamplingParams,) for r in params.table(cls)
+                 for n in r.spec.api.get("openai", ()))
 
 
 class _Body(BaseModel):
@@ -25,70 +28,98 @@ class TextPart(_Body):
     text: str | None = None
 
 
+class FunctionCall(_Body):
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it
+
+
+class ToolCallBody(_Body):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessage(_Body):
     role: str
     content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_calls: list[ToolCallBody] | None = None
+    tool_call_id: str | None = None
+
+
+class FunctionSpec(_Body):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ToolSpec(_Body):
+    type: Literal["function"]
+    function: FunctionSpec
+
+
+class NamedFunction(_Body):
+    name: str
+
+
+class NamedToolChoice(_Body):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class JsonSchemaFormat(_Body):
+    name: str | None = None
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(_Body):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
 
 
 class StreamOptions(_Body):
     include_usage: bool = False
 
 
-class _Sampling(_Body):
-    """What chat and text completions share."""
+class _Request(_Body):
+    """What chat and text completions share. The sampling fields (temperature, top_p, stop,
+    max_tokens, ...) and logprobs/top_logprobs are not declared here: they are rows of the
+    parameter table, read by ``engine.params.read`` (extra fields are allowed through to it)."""
 
     model: str | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = Field(default=None, ge=0)
-    min_p: float | None = Field(default=None, ge=0, lt=1)
-    repeat_penalty: float | None = Field(default=None, gt=0, le=10)  # llama.cpp's extension
-    seed: int | None = None
-    stop: str | list[str] | None = None
-    presence_penalty: float = Field(default=0.0, ge=-2, le=2)
-    frequency_penalty: float = Field(default=0.0, ge=-2, le=2)
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = 1
     user: str | None = None
-
-    def stops(self) -> tuple[str, ...]:
-        if self.stop is None:
-            return ()
-        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop)
-        if len(stops) > MAX_STOPS:
-            raise bad_request(f"at most {MAX_STOPS} stop strings", "stop")
-        return tuple(s for s in stops if s)
+    response_format: ResponseFormat | None = None
+    grammar: str | None = None  # llama-server's GBNF field
+    json_schema: dict[str, Any] | None = None  # llama-server's schema field
 
     @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
-class ChatRequest(_Sampling):
+class ChatRequest(_Request):
     messages: list[ChatMessage]
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    tools: list[ToolSpec] | None = None
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool = True
 
-    def limit(self) -> int | None:
-        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
 
-
-class CompletionRequest(_Sampling):
+class CompletionRequest(_Request):
     prompt: str | list[str] | list[int]
-
-    def limit(self) -> int | None:
-        return self.max_tokens
+    logprobs: int | None = Field(default=None, ge=0, le=20)  # the legacy API's count
 
 
-# Fields refused unless they hold their neutral value (Duet would otherwise ignore them).
+# Fields refused unless they hold their neutral value (Duet would otherwise ignore them), unless
+# the parameter table reads them (engine.params: those are honoured).
 NEUTRAL: dict[str, Any] = {
-    "presence_penalty": 0, "frequency_penalty": 0, "n": 1, "logprobs": (None, False),
-    "top_logprobs": (None, 0), "tools": (None, []), "tool_choice": (None, "none"),
-    "functions": (None, []), "function_call": (None, "none"), "logit_bias": (None, {}),
+    "n": 1, "functions": (None, []), "function_call": (None, "none"), "logit_bias": (None, {}),
     "echo": (None, False), "suffix": (None, ""), "best_of": (None, 1),
-    "response_format": (None, {"type": "text"}),
 }
 
 
@@ -108,7 +139,7 @@ def parse(cls: type[_Body], data: Any) -> Any:
         param = ".".join(str(p) for p in err["loc"] if not _is_type_tag(p)) or None
         raise bad_request(f"{param}: {err['msg']}" if param else err["msg"], param) from None
     for name, neutral in NEUTRAL.items():
-        if name not in data:
+        if name not in data or name in READ:
             continue
         allowed = neutral if isinstance(neutral, tuple) else (neutral,)
         if data[name] not in allowed:

@@ -1,16 +1,17 @@
 """Saved conversations (``.duet`` files): text, settings and the KV states that reopen them at once.
 
-``format`` reads and writes the file, ``meta`` is its metadata, ``fingerprint`` identifies the
-models and cache layout a KV state belongs to. None of it needs llama.cpp.
+``format`` reads and writes the file, ``meta`` is its metadata (the models and cache layout a
+KV state belongs to included), ``fingerprint`` tells whether a saved KV state fits the models
+there are now. ``meta`` imports neither of the others. None of it needs llama.cpp.
 """
 
-from engine.session.fingerprint import KVLayout, check_model, file_fingerprint, kv_layout
-from engine.session.format import (MIGRATIONS, SUFFIX, LoadedSession, SectionInfo, inspect,
-                                   read_meta, read_session, write_session)
-from engine.session.meta import (FORMAT_VERSION, KVState, Message, ModelInfo, Probe,
+from engine.session.fingerprint import check_model, file_fingerprint, kv_layout
+from engine.session.format import (MIGRATIONS, SUFFIX, LoadedSession, Problem, SectionInfo,
+                                   inspect, read_meta, read_session, write_session)
+from engine.session.meta import (FORMAT_VERSION, KVLayout, KVState, Message, ModelInfo, Probe,
                                  SessionMeta, utc_now_iso)
 
 __all__ = ["FORMAT_VERSION", "MIGRATIONS", "SUFFIX", "KVLayout", "KVState", "LoadedSession",
-           "Message", "ModelInfo", "Probe", "SectionInfo", "SessionMeta", "check_model",
+           "Message", "ModelInfo", "Probe", "Problem", "SectionInfo", "SessionMeta", "check_model",
            "file_fingerprint", "inspect", "kv_layout", "read_meta", "read_session", "utc_now_iso",
            "write_session"]

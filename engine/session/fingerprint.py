@@ -1,4 +1,5 @@
-"""Model identity for saved sessions: a bounded-I/O file fingerprint and the KV cache layout.
+"""Model identity for saved sessions: a bounded-I/O file fingerprint, the KV cache layout of a
+live context, and whether a saved KV state fits the model and cache there are now.
 
 A saved KV state is only meaningful for the exact weights and cache layout that produced it.
 
@@ -15,16 +16,13 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from blake3 import blake3
 
-from engine.errors import ModelLoadError, SessionError
-
-if TYPE_CHECKING:
-    from engine.session.format import ModelInfo
+from engine.errors import ModelLoadError
+from engine.session.meta import KVLayout, ModelInfo
 
 PROBE = 8 * 1024 * 1024
 SCHEME = "v1"
@@ -68,37 +66,6 @@ def fingerprint_size(fingerprint: str) -> int | None:
     if len(parts) != 3 or parts[0] != SCHEME or not parts[1].isdigit():
         return None
     return int(parts[1])
-
-
-@dataclass(frozen=True)
-class KVLayout:
-    """Shape of a KV cache: a saved state can be restored only into the same layout.
-
-    ``n_embd_k_gqa = n_head_kv * head_dim_k`` (and likewise for V) is the width of one token's
-    keys (values) in one layer; type_k/type_v are the cache element types ("f16", "q8_0", ...).
-    """
-
-    n_ctx: int
-    type_k: str
-    type_v: str
-    n_layer: int
-    n_embd_k_gqa: int
-    n_embd_v_gqa: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, obj: Any) -> KVLayout:
-        if not isinstance(obj, dict) or set(obj) != {f.name for f in fields(cls)}:
-            raise SessionError("the session's KV layout has the wrong shape")
-        for f in fields(cls):
-            value = obj[f.name]
-            ok = (isinstance(value, str) and 0 < len(value) <= 32) if f.type == "str" else (
-                type(value) is int and 0 < value < 2**31)
-            if not ok:
-                raise SessionError(f"the session's KV layout has a bad {f.name}: {value!r}"[:200])
-        return cls(**obj)
 
 
 class _ModelShape(Protocol):

@@ -23,15 +23,12 @@ Only regular files are read or written; a symlink is written through to its targ
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import logging
 import os
 import re
 import stat
 import struct
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping
@@ -39,6 +36,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, Mapping
 from blake3 import blake3
 
 from engine.errors import SessionError
+from engine.localfile import atomic_write
 from engine.session.meta import FORMAT_VERSION, SessionMeta, migrate_v1
 
 log = logging.getLogger(__name__)
@@ -51,8 +49,6 @@ HEADER = struct.Struct("<8sHHI32s")  # magic, version, flags, meta_len, blake3(m
 SECTION_TAIL = struct.Struct("<Q32s")  # payload_len, blake3(payload); follows name_len + name
 _NAME_RE = re.compile(rb"[a-z0-9][a-z0-9._-]*")
 _HASH_CHUNK = 8 * 1024 * 1024
-TEMP_MARK = ".tmp-"  # temporary files of a save are named <file name>.tmp-<random>
-STALE_S = 600.0
 
 #: MIGRATIONS[v] turns the metadata JSON of format v into that of format v + 1.
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: migrate_v1}
@@ -70,13 +66,29 @@ class SectionInfo:
 
 
 @dataclass(frozen=True)
+class Problem:
+    """One line on damage found past the metadata. ``section`` names the section it is about;
+    None for damage to the file's structure, after which no further section can be found."""
+
+    text: str
+    section: str | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
 class LoadedSession:
-    """``sections`` holds the requested sections that were intact; ``problems`` one line for each
+    """``sections`` holds the requested sections that were intact; ``problems`` one for each
     requested or expected section that was damaged or missing, and for structural damage."""
 
     meta: SessionMeta
     sections: dict[str, bytes] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def problem(self, section: str) -> str | None:
+        """The line on what went wrong with ``section``, or None."""
+        return next((p.text for p in self.problems if p.section == section), None)
 
 
 class _Short(Exception):
@@ -128,61 +140,23 @@ def _section_parts(meta: SessionMeta, sections: Mapping[str, bytes | memoryview]
     return parts
 
 
-def _write_all(fd: int, data: bytes | memoryview) -> int:
-    """os.write until all of ``data`` is written (no copy of ``data``); returns its length."""
-    view = memoryview(data)
-    done = 0
-    while done < len(view):
-        done += os.write(fd, view[done:])
-    return done
-
-
-def _fsync_dir(folder: Path) -> None:
-    if os.name == "nt":  # directories cannot be opened for fsync there; NTFS journals renames
-        return
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        log.debug("could not fsync %s: %s", folder, e)
-
-
 def write_session(path: Path, meta: SessionMeta, sections: Mapping[str, bytes | memoryview]
                   ) -> int:
     """Atomically write ``meta`` and ``sections`` to ``path``; returns the bytes written.
 
-    The file is written to a temporary sibling, fsynced and renamed over ``path`` (then the folder
-    is fsynced), so a crash or an exception leaves the previous file intact and no temporary
-    behind (temporaries a crash did leave are removed by a later save). A symlink is followed
-    (its target is replaced, the link kept), the file keeps its permission bits, and anything
-    but a regular file is refused. Payloads are hashed (blake3, all cores) and written straight from their buffers.
+    Written through engine.localfile.atomic_write (durable): a crash or an exception leaves the
+    previous file intact. A symlink is followed (its target is replaced, the link kept), the
+    file keeps its permission bits, and anything but a regular file is refused. Payloads are
+    hashed (blake3, all cores) and written straight from their buffers.
     ``kv.<role>`` sections must match the metadata's ``kv_<role>`` entries."""
     path = _write_target(Path(path))
     blob = encode_meta(meta)
     parts = _section_parts(meta, sections)
     header = HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(blob), blake3(blob).digest())
-    mode = _mode_for(path)
-    _clean_stale_temps(path)
-    tmp = tempfile.NamedTemporaryFile(delete=False, dir=path.parent, prefix=path.name + TEMP_MARK)
-    tmp_path = Path(tmp.name)
-    try:
-        with tmp:
-            fd = tmp.fileno()
-            total = _write_all(fd, header) + _write_all(fd, blob)
-            for head, payload in parts:
-                total += _write_all(fd, head) + _write_all(fd, payload)
-            if hasattr(os, "fchmod"):
-                os.fchmod(fd, mode)
-            os.fsync(fd)
-        os.replace(tmp_path, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp_path.unlink()
-        raise
-    _fsync_dir(path.parent)
+    with atomic_write(path, private=False) as f:  # a document the user may share
+        total = f.write(header) + f.write(blob)
+        for head, payload in parts:
+            total += f.write(head) + f.write(payload)
     log.debug("saved %s: %d bytes, sections %s", path, total, list(sections))
     return total
 
@@ -203,42 +177,6 @@ def _write_target(path: Path) -> Path:
         log.debug("%s is a link; saving to %s", path, target)
         return target
     return path
-
-
-def _umask() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
-
-
-def _mode_for(path: Path) -> int:
-    """The permission bits the saved file gets: those of the file it replaces, else the usual
-    ones for a new file (0666 less the umask)."""
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        return 0o666 & ~_umask()
-
-
-def _clean_stale_temps(path: Path) -> None:
-    """Remove temporary files that interrupted saves of ``path`` left (older than STALE_S, so a
-    save under way in another process is left alone)."""
-    now = time.time()
-    try:
-        candidates = list(path.parent.glob(glob.escape(path.name) + TEMP_MARK + "*"))
-    except OSError:
-        return
-    for old in candidates:
-        with contextlib.suppress(OSError):
-            st = os.lstat(old)
-            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_S:
-                old.unlink()
-                log.info("removed %s, left by an interrupted save", old.name)
 
 
 # ─── reading ──────────────────────────────────────────────────────────────────
@@ -335,14 +273,14 @@ def _hash_stream(f: IO[bytes], n: int) -> bytes:
 
 
 def _scan(f: IO[bytes], pos: int, size: int, load: Iterable[str], verify_all: bool
-          ) -> tuple[list[SectionInfo], dict[str, bytes], list[str]]:
+          ) -> tuple[list[SectionInfo], dict[str, bytes], list[Problem]]:
     """Walk the sections from ``pos``: (all found, intact payloads of ``load``, problems).
 
     Scanning stops at the first header that cannot be trusted (nothing after it can be located)."""
     load = set(load)
     infos: list[SectionInfo] = []
     payloads: dict[str, bytes] = {}
-    problems: list[str] = []
+    problems: list[Problem] = []
     seen: set[str] = set()
     while pos < size:
         f.seek(pos)
@@ -350,14 +288,14 @@ def _scan(f: IO[bytes], pos: int, size: int, load: Iterable[str], verify_all: bo
         name_len = first[0] if first else 0
         start = pos + 1 + name_len + SECTION_TAIL.size
         if 0 < name_len <= MAX_NAME and start > size:
-            problems.append(f"truncated section header at offset {pos}; "
-                            f"the last {size - pos} bytes were ignored")
+            problems.append(Problem(f"truncated section header at offset {pos}; "
+                                    f"the last {size - pos} bytes were ignored"))
             break
         raw = f.read(name_len) if 0 < name_len <= MAX_NAME else b""
         tail = f.read(SECTION_TAIL.size) if raw else b""
         if len(raw) != name_len or not _NAME_RE.fullmatch(raw) or len(tail) != SECTION_TAIL.size:
-            problems.append(f"unreadable section header at offset {pos}; "
-                            f"the last {size - pos} bytes were ignored")
+            problems.append(Problem(f"unreadable section header at offset {pos}; "
+                                    f"the last {size - pos} bytes were ignored"))
             break
         name = raw.decode("ascii")
         length, digest = SECTION_TAIL.unpack(tail)
@@ -365,7 +303,7 @@ def _scan(f: IO[bytes], pos: int, size: int, load: Iterable[str], verify_all: bo
             problem = (f"section {name} is truncated: it claims {length} bytes "
                        f"but {size - start} remain")
             infos.append(SectionInfo(name, pos, length, False, problem))
-            problems.append(problem)
+            problems.append(Problem(problem, name))
             break
         valid: bool | None = None
         problem = None
@@ -387,7 +325,7 @@ def _scan(f: IO[bytes], pos: int, size: int, load: Iterable[str], verify_all: bo
         seen.add(name)
         infos.append(SectionInfo(name, pos, length, valid if problem is None else False, problem))
         if problem:
-            problems.append(problem)
+            problems.append(Problem(problem, name))
         pos = start + length
     return infos, payloads, problems
 
@@ -418,10 +356,11 @@ def read_session(path: Path, *, want: Iterable[str] = ("kv.target", "kv.draft")
     for name in want:
         if name.startswith("kv.") and name in payloads and name not in expected:
             del payloads[name]
-            problems.append(f"section {name} is not described by the metadata; it was ignored")
+            problems.append(Problem(f"section {name} is not described by the metadata; it was "
+                                    "ignored", name))
         elif name in expected and name not in payloads and not any(
-                p.startswith(f"section {name} ") for p in problems):
-            problems.append(f"section {name} is missing")
+                p.section == name for p in problems):
+            problems.append(Problem(f"section {name} is missing", name))
     for p in problems:
         log.warning("%s: %s", path, p)
     return LoadedSession(meta, payloads, problems)
@@ -435,7 +374,8 @@ def inspect(path: Path) -> dict[str, Any]:
         version, meta, pos = _read_head(f, size, _label(path))
         infos, _, problems = _scan(f, pos, size, (), verify_all=True)
     found = {i.name for i in infos}
-    problems += [f"section {n} is missing" for n in sorted(meta.expected_sections() - found)]
+    problems += [Problem(f"section {n} is missing", n)
+                 for n in sorted(meta.expected_sections() - found)]
 
     def model(info: Any) -> Any:
         return None if info is None else {"display_name": info.display_name, "path": info.path,
@@ -453,5 +393,5 @@ def inspect(path: Path) -> dict[str, Any]:
         "kv": {"target": kv("target"), "draft": kv("draft")},
         "sections": [{"name": i.name, "offset": i.offset, "size": i.size, "valid": bool(i.valid),
                       "problem": i.problem} for i in infos],
-        "problems": problems,
+        "problems": [p.text for p in problems],
     }

@@ -17,12 +17,11 @@ restored KV state when the file is opened (engine.session.probe). Format 1 files
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from engine.errors import SessionError
-from engine.session.fingerprint import KVLayout
 
 FORMAT_VERSION = 2
 MAX_MESSAGES = 100_000
@@ -115,6 +114,37 @@ class Message:
             raise _fail(f"{where} is longer than {MAX_MESSAGE_CHARS:,} characters")
         return cls(d["role"], _str(d["content"], f"{where}.content"),
                    _iso(d["time"], f"{where}.time"))
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    """Shape of a KV cache: a saved state can be restored only into the same layout.
+
+    ``n_embd_k_gqa = n_head_kv * head_dim_k`` (and likewise for V) is the width of one token's
+    keys (values) in one layer; type_k/type_v are the cache element types ("f16", "q8_0", ...).
+    """
+
+    n_ctx: int
+    type_k: str
+    type_v: str
+    n_layer: int
+    n_embd_k_gqa: int
+    n_embd_v_gqa: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> KVLayout:
+        if not isinstance(obj, dict) or set(obj) != {f.name for f in fields(cls)}:
+            raise SessionError("the session's KV layout has the wrong shape")
+        for f in fields(cls):
+            value = obj[f.name]
+            ok = (isinstance(value, str) and 0 < len(value) <= 32) if f.type == "str" else (
+                type(value) is int and 0 < value < 2**31)
+            if not ok:
+                raise SessionError(f"the session's KV layout has a bad {f.name}: {value!r}"[:200])
+        return cls(**obj)
 
 
 @dataclass(frozen=True)

@@ -6,34 +6,30 @@ the draft context, when there is one) so that the state covers exactly ``ctx.tok
 and section are intact and whose probe (engine.session.probe) shows that it belongs to the
 conversation's text; anything else falls back to the text with a one-line ``note`` (the next
 reply then processes the history again). The ``*_conversation`` functions take a Runtime and
-just pass its contexts; ``continue_session`` is ``duet-cli generate --session FILE``.
+just pass its contexts.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine.chat import Message
-from engine import rescue
-from engine.errors import DecodeError, ModelLoadError, SessionError, WorkerLostError
+from engine.errors import DecodeError, ModelLoadError, SessionError
 from engine.session.fingerprint import check_model, file_fingerprint, fingerprint_size, kv_layout
 from engine.session import probe
 from engine.session.format import read_meta, read_session, write_session
-from engine.session.meta import KVState, ModelInfo, SessionMeta, utc_now_iso
+from engine.session.meta import KVLayout, KVState, ModelInfo, SessionMeta, utc_now_iso
 from engine.session.meta import Message as SavedMessage
 
 if TYPE_CHECKING:
     from engine.context import Context
     from engine.runtime import Runtime
-    from engine.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +86,7 @@ def clear_fingerprint_cache() -> None:
     _FINGERPRINTS.clear()
 
 
-def context_layout(ctx: Context):  # noqa: ANN201 - fingerprint.KVLayout
+def context_layout(ctx: Context) -> KVLayout:
     """The KV layout of ``ctx`` as it actually is (llama.cpp may round n_ctx up)."""
     return kv_layout(ctx.model, ctx.n_ctx, ctx.params.type_k, ctx.params.type_v)
 
@@ -245,10 +241,6 @@ def _restore(ctx: Context, kv: KVState, payload: bytes | None, problem: str | No
     return None
 
 
-def _section_problem(problems: Sequence[str], name: str) -> str | None:
-    return next((p for p in problems if p.startswith(f"section {name} ")), None)
-
-
 def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = None, *,
                   use_kv: bool = True) -> OpenResult:
     """Read the conversation at ``path``; restore its KV states into ``ctx`` / ``draft_ctx``
@@ -285,7 +277,7 @@ def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = N
         for role, c in plan.items():
             name = f"kv.{role}"
             reason = _restore(c, meta.kv(role), loaded.sections.pop(name, None),
-                              _section_problem(loaded.problems, name), role)
+                              loaded.problem(name), role)
             restored[role] = reason is None
             if reason is not None:
                 tail = REPROCESS if role == "target" else "the draft model will catch up by itself"
@@ -306,93 +298,3 @@ def open_conversation(path: Path, runtime: Runtime | None, *, use_kv: bool = Tru
     if runtime is None:
         return open_contexts(path, None, None, use_kv=use_kv)
     return open_contexts(path, runtime.ctx, runtime.draft_ctx, use_kv=use_kv)
-
-
-# ─── duet-cli generate --session ──────────────────────────────────────────────
-
-
-def sampling_settings(sampling: SamplingParams) -> dict[str, Any]:
-    """SamplingParams as plain JSON for a session's settings."""
-    d = asdict(sampling)
-    d["stop"] = list(d["stop"])
-    return d
-
-
-def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: SamplingParams, *,
-                     as_json: bool, system: str | None, use_kv: bool = True) -> int:
-    """Open ``path`` (restoring its KV state unless ``use_kv`` is False) or start a new
-    conversation, reply to ``prompt`` (streamed text, or one JSON object), append the reply and
-    save with KV. Returns 0, or 1 when the reply (still shown) could not be saved."""
-    from engine.events import collect, done_json
-
-    path = Path(path)
-    if path.exists():
-        opened = open_conversation(path, runtime, use_kv=use_kv)
-        messages, settings = opened.messages, opened.settings
-        restored, note = opened.restored_kv, opened.note
-        if system is not None:
-            log.warning("--system is ignored when continuing a saved conversation")
-    else:
-        messages = [Message("system", system, time.time())] if system else []
-        settings, restored, note = {}, False, None
-    if note and not as_json:
-        print(f"duet-cli: note: {note}", file=sys.stderr)
-    messages.append(Message("user", prompt, time.time()))
-    parts: list[str] = []
-
-    def on_token(token) -> None:  # noqa: ANN001 - engine.events.Token
-        parts.append(token.text)
-        if not as_json:
-            _write_token(token)
-
-    def save_cut(_why: str = "") -> None:
-        """Keep the reply so far when a worker is lost: the text alone (no llama.cpp call)."""
-        cut = [*messages, Message("assistant", "".join(parts), time.time())]
-        save_conversation(path, runtime, cut, settings=settings, with_kv=False)
-
-    with rescue.hook(save_cut):  # a worker lost mid-pass: ggml aborts, the hook saves
-        try:
-            done = collect(runtime.generator.chat(messages, sampling), on_token)
-        except WorkerLostError:  # lost between passes: save the same way, then say so
-            if parts:
-                save_cut()
-            raise
-    messages.append(Message("assistant", done.text, time.time()))
-    report, problem = save_keeping_turn(path, runtime, messages, settings,
-                                        {"sampling": sampling_settings(sampling)})
-    if as_json:
-        out = done_json(done)
-        out["session"] = {"restored_kv": restored, "note": note, "path": str(path),
-                          "saved": report is not None, "save_problem": problem,
-                          "bytes": report.bytes if report else 0,
-                          "n_tokens": report.n_tokens if report else 0}
-        print(json.dumps(out))
-    else:
-        sys.stdout.write(done.tail + "\n")
-    if problem:
-        print(f"duet-cli: {'note' if report else 'error'}: {problem}", file=sys.stderr)
-    return 0 if report is not None else 1
-
-
-def _write_token(token) -> None:  # noqa: ANN001 - engine.events.Token
-    sys.stdout.write(token.text)
-    sys.stdout.flush()
-
-
-def save_keeping_turn(path: Path, runtime: Runtime, messages: Sequence[Message],
-                      settings: Mapping[str, Any], new_settings: Mapping[str, Any]
-                      ) -> tuple[SaveReport | None, str | None]:
-    """Save so that no turn is lost to a save error: with ``new_settings`` and the KV state; if
-    that fails, the text alone with the settings as they were. Returns (the report or None, one
-    line on what went wrong or None)."""
-    try:
-        return save_conversation(path, runtime, messages,
-                                 settings={**settings, **new_settings}), None
-    except SessionError as e:
-        first = str(e)
-    log.warning("%s; saving the text without the new settings", first)
-    try:
-        report = save_conversation(path, runtime, messages, settings=settings, with_kv=False)
-    except SessionError as e:
-        return None, f"the reply was not saved ({e})"
-    return report, f"saved without its KV state and new settings ({first})"

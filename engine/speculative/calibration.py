@@ -65,7 +65,7 @@ def cached_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
         on_measure()
     cost = measure_cost(ctx, sizes)
     try:
-        write_json(_cache_file(), {**entries, key: cost.to_json()})
+        write_json(_cache_file(), {**entries, key: cost.to_json()}, durable=False)
     except (OSError, ValueError) as e:
         log.warning("could not cache the verify cost: %s", e)
     return cost
@@ -121,7 +121,7 @@ def forget(ctx: Context | None, sizes: Sequence[int] = TUNING.calibration_sizes)
     kept = {k: v for k, v in entries.items() if ctx is not None and k != _cache_key(ctx, sizes)}
     if len(kept) != len(entries):
         try:
-            write_json(_cache_file(), kept)
+            write_json(_cache_file(), kept, durable=False)
         except (OSError, ValueError) as e:
             log.warning("could not update the verify-cost cache: %s", e)
 

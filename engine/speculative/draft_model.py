@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.context import Context
 from engine.generate import align
-from engine.sampling import Sampler, dense, distribution
+from engine.sampling import Sampler, distribution
 from engine.speculative.draft import Draft
 
 
@@ -33,6 +33,9 @@ class ModelDrafter:
         ctx.decode(history[keep:])
 
     def propose(self, history: Sequence[int], max_n: int, sampler: Sampler) -> Draft:
+        """Up to ``max_n`` tokens, each the draft model's own pick by the target's sampling rule
+        (the same seed and positions: when the two models agree on a token's distribution, the
+        draws agree too); stops early when the draft is less sure than ``p_min``."""
         t0 = time.perf_counter()
         if len(history) + max_n > self.ctx.n_ctx:
             max_n = self.ctx.n_ctx - len(history)
@@ -40,28 +43,24 @@ class ModelDrafter:
             return Draft((), source=self.name)
         self.sync(history)
         tokens: list[int] = []
-        probs: list[np.ndarray] = []
-        params = sampler.params
         while True:
             logits = self.ctx.logits()
-            if params.greedy:
-                tok = int(np.argmax(logits))
-                top = float(1.0 / np.exp(logits - logits[tok]).sum())
-            else:
-                ids, p = distribution(logits, params, list(history) + tokens)
-                tok = int(ids[min(int(np.searchsorted(np.cumsum(p), sampler.rng.random())), len(ids) - 1)])
-                top = float(p[0])
-                probs.append(dense(ids, p, logits.shape[0]))
-            if top < self.p_min:
-                if probs:
-                    probs.pop()
+            context = [*history, *tokens]
+            if _confidence(logits, sampler, context) < self.p_min:
                 break
-            tokens.append(tok)
+            tokens.append(sampler.pick(logits, context, constrained=False))
             if len(tokens) >= max_n:
                 break
-            self.ctx.decode([tok])
-        return Draft(tuple(tokens), np.stack(probs) if probs else None, self.name,
-                     time.perf_counter() - t0)
+            self.ctx.decode([tokens[-1]])
+        return Draft(tuple(tokens), self.name, time.perf_counter() - t0)
 
     def reset(self) -> None:
         self.ctx.clear()
+
+
+def _confidence(logits: np.ndarray, sampler: Sampler, context: Sequence[int]) -> float:
+    """How likely the draft's pick is: its softmax probability (greedy), or the top probability
+    of the sampling distribution."""
+    if sampler.params.greedy:
+        return float(1.0 / np.exp(logits - logits.max()).sum())
+    return float(distribution(logits, sampler.params, context)[1][0])

@@ -1,37 +1,40 @@
-"""Speculative decoding settings."""
+"""Speculative decoding settings (rows of the parameter table, engine.params)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-DRAFTERS = ("none", "model", "ngram", "auto")
+from engine.params import ParamError, Params, param
+
+DRAFTERS = ("auto", "ngram", "model", "none")
 
 
 @dataclass(frozen=True)
-class SpeculativeParams:
-    """``drafter``: none (plain decoding), model (a draft model), ngram (prompt lookup), auto
-    (whichever pays now). ``draft_max``/``draft_min`` bound a draft's length; ``p_min`` stops a
+class SpeculativeParams(Params):
+    """``drafter``: auto (whichever pays now), ngram (prompt lookup), model (a draft model),
+    none (plain decoding). ``draft_max``/``draft_min`` bound a draft's length; ``p_min`` stops a
     draft model early when its top probability falls below it."""
 
-    drafter: str = "auto"
-    draft_max: int = 64
-    draft_min: int = 1
-    p_min: float = 0.75
-    ngram_min: int = 2
-    ngram_max: int = 5
-    adaptive: bool = True
+    drafter: str = param(
+        "auto", "Drafter", "auto: whichever pays now; ngram: copy from the conversation; model: "
+        "the draft model; none: plain decoding.", applies="load", choices=DRAFTERS)
+    draft_max: int = param(64, "Draft max", "Most tokens drafted per target pass.",
+                           applies="load", minimum=1, maximum=64, step=1)
+    draft_min: int = param(1, "Draft min", "Fewest drafted tokens worth verifying.",
+                           applies="load", minimum=1, maximum=64, step=1)
+    p_min: float = param(
+        0.75, "Draft p_min", "The draft model stops drafting when its top probability falls "
+        "below this.", applies="load", minimum=0, maximum=0.99)
+    ngram_min: int = param(2, "N-gram min", "Shortest n-gram the n-gram drafter matches.",
+                           applies="load", minimum=1, maximum=16, step=1)
+    ngram_max: int = param(5, "N-gram max", "Longest n-gram the n-gram drafter matches.",
+                           applies="load", minimum=1, maximum=16, step=1)
+    adaptive: bool = param(
+        True, "Adaptive", "Draft only as much as pays on this machine, and pause a drafter that "
+        "loses time (off: always draft up to draft-max; for measurements).", applies="load")
 
-    def __post_init__(self) -> None:
-        if self.drafter not in DRAFTERS:
-            raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}")
-        for name in ("draft_max", "draft_min", "ngram_min", "ngram_max"):
-            if type(getattr(self, name)) is not int:
-                raise ValueError(f"{name.replace('_', '-')} must be an integer")
-        if not 1 <= self.draft_min <= self.draft_max <= 64:
-            raise ValueError("need 1 <= draft_min <= draft_max <= 64")
-        if isinstance(self.p_min, bool) or not isinstance(self.p_min, (int, float)) \
-                or not math.isfinite(self.p_min) or not 0 <= self.p_min < 1:
-            raise ValueError("p_min must be in [0, 1)")
-        if not 1 <= self.ngram_min <= self.ngram_max <= 16:
-            raise ValueError("need 1 <= ngram_min <= ngram_max <= 16")
+    def _check(self) -> None:
+        if self.draft_min > self.draft_max:
+            raise ParamError("draft-min must not exceed draft-max", "draft_min")
+        if self.ngram_min > self.ngram_max:
+            raise ParamError("ngram-min must not exceed ngram-max", "ngram_min")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -21,12 +22,15 @@ from PySide6.QtCore import QObject, Signal  # noqa: E402
 
 from engine import paths  # noqa: E402
 
+if TYPE_CHECKING:
+    from app.requests import ModelInfo, Reply
+
 REAL_CACHE = paths.cache_dir()
 # The offscreen platform plugin warns about this on every top-level window; it is not ours.
 IGNORED_QT_MESSAGES = ("This plugin does not support propagateSizeHints",)
 
 
-def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001
+def pytest_collection_modifyitems(config, items) -> None:
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
@@ -52,8 +56,8 @@ def settings(tmp_path: Path):
     from app.settings import Settings
 
     s = Settings(tmp_path / "settings.json")
-    s.update({"temperature": 0.0, "max_tokens": 24, "speculative": False, "autosave": False,
-              "context_size": 2048, "theme": "light"})
+    s.update({"temperature": 0.0, "max_tokens": 24, "drafter": "none", "autosave": False,
+              "n_ctx": 2048, "theme": "light"})
     return s
 
 
@@ -86,7 +90,7 @@ class Relay:
 
     NAMES = ("loaded", "progress", "tokens", "finished", "saved", "opened", "fetched", "failed")
 
-    def __init__(self, worker) -> None:  # noqa: ANN001
+    def __init__(self, worker) -> None:
         self.events: list[tuple[str, float, object]] = []
         self._hops = {}
         for name in self.NAMES:
@@ -107,16 +111,16 @@ LONG_MS = 180_000  # a generous ceiling for model work on a busy 2-core machine
 class Driver:
     """Drives a MainWindow the way a user would, waiting on the signals that end each step."""
 
-    def __init__(self, qtbot, window) -> None:  # noqa: ANN001
+    def __init__(self, qtbot, window) -> None:
         self.qtbot, self.window = qtbot, window
         self.relay = Relay(window.client.worker)
 
-    def load(self, target: Path, draft: Path | None = None):  # noqa: ANN201 - ModelInfo
+    def load(self, target: Path, draft: Path | None = None) -> ModelInfo:
         with self.qtbot.waitSignal(self.window.model_loaded, timeout=LONG_MS) as blocker:
             self.window.load_models(target, draft)
         return blocker.args[0]
 
-    def send(self, text: str, *, keys: bool = False):  # noqa: ANN201 - Reply
+    def send(self, text: str, *, keys: bool = False) -> Reply:
         with self.qtbot.waitSignal(self.window.controller.reply_finished,
                                    timeout=LONG_MS) as blocker:
             if keys:
@@ -129,7 +133,7 @@ class Driver:
                 self.window.controller.send(text)
         return blocker.args[0]
 
-    def finish(self, action) -> object:  # noqa: ANN001 - run action, wait for the reply
+    def finish(self, action) -> object:  # run action, wait for the reply
         with self.qtbot.waitSignal(self.window.controller.reply_finished,
                                    timeout=LONG_MS) as blocker:
             action()
@@ -137,12 +141,12 @@ class Driver:
 
 
 @pytest.fixture
-def relay_for():  # noqa: ANN201
+def relay_for():
     return Relay
 
 
 @pytest.fixture
-def window(qtbot, settings, home):  # noqa: ANN001, ANN201
+def window(qtbot, settings, home):
     from app.main_window import MainWindow
 
     w = MainWindow(settings, autoload=False)
@@ -154,5 +158,5 @@ def window(qtbot, settings, home):  # noqa: ANN001, ANN201
 
 
 @pytest.fixture
-def driver(qtbot, window) -> Driver:  # noqa: ANN001
+def driver(qtbot, window) -> Driver:
     return Driver(qtbot, window)

@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 LONG_MS = 180_000
 
 
-def test_send_streams_then_finishes(qtbot, window, driver, smol_path) -> None:  # noqa: ANN001
+def test_send_streams_then_finishes(qtbot, window, driver, smol_path) -> None:
     info = driver.load(smol_path)
     assert "SmolLM2" in window.models.status.text() and info.n_ctx >= 2048
     edit = window.composer.edit
@@ -34,7 +34,7 @@ def test_send_streams_then_finishes(qtbot, window, driver, smol_path) -> None:  
     assert window.sidebar.list.currentItem().text().startswith("Name two fruits")
 
 
-def test_stop_cancels_the_reply(qtbot, window, driver, smol_path, settings) -> None:  # noqa: ANN001
+def test_stop_cancels_the_reply(qtbot, window, driver, smol_path, settings) -> None:
     settings.set("max_tokens", 400)
     driver.load(smol_path)
     window.controller.send("Write a very long story about the sea.")
@@ -55,7 +55,7 @@ def test_stop_cancels_the_reply(qtbot, window, driver, smol_path, settings) -> N
     assert reply.done.reason == "cancelled"
 
 
-def test_regenerate_reuses_the_prompt_cache(qtbot, window, driver, smol_path) -> None:  # noqa: ANN001
+def test_regenerate_reuses_the_prompt_cache(qtbot, window, driver, smol_path) -> None:
     driver.load(smol_path)
     first = driver.send("What is the capital of France?")
     conv = window.controller.current
@@ -68,7 +68,7 @@ def test_regenerate_reuses_the_prompt_cache(qtbot, window, driver, smol_path) ->
     assert stats.n_cached_tokens == stats.n_prompt_tokens - 1  # the whole prompt was cached
 
 
-def test_edit_and_resend_recomputes_only_the_tail(qtbot, window, driver, smol_path) -> None:  # noqa: ANN001
+def test_edit_and_resend_recomputes_only_the_tail(qtbot, window, driver, smol_path) -> None:
     driver.load(smol_path)
     driver.send("My name is Ada. Remember it.")
     driver.send("What is two plus two?")
@@ -88,7 +88,7 @@ def test_edit_and_resend_recomputes_only_the_tail(qtbot, window, driver, smol_pa
     assert 0 < stats.n_cached_tokens < stats.n_prompt_tokens  # the first exchange was reused
 
 
-def test_bad_model_shows_a_message_and_the_app_keeps_working(qtbot, window, driver, smol_path,  # noqa: ANN001
+def test_bad_model_shows_a_message_and_the_app_keeps_working(qtbot, window, driver, smol_path,
                                                             tmp_path: Path) -> None:
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 64)  # right magic, nothing else
@@ -104,9 +104,9 @@ def test_bad_model_shows_a_message_and_the_app_keeps_working(qtbot, window, driv
     assert driver.send("Say hi.").done.stats.n_tokens > 0
 
 
-def test_full_context_is_reported_and_the_app_keeps_working(qtbot, window, driver, smol_path,  # noqa: ANN001
+def test_full_context_is_reported_and_the_app_keeps_working(qtbot, window, driver, smol_path,
                                                            settings) -> None:
-    settings.update({"context_size": 256, "max_tokens": 400})
+    settings.update({"n_ctx": 256, "max_tokens": 400})
     driver.load(smol_path)
     reply = driver.send("Write a long story about the sea.")
     assert reply.done.reason == "context_full" and reply.n_past >= reply.n_ctx - 1
@@ -123,12 +123,12 @@ def test_full_context_is_reported_and_the_app_keeps_working(qtbot, window, drive
     assert driver.send("Hi.").done.stats.n_tokens > 0
 
 
-def test_incompatible_draft_is_refused_with_its_reason(qtbot, window, driver, smol_path,  # noqa: ANN001
+def test_incompatible_draft_is_refused_with_its_reason(qtbot, window, driver, smol_path,
                                                       settings) -> None:
     from engine.runtime import STARTER_FILES
 
     gemma = smol_path.parent / STARTER_FILES["gemma"]
-    settings.update({"speculative": True, "drafter": "auto"})
+    settings.update({"drafter": "auto"})
     info = driver.load(smol_path, gemma)
     assert info.draft_problem
     status = window.models.status.text()

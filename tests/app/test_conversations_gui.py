@@ -16,11 +16,11 @@ from app.requests import Reply, TokenBatch
 LONG_MS = 180_000
 
 
-def _versions(widget) -> str:  # noqa: ANN001
+def _versions(widget) -> str:
     return widget.version_label.text() if widget.version_label.isVisibleTo(widget) else ""
 
 
-def test_regenerate_keeps_the_old_reply_and_switching_keeps_the_cache(qtbot, window, driver,  # noqa: ANN001
+def test_regenerate_keeps_the_old_reply_and_switching_keeps_the_cache(qtbot, window, driver,
                                                                      smol_path, settings) -> None:
     settings.update({"temperature": 0.9, "seed": -1})
     driver.load(smol_path)
@@ -42,7 +42,7 @@ def test_regenerate_keeps_the_old_reply_and_switching_keeps_the_cache(qtbot, win
     assert stats.n_cached_tokens > 10  # the cache was rewound to the fork, never cleared
 
 
-def test_edit_makes_a_branch_and_the_old_one_stays(qtbot, window, driver, smol_path) -> None:  # noqa: ANN001
+def test_edit_makes_a_branch_and_the_old_one_stays(qtbot, window, driver, smol_path) -> None:
     driver.load(smol_path)
     driver.send("My name is Ada.")
     conv = window.controller.current
@@ -55,7 +55,7 @@ def test_edit_makes_a_branch_and_the_old_one_stays(qtbot, window, driver, smol_p
     assert [t.text for t in conv.turns] == old
 
 
-def test_continue_after_the_length_limit(qtbot, window, driver, smol_path, settings) -> None:  # noqa: ANN001
+def test_continue_after_the_length_limit(qtbot, window, driver, smol_path, settings) -> None:
     settings.set("max_tokens", 8)
     driver.load(smol_path)
     reply = driver.send("Write a long story about a lighthouse keeper.")
@@ -70,9 +70,9 @@ def test_continue_after_the_length_limit(qtbot, window, driver, smol_path, setti
     assert more.done.text and more.done.stats.n_prompt_tokens - more.done.stats.n_cached_tokens <= 2
 
 
-def test_a_too_long_message_goes_back_to_the_composer_with_an_offer(qtbot, window, driver,  # noqa: ANN001
+def test_a_too_long_message_goes_back_to_the_composer_with_an_offer(qtbot, window, driver,
                                                                   smol_path, settings) -> None:
-    settings.update({"context_size": 256})
+    settings.update({"n_ctx": 256})
     driver.load(smol_path)
     text = "word " * 400
     with qtbot.waitSignal(window.controller.request_failed, timeout=LONG_MS):
@@ -82,10 +82,10 @@ def test_a_too_long_message_goes_back_to_the_composer_with_an_offer(qtbot, windo
     assert window.composer.edit.toPlainText() == text.strip()
     assert "too long" in window.notice.text()
     window.notice.action.click()  # Raise the context
-    assert settings["context_size"] == 512
+    assert settings["n_ctx"] == 512
 
 
-def test_live_figures_and_notices_belong_to_their_conversation(qtbot, window) -> None:  # noqa: ANN001
+def test_live_figures_and_notices_belong_to_their_conversation(qtbot, window) -> None:
     c = window.controller
     a = c.current
     a.add_user("hello")
@@ -112,7 +112,7 @@ def test_live_figures_and_notices_belong_to_their_conversation(qtbot, window) ->
     assert b not in c.conversations  # the blank one left behind does not pile up
 
 
-def test_reopened_conversation_keeps_versions_stats_tint_and_context(qtbot, window, driver,  # noqa: ANN001
+def test_reopened_conversation_keeps_versions_stats_tint_and_context(qtbot, window, driver,
                                                                    smol_path, settings) -> None:
     from app.main_window import MainWindow
 
@@ -148,7 +148,7 @@ def test_reopened_conversation_keeps_versions_stats_tint_and_context(qtbot, wind
         other.close()
 
 
-def test_a_failed_load_keeps_the_loaded_model_and_drops_the_bad_file(qtbot, window, driver,  # noqa: ANN001
+def test_a_failed_load_keeps_the_loaded_model_and_drops_the_bad_file(qtbot, window, driver,
                                                                     smol_path,
                                                                     tmp_path: Path) -> None:
     info = driver.load(smol_path)
@@ -176,7 +176,7 @@ def _formats(doc: QTextDocument) -> list[tuple[str, QTextCharFormat]]:
     return out
 
 
-def test_the_draft_mark_is_on_text_only_in_both_themes(qapp) -> None:  # noqa: ANN001
+def test_the_draft_mark_is_on_text_only_in_both_themes(qapp) -> None:
     from app.render import render
     from app.theme import DARK_COLORS, LIGHT_COLORS
 
@@ -191,7 +191,7 @@ def test_the_draft_mark_is_on_text_only_in_both_themes(qapp) -> None:  # noqa: A
         assert colors.draft_bg.alpha() <= 40  # a faint tint, not a solid block
 
 
-def test_user_messages_render_as_markdown_without_html(qtbot) -> None:  # noqa: ANN001
+def test_user_messages_render_as_markdown_without_html(qtbot) -> None:
     from app.chat_view import MessageWidget
     from app.conversation import Turn
 
@@ -203,7 +203,7 @@ def test_user_messages_render_as_markdown_without_html(qtbot) -> None:  # noqa: 
     assert "<b>not bold</b>" in text
 
 
-def test_the_chat_says_when_older_turns_are_out_of_view(qtbot, window) -> None:  # noqa: ANN001
+def test_the_chat_says_when_older_turns_are_out_of_view(qtbot, window) -> None:
     c = window.controller
     conv = c.current
     conv.add_user("a long chat")

@@ -68,9 +68,29 @@ def test_search_pick_fit_download_ready(qtbot, hub, dialog, tmp_path):
     with qtbot.waitSignal(d.model_ready, timeout=60_000) as ready:
         d.start_download()
     path = ready.args[0]
-    assert path == tmp_path / "models" / "SmolLM2-135M-Instruct-Q2_K.gguf"
+    assert path == tmp_path / "models" / REPO / "SmolLM2-135M-Instruct-Q2_K.gguf"
     assert hashlib.sha256(path.read_bytes()).hexdigest() == hub.repos[REPO].files[1].sha256
     assert d.status.text() == f"Ready to load: {path.name}" and d.progress.value() == 1000
+
+
+def test_the_models_bar_lists_downloads_by_repository(qtbot, monkeypatch, tmp_path):
+    """A download named like a starter model is listed by its place, not as the starter."""
+    from app.models_panel import ModelsPanel
+
+    models = tmp_path / "models"
+    starter = models / CATALOG["test"].filename
+    download = models / "bartowski" / "SmolLM2-GGUF" / CATALOG["test"].filename
+    for path in (starter, download, models / "bartowski" / "SmolLM2-GGUF" / "x.gguf.part"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"GGUF" + bytes(100))
+    monkeypatch.setenv("DUET_MODELS_DIR", str(models))
+    panel = ModelsPanel()
+    qtbot.addWidget(panel)
+    combo = panel.draft_combo
+    listed = {combo.itemText(i): combo.itemData(i) for i in range(combo.count())}
+    assert listed == {"None": None, CATALOG["test"].display_name: str(starter),
+                      f"bartowski/SmolLM2-GGUF/{CATALOG['test'].filename}": str(download),
+                      "Browse…": "__browse__"}
 
 
 def test_an_unreachable_hub_is_reported_not_hung(qtbot, hub, dialog):

@@ -25,7 +25,7 @@ def _get(port: int, path: str, key: str | None = None) -> tuple[int, dict]:
         conn.close()
 
 
-def test_the_local_server_follows_its_settings(qtbot, settings, smol_path) -> None:  # noqa: ANN001
+def test_the_local_server_follows_its_settings(qtbot, settings, smol_path) -> None:
     port = _free_port()
     settings.update({"target_model": str(smol_path), "server_enabled": True,
                      "server_port": port, "server_api_key": "k", "state_cache_mb": 32})
@@ -46,7 +46,7 @@ def test_the_local_server_follows_its_settings(qtbot, settings, smol_path) -> No
         server.stop()
 
 
-def test_a_public_address_without_a_key_is_refused(qtbot, settings, smol_path) -> None:  # noqa: ANN001
+def test_a_public_address_without_a_key_is_refused(qtbot, settings, smol_path) -> None:
     settings.update({"target_model": str(smol_path), "server_enabled": True,
                      "server_host": "0.0.0.0", "server_api_key": ""})
     server = LocalServer()
@@ -56,7 +56,7 @@ def test_a_public_address_without_a_key_is_refused(qtbot, settings, smol_path) -
     assert server.address is None
 
 
-def test_the_window_starts_the_server_shows_its_address_and_stops_it(qtbot, window, settings,  # noqa: ANN001
+def test_the_window_starts_the_server_shows_its_address_and_stops_it(qtbot, window, settings,
                                                                      smol_path) -> None:
     port = _free_port()
     label = window.status.labels["server"]

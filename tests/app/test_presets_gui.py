@@ -3,18 +3,18 @@ system prompt in a chat with history means (no model needed)."""
 
 from __future__ import annotations
 
-from engine.conversation.presets import Preset
+from engine.conversation.presets import preset
 from engine.events import Done, Stats
 
 
-def test_a_preset_applies_to_its_conversation_only(qtbot, window, settings) -> None:  # noqa: ANN001
+def test_a_preset_applies_to_its_conversation_only(qtbot, window, settings) -> None:
     c = window.controller
     a = c.current
     a.add_user("hi", "old prompt")
     a.begin_reply()
     a.finish_reply(Done("stop", "hello", (1,), Stats()))
     bar = window.presets
-    bar.presets.append(Preset("Poet", "Write in verse.\nAlways.", temperature=1.3, max_tokens=50))
+    bar.presets.append(preset("Poet", "Write in verse.\nAlways.", temperature=1.3, max_tokens=50))
     bar._fill()
     bar.combo.activated.emit(bar.combo.findText("Poet"))  # the user picks it
     assert [t.text for t in a.turns] == ["Write in verse.\nAlways.", "hi", "hello"]

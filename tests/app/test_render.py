@@ -15,7 +15,7 @@ from app.theme import DARK_COLORS, LIGHT_COLORS
 REPLY = "Use **this**:\n\n```python\ndef add(a, b):\n    return a + b  # sum\n```\n\nDone."
 
 
-def _formats(doc: QTextDocument):  # noqa: ANN202
+def _formats(doc: QTextDocument):
     """(character, QTextCharFormat) for every character of ``doc``."""
     out = []
     block = doc.begin()
@@ -35,7 +35,7 @@ def _tinted(doc: QTextDocument, color: QColor) -> str:
                    if f.hasProperty(f.Property.BackgroundBrush) and f.background().color() == color)
 
 
-def test_code_block_is_monospace_highlighted_with_copy_link(qapp) -> None:  # noqa: ANN001
+def test_code_block_is_monospace_highlighted_with_copy_link(qapp) -> None:
     doc = QTextDocument()
     codes = render(doc, REPLY, LIGHT_COLORS)
     assert codes == ["def add(a, b):\n    return a + b  # sum"]
@@ -54,7 +54,7 @@ def test_code_block_is_monospace_highlighted_with_copy_link(qapp) -> None:  # no
     assert comment and comment[0].foreground().color() == LIGHT_COLORS.comment
 
 
-def test_drafted_spans_are_tinted_in_prose_and_code(qapp) -> None:  # noqa: ANN001
+def test_drafted_spans_are_tinted_in_prose_and_code(qapp) -> None:
     doc = QTextDocument()
     start_prose = REPLY.index("this")
     start_code = REPLY.index("return")
@@ -66,13 +66,13 @@ def test_drafted_spans_are_tinted_in_prose_and_code(qapp) -> None:  # noqa: ANN0
     assert _tinted(doc, DARK_COLORS.draft_bg) == ""
 
 
-def test_user_text_is_shown_as_typed(qapp) -> None:  # noqa: ANN001
+def test_user_text_is_shown_as_typed(qapp) -> None:
     doc = QTextDocument()
     assert render(doc, "a *b* `c`\n# d", LIGHT_COLORS, markdown=False) == []
     assert doc.toPlainText() == "a *b* `c`\n# d"
 
 
-def test_streaming_message_renders_token_spans(qtbot) -> None:  # noqa: ANN001
+def test_streaming_message_renders_token_spans(qtbot) -> None:
     """Synthetic tokens, as the worker would send them with speculation on."""
     conv = Conversation()
     conv.add_user("count")
@@ -96,7 +96,7 @@ def test_streaming_message_renders_token_spans(qtbot) -> None:  # noqa: ANN001
     assert _tinted(doc, theme.colors().draft_bg) == ""
 
 
-def test_incremental_rendering_matches_a_full_render(qapp) -> None:  # noqa: ANN001
+def test_incremental_rendering_matches_a_full_render(qapp) -> None:
     """Streaming re-renders only the changed tail; the result must equal a render from scratch."""
     from app.render import Renderer
 

@@ -35,7 +35,7 @@ def native_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
         if not name.startswith("llama_") or isinstance(fn, type) or not callable(fn):
             continue
 
-        def spy(*args, _fn=fn, _name=name):  # noqa: ANN002, ANN202
+        def spy(*args, _fn=fn, _name=name):
             calls.append((_name, threading.current_thread().name))
             return _fn(*args)
 
@@ -43,7 +43,7 @@ def native_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     return calls
 
 
-def test_gui_thread_never_calls_llama_cpp(qtbot, window, driver, settings, smol_path,  # noqa: ANN001
+def test_gui_thread_never_calls_llama_cpp(qtbot, window, driver, settings, smol_path,
                                           native_calls) -> None:
     """Load, reply, autosave with the KV state, start another chat, reopen through the KV
     restore: llama.cpp runs on the worker thread only."""
@@ -67,7 +67,7 @@ def test_gui_thread_never_calls_llama_cpp(qtbot, window, driver, settings, smol_
     assert on_gui == [], f"the GUI thread called llama.cpp: {on_gui}"
 
 
-def test_streamed_updates_rebuild_only_the_tail(qtbot) -> None:  # noqa: ANN001
+def test_streamed_updates_rebuild_only_the_tail(qtbot) -> None:
     """Streaming a 4,600-character reply in 40-character steps: each update rebuilds at most the
     last block (a paragraph or a code block) plus the new text, never the whole reply."""
     from app.chat_view import MessageWidget

@@ -11,13 +11,13 @@ from app.__main__ import create_window, parse_args
 LONG_MS = 180_000
 
 
-def _autosaved(qtbot, window, driver, text: str):  # noqa: ANN001, ANN202
+def _autosaved(qtbot, window, driver, text: str):
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as saved:
         reply = driver.send(text)
     return reply, saved.args[0]
 
 
-def test_autosave_then_reopen_restores_the_kv_state(qtbot, window, driver, smol_path,  # noqa: ANN001
+def test_autosave_then_reopen_restores_the_kv_state(qtbot, window, driver, smol_path,
                                                    settings) -> None:
     settings.update({"autosave": True, "save_kv": True})
     driver.load(smol_path)
@@ -51,7 +51,7 @@ def test_autosave_then_reopen_restores_the_kv_state(qtbot, window, driver, smol_
     assert stats.n_cached_tokens >= first.done.stats.n_prompt_tokens + first.done.stats.n_tokens - 2
 
 
-def test_reopen_falls_back_to_text_and_says_so(qtbot, window, driver, smol_path, settings) -> None:  # noqa: ANN001
+def test_reopen_falls_back_to_text_and_says_so(qtbot, window, driver, smol_path, settings) -> None:
     from app.main_window import MainWindow
 
     driver.load(smol_path)
@@ -59,7 +59,7 @@ def test_reopen_falls_back_to_text_and_says_so(qtbot, window, driver, smol_path,
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as saved:
         window.controller.save()
     path = saved.args[0].path
-    settings.set("context_size", 1024)  # another cache layout: the saved KV state cannot fit
+    settings.set("n_ctx", 1024)  # another cache layout: the saved KV state cannot fit
     assert "next model load" in window.notice.text()
     # as after a restart: a new window, the model loaded with the new context size
     other = MainWindow(settings, autoload=False)
@@ -80,7 +80,7 @@ def test_reopen_falls_back_to_text_and_says_so(qtbot, window, driver, smol_path,
         other.close()
 
 
-def test_save_without_kv_and_rename_and_delete(qtbot, window, driver, smol_path, settings) -> None:  # noqa: ANN001
+def test_save_without_kv_and_rename_and_delete(qtbot, window, driver, smol_path, settings) -> None:
     settings.set("save_kv", False)
     driver.load(smol_path)
     driver.send("Hello there.")
@@ -97,7 +97,7 @@ def test_save_without_kv_and_rename_and_delete(qtbot, window, driver, smol_path,
     assert window.controller.current is not None  # something is shown
 
 
-def test_corrupt_file_shows_a_message_and_the_app_keeps_working(qtbot, window, driver, smol_path,  # noqa: ANN001
+def test_corrupt_file_shows_a_message_and_the_app_keeps_working(qtbot, window, driver, smol_path,
                                                                tmp_path: Path) -> None:
     junk = tmp_path / "junk.duet"
     junk.write_bytes(b"DUETSESS" + b"\xff" * 100)
@@ -109,7 +109,7 @@ def test_corrupt_file_shows_a_message_and_the_app_keeps_working(qtbot, window, d
     assert driver.send("Still there?").done.stats.n_tokens > 0
 
 
-def test_command_line_file_opens_the_conversation(qtbot, window, driver, smol_path) -> None:  # noqa: ANN001
+def test_command_line_file_opens_the_conversation(qtbot, window, driver, smol_path) -> None:
     driver.load(smol_path)
     driver.send("Name a planet.")
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as saved:

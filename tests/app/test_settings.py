@@ -12,7 +12,7 @@ from engine.errors import DuetError
 from engine.runtime import RuntimeConfig
 
 from app import settings as S
-from app.settings import DEFAULTS, OPTIONS, SCHEMA, Settings
+from app.settings import DEFAULTS, OPTIONS, SCHEMA, Settings, load
 
 
 def test_schema_is_consistent() -> None:
@@ -43,7 +43,7 @@ def test_update_persists_with_version_and_rereads(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["settings.json"]  # no temp file left
 
 
-def test_changed_fires_once_per_changed_option(qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+def test_changed_fires_once_per_changed_option(qtbot, tmp_path: Path) -> None:
     s = Settings(tmp_path / "settings.json")
     seen: list[str] = []
     s.changed.connect(seen.append)
@@ -59,17 +59,17 @@ def test_invalid_update_changes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         s.update({"no_such_option": 1})
     with pytest.raises(ValueError):
-        s.set("speculative", 1)  # an int is not a bool
+        s.set("save_kv", 1)  # an int is not a bool
     with pytest.raises(ValueError):
         s.set("theme", "purple")
     assert s["temperature"] == DEFAULTS["temperature"]
     assert not (tmp_path / "settings.json").exists()
 
 
-def test_bad_values_in_the_file_fall_back_with_a_warning(tmp_path: Path, caplog) -> None:  # noqa: ANN001
+def test_bad_values_in_the_file_fall_back_with_a_warning(tmp_path: Path, caplog) -> None:
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"version": 1, "values": {
-        "temperature": "hot", "top_k": 5000, "seed": 7, "mystery": True, "autosave": False}}))
+        "temperature": "hot", "top_k": 500000, "seed": 7, "mystery": True, "autosave": False}}))
     with caplog.at_level(logging.WARNING, logger="app.settings"):
         s = Settings(path)
     assert s["temperature"] == DEFAULTS["temperature"]
@@ -80,7 +80,7 @@ def test_bad_values_in_the_file_fall_back_with_a_warning(tmp_path: Path, caplog)
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"version": 1}', ""])
-def test_corrupt_file_gives_defaults(tmp_path: Path, content: str, caplog) -> None:  # noqa: ANN001
+def test_corrupt_file_gives_defaults(tmp_path: Path, content: str, caplog) -> None:
     path = tmp_path / "settings.json"
     path.write_text(content)
     with caplog.at_level(logging.WARNING, logger="app.settings"):
@@ -89,7 +89,7 @@ def test_corrupt_file_gives_defaults(tmp_path: Path, content: str, caplog) -> No
     assert caplog.records
 
 
-def test_newer_version_reads_what_it_can(tmp_path: Path, caplog) -> None:  # noqa: ANN001
+def test_newer_version_reads_what_it_can(tmp_path: Path, caplog) -> None:
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"version": 99, "values": {"top_k": 12}}))
     with caplog.at_level(logging.WARNING, logger="app.settings"):
@@ -102,12 +102,12 @@ def test_sampling_params_mapping() -> None:
               "repeat_penalty": 1.2, "seed": -1, "max_tokens": 99}
     p = S.sampling_params(values)
     assert (p.temperature, p.top_k, p.top_p, p.min_p, p.repeat_penalty, p.seed, p.max_tokens) == \
-        (0.3, 7, 0.5, 0.1, 1.2, None, 99)
+        (0.3, 7, 0.5, 0.1, 1.2, -1, 99)
     assert S.sampling_params({**values, "seed": 42}).seed == 42
 
 
 def test_speculative_params_mapping() -> None:
-    assert S.speculative_params({**DEFAULTS, "speculative": False}).drafter == "none"
+    assert S.speculative_params({**DEFAULTS, "drafter": "none"}).drafter == "none"
     p = S.speculative_params({**DEFAULTS, "drafter": "ngram", "draft_max": 4, "draft_min": 9,
                               "ngram_min": 6, "ngram_max": 3, "p_min": 0.5})
     assert (p.drafter, p.draft_max, p.draft_min, p.ngram_min, p.ngram_max, p.p_min) == \
@@ -117,7 +117,7 @@ def test_speculative_params_mapping() -> None:
 
 
 def test_runtime_config_mapping(tmp_path: Path) -> None:
-    values = {**DEFAULTS, "context_size": 1024, "threads": 3, "gpu_layers_target": 5,
+    values = {**DEFAULTS, "n_ctx": 1024, "n_threads": 3, "gpu_layers_target": 5,
               "gpu_layers_draft": -1}
     cfg = S.runtime_config(values, tmp_path / "t.gguf", tmp_path / "d.gguf")
     assert cfg.target.path == tmp_path / "t.gguf" and cfg.target.n_gpu_layers == 5
@@ -127,3 +127,12 @@ def test_runtime_config_mapping(tmp_path: Path) -> None:
     assert cfg.state_cache_bytes == DEFAULTS["state_cache_mb"] << 20 == RuntimeConfig.state_cache_bytes
     assert S.runtime_config({**values, "state_cache_mb": 0}, tmp_path / "t.gguf").state_cache_bytes == 0
     assert S.runtime_config(values, tmp_path / "t.gguf").draft is None
+
+
+def test_a_version_1_file_keeps_its_values_under_the_new_names(tmp_path: Path) -> None:
+    """Version 1 named two options otherwise and had a separate switch for speculation."""
+    path = tmp_path / "settings.json"
+    path.write_text('{"version": 1, "values": {"context_size": 1024, "threads": 2, '
+                    '"speculative": false, "drafter": "ngram"}}')
+    values = load(path)
+    assert (values["n_ctx"], values["n_threads"], values["drafter"]) == (1024, 2, "none")

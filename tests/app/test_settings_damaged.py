@@ -25,7 +25,7 @@ DAMAGED = {
 
 @pytest.mark.parametrize("content", DAMAGED.values(), ids=DAMAGED.keys())
 def test_damaged_settings_give_defaults_and_are_kept_aside(tmp_path: Path, content: bytes,
-                                                           caplog) -> None:  # noqa: ANN001
+                                                           caplog) -> None:
     path = tmp_path / "settings.json"
     path.write_bytes(content)
     with caplog.at_level(logging.WARNING):
@@ -43,7 +43,7 @@ def test_wrong_types_and_non_finite_values_fall_back(tmp_path: Path) -> None:
                     '"seed": 3.5, "threads": true, "top_k": 9}}')
     values = load(path)
     assert values["temperature"] == DEFAULTS["temperature"] and values["top_p"] == DEFAULTS["top_p"]
-    assert values["seed"] == DEFAULTS["seed"] and values["threads"] == DEFAULTS["threads"]
+    assert values["seed"] == DEFAULTS["seed"] and values["n_threads"] == DEFAULTS["n_threads"]
     assert values["top_k"] == 9 and path.exists()  # readable file, bad values: not set aside
     with pytest.raises(ValueError, match="finite"):
         Settings(path).set("temperature", float("nan"))
@@ -73,7 +73,7 @@ def test_verify_cost_cache_damage_is_recovered(tmp_path: Path) -> None:
         CostModel.from_json("[" * 100_000)
 
 
-def test_writes_go_through_unique_temporaries(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_writes_go_through_unique_temporaries(tmp_path: Path, monkeypatch) -> None:
     import tempfile
 
     names = []

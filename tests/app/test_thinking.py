@@ -8,7 +8,7 @@ from engine.events import Token
 from app.chat_view import MessageWidget
 
 
-def test_a_finished_thinking_section_is_collapsed(qtbot) -> None:  # noqa: ANN001
+def test_a_finished_thinking_section_is_collapsed(qtbot) -> None:
     turn = Turn("assistant", "<think>\nLet me count: 1, 2.\n</think>\n\nThe answer is **2**.",
                 think_s=3.2)
     w = MessageWidget(turn)
@@ -23,7 +23,7 @@ def test_a_finished_thinking_section_is_collapsed(qtbot) -> None:  # noqa: ANN00
     assert w.think_button.text().startswith("▾")
 
 
-def test_thinking_while_streaming_and_its_duration(qtbot) -> None:  # noqa: ANN001
+def test_thinking_while_streaming_and_its_duration(qtbot) -> None:
     conv = Conversation()
     conv.add_user("q")
     turn = conv.begin_reply()

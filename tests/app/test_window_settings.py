@@ -19,12 +19,12 @@ from app.settings_dialog import RELOAD_MARK
 LONG_MS = 180_000
 
 
-def _record_requests(window) -> list:  # noqa: ANN001
+def _record_requests(window) -> list:
     """Wrap the client's chat() to see the requests the GUI builds."""
     requests = []
     original = window.client.chat
 
-    def chat(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def chat(*args, **kwargs):
         req = original(*args, **kwargs)
         requests.append(req)
         return req
@@ -33,7 +33,7 @@ def _record_requests(window) -> list:  # noqa: ANN001
     return requests
 
 
-def test_dialog_persists_and_applies_settings(qtbot, window, driver, smol_path, settings) -> None:  # noqa: ANN001
+def test_dialog_persists_and_applies_settings(qtbot, window, driver, smol_path, settings) -> None:
     driver.load(smol_path)
     requests = _record_requests(window)
     driver.send("Hi.")
@@ -45,13 +45,13 @@ def test_dialog_persists_and_applies_settings(qtbot, window, driver, smol_path, 
     dialog.editors["temperature"].setValue(0.9)
     dialog.editors["top_k"].setValue(12)
     dialog.editors["seed"].setValue(1234)
-    dialog.editors["context_size"].setValue(1024)
+    dialog.editors["n_ctx"].setValue(1024)
     dialog.accept()
-    assert set(dialog.changed) == {"temperature", "top_k", "seed", "context_size"}
+    assert set(dialog.changed) == {"temperature", "top_k", "seed", "n_ctx"}
 
     data = json.loads(settings.path.read_text())
-    assert data["version"] == 1
-    assert data["values"]["temperature"] == 0.9 and data["values"]["context_size"] == 1024
+    assert data["version"] == 2
+    assert data["values"]["temperature"] == 0.9 and data["values"]["n_ctx"] == 1024
 
     # "now" options reach the next request...
     driver.send("Hi again.")
@@ -65,7 +65,7 @@ def test_dialog_persists_and_applies_settings(qtbot, window, driver, smol_path, 
     assert "next model load" not in window.notice.text()
 
 
-def test_dialog_marks_reload_options(qtbot, window) -> None:  # noqa: ANN001
+def test_dialog_marks_reload_options(qtbot, window) -> None:
     from PySide6.QtWidgets import QLabel
 
     dialog = window.settings_dialog()
@@ -81,8 +81,8 @@ def test_dialog_marks_reload_options(qtbot, window) -> None:  # noqa: ANN001
     assert window.settings["top_k"] == 40 and window.settings["temperature"] == 0.0  # unchanged
 
 
-def test_draft_highlighting_with_the_ngram_drafter(qtbot, window, driver, smol_path, settings) -> None:  # noqa: ANN001
-    settings.update({"speculative": True, "drafter": "ngram", "highlight_draft": True,
+def test_draft_highlighting_with_the_ngram_drafter(qtbot, window, driver, smol_path, settings) -> None:
+    settings.update({"drafter": "ngram", "highlight_draft": True,
                      "max_tokens": 64})
     info = driver.load(smol_path)
     assert info.drafter == "ngram" and window.status.labels["drafter"].text() == "drafter ngram"
@@ -115,7 +115,7 @@ def test_draft_highlighting_with_the_ngram_drafter(qtbot, window, driver, smol_p
     assert tinted() > 0
 
 
-def test_theme_applies_at_once(qtbot, window, settings) -> None:  # noqa: ANN001
+def test_theme_applies_at_once(qtbot, window, settings) -> None:
     settings.set("theme", "dark")
     app = QApplication.instance()
     assert app.palette().color(QPalette.ColorRole.Window).lightness() < 128
@@ -125,7 +125,7 @@ def test_theme_applies_at_once(qtbot, window, settings) -> None:  # noqa: ANN001
     settings.set("theme", "system")
 
 
-def test_dropping_a_gguf_loads_it(qtbot, window, smol_path) -> None:  # noqa: ANN001
+def test_dropping_a_gguf_loads_it(qtbot, window, smol_path) -> None:
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(smol_path))])
     event = QDropEvent(QPointF(20, 20), Qt.DropAction.CopyAction, mime,
@@ -144,11 +144,11 @@ def empty_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def test_first_run_offers_fetch_with_progress_and_cancel(qtbot, settings, home, empty_models,  # noqa: ANN001
+def test_first_run_offers_fetch_with_progress_and_cancel(qtbot, settings, home, empty_models,
                                                          monkeypatch, relay_for) -> None:
     import engine.fetch
 
-    def fake_fetch(model, dest_dir, *, progress=None, cancel=None):  # noqa: ANN001, ANN202
+    def fake_fetch(model, dest_dir, *, progress=None, cancel=None):
         total = 1000
         for done in range(0, total, 10):
             if cancel is not None and cancel.is_set():
@@ -177,9 +177,9 @@ def test_first_run_offers_fetch_with_progress_and_cancel(qtbot, settings, home, 
         w.close()
 
 
-def test_measuring_the_verify_cost_again_shows_its_progress(qtbot, window, driver, settings,  # noqa: ANN001
+def test_measuring_the_verify_cost_again_shows_its_progress(qtbot, window, driver, settings,
                                                            smol_path) -> None:
-    settings.update({"speculative": True, "drafter": "ngram"})
+    settings.update({"drafter": "ngram"})
     driver.load(smol_path)  # measured here if the session's cache had no curve for it
     driver.relay.events.clear()
     with qtbot.waitSignal(window.model_loaded, timeout=LONG_MS):

@@ -25,7 +25,7 @@ def _config(path: Path) -> RuntimeConfig:
 
 
 @pytest.fixture
-def client(qtbot, relay_for):  # noqa: ANN001, ANN201
+def client(qtbot, relay_for):
     c = EngineClient()
     c.relay = relay_for(c.worker)
     yield c
@@ -34,7 +34,7 @@ def client(qtbot, relay_for):  # noqa: ANN001, ANN201
 
 
 @pytest.fixture
-def loaded(qtbot, client, smol_path):  # noqa: ANN001, ANN201
+def loaded(qtbot, client, smol_path):
     with qtbot.waitSignal(client.relay.loaded, timeout=LONG_MS) as blocker:
         client.load(_config(smol_path))
     info = blocker.args[0]
@@ -43,7 +43,7 @@ def loaded(qtbot, client, smol_path):  # noqa: ANN001, ANN201
     return client
 
 
-def test_chat_streams_coalesced_batches_then_finishes(qtbot, loaded) -> None:  # noqa: ANN001
+def test_chat_streams_coalesced_batches_then_finishes(qtbot, loaded) -> None:
     events = loaded.relay.events
     with qtbot.waitSignal(loaded.relay.finished, timeout=LONG_MS):
         loaded.chat("c1", [Message("user", "Name three colours.")], GREEDY)
@@ -60,7 +60,7 @@ def test_chat_streams_coalesced_batches_then_finishes(qtbot, loaded) -> None:  #
     # How often batches come is the Coalescer's job (fake-clock tests in tests/app/test_text.py).
 
 
-def test_cancel_ends_the_reply_and_the_worker_goes_on(qtbot, loaded) -> None:  # noqa: ANN001
+def test_cancel_ends_the_reply_and_the_worker_goes_on(qtbot, loaded) -> None:
     """A cancel sent while tokens stream ends the reply as cancelled, long before its limit
     (how soon, in tokens, is asserted without threads in tests/engine/test_generate.py)."""
     events = loaded.relay.events
@@ -76,7 +76,7 @@ def test_cancel_ends_the_reply_and_the_worker_goes_on(qtbot, loaded) -> None:  #
     assert blocker.args[0].done.reason in ("stop", "length")
 
 
-def test_errors_are_reported_and_the_thread_survives(qtbot, client, smol_path, tmp_path) -> None:  # noqa: ANN001
+def test_errors_are_reported_and_the_thread_survives(qtbot, client, smol_path, tmp_path) -> None:
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"this is not a model" * 10)
     relay = client.relay
@@ -101,12 +101,12 @@ def test_errors_are_reported_and_the_thread_survives(qtbot, client, smol_path, t
     assert blocker.args[0].done.stats.n_tokens > 0
 
 
-def test_switching_conversations_restores_the_saved_state(qtbot, loaded, smol) -> None:  # noqa: ANN001
+def test_switching_conversations_restores_the_saved_state(qtbot, loaded, smol) -> None:
     """The app's path keeps recent conversations' KV states: back in A, only the new message is
     prefilled (reply versions: tests/engine/test_switch_cache.py). A new load starts empty."""
     from engine.prompt import chat_tokens
 
-    def ask(cid: str, messages: list[Message]):  # noqa: ANN202
+    def ask(cid: str, messages: list[Message]):
         with qtbot.waitSignal(loaded.relay.finished, timeout=LONG_MS) as blocker:
             loaded.chat(cid, messages, GREEDY)
         return blocker.args[0].done

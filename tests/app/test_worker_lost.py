@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 
 from engine.conversation.store import CUT, streaming_node, tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation
@@ -69,26 +67,18 @@ class Worker:
     """A real ``duet-cli worker`` subprocess on a free loopback port."""
 
     def __init__(self) -> None:
-        from engine.bench.rpc import wait_ready
+        from engine.bench.process import free_port, start_worker
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.endpoint = f"127.0.0.1:{s.getsockname()[1]}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engine", "worker", "--listen", self.endpoint, "--threads", "1"],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        if not wait_ready(self.proc):
-            self.kill()
-            pytest.fail("a worker did not start")
+        self.endpoint = f"127.0.0.1:{free_port()}"
+        self.process = start_worker(self.endpoint)  # once it listens
+        self.proc = self.process.proc
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.communicate()
+        self.process.stop(timeout_s=0)
 
 
 @contextlib.contextmanager
-def start_workers(n: int):  # noqa: ANN201
+def start_workers(n: int):
     workers: list[Worker] = []
     try:
         for _ in range(n):
@@ -166,7 +156,7 @@ def _cut_file(smol_path: Path, folder: Path, text: str) -> Path:
         return save_cut(plan, rt, conv.engine_messages(), text)
 
 
-def test_relaunch_reopens_the_saved_conversation_with_one_notice(qtbot, home, smol_path,  # noqa: ANN001
+def test_relaunch_reopens_the_saved_conversation_with_one_notice(qtbot, home, smol_path,
                                                                 tmp_path):
     from app.__main__ import create_window, parse_args
 
@@ -183,7 +173,7 @@ def test_relaunch_reopens_the_saved_conversation_with_one_notice(qtbot, home, sm
     assert kind == "error" and why in text and "\n" not in text
 
 
-def test_worker_lost_between_passes_keeps_and_saves_the_reply(qtbot, window, driver,  # noqa: ANN001
+def test_worker_lost_between_passes_keeps_and_saves_the_reply(qtbot, window, driver,
                                                               smol_path):
     """The engine worker's WorkerLostError (tests/engine/test_rpc.py makes a real one) reaches
     the controller as a Failure marked worker_lost: the reply so far stays, marked as cut, the
@@ -210,7 +200,7 @@ def test_worker_lost_between_passes_keeps_and_saves_the_reply(qtbot, window, dri
     assert root.current.current.turn.reason == CUT
 
 
-def test_models_panel_shows_the_workers_and_a_lost_one(qtbot, window, driver, settings,  # noqa: ANN001
+def test_models_panel_shows_the_workers_and_a_lost_one(qtbot, window, driver, settings,
                                                        smol_path):
     """Loaded through two workers (the endpoints from the settings): the panel lists each with
     its memory; one killed while idle shows as lost, found off the GUI thread."""

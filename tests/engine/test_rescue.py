@@ -11,7 +11,7 @@ from engine import rescue
 
 
 @pytest.fixture(autouse=True)
-def clean(monkeypatch):  # noqa: ANN001, ANN201
+def clean(monkeypatch):
     monkeypatch.delenv(rescue.RELAUNCHED_AT, raising=False)
     yield
     rescue.set_relaunch(None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,18 +18,12 @@ from engine.events import Done, Token
 from engine.model import Model, ModelSpec
 from engine.runtime import Runtime, RuntimeConfig
 from engine.sampling import SamplingParams
-from engine.bench.rpc import wait_ready
+from engine.bench.process import free_port, start_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)
 MESSAGES = [Message("user", "Write three short sentences about the sea.")]
 CTX = ContextParams(n_ctx=512, n_threads=1)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cli(*args: str) -> list[str]:
@@ -42,17 +35,11 @@ class Worker:
 
     def __init__(self, *extra: str) -> None:
         self.endpoint = f"127.0.0.1:{free_port()}"
-        self.proc = subprocess.Popen(cli("worker", "--listen", self.endpoint, "--threads", "1", *extra),
-                                     cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        if not wait_ready(self.proc):  # blocks until it listens (or exits)
-            self.proc.kill()
-            err = self.proc.communicate()[1]
-            pytest.fail(f"worker did not start: {err[-2000:]!r}")
+        self.process = start_worker(self.endpoint, extra=extra)  # once it listens
+        self.proc = self.process.proc
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.communicate()
+        self.process.stop(timeout_s=0)
 
 
 @pytest.fixture
@@ -259,3 +246,8 @@ def test_worker_killed_mid_session_reply_keeps_the_transcript(smol_path, workers
     assert meta.messages[0].content == PROMPT
     assert meta.messages[1].content and streamed.startswith(meta.messages[1].content)
     assert meta.kv_target is None  # the text alone: the KV state was on the lost worker
+    from engine.conversation.store import CUT, tree_from_json
+    from engine.session.store import from_saved
+
+    root = tree_from_json(meta.settings.get("tree"), [from_saved(m) for m in meta.messages])
+    assert root is not None and root.current.current.turn.reason == CUT  # the app shows it cut

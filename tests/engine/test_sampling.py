@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from engine.sampling import Sampler, SamplingParams, distribution, penalized
+from engine.sampling import Sampler, SamplingParams, distribution, penalties
 
 
 def logits(seed=0, n=1000):
@@ -10,19 +10,22 @@ def logits(seed=0, n=1000):
 
 def test_greedy_is_argmax():
     lg = logits()
-    assert Sampler(SamplingParams(temperature=0)).sample(lg) == int(np.argmax(lg))
+    assert Sampler(SamplingParams(temperature=0)).pick(lg, []) == int(np.argmax(lg))
+
+
+def draws(sampler, lg, n=50):
+    """``n`` draws from the same logits at positions 0..n-1 (the penalty is off)."""
+    return [sampler.pick(lg, [0] * i) for i in range(n)]
 
 
 def test_seeded_sampling_reproducible_and_seed_sensitive():
     lg = logits()
     p = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=42)
-    a = [Sampler(p).sample(lg) for _ in range(3)]
-    s1, s2 = Sampler(p), Sampler(p)
-    seq1 = [s1.sample(lg) for _ in range(50)]
-    seq2 = [s2.sample(lg) for _ in range(50)]
-    assert seq1 == seq2 and len(set(a)) == 1
+    a = [Sampler(p).pick(lg, [1, 2]) for _ in range(3)]
+    seq1, seq2 = draws(Sampler(p), lg), draws(Sampler(p), lg)
+    assert seq1 == seq2 and len(set(a)) == 1 and len(set(seq1)) > 1
     s3 = Sampler(SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=43))
-    assert [s3.sample(lg) for _ in range(50)] != seq1
+    assert draws(s3, lg) != seq1
 
 
 def test_top_k_top_p_min_p_restrict_support():
@@ -39,18 +42,42 @@ def test_top_k_top_p_min_p_restrict_support():
 def test_sampling_frequencies_follow_distribution():
     lg = np.log(np.array([0.5, 0.3, 0.2], dtype=np.float32))
     s = Sampler(SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=1))
-    counts = np.bincount([s.sample(lg) for _ in range(20000)], minlength=3) / 20000
+    counts = np.bincount(draws(s, lg, 20000), minlength=3) / 20000
     assert np.allclose(counts, [0.5, 0.3, 0.2], atol=0.015)
 
 
 def test_repeat_penalty():
     lg = np.array([2.0, -1.0, 1.0], dtype=np.float32)
-    out = penalized(lg, [0, 1], 2.0)
+    out = penalties(lg, SamplingParams(repeat_penalty=2.0), [0, 1])
     assert out.tolist() == [1.0, -2.0, 1.0] and lg.tolist() == [2.0, -1.0, 1.0]
-    assert penalized(lg, [0], 1.0) is lg
+    assert penalties(lg, SamplingParams(), [0]) is lg
+    assert penalties(lg, SamplingParams(repeat_penalty=2.0, repeat_last_n=0), [0]) is lg
 
 
-@pytest.mark.parametrize("kw", [dict(temperature=-1), dict(top_p=0), dict(min_p=1), dict(max_tokens=0)])
+def test_presence_and_frequency_penalties_follow_llama_cpp():
+    """logit -= count * frequency + presence, for each token in the window, after the repeat
+    penalty (llama.cpp's penalties sampler)."""
+    lg = np.array([2.0, -1.0, 1.0, 0.5], dtype=np.float32)
+    p = SamplingParams(repeat_penalty=2.0, presence_penalty=0.5, frequency_penalty=0.25)
+    out = penalties(lg, p, [0, 1, 0, 3, 0])
+    assert np.allclose(out, [2.0 / 2 - 3 * 0.25 - 0.5, -1.0 * 2 - 0.25 - 0.5, 1.0,
+                             0.5 / 2 - 0.25 - 0.5])
+    assert penalties(lg, SamplingParams(presence_penalty=1.0, repeat_last_n=2), [0, 2]) \
+        .tolist() == [1.0, -1.0, 0.0, 0.5]
+
+
+@pytest.mark.parametrize("kw", [dict(temperature=-1), dict(top_p=1.5), dict(min_p=-0.1),
+                                dict(max_tokens=0), dict(repeat_penalty=0), dict(top_k=-1),
+                                dict(temperature=float("nan")), dict(top_k=1.5),
+                                dict(temperature=True), dict(stop=("a",) * 17)])
 def test_invalid_params(kw):
     with pytest.raises(ValueError):
         SamplingParams(**kw)
+
+
+@pytest.mark.parametrize("kw", [dict(top_p=0.0), dict(min_p=1.0)])
+def test_the_bounds_of_top_p_and_min_p_keep_the_most_likely_token(kw):
+    """top-p 0 and min-p 1 are in range (OpenAI and llama.cpp accept them): they keep one token."""
+    lg = np.log(np.array([0.1, 0.6, 0.3], dtype=np.float32))
+    ids, probs = distribution(lg, SamplingParams(temperature=1.0, **kw))
+    assert ids.tolist() == [1] and probs.tolist() == [1.0]

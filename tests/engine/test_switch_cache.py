@@ -61,7 +61,7 @@ def _two_versions(gen: Generator) -> Conversation:
     return conv
 
 
-def _new_tokens(model, conv: Conversation, done: Done) -> int:  # noqa: ANN001
+def _new_tokens(model, conv: Conversation, done: Done) -> int:
     """Tokens of the last prompt after what the branch's last answer already held."""
     before = conv.engine_messages()[:-3]  # up to the previous question
     return done.stats.n_prompt_tokens - len(chat_tokens(model, before))

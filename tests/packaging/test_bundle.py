@@ -80,6 +80,14 @@ def test_build_completes_within_its_size(bundle: Bundle) -> None:
     assert (bundle.folder / "VERSION").read_text().strip() == version
 
 
+def test_the_benchmarks_are_left_out(bundle: Bundle) -> None:
+    from PyInstaller.archive.readers import pkg_archive_contents
+
+    modules = set(pkg_archive_contents(str(bundle.exe)))
+    assert "engine.session.store" in modules  # the listing holds the app's modules
+    assert sorted(m for m in modules if m.split(".")[:2] == ["engine", "bench"]) == []
+
+
 def test_self_check_passes_in_a_clean_environment(bundle: Bundle, smol_path, tmp_path) -> None:
     env = clean_env(tmp_path)
     assert "QT_QPA_PLATFORM" not in env and "DISPLAY" not in env

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import os
 
-from engine.bench import soak_plan as plan
-from engine.bench.soak_client import rss_bytes
-from engine.bench.soak_margin import parting
-from engine.bench.soak_report import keep_section, split, write_section
+from engine.bench.client import Reply
+from engine.bench.process import rss_bytes
+from engine.bench.soak import plan
+from engine.bench.soak.report import keep_section, split, write_section
+from engine.bench.timing import first_difference
 
 
 def test_a_reply_matches_only_with_the_same_text_and_finish_reason():
-    solo = plan.Reply("Hello there.", "stop")
-    assert plan.mismatch(solo, plan.Reply("Hello there.", "stop")) is None
-    assert "finish_reason 'length'" in plan.mismatch(solo, plan.Reply("Hello there.", "length"))
-    assert "character 6" in plan.mismatch(solo, plan.Reply("Hello world.", "stop"))
-    assert "character 5" in plan.mismatch(solo, plan.Reply("Hello", "stop"))  # cut short
-    assert parting("abcd", "abXd") == 2 and parting("ab", "abc") == 2
+    solo = Reply("Hello there.", "stop")
+    assert plan.mismatch(solo, Reply("Hello there.", "stop")) is None
+    assert "finish_reason 'length'" in plan.mismatch(solo, Reply("Hello there.", "length"))
+    assert "character 6" in plan.mismatch(solo, Reply("Hello world.", "stop"))
+    assert "character 5" in plan.mismatch(solo, Reply("Hello", "stop"))  # cut short
+    assert first_difference("abcd", "abXd") == 2 and first_difference("ab", "abc") == 2
+    assert first_difference([1, 2, 3], [1, 2, 3]) == 3
 
 
 def test_rss_is_flat_within_the_tolerance_after_warm_up_only():
@@ -74,7 +76,7 @@ def test_rss_of_a_live_process_and_of_none():
 
 
 def test_a_mismatch_is_explained_by_a_solo_variant_or_a_near_tie_only():
-    from engine.bench.soak_margin import unexplained
+    from engine.bench.soak.margin import unexplained
 
     cases = [{"count": 5, "known": True, "gap": 2.0},  # another solo reply: explained
              {"count": 3, "known": False, "gap": 0.2},  # a near-tie: explained
@@ -86,7 +88,7 @@ def test_a_mismatch_is_explained_by_a_solo_variant_or_a_near_tie_only():
 
 
 def test_the_reported_command_leaves_out_the_note():
-    from engine.bench.soak import _command_line
+    from engine.bench.soak.command import _command_line
 
     assert _command_line(["bench", "soak", "--note", "busy `machine`", "--minutes", "5"]) == \
         "duet-cli bench soak --minutes 5"

@@ -28,7 +28,8 @@ def test_search_and_files(hub, capsys):
 def test_download_into_the_models_folder(hub, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("DUET_MODELS_DIR", str(tmp_path / "models"))
     code, out, err = run(capsys, "download", SMALL_REPO, SMALL_FILE, "--json")
-    assert code == 0 and json.loads(out)["path"] == str(tmp_path / "models" / SMALL_FILE)
+    assert code == 0 and json.loads(out)["path"] == str(
+        tmp_path / "models" / "test" / "small-GGUF" / SMALL_FILE)
     assert "done" in err
     code, _, err = run(capsys, "download", GATED_REPO, "gated-Q8_0.gguf")
     assert code == 1 and err.count("\n") == 1 and "HF_TOKEN" in err
@@ -49,3 +50,11 @@ def test_no_network_is_one_line(hub, capsys):
     hub.stop()
     code, _, err = run(capsys, "search", "qwen")
     assert code == 1 and "cannot reach Hugging Face" in err and err.count("\n") == 1
+
+
+def test_pair_judges_the_downloads_in_the_models_folder(hub, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("DUET_MODELS_DIR", str(tmp_path / "models"))
+    code, out, _ = run(capsys, "download", SMALL_REPO, SMALL_FILE, "--json")
+    path = json.loads(out)["path"]
+    code, out, _ = run(capsys, "pair", f"{TARGET_REPO}/{TARGET_FILE}", "--json")
+    assert code == 0 and path in [d["candidate"] for d in json.loads(out)["drafts"]]

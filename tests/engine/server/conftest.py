@@ -70,7 +70,8 @@ def duet_home(tmp_path_factory):
 def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8,
                  gate: threading.Event | None = None, max_body: int = 1 << 20,
                  cache_bytes: int = 256 << 20, cors: tuple[str, ...] = (), drafter: str = "auto",
-                 adaptive: bool = True):
+                 adaptive: bool = True, n_ctx: int = N_CTX, max_tokens: int = 16,
+                 threads: int = 1, alias: str = "test"):
     from engine.context import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import Runtime, RuntimeConfig
@@ -79,17 +80,18 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
     from engine.server.run import BackgroundServer, build, model_names
     from engine.speculative.params import SpeculativeParams
 
-    config = RuntimeConfig(target=ModelSpec(smol_path), context=ContextParams(n_ctx=N_CTX, n_threads=1),
-                           sampling=SamplingParams(temperature=0, max_tokens=16),
+    config = RuntimeConfig(target=ModelSpec(smol_path),
+                           context=ContextParams(n_ctx=n_ctx, n_threads=threads),
+                           sampling=SamplingParams(temperature=0, max_tokens=max_tokens),
                            speculative=SpeculativeParams(drafter=drafter, adaptive=adaptive),
                            state_cache_bytes=cache_bytes)
     runtime = Runtime(config)
-    model_id, aliases = model_names(runtime, "test")
+    model_id, aliases = model_names(runtime, alias)
     engine, app = build(runtime, ServerConfig(model_id, aliases, api_key=api_key, max_body=max_body,
                                                   cors_origins=cors),
                         max_queue=max_queue, gate=gate)
     server = BackgroundServer(app)
-    return server, Served(server.url, server.port, engine, model_id, runtime.target)
+    return server, Served(server.url, server.port, engine, model_id, runtime.target, n_ctx)
 
 
 @pytest.fixture(scope="session")
@@ -105,6 +107,19 @@ def served(smol_path, duet_home):
     shapes, whose numerics can pick the other side of a near-tie (docs/benchmarks/server.md).
     Speculation over HTTP has its own test (test_server_engine.py)."""
     server, handle = start_server(smol_path, drafter="none")
+    yield handle
+    server.close()
+    handle.engine.close()
+
+
+@pytest.fixture(scope="session")
+def served_target(duet_home):
+    """A server on the starter 1.5B (Qwen2.5-Coder, whose template has tool calling), plain
+    decoding, for the tests of tools and schemas with the client libraries."""
+    from engine.runtime import resolve_model
+
+    server, handle = start_server(resolve_model("target"), drafter="none", n_ctx=4096,
+                                  max_tokens=256, threads=0, alias="qwen")
     yield handle
     server.close()
     handle.engine.close()

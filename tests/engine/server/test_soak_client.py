@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from engine.bench import soak_plan as plan
-from engine.bench.soak import Client
-from engine.bench.soak_client import Busy, health, send
+from engine.bench.client import Busy, Reply, health, post, post_dropping
+from engine.bench.soak import plan
+from engine.bench.soak.command import Client
 
 HELLO = {t.id: t for t in plan.turns()}["hello"]
 
@@ -25,9 +25,11 @@ def open_server(smol_path, server_factory):
 
 def test_streamed_and_whole_replies_agree(open_server):
     port = open_server.port
-    streamed = send(port, HELLO.path, plan.body(HELLO, {}, stream=True))
-    whole = send(port, HELLO.path, plan.body(HELLO, {}, stream=False))
+    streamed = post(port, HELLO.path, plan.body(HELLO, {}, stream=True))
+    whole = post(port, HELLO.path, plan.body(HELLO, {}, stream=False))
     assert streamed == whole and streamed.text and streamed.finish_reason in ("stop", "length")
+    assert streamed.timings["predicted_n"] == whole.timings["predicted_n"] > 0
+    assert 0 < streamed.ttft_s <= streamed.elapsed_s
 
 
 def test_a_dropped_stream_is_cancelled_and_the_server_stays_healthy(open_server):
@@ -35,18 +37,18 @@ def test_a_dropped_stream_is_cancelled_and_the_server_stays_healthy(open_server)
     before = engine.stats()["cancelled"]
     body = {"messages": [{"role": "user", "content": "Count from 1 to 500, one per line."}],
             "max_tokens": 800, "temperature": 0, "stream": True}
-    assert send(open_server.port, plan.CHAT, body, abort_after=1) is None
+    assert post_dropping(open_server.port, plan.CHAT, body, 1) is None
     assert engine.wait_until(lambda e: e.counters.cancelled == before + 1, timeout=120)
     health(open_server.port)
 
 
 def test_one_client_turn_is_compared_with_its_solo_reply(open_server):
     port = open_server.port
-    solo = send(port, HELLO.path, plan.body(HELLO, {}))
+    solo = post(port, HELLO.path, plan.body(HELLO, {}))
     client = Client(0, port, {"hello": solo}, {"hello": {solo.text}}, deadline=0, drop_rate=0)
     assert client._turn(HELLO)
     assert (client.tally.requests, client.tally.mismatches) == (1, 0)
-    wrong = plan.Reply(solo.text + " (not this)", solo.finish_reason)
+    wrong = Reply(solo.text + " (not this)", solo.finish_reason)
     client = Client(0, port, {"hello": wrong}, {"hello": {wrong.text}}, deadline=0, drop_rate=0)
     assert client._turn(HELLO)
     assert (client.tally.mismatches, client.tally.known_variants) == (1, 0)
@@ -66,11 +68,11 @@ def test_a_full_queue_is_busy_with_its_retry_after(smol_path, server_factory):
     gate = threading.Event()
     server, served = server_factory(smol_path, api_key=None, max_queue=1, gate=gate)
     try:
-        first = threading.Thread(target=send, args=(served.port, HELLO.path, plan.body(HELLO, {})))
+        first = threading.Thread(target=post, args=(served.port, HELLO.path, plan.body(HELLO, {})))
         first.start()
         assert served.engine.wait_until(lambda e: e.queued == 1, timeout=60)
         with pytest.raises(Busy) as err:
-            send(served.port, HELLO.path, plan.body(HELLO, {}))
+            post(served.port, HELLO.path, plan.body(HELLO, {}))
         assert err.value.retry_after == 1.0
         gate.set()
         first.join(timeout=120)

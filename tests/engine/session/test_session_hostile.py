@@ -13,6 +13,7 @@ import pytest
 from blake3 import blake3
 
 import engine.session.format as fmt
+from engine import localfile
 from engine.chat import Message
 from engine.context import Context, ContextParams
 from engine.errors import SessionError
@@ -165,12 +166,12 @@ def test_a_symlink_loop_and_a_fifo_are_refused(red_and_blue, tmp_path):
 def test_stale_temporaries_are_cleaned_at_the_next_save(red_and_blue, tmp_path):
     meta = read_meta(red_and_blue["red"])
     path = tmp_path / "c.duet"
-    stale = tmp_path / ("c.duet" + fmt.TEMP_MARK + "abc123")
-    fresh = tmp_path / ("c.duet" + fmt.TEMP_MARK + "def456")
-    other = tmp_path / ("d.duet" + fmt.TEMP_MARK + "abc123")
+    stale = tmp_path / ("c.duet" + localfile.TEMP_MARK + "abc123")
+    fresh = tmp_path / ("c.duet" + localfile.TEMP_MARK + "def456")
+    other = tmp_path / ("d.duet" + localfile.TEMP_MARK + "abc123")
     for f in (stale, fresh, other):
         f.write_bytes(b"half a save")
-    old = time.time() - 2 * fmt.STALE_S
+    old = time.time() - 2 * localfile.STALE_S
     os.utime(stale, (old, old))
     os.utime(other, (old, old))
     write_session(path, meta, {"kv.target": b"x"})

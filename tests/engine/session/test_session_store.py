@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-import engine.session.format as fmt
 from engine.chat import Message
 from engine.context import Context, ContextParams
 from engine.errors import SessionError
@@ -240,18 +239,11 @@ def test_a_file_replaced_while_opening_falls_back_to_its_text(smol, chat, monkey
 # ─── saving ───────────────────────────────────────────────────────────────────
 
 
-def test_failed_save_leaves_the_old_file_intact(chat, monkeypatch):
+def test_failed_save_leaves_the_old_file_intact(chat, fail_write):
     path, ctx, messages = chat
     before = path.read_bytes()
-    real, calls = fmt._write_all, []
-
-    def disk_full(fd: int, chunk: object) -> int:
-        calls.append(1)
-        if len(calls) == 4:  # header, metadata, section header, then the KV payload
-            raise OSError(28, "No space left on device")
-        return real(fd, chunk)
-
-    monkeypatch.setattr(fmt, "_write_all", disk_full)
+    # header, metadata, section header, then the KV payload
+    calls = fail_write(4, OSError(28, "No space left on device"))
     more = messages + [Message("user", "One more?", time.time())]
     with pytest.raises(SessionError, match="No space left"):
         store.save_contexts(path, ctx, None, more, settings={})

@@ -2,6 +2,7 @@
 edits on synthetic ids, renames with the real Qwen tokenizer."""
 from __future__ import annotations
 
+from engine.model import Model
 from engine.speculative.edits import Edits
 from engine.speculative.ngram import NgramDrafter
 from engine.speculative.tuning import TUNING
@@ -96,11 +97,11 @@ CODE = '''def total(items, item):
 '''
 
 
-def tokens(model, text: str) -> list[int]:  # noqa: ANN001
+def tokens(model: Model, text: str) -> list[int]:
     return model.tokenize(text, add_special=False, parse_special=False)
 
 
-def drafted_after(vocab, renamed: str, upto: str, renames: bool = True) -> tuple[NgramDrafter, str, str]:  # noqa: ANN001
+def drafted_after(vocab: Model, renamed: str, upto: str, renames: bool = True) -> tuple[NgramDrafter, str, str]:
     """The drafter (given ``vocab`` if ``renames``) after a reply that wrote ``renamed`` up to
     ``upto``: its draft's text, and what the reply goes on with."""
     d = NgramDrafter(vocab if renames else None)
@@ -111,7 +112,7 @@ def drafted_after(vocab, renamed: str, upto: str, renames: bool = True) -> tuple
     return d, vocab.detokenize(draft.tokens), renamed[cut:]
 
 
-def test_a_rename_learned_once_applies_however_the_name_is_tokenized(qwen_target) -> None:  # noqa: ANN001
+def test_a_rename_learned_once_applies_however_the_name_is_tokenized(qwen_target: Model) -> None:
     """Learned at `` item`` and made at ``(item``, another token."""
     renamed = CODE.replace("item", "entry").replace("entrys", "items")
     d, text, rest = drafted_after(qwen_target, renamed, "    for")
@@ -120,7 +121,7 @@ def test_a_rename_learned_once_applies_however_the_name_is_tokenized(qwen_target
     assert not drafted_after(qwen_target, renamed, "    for", renames=False)[1].startswith(rest)  # token edits alone miss it
 
 
-def test_a_rename_that_extends_a_name_is_learned_too(qwen_target) -> None:  # noqa: ANN001
+def test_a_rename_that_extends_a_name_is_learned_too(qwen_target: Model) -> None:
     """``item`` -> ``item_old``: the reply keeps the name's token and writes more after it, so
     the copy breaks on the token after the name, not on the name."""
     assert tokens(qwen_target, " item_old")[0] == tokens(qwen_target, " item")[0]
@@ -130,7 +131,7 @@ def test_a_rename_that_extends_a_name_is_learned_too(qwen_target) -> None:  # no
     assert d.edits.renames["item"].new == "item_old"
 
 
-def test_code_with_arrows_teaches_no_rename(qwen_target) -> None:  # noqa: ANN001
+def test_code_with_arrows_teaches_no_rename(qwen_target: Model) -> None:
     """A prompt's text is never read for renames: ``node->next`` in C is copied as it is."""
     source = tokens(qwen_target, "Explain: `node->next = prev->next;` and `a -> b`.\n")
     d = NgramDrafter(qwen_target)

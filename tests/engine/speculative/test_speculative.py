@@ -11,7 +11,7 @@ from engine.events import Done, Token
 from engine.model import Model, ModelSpec
 from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig
-from engine.sampling import SamplingParams, penalized
+from engine.sampling import SamplingParams, penalties
 from engine.speculative.compat import check_pair
 from engine.speculative.params import SpeculativeParams
 
@@ -98,14 +98,41 @@ def test_cancel_mid_run_leaves_consistent_caches(smol_path):
         assert reply(rt, "Hi")[-1].stats.n_tokens > 0
 
 
-def test_sampling_with_draft_model_is_seeded_and_consistent(smol_path):
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+def test_a_seeded_sampled_reply_is_the_same_with_and_without_drafts(smol_path, drafter):
+    """Sampling draws by (seed, position): verifying a draft accepts exactly the token plain
+    sampling draws there, so --seed reproduces a reply under any drafter."""
     p = SamplingParams(temperature=0.8, seed=3, max_tokens=40)
-    with runtime(smol_path, "model", draft=smol_path, adaptive=False, p_min=0.0, draft_max=4) as rt:
+    with runtime(smol_path) as rt:
+        plain = reply(rt, params=p)[-1]
+    kw = dict(draft=smol_path) if drafter == "model" else {}
+    with runtime(smol_path, drafter, adaptive=False, p_min=0.0, draft_max=4, **kw) as rt:
         a = reply(rt, params=p)[-1]
         check_cache(rt, a)
         assert a.stats.accepted > 0
-    with runtime(smol_path, "model", draft=smol_path, adaptive=False, p_min=0.0, draft_max=4) as rt:
-        assert reply(rt, params=p)[-1].token_ids == a.token_ids
+    if a.token_ids != plain.token_ids:  # only where batch-shape numerics flip a near-tie
+        i = next(i for i, (x, y) in enumerate(zip(a.token_ids, plain.token_ids)) if x != y)
+        ranked = noisy_ranking(smol_path, p, plain.token_ids[:i])
+        (first, best), (second, runner_up) = ranked[:2]
+        assert first == plain.token_ids[i] and second == a.token_ids[i], (i, ranked[:3])
+        assert best - runner_up < 0.5, f"tokens differ at {i}, noisy margin {best - runner_up:.3f}"
+
+
+def noisy_ranking(path, params, reply_ids):
+    """The sampler's candidates after ``reply_ids``, as (token, log-prob + Gumbel noise), best
+    first, from a plain one-token decode (what plain sampling compares)."""
+    from engine.sampling import Sampler, _truncate, gumbel, penalties
+
+    with runtime(path) as rt:
+        history = chat_tokens(rt.target, [Message("user", REPEAT)])
+        rt.ctx.decode(history)
+        for token in reply_ids:  # one at a time, as plain decoding did (batch shapes matter)
+            rt.ctx.decode([token])
+            history.append(token)
+        ids, vals = _truncate(penalties(rt.ctx.logits().copy(), params, history), params)
+    noisy = (vals - vals[0]) / params.temperature + gumbel(Sampler(params).seed, len(history), ids)
+    order = np.argsort(-noisy)
+    return [(int(ids[j]), float(noisy[j])) for j in order]
 
 
 def test_incompatible_pairs_are_refused_with_reason(smol, qwen_target, qwen_draft, gemma):
@@ -142,6 +169,6 @@ def test_greedy_verify_applies_the_repeat_penalty_as_plain_decoding_does(smol_pa
         with runtime(smol_path) as rt:
             history = chat_tokens(rt.target, [Message("user", REPEAT)]) + list(want.token_ids[:i])
             rt.ctx.decode(history)
-            scores = penalized(rt.ctx.logits().copy(), params.window(history), params.repeat_penalty)
+            scores = penalties(rt.ctx.logits().copy(), params, history)
         top2 = np.sort(scores)[-2:]
         assert top2[1] - top2[0] < 0.1, f"tokens differ at {i}, margin {top2[1] - top2[0]:.3f}"

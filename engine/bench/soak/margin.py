@@ -7,20 +7,21 @@ after a cache reuse, a draft verified in one batch) can flip; a large one would 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.bench import soak_plan as plan
+from engine.bench.client import Reply
+from engine.bench.soak import plan
+from engine.bench.timing import first_difference
+
+if TYPE_CHECKING:
+    from engine.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 
-def parting(a: str, b: str) -> int:
-    """The first character where ``a`` and ``b`` differ."""
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-
-
-def margins(model: str, n_ctx: int, solo: dict[str, plan.Reply],
+def margins(model: str, n_ctx: int, solo: dict[str, Reply],
             mismatched: dict[str, dict[str, int]], seen: dict[str, set[str]],
             limit: int = 50) -> list[dict]:
     from engine.chat import Message
@@ -48,7 +49,7 @@ def margins(model: str, n_ctx: int, solo: dict[str, plan.Reply],
                                                  for m in plan.history(turn, texts)])
             else:
                 prompt = rt.target.tokenize(turn.prompt, add_special=True, parse_special=True)
-            at = parting(texts[turn_id], text)
+            at = first_difference(texts[turn_id], text)
             out.append({"turn": turn_id, "count": n, "char": at, "known": text in seen[turn_id],
                         **_gap_at(rt, prompt, at, turn.max_tokens)})
     finally:
@@ -64,7 +65,7 @@ def unexplained(mismatches: int, cases: list[dict], near_tie: float) -> int:
     return mismatches - explained
 
 
-def _gap_at(rt, prompt: list[int], char: int, max_tokens: int) -> dict:  # noqa: ANN001
+def _gap_at(rt: Runtime, prompt: list[int], char: int, max_tokens: int) -> dict:
     """Greedy from ``prompt``: the step whose text first reaches past ``char``, and its top-2 gap."""
     ctx, model = rt.ctx, rt.target
     ctx.clear()

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine.bench.client import Reply
+from engine.bench.timing import first_difference
+
 CHAT, TEXT = "/v1/chat/completions", "/v1/completions"
 
 SYSTEM_A = ("You are a careful reviewer of Python code for a small team. You answer briefly, you "
@@ -117,20 +120,13 @@ def history(turn: Turn, replies: dict[str, str]) -> list[dict]:
 
 
 # -- judging ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Reply:
-    text: str
-    finish_reason: str | None
-
-
 def mismatch(solo: Reply, got: Reply) -> str | None:
     """None when ``got`` is ``solo``; else where they part."""
     if got.text == solo.text and got.finish_reason == solo.finish_reason:
         return None
     if got.text == solo.text:
         return f"same text, finish_reason {got.finish_reason!r} (alone: {solo.finish_reason!r})"
-    i = next((k for k, (a, b) in enumerate(zip(solo.text, got.text)) if a != b),
-             min(len(solo.text), len(got.text)))
+    i = first_difference(solo.text, got.text)
     return (f"differs at character {i}: alone {solo.text[i:i + 40]!r}, "
             f"under load {got.text[i:i + 40]!r}")
 

@@ -1,13 +1,4 @@
-"""``duet-cli bench soak``: the server under concurrent streaming clients for minutes.
-
-Starts ``duet-cli serve`` as its own process on a free loopback port (so that its RSS is the
-server's alone), sends every request of the plan alone (greedy) twice, in order and then in
-reverse, and keeps those replies; then ``--clients`` threads send scripts from the plan for
-``--minutes``, streaming or not as each request says, some dropping their stream on purpose
-(then checking /health), a 429 waited out per its ``Retry-After`` and counted. Every completed
-reply is compared with the solo one; the server's RSS is sampled every ``--sample-s``. Writes
-JSON and a Markdown section (``## Soak``, into ``--out``, default docs/benchmarks/server.md).
-"""
+"""``duet-cli bench soak``: the command (see the package's docstring)."""
 
 from __future__ import annotations
 
@@ -18,23 +9,21 @@ import os
 import platform
 import random
 import shlex
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from engine.bench import soak_plan as plan
-from engine.bench.soak_margin import margins, unexplained
-from engine.bench.soak_client import Busy, Failed, health, rss_bytes, send
-from engine.bench.soak_report import markdown, write_section
-from engine.bench.server import _free_port, stop
+from engine.bench import client
+from engine.bench.client import Busy, Failed
+from engine.bench.process import REPO, Process, free_port, rss_bytes, start_server
+from engine.bench.soak import plan
+from engine.bench.soak.margin import margins, unexplained
+from engine.bench.soak.report import markdown, write_section
 from engine.errors import DuetError
 
 log = logging.getLogger(__name__)
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -63,41 +52,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-class ServeProcess:
-    """``duet-cli serve`` in a child process, its log in ``log_path``."""
-
-    def __init__(self, args: argparse.Namespace, log_path: Path) -> None:
-        self.port = _free_port()
-        cmd = [sys.executable, "-m", "engine", "-v", "serve", "--model", args.model,
-               "--port", str(self.port), "--ctx", str(args.ctx), "--threads", str(args.threads),
-               "--max-queue", str(args.max_queue), *args.serve_arg]
-        self.command = cmd
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
-
-    def wait_ready(self, timeout: float = 600) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise DuetError(f"duet-cli serve exited with {self.proc.returncode} (see its log)")
-            try:
-                return health(self.port, timeout=5)
-            except Failed:
-                time.sleep(0.5)
-        raise DuetError("duet-cli serve did not become ready")
-
-    def close(self) -> None:
-        stop(self.proc)
-        self._log.close()
+def serve(args: argparse.Namespace, port: int) -> Process:
+    """``duet-cli serve`` in a child process (so that its RSS is the server's alone), its log in
+    ``--server-log``, once it answers /health."""
+    cmd = [sys.executable, "-m", "engine", "-v", "serve", "--model", args.model,
+           "--port", str(port), "--ctx", str(args.ctx), "--threads", str(args.threads),
+           "--max-queue", str(args.max_queue), *args.serve_arg]
+    return start_server(cmd, port, "duet-cli serve", log_path=args.server_log)
 
 
 # -- phases ---------------------------------------------------------------------------------
-def solo(port: int) -> tuple[dict[str, plan.Reply], list[str], dict[str, set[str]]]:
+def solo(port: int) -> tuple[dict[str, client.Reply], list[str], dict[str, set[str]]]:
     """Each turn alone, in order, then again in reverse, then each twice in a row (the second
     reusing the whole prompt but its last token). The first replies; the turns whose later solo
     replies differ (the server's state before a request changed its reply); every solo text."""
-    replies: dict[str, plan.Reply] = {}
+    replies: dict[str, client.Reply] = {}
     texts: dict[str, str] = {}
     for turn in plan.turns():
         reply = _once(port, turn, texts)
@@ -114,23 +83,21 @@ def solo(port: int) -> tuple[dict[str, plan.Reply], list[str], dict[str, set[str
     return replies, unstable, seen
 
 
-def _once(port: int, turn: plan.Turn, texts: dict[str, str]) -> plan.Reply:
+def _once(port: int, turn: plan.Turn, texts: dict[str, str]) -> client.Reply:
     while True:
         try:
-            reply = send(port, turn.path, plan.body(turn, texts))
+            return client.post(port, turn.path, plan.body(turn, texts))
         except Busy as b:
             time.sleep(b.retry_after)
             continue
         except Failed as e:
             raise DuetError(f"the solo request {turn.id} failed: {e}") from None
-        assert reply is not None
-        return reply
 
 
 class Client(threading.Thread):
     """Sends scripts until ``deadline``; its own Tally."""
 
-    def __init__(self, index: int, port: int, solo_replies: dict[str, plan.Reply],
+    def __init__(self, index: int, port: int, solo_replies: dict[str, client.Reply],
                  seen: dict[str, set[str]], deadline: float, drop_rate: float) -> None:
         super().__init__(name=f"soak-client-{index}", daemon=True)
         self.port, self.solo, self.deadline, self.drop_rate = port, solo_replies, deadline, drop_rate
@@ -153,7 +120,8 @@ class Client(threading.Thread):
         t = self.tally
         while True:
             try:
-                reply = send(self.port, turn.path, plan.body(turn, self.texts), abort_after=abort_after)
+                reply = client.post_dropping(self.port, turn.path, plan.body(turn, self.texts),
+                                             abort_after)
                 break
             except Busy as b:
                 t.busy += 1
@@ -165,7 +133,7 @@ class Client(threading.Thread):
         if reply is None:
             t.disconnects += 1
             try:
-                health(self.port)
+                client.health(self.port)
                 t.health_checks += 1
             except Failed as e:
                 t.errors += 1
@@ -190,7 +158,7 @@ def sample_rss(pid: int, stop_event: threading.Event, period: float, t0: float,
             return
 
 
-def load(port: int, pid: int, solo_replies: dict[str, plan.Reply], seen: dict[str, set[str]],
+def load(port: int, pid: int, solo_replies: dict[str, client.Reply], seen: dict[str, set[str]],
          args: argparse.Namespace) -> tuple[plan.Tally, list[tuple[float, int]], float]:
     t0 = time.monotonic()
     deadline = t0 + args.minutes * 60
@@ -217,23 +185,23 @@ def run(args: argparse.Namespace) -> int:
     if args.clients < 1 or args.minutes <= 0 or args.sample_s <= 0 or not 0 <= args.drop_rate <= 1:
         raise DuetError("--clients >= 1, --minutes > 0, --sample-s > 0, 0 <= --drop-rate <= 1")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    server = ServeProcess(args, args.server_log)
-    try:
-        server.wait_ready()
-        rss_ready = rss_bytes(server.proc.pid)
-        print(f"soak: server up on port {server.port} (log: {args.server_log}); sending each "
+    port = free_port()
+    with serve(args, port) as server:
+        rss_ready = rss_bytes(server.pid)
+        print(f"soak: server up on port {port} (log: {args.server_log}); sending each "
               f"request alone", flush=True)
-        solo_replies, unstable, seen = solo(server.port)
+        solo_replies, unstable, seen = solo(port)
         print(f"soak: {args.clients} clients for {args.minutes:g} min", flush=True)
-        tally, samples, elapsed = load(server.port, server.proc.pid, solo_replies, seen, args)
+        tally, samples, elapsed = load(port, server.pid, solo_replies, seen, args)
         try:
-            health(server.port)
+            client.health(port)
         except Failed as e:  # the server died or hangs: that is an error of the soak's own
             tally.errors += 1
             tally.note(f"at the end: {e} (server exit code {server.proc.poll()})")
-        stats = _stats(server.port)
-    finally:
-        server.close()
+        try:
+            stats = client.get_json(port, "/v1/duet/stats")
+        except Failed as e:
+            stats = {"error": str(e)}
     near = margins(args.model, args.ctx, solo_replies, tally.mismatched, seen)
     report = {
         "command": _command_line(sys.argv[1:]), "serve_command": server.command[2:],
@@ -241,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
         "model": args.model, "clients": args.clients, "minutes": args.minutes,
         "elapsed_s": round(elapsed, 1), "max_queue": args.max_queue, "warmup_s": args.warmup_s,
         "drop_rate": args.drop_rate, "turns": [t.id for t in plan.turns()],
-        "solo": {k: r.__dict__ for k, r in solo_replies.items()}, "solo_unstable": unstable,
+        "solo": {k: {"text": r.text, "finish_reason": r.finish_reason}
+                 for k, r in solo_replies.items()}, "solo_unstable": unstable,
         "tally": tally.__dict__, "rss_ready_bytes": rss_ready, "rss_samples": samples,
         "rss": plan.rss_verdict(samples, args.warmup_s), "server_stats": stats, "margins": near}
     report["identical"] = tally.mismatches == 0
@@ -268,15 +237,3 @@ def _command_line(argv: list[str]) -> str:
             out.append(a)
     return "duet-cli " + shlex.join(out)
 
-
-def _stats(port: int) -> dict:
-    import http.client
-
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        conn.request("GET", "/v1/duet/stats")
-        return json.loads(conn.getresponse().read())
-    except (OSError, ValueError) as e:
-        return {"error": str(e)}
-    finally:
-        conn.close()

@@ -1,0 +1,249 @@
+"""One reply being decoded: what it puts into the next batch, and what it makes of the rows.
+
+A ``Decoding`` holds the state of one reply on one sequence — its sampler (and grammar), its
+drafter, its output (text, stop strings, limits) and its counters — and nothing of the
+llama.cpp context. Whoever owns the context (engine.generate for one sequence, the scheduler for
+several) decodes ``plan()``'s tokens and hands the rows back to ``take``:
+
+    events = d.start(last_prompt_logits)
+    while d.reason is None:
+        tokens = d.plan(room)                      # [pending, *draft]
+        ...decode tokens (all rows when there is a draft)...
+        events, keep = d.take(rows, verify_s)      # keep: tokens the sequence keeps cached
+
+Each pass decodes the pending token (sampled, not yet in the cache) with a draft behind it: the
+tokens a grammar forces next, else what the speculation proposes. ``take`` accepts the longest
+prefix of the draft equal to the target's own picks (engine.speculative.accept), so the reply is
+the one plain decoding gives, with or without drafts and grammars.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from engine.detok import StreamingDetokenizer
+from engine.events import Done, Event, Stats, Token
+from engine.sampling import Sampler, SamplingParams, logprob
+from engine.speculative.accept import accept
+from engine.speculative.draft import Draft
+from engine.stops import StopMatcher
+
+
+class Speculation(Protocol):
+    """What a reply needs from speculative decoding (engine.speculative.speculator)."""
+
+    name: str
+
+    def begin(self, prompt: Sequence[int]) -> None: ...
+
+    def plan(self, history: Sequence[int], room: int, sampler: Sampler) -> Draft: ...
+
+    def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None: ...
+
+
+class Grammar(Protocol):
+    """A reply's grammar state (engine.constraint.Matcher) beyond what the sampler asks."""
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def failed(self) -> str | None: ...
+
+    def allows(self, token: int) -> bool: ...
+
+    def mask(self) -> np.ndarray: ...
+
+    def advance(self, token: int) -> None: ...
+
+    def forced(self) -> list[int]: ...
+
+    def valid_prefix(self, tokens: Sequence[int]) -> int: ...
+
+
+class Decoding:
+    """The reply to ``prompt`` (already in the cache when ``start`` is called)."""
+
+    def __init__(self, model, prompt: Sequence[int], params: SamplingParams, *,
+                 speculation: Speculation | None = None, grammar: Grammar | None = None,
+                 logprobs: int | None = None, n_cached: int = 0) -> None:
+        self.prompt = list(prompt)
+        self.history = list(prompt)  # the prompt, then every emitted token (the last: pending)
+        self.params = params
+        self.speculation = speculation
+        self.grammar = grammar
+        self.sampler = Sampler(params, grammar)
+        self.logprobs = logprobs
+        self.reason: str | None = None
+        self.out = _Output(model, params)
+        self.stats = _Counters(len(prompt), n_cached)
+        self._draft = Draft()
+
+    @property
+    def n_tokens(self) -> int:
+        return self.out.n_tokens
+
+    # -- the passes -----------------------------------------------------------------------
+    def start(self, logits: np.ndarray) -> list[Event]:
+        """The first token, from the prompt's last logits."""
+        self.stats.t_gen = time.perf_counter()
+        if self.speculation is not None:
+            self.speculation.begin(self.prompt)
+        self.stats.passes = 1
+        token = self.sampler.pick(logits, self.history)
+        self._emit([(token, None, logits)])
+        return self.out.flush_events()
+
+    def plan(self, room: int) -> list[int]:
+        """The tokens of the next pass: the pending token and a draft of at most ``room``
+        tokens behind it (``room``: what the context and max_tokens leave)."""
+        room = min(room, self.params.max_tokens - self.out.n_tokens - 1)
+        self._draft = self._propose(room) if room > 0 else Draft()
+        return [self.history[-1], *self._draft.tokens]
+
+    def take(self, rows: np.ndarray, verify_s: float = 0.0) -> tuple[list[Event], int]:
+        """The rows of the pass ``plan`` asked for (one row without a draft; else one per
+        token). Returns the events and how many tokens the sequence keeps cached."""
+        draft, s = self._draft, self.stats
+        s.passes += 1
+        base = len(self.history)
+        if not draft.tokens:
+            token = self.sampler.pick(rows[0], self.history)
+            self._emit([(token, None, rows[0])])
+            return self.out.flush_events(), base
+        tokens = draft.tokens
+
+        def pick(i: int) -> int:  # after accept, the grammar has taken the accepted tokens
+            if i > 0 and self.grammar is not None:
+                self.grammar.advance(tokens[i - 1])  # accepted: the grammar moves past it
+            return self.sampler.pick(rows[i], self.history + list(tokens[:i]))
+
+        verdict = accept(tokens, pick)
+        n = verdict.n_accepted
+        s.verify_s += verify_s
+        s.proposed += len(tokens)
+        s.accepted += n
+        s.draft_s += draft.seconds
+        s.used[draft.source] = s.used.get(draft.source, 0) + 1
+        if self.speculation is not None and draft.source != "grammar":
+            self.speculation.observe(draft, n, verify_s)
+        emitted = [(t, draft.source, rows[i]) for i, t in enumerate(tokens[:n])]
+        self._emit(emitted + [(verdict.next_token, None, rows[n])], advanced=n)
+        return self.out.flush_events(), base + n
+
+    def stop(self, reason: str) -> None:
+        """End the reply from outside (cancelled, the context is full)."""
+        if self.reason is None:
+            self.reason = reason
+
+    def finish(self) -> Done:
+        s = self.stats
+        return self.out.finish(self.reason or "stop", s.freeze(
+            self.speculation.name if self.speculation is not None else "none"))
+
+    # -- internals ------------------------------------------------------------------------
+    def _propose(self, room: int) -> Draft:
+        """The grammar's forced tokens when there are any; else the speculation's draft, cut
+        where the grammar would refuse it."""
+        g = self.grammar
+        if g is not None:
+            forced = g.forced()[:room]
+            if forced:
+                return Draft(tuple(forced), "grammar")
+        if self.speculation is None:
+            return Draft()
+        draft = self.speculation.plan(self.history, room, self.sampler)
+        if g is not None and draft.tokens:
+            n = g.valid_prefix(draft.tokens)
+            if n < len(draft.tokens):
+                draft = replace(draft, tokens=draft.tokens[:n], survival=draft.survival[:n])
+        return draft
+
+    def _emit(self, tokens: list[tuple[int, str | None, np.ndarray]], advanced: int = 0) -> None:
+        """Record emitted tokens (the first ``advanced`` already taken by the grammar)."""
+        for i, (token, source, row) in enumerate(tokens):
+            lp = logprob(row, token, self.logprobs) if self.logprobs is not None else None
+            if self.grammar is not None and i >= advanced:
+                self.grammar.advance(token)
+            self.history.append(token)
+            reason = self.out.push(token, source, lp)
+            if reason is None and self.grammar is not None:
+                reason = _grammar_end(self.grammar)
+            if reason is not None:
+                self.reason = reason
+                return
+
+
+def _grammar_end(grammar: Grammar) -> str | None:
+    """A grammar that is complete ends the reply (stop); one past its limits ends it as cut."""
+    if grammar.done:
+        return "stop"
+    if grammar.failed is not None:
+        return "length"
+    return None
+
+
+class _Counters:
+    def __init__(self, n_prompt: int, n_cached: int) -> None:
+        self.n_prompt, self.n_cached = n_prompt, n_cached
+        self.t0 = self.t_gen = time.perf_counter()
+        self.prompt_s = 0.0
+        self.passes = self.proposed = self.accepted = 0
+        self.draft_s = self.verify_s = 0.0
+        self.used: dict[str, int] = {}
+
+    def freeze(self, drafter: str) -> Stats:
+        now = time.perf_counter()
+        return Stats(n_prompt_tokens=self.n_prompt, n_cached_tokens=self.n_cached,
+                     prompt_s=self.prompt_s, gen_s=now - self.t_gen,
+                     elapsed_s=now - self.t0, proposed=self.proposed, accepted=self.accepted,
+                     target_passes=self.passes, draft_s=self.draft_s, verify_s=self.verify_s,
+                     drafter=drafter, drafters_used=dict(self.used))
+
+
+class _Output:
+    """Turns accepted tokens into text events: UTF-8 safe, stop strings held back, limits."""
+
+    def __init__(self, model, params: SamplingParams) -> None:
+        self.model = model
+        self.params = params
+        self.detok = StreamingDetokenizer(model.piece)
+        self.stops = StopMatcher(params.stop)
+        self.ids: list[int] = []
+        self.parts: list[str] = []
+        self._events: list[Event] = []
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.ids)
+
+    def push(self, tok: int, drafter: str | None, lp: object = None) -> str | None:
+        """Record one token; return a finish reason if the reply ends with it."""
+        self.ids.append(tok)
+        if self.model.is_eog(tok):
+            return "stop"
+        text = self.stops.feed(self.detok.add(tok))
+        self.parts.append(text)
+        self._events.append(Token(tok, text, drafter is not None, drafter, logprob=lp))  # type: ignore[arg-type]
+        if self.stops.stopped:
+            return "stop"
+        if len(self.ids) >= self.params.max_tokens:
+            return "length"
+        return None
+
+    def flush_events(self) -> list[Event]:
+        """The events of this step, the last token marked ``step_end``."""
+        events, self._events = self._events, []
+        if events and isinstance(events[-1], Token):
+            events[-1] = replace(events[-1], step_end=True)
+        return events
+
+    def finish(self, reason: str, stats: Stats) -> Done:
+        tail = self.stops.feed(self.detok.flush()) + self.stops.flush()
+        self.parts.append(tail)
+        return Done(reason, "".join(self.parts), tuple(self.ids),
+                    replace(stats, n_tokens=len(self.ids)), tail=tail)

@@ -1,0 +1,177 @@
+"""What every dialect's routes share: the configuration, authentication, request bodies, and
+the bridge to the engine (a turn queued as a job; its events come back through an asyncio
+queue, while the client's connection is watched)."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import AsyncIterator
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
+from engine.chat import Message
+from engine.errors import DuetError
+from engine.events import Done
+from engine.model import Model
+from engine.prompt import chat_tokens
+from engine.server.engine_thread import EngineThread, Job, QueueFull
+from engine.server.errors import ApiError, bad_request
+from engine.server.turn import Chat, Turn, prepare
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.1  # how often a waiting handler checks whether its client is still there
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    model_id: str
+    aliases: frozenset[str] = frozenset()
+    api_key: str | None = None
+    max_body: int = 8 << 20
+    cors_origins: tuple[str, ...] = ()
+    retry_after_s: int = 1
+
+
+class Gone(Exception):
+    """The client disconnected."""
+
+
+class DuetServer:
+    """What the routes share: the engine thread, the model (for tokenizing) and the config."""
+
+    def __init__(self, engine: EngineThread, config: ServerConfig) -> None:
+        self.engine = engine
+        self.config = config
+        self.model = engine.runtime.target
+        self.n_ctx = engine.runtime.ctx.n_ctx
+        self.defaults = engine.runtime.config.sampling
+        self.n_template = _template_prefix(self.model)
+
+    # -- checks ---------------------------------------------------------------------------
+    def check_auth(self, request: Request, *, header: str | None = None) -> None:
+        """The API key, as ``Authorization: Bearer KEY`` (or in ``header``, when the dialect
+        has its own, such as Anthropic's x-api-key)."""
+        key = self.config.api_key
+        if not key:
+            return
+        token = request.headers.get(header, "") if header else ""
+        if not token:
+            scheme, _, token = request.headers.get("authorization", "").partition(" ")
+            token = token if scheme.lower() == "bearer" else ""
+        if not hmac.compare_digest(token.strip().encode(), key.encode()):
+            raise ApiError(401, "invalid or missing API key (send Authorization: Bearer KEY)",
+                           code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+
+    def check_model(self, name: str | None, param: str = "model") -> None:
+        if name is not None and name != self.config.model_id and name not in self.config.aliases:
+            raise ApiError(404, f"the model '{name}' does not exist (this server has "
+                                f"'{self.config.model_id}')", param=param, code="model_not_found")
+
+    async def read_json(self, request: Request) -> object:
+        limit = self.config.max_body
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            raise ApiError(413, f"the request body exceeds {limit} bytes", code="request_too_large")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise ApiError(413, f"the request body exceeds {limit} bytes", code="request_too_large")
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError) as e:
+            raise bad_request(f"the body is not valid JSON: {str(e)[:200]}") from None
+
+    def fit(self, turn: Turn, param: str = "messages") -> Turn:
+        """The turn with max_tokens cut to what the context leaves; a 400 if the prompt does
+        not fit at all."""
+        if not turn.prompt:
+            raise bad_request("the prompt is empty", "prompt")
+        if len(turn.prompt) >= self.n_ctx:
+            raise ApiError(400, f"this model's context is {self.n_ctx} tokens; the prompt has "
+                                f"{len(turn.prompt)}", param=param, code="context_length_exceeded")
+        s = turn.sampling
+        return replace(turn, sampling=replace(s, max_tokens=min(s.max_tokens,
+                                                                 self.n_ctx - len(turn.prompt))))
+
+    async def prepare(self, chat: Chat) -> Turn:
+        turn = await run_in_threadpool(prepare, self.model, chat)
+        return self.fit(turn, chat.param_names.get("messages", "messages"))
+
+    # -- the engine -----------------------------------------------------------------------
+    def submit(self, turn: Turn) -> tuple[Job, asyncio.Queue]:
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue = asyncio.Queue()
+
+        def emit(item: object) -> None:
+            try:
+                loop.call_soon_threadsafe(events.put_nowait, item)
+            except RuntimeError:  # the loop is closed: the server is shutting down
+                pass
+
+        matcher = turn.grammar.matcher() if turn.grammar is not None else None
+        job = Job(turn.prompt, turn.sampling, emit, n_template=self.n_template, grammar=matcher,
+                  logprobs=turn.logprobs)
+        try:
+            self.engine.submit(job)
+        except QueueFull:
+            raise ApiError(429, "the server is busy: too many queued requests; retry later",
+                           type="rate_limit_error", code="queue_full",
+                           headers={"Retry-After": str(self.config.retry_after_s)}) from None
+        return job, events
+
+    async def run(self, request: Request, turn: Turn) -> AsyncIterator[object]:
+        """The engine's events for ``turn``, ending with its ``Done``; Gone when the client
+        leaves (the job is cancelled), ApiError when the engine fails. The job is queued at
+        once (a full queue answers 429 before anything is sent)."""
+        job, events = self.submit(turn)
+        return _watched(request, job, events)
+
+
+async def _watched(request: Request, job: Job, events: asyncio.Queue) -> AsyncIterator[object]:
+    checked = time.monotonic()
+    try:
+        while True:
+            if time.monotonic() - checked >= POLL_S:
+                checked = time.monotonic()
+                if await request.is_disconnected():
+                    raise Gone
+            try:
+                item = await asyncio.wait_for(events.get(), POLL_S)
+            except asyncio.TimeoutError:
+                continue
+            if isinstance(item, BaseException):
+                raise engine_error(item)
+            if isinstance(item, Done) and item.reason == "cancelled":  # the server is stopping
+                raise ApiError(503, "the server stopped before this request ran",
+                               type="server_error")
+            yield item
+            if isinstance(item, Done):
+                return
+    finally:
+        job.cancel.set()  # a no-op once done; stops the engine when the client is gone
+
+
+def engine_error(item: BaseException) -> ApiError:
+    if isinstance(item, DuetError):
+        return ApiError(500, str(item), type="server_error", code="engine_error")
+    return ApiError(500, "the engine failed on this request (see the server log)", type="server_error")
+
+
+def _template_prefix(model: Model) -> int:
+    """Tokens that every chat prompt starts with (BOS, the template's opening)."""
+    from engine.generate import common_prefix
+
+    try:
+        a = chat_tokens(model, [Message("system", "a"), Message("user", "x")])
+        b = chat_tokens(model, [Message("system", "b"), Message("user", "x")])
+    except DuetError:
+        return 0
+    return common_prefix(a, b)

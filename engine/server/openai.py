@@ -1,0 +1,192 @@
+"""OpenAI's dialect: ``/v1/chat/completions`` (tools, structured output, logprobs) and
+``/v1/completions``, streamed or not; bodies shaped by engine.server.responses."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, AsyncIterator
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from engine.chat import ROLES, Message, ToolCall
+from engine.constraint import Grammar, GrammarError
+from engine.server import schema
+from engine.server.core import DuetServer, Gone
+from engine.server.errors import ApiError, bad_request
+from engine.server.responses import Shaper, sse
+from engine.server.turn import (Call, Chat, End, Piece, Text, Turn, collect, pieces,
+                                reply_params, sampling)
+from engine.tools import Tool, ToolChoice
+
+log = logging.getLogger(__name__)
+
+
+def _messages(body: schema.ChatRequest) -> list[Message]:
+    if not body.messages:
+        raise bad_request("messages must not be empty", "messages")
+    out = []
+    for i, m in enumerate(body.messages):
+        role = "system" if m.role == "developer" else m.role
+        if role not in ROLES:
+            raise bad_request(f"messages[{i}].role: {m.role!r} is not supported (system, user, "
+                              f"assistant, tool)", f"messages.{i}.role")
+        if m.content is None and not (role == "assistant" and m.tool_calls):
+            raise bad_request(f"messages[{i}].content is missing", f"messages.{i}.content")
+        if role == "tool" and not m.tool_call_id:
+            raise bad_request(f"messages[{i}]: a tool message needs tool_call_id",
+                              f"messages.{i}.tool_call_id")
+        calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments)
+                      for c in m.tool_calls or ()) if role == "assistant" else ()
+        name = m.name if role == "tool" else None
+        if role == "tool" and name is None:  # OpenAI's tool messages name no function: find it
+            name = next((c.name for prev in out for c in prev.tool_calls
+                         if c.id == m.tool_call_id), None)
+        out.append(Message(role, _text(m.content, i), tool_calls=calls,
+                           tool_call_id=m.tool_call_id if role == "tool" else None, name=name))
+    return out
+
+
+def _text(content: str | list[schema.TextPart] | None, i: int) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    parts = []
+    for j, part in enumerate(content):
+        if part.type != "text" or part.text is None:
+            raise bad_request(f"messages[{i}].content[{j}]: only text parts are supported",
+                              f"messages.{i}.content.{j}")
+        parts.append(part.text)
+    return "\n".join(parts)
+
+
+def response_grammar(body: schema._Request) -> tuple[Any, Any] | None:
+    """The grammar a body asks for: response_format (OpenAI), grammar or json_schema
+    (llama-server's fields)."""
+    asked = [name for name in ("response_format", "grammar", "json_schema")
+             if getattr(body, name) is not None
+             and not (name == "response_format" and body.response_format.type == "text")]
+    if len(asked) > 1:
+        raise bad_request(f"give one of {' and '.join(asked)}", asked[1])
+    if body.grammar is not None:
+        return ("gbnf", body.grammar)
+    if body.json_schema is not None:
+        return ("json_schema", body.json_schema)
+    f = body.response_format
+    if f is None or f.type == "text":
+        return None
+    if f.type == "json_object":
+        return ("json_schema", {"type": "object"})
+    if f.json_schema is None or f.json_schema.schema_ is None:
+        raise bad_request("response_format.json_schema.schema is missing",
+                          "response_format.json_schema")
+    return ("json_schema", f.json_schema.schema_)
+
+
+def _tools(body: schema.ChatRequest) -> tuple[tuple[Tool, ...], ToolChoice]:
+    tools = tuple(Tool(t.function.name, t.function.description or "",
+                       t.function.parameters or {"type": "object", "properties": {}})
+                  for t in body.tools or ())
+    c = body.tool_choice
+    if c is None:
+        choice = ToolChoice("auto", parallel=body.parallel_tool_calls)
+    elif isinstance(c, str):
+        choice = ToolChoice(c, parallel=body.parallel_tool_calls)
+    else:
+        choice = ToolChoice("function", c.function.name, body.parallel_tool_calls)
+    return tools, choice
+
+
+def _logprobs(data: dict[str, Any]) -> int | None:
+    r = reply_params(data, "openai")
+    return r.top_logprobs if r.logprobs else None
+
+
+# -- routes -----------------------------------------------------------------------------
+async def chat_completions(request: Request) -> Response:
+    server: DuetServer = request.app.state.duet
+    server.check_auth(request)
+    data = await server.read_json(request)
+    body = schema.parse(schema.ChatRequest, data)
+    server.check_model(body.model)
+    tools, choice = _tools(body)
+    chat = Chat(tuple(_messages(body)), sampling(data, "openai", server.defaults), tools, choice,
+                response_grammar(body), _logprobs(data))
+    turn = await server.prepare(chat)
+    return await _respond(request, server, Shaper("chat", server.config.model_id, server.model),
+                          body, turn)
+
+
+async def completions(request: Request) -> Response:
+    server: DuetServer = request.app.state.duet
+    server.check_auth(request)
+    data = await server.read_json(request)
+    body = schema.parse(schema.CompletionRequest, data)
+    server.check_model(body.model)
+    params = sampling(data, "openai", server.defaults)
+    try:
+        prompt = await run_in_threadpool(_completion_prompt, server, body)
+    except UnicodeError:
+        raise bad_request("the prompt is not valid Unicode text", "prompt") from None
+    grammar = None
+    asked = response_grammar(body)
+    if asked is not None:
+        try:
+            grammar = await run_in_threadpool(Grammar.compile, server.model, *asked)
+        except GrammarError as e:
+            raise bad_request(str(e), "response_format", "invalid_grammar") from None
+    turn = server.fit(Turn(prompt, params, grammar, body.logprobs, None), "prompt")
+    return await _respond(request, server, Shaper("text", server.config.model_id, server.model),
+                          body, turn)
+
+
+def _completion_prompt(server: DuetServer, body: schema.CompletionRequest) -> list[int]:
+    prompt = body.prompt
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        if any(not 0 <= t < server.model.n_vocab for t in prompt):
+            raise bad_request("prompt: a token id is outside the vocabulary", "prompt")
+        return list(prompt)
+    if isinstance(prompt, list):
+        if len(prompt) != 1:
+            raise bad_request("prompt: give one string (batches are not supported)", "prompt")
+        prompt = prompt[0]
+    if not prompt:
+        raise bad_request("the prompt is empty", "prompt")
+    return server.model.tokenize(prompt, add_special=True, parse_special=True)
+
+
+async def _respond(request: Request, server: DuetServer, shaper: Shaper, body: schema._Request,
+                   turn: Turn) -> Response:
+    events = await server.run(request, turn)
+    stream = pieces(events, turn)
+    if body.stream:
+        return StreamingResponse(_stream(stream, shaper, body.include_usage),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    try:
+        text, calls, tokens, end = await collect(stream)
+    except Gone:
+        return Response(status_code=499)
+    return JSONResponse(shaper.full(text, calls, tokens, end))
+
+
+async def _stream(stream: AsyncIterator[Piece], shaper: Shaper,
+                  include_usage: bool) -> AsyncIterator[bytes]:
+    try:
+        if shaper.chat:
+            yield sse(shaper.chunk(role=True))
+        async for p in stream:
+            if isinstance(p, Text):
+                yield sse(shaper.chunk(p.text, tokens=p.tokens))
+            elif isinstance(p, Call):
+                for c in shaper.call_chunks(p.call):
+                    yield sse(c)
+            elif isinstance(p, End):
+                yield sse(shaper.final_chunk(p))
+                if include_usage:
+                    yield sse(shaper.usage_chunk(p.done))
+        yield sse("[DONE]")
+    except ApiError as e:
+        yield sse(e.body())
+    except Gone:
+        log.info("a client disconnected; its generation is cancelled")
