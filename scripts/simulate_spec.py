@@ -12,10 +12,10 @@ policies can be compared without timing noise. The real figures come from ``duet
 replay runs through the same speculator first, as the bench does; without it, the shipped
 prompts. ``--half`` replays the suite's tuning half (an even index within its category) or its
 held-out half (odd): constants are set on the tuning half only. ``--set NAME=VALUE`` replays with
-a constant of engine/speculative/tuning.py changed, ``--resend`` replays each prompt sent a second
-time (a regenerate: the first reply is remembered), ``--no-renames`` without the tokenizer, and ``--code DIR`` replays the speculative
-package of another checkout (e.g. ``git archive main engine | tar -x -C DIR``), for a before and
-after on the same traces.
+a constant of engine/speculative/tuning.py changed, ``--resend`` replays each prompt sent a
+second time (a regenerate: the first reply is remembered), ``--no-renames`` without the
+tokenizer, and ``--code DIR`` replays the engine package of another checkout (e.g.
+``git archive main engine | tar -x -C DIR``), for a before and after on the same traces.
 
 Each line gives the speedup over plain decoding and, as ``oracle``, the best any length choice
 could do with the same drafter's proposals (knowing how far each would be accepted). Per
@@ -29,7 +29,12 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported late: --code replays another checkout's engine
+    from engine.model import Model
+    from engine.speculative.controller import CostModel
+    from engine.speculative.speculator import Speculation
 
 # Qwen2.5-Coder 1.5B Q4_K_M, 2 threads on this 2-core CPU, flash attention off, n tokens decoded
 # (all logits) after a 512-token context, median of 7 interleaved repeats (seconds).
@@ -50,25 +55,25 @@ def use_code(folder: str) -> None:
     sys.path.insert(0, str(Path(folder).resolve()))
 
 
-def speculator(cost: Any, vocab: Any, overrides: dict[str, str]) -> Any:
-    """A fresh n-gram speculator, built as both this package and the one before issue 27 allow."""
+def speculator(cost: CostModel, vocab: Model | None, overrides: dict[str, str]) -> Speculation:
+    """A fresh n-gram speculation, built as both this package and the one before issue 27 allow."""
     from engine.speculative.ngram import NgramDrafter
     from engine.speculative.params import SpeculativeParams
-    from engine.speculative.speculator import Speculator
+    from engine.speculative.speculator import Speculation
 
     params = SpeculativeParams(drafter="ngram")
     if not overrides:
-        return Speculator(params, cost, ngram=NgramDrafter(vocab=vocab))
+        return Speculation(params, cost, ngram=NgramDrafter(vocab=vocab))
     from dataclasses import fields, replace
 
     from engine.speculative.tuning import TUNING
 
     kinds = {f.name: type(getattr(TUNING, f.name)) for f in fields(TUNING)}
     tuning = replace(TUNING, **{k: kinds[k](v) for k, v in overrides.items()})
-    return Speculator(params, cost, ngram=NgramDrafter(vocab=vocab, tuning=tuning), tuning=tuning)
+    return Speculation(params, cost, ngram=NgramDrafter(vocab=vocab, tuning=tuning), tuning=tuning)
 
 
-def replay(spec: Any, cost: Any, prompt: list[int], output: list[int]) -> dict:
+def replay(spec: Speculation, cost: CostModel, prompt: list[int], output: list[int]) -> dict:
     """One reply through ``spec`` as the generator runs it; its time from the cost curve."""
     from engine.sampling import Sampler, SamplingParams
 
@@ -95,7 +100,8 @@ def replay(spec: Any, cost: Any, prompt: list[int], output: list[int]) -> dict:
     return {"speedup": plain / t, "passes": passes, "proposed": proposed, "accepted": accepted}
 
 
-def oracle(cost: Any, vocab: Any, prompt: list[int], output: list[int], draft_max: int = 64) -> float:
+def oracle(cost: CostModel, vocab: Model | None, prompt: list[int], output: list[int],
+           draft_max: int = 64) -> float:
     """Speedup of the best draft lengths (calibrated batch sizes) for the drafter's proposals."""
     from engine.speculative.ngram import NgramDrafter
 
@@ -151,6 +157,9 @@ def record(path: str, model: str, max_tokens: int, suite: int = 0, threads: int 
                            context=ContextParams(n_ctx=4096, n_threads=threads),
                            sampling=sampling, speculative=SpeculativeParams(drafter="none"))
     with Runtime(config) as rt:
+        target, ctx = rt.target, rt.ctx
+        if target is None or ctx is None:
+            raise SystemExit("the target did not load")
         for pid, category, turns in prompts:
             if pid in traces:
                 continue
@@ -158,8 +167,8 @@ def record(path: str, model: str, max_tokens: int, suite: int = 0, threads: int 
             earlier: list[list[list[int]]] = []
             for text in turns:
                 messages.append(Message("user", text))
-                prompt = chat_tokens(rt.target, messages)
-                rt.ctx.clear()
+                prompt = chat_tokens(target, messages)
+                ctx.clear()
                 done = collect(rt.generator.complete(prompt, sampling))
                 messages.append(Message("assistant", done.text))
                 earlier.append([prompt, list(done.token_ids)])

@@ -11,8 +11,8 @@ import logging
 import os
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from engine import paths
 from engine.context import Context
@@ -28,8 +28,7 @@ def _cache_file() -> Path:
 
 
 def _cache_key(ctx: Context, sizes: Sequence[int]) -> str:
-    """What the curve depends on: the model file, the settings, the machine, the llama.cpp build
-    (other kernels) and the RPC layout (remote layers add round trips to every pass)."""
+    """The model file, settings, machine, llama.cpp build and RPC layout the curve depends on."""
     from engine.backend import _pkg
 
     st = ctx.model.path.stat()
@@ -49,8 +48,7 @@ def _check_cost_cache(obj: object) -> None:
 
 def cached_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
                 on_measure: Callable[[], None] | None = None) -> CostModel:
-    """The verify-cost curve of ``ctx``'s model on this machine (measured once, then cached).
-    ``on_measure`` is called before a measurement (not when the curve is cached)."""
+    """The verify-cost curve of ``ctx``'s model here; ``on_measure`` is called before measuring."""
     key = _cache_key(ctx, sizes)
     entries = read_json(_cache_file(), _check_cost_cache) or {}
     if isinstance(entries.get(key), str):
@@ -73,9 +71,8 @@ def cached_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
 
 def calibrate(measure: Callable[[int], float], sizes: Sequence[int],
               repeats: int = TUNING.calibration_repeats) -> CostModel:
-    """A CostModel from ``measure(n)`` (seconds of one target decode of n tokens): medians of
-    ``repeats`` rounds in which the sizes take turns, so one hiccup does not skew a point and a
-    drift of the machine's speed shifts the whole curve rather than bending it."""
+    """A CostModel from ``measure(n)`` (seconds to decode n tokens): medians of ``repeats`` rounds,
+    the sizes taking turns, so a drift of the machine's speed shifts the curve without bending it."""
     if repeats < 1 or 1 not in sizes:
         raise ValueError("calibration needs repeats >= 1 and the size 1")
     order = sorted(set(int(s) for s in sizes))
@@ -127,9 +124,8 @@ def forget(ctx: Context | None, sizes: Sequence[int] = TUNING.calibration_sizes)
 
 
 class CostCheck:
-    """Compares the curve with what verification passes cost: once the median ratio (measured /
-    predicted) of the last ``cost_check_passes`` passes is off by more than
-    ``cost_check_factor`` either way, ``on_mismatch(ratio)`` is called, once."""
+    """Calls ``on_mismatch(ratio)`` once the median of measured / predicted over the last
+    ``cost_check_passes`` passes is off by more than ``cost_check_factor`` either way."""
 
     def __init__(self, cost: CostModel, on_mismatch: Callable[[float], None]) -> None:
         self.cost, self.on_mismatch, self.reported = cost, on_mismatch, False

@@ -1,14 +1,9 @@
-"""How much to draft: the draft length with the most expected tokens per second.
+"""How much to draft: the length with the most expected tokens per second.
 
-A pass that verifies k drafted tokens costs ``pass_cost(k)``, from the target's verify-cost curve
-measured on this machine (engine.speculative.calibration). With ``survival[j-1]`` = P(the first
-j drafted tokens are accepted) it emits ``1 + sum(survival[:k])`` tokens on average (the accepted
-drafts and the target's own token); plain decoding emits one per ``verify(1)``. On a 2-core CPU a
-batch costs nearly as much per token as single steps, so only near-certain copies pay; on a GPU
-it costs about one step, and long guesses pay.
-
-The n-gram drafter's survival comes from ``CopyOdds``: how often this reply went on copying after
-as many tokens of agreement, and past the same two tokens, counted on every token it wrote.
+A pass verifying k drafted tokens costs ``pass_cost(k)`` (the verify-cost curve measured on this
+machine, engine.speculative.calibration) and emits ``1 + sum(survival[:k])`` tokens on average,
+``survival[j-1]`` being P(the first j drafted tokens are accepted; ``CopyOdds`` for a copy): on a
+2-core CPU only near-certain copies pay, on a GPU (a batch costs about one step) long guesses do.
 """
 from __future__ import annotations
 
@@ -51,7 +46,7 @@ class CostModel:
         pts = self.verify_s
         if len(pts) == 1:
             return pts[0][1] * n_tokens
-        for (n0, s0), (n1, s1) in zip(pts, pts[1:]):
+        for (n0, s0), (n1, s1) in zip(pts, pts[1:], strict=False):
             if n_tokens <= n1:
                 return s0 + (s1 - s0) * (n_tokens - n0) / (n1 - n0)
         (n0, s0), (n1, s1) = pts[-2], pts[-1]
@@ -76,7 +71,8 @@ class CostModel:
             data = json.loads(text)
         except (json.JSONDecodeError, RecursionError) as exc:
             raise ValueError(f"cost model cache is not usable JSON: {exc}"[:200]) from None
-        raw = data.get("verify_s") if isinstance(data, dict) and data.get("version") == _JSON_VERSION else None
+        ok = isinstance(data, dict) and data.get("version") == _JSON_VERSION
+        raw = data.get("verify_s") if ok else None
         if not isinstance(raw, list) or not all(isinstance(p, list) and len(p) == 2 and type(p[0]) is int
                                                 and type(p[1]) in (int, float) for p in raw):
             raise ValueError("cost model cache has an unknown format or bad calibration points")
@@ -127,7 +123,8 @@ class CopyOdds:
         hits, n = self._after.get(after, (0, 0))
         return (hits + 1) / (n + 1)
 
-    def survival(self, agree: int, trust: Sequence[float], after: Sequence[tuple[int, int]]) -> tuple[float, ...]:
+    def survival(self, agree: int, trust: Sequence[float],
+                 after: Sequence[tuple[int, int]]) -> tuple[float, ...]:
         """P(the first j tokens of a copy from ``agree`` on are accepted), j = 1..len(trust);
         ``trust[i]``: that of a learned edit the copy makes at token i (1 elsewhere), ``after[i]``:
         the two tokens before token i."""

@@ -67,13 +67,13 @@ class Edits:
         self._renamed: dict[tuple[int, ...], Edit | None] = {}  # source tokens -> their rename
 
     def learn(self, tokens: Sequence[int], src: int, out: int, src_end: int, out_end: int) -> None:
-        """A copy broke off at ``tokens[src]`` (``tokens[out]`` in the reply) and resumed at
-        ``src_end`` (``out_end``): learn the edit, and the rename if the identifier there reads
-        differently in the reply."""
+        """A copy broke off at ``tokens[src]`` (``tokens[out]`` in the reply), resumed at ``src_end``
+        (``out_end``): learn the edit, and the rename if the identifier there reads otherwise."""
         source, output = tuple(tokens[src:src_end]), tuple(tokens[out:out_end])
         if source and len(source) <= self.max_span and len(output) <= self.max_span:
             edits = [e for e in self._by_first.get(source[0], []) if e.source != source]
-            self._by_first[source[0]] = sorted(edits + [Edit(source, output, Rule())], key=lambda e: -len(e.source))
+            edits.append(Edit(source, output, Rule()))
+            self._by_first[source[0]] = sorted(edits, key=lambda e: -len(e.source))  # the longest first
         if self.vocab is None:
             return
         while (src > 0 and out > 0 and tokens[src - 1] == tokens[out - 1]
@@ -90,11 +90,11 @@ class Edits:
     def at(self, tokens: Sequence[int], pos: int) -> Edit | None:
         """The active edit whose source starts at ``tokens[pos]``, if any: a learned one (the
         longest), else the rename of the identifier there."""
-        for edit in self._by_first.get(tokens[pos], ()):
-            if edit.rule.active and tuple(tokens[pos:pos + len(edit.source)]) == edit.source:
-                return edit
+        for learned in self._by_first.get(tokens[pos], ()):
+            if learned.rule.active and tuple(tokens[pos:pos + len(learned.source)]) == learned.source:
+                return learned
         ident = self._identifier_at(tokens, pos) if self.renames else None
-        if ident is None:
+        if ident is None or self.vocab is None:
             return None
         end, lead, name, trail = ident
         source = tuple(tokens[pos:end])
@@ -102,7 +102,8 @@ class Edits:
             self._renamed[source] = None
             rule = self.renames.get(name)
             if rule is not None:
-                output = tuple(self.vocab.tokenize(lead + rule.new + trail, add_special=False, parse_special=False))
+                text = lead + rule.new + trail
+                output = tuple(self.vocab.tokenize(text, add_special=False, parse_special=False))
                 if output and output != source and len(output) <= self.max_span:
                     self._renamed[source] = Edit(source, output, rule)
         edit = self._renamed[source]
@@ -110,36 +111,36 @@ class Edits:
 
     def _piece(self, token: int) -> str | None:
         """The text of ``token``, or None where it is not whole UTF-8 on its own."""
-        if token not in self._text:
+        if token not in self._text and self.vocab is not None:
             try:
                 self._text[token] = self.vocab.piece(token).decode("utf-8")
             except UnicodeDecodeError:
                 self._text[token] = None
-        return self._text[token]
+        return self._text.get(token)
 
     def _identifier_at(self, tokens: Sequence[int], pos: int) -> tuple[int, str, str, str] | None:
-        """(end, lead, name, trail) of the identifier that starts in ``tokens[pos]`` (after any
-        punctuation or spaces there, or in the next token after a token of only those), where
-        ``tokens[pos:end]`` render as ``lead + name + trail``; None if ``pos`` is inside a word
-        or no word starts there."""
+        """(end, lead, name, trail): ``tokens[pos:end]`` render as ``lead + name + trail``, ``lead``
+        spaces or punctuation (a token of only those may come first); None inside a word."""
         lead, body, end = "", "", pos
         while not body and end < len(tokens) and end - pos < 2:
             text = self._piece(tokens[end])
             if not text:
                 return None
-            skip = _NON_WORD.match(text).end()
+            lead_match = _NON_WORD.match(text)
+            skip = lead_match.end() if lead_match else 0
             lead, body, end = lead + text[:skip], text[skip:], end + 1
-        if not body or body[0].isdigit() or (not lead and self._continues_word(tokens, pos)):
-            return None
         match = _IDENT.match(body)
+        if match is None or (not lead and self._continues_word(tokens, pos)):
+            return None  # no word, a number, or inside a word
         name, trail = match.group(), body[match.end():]
         while not trail and end < len(tokens):
-            more = _WORD.match(self._piece(tokens[end]) or "")
+            text = self._piece(tokens[end]) or ""
+            more = _WORD.match(text)
             if more is None:
                 break
             if end - pos >= self.max_span:
                 return None
-            name, trail = name + more.group(), self._piece(tokens[end])[more.end():]
+            name, trail = name + more.group(), text[more.end():]
             end += 1
         return end, lead, name, trail
 

@@ -2,28 +2,25 @@
 
 One structure: the tokens seen (remembered text, then the history) and an index from each n-gram
 (``ngram_min`` to ``ngram_max`` tokens) to its latest start. After every token the drafter
-predicts the next as a copy. A right prediction goes on with the next source token; after a
-wrong one the copy is looked for first within ``edit_span`` tokens after where it broke off (an
-edit replaced a few tokens: one token of agreement is enough there), then at the latest
-occurrence of the longest suffix n-gram. When a copy resumes after a break, what the reply wrote
-instead is learned as an edit or a rename (engine.speculative.edits) and made in later copies.
-A draft is the copy ahead with its ``survival`` from the copy odds (engine.speculative.controller),
-which score every prediction, drafted or not.
+predicts the next as a copy: a right prediction goes on with the next source token; after a
+wrong one the copy is sought within ``edit_span`` tokens after where it broke off (one token of
+agreement is enough there), then at the latest occurrence of the longest suffix n-gram. What the
+reply wrote instead of the source it skipped is learned as an edit or rename (engine.speculative.
+edits). A draft is the copy ahead; the copy odds (engine.speculative.controller) score every
+prediction, drafted or not, and give the draft's ``survival``.
 
-Memory: text that ``begin`` finds rewound away (a regenerated reply, an edited turn, another
-conversation) stays indexed in front of the history, up to ``memory_tokens``. A reply to the very
-prompt a remembered reply followed (a regenerate, a resent request) drafts it from its first
-token; elsewhere a match only in memory is drafted once ``agree_cap`` tokens of the reply agree
-with it (two requests about one file end alike and get different replies).
+Rewound text (a regenerated reply, an edited turn) stays indexed in front of the history, up to
+``memory_tokens``: the same prompt again drafts the reply it had from its first token; elsewhere a
+match only there is drafted once ``agree_cap`` tokens of the reply agree with it.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from engine.model import Model
 from engine.speculative.controller import CopyOdds
 from engine.speculative.draft import Draft
-from engine.model import Model
 from engine.speculative.edits import Edit, Edits
 from engine.speculative.tuning import TUNING, Tuning
 
@@ -44,6 +41,14 @@ class _Copy(NamedTuple):
 
 class NgramDrafter:
     name = "ngram"
+    _tokens: list[int]  # the remembered text, then the history
+    _index: dict[tuple[int, ...], int]  # n-gram -> its latest start in ``_tokens``
+    _mem_len: int  # how many of ``_tokens`` are remembered text
+    _reply_from: int | None  # predictions are scored from here on
+    _next: _Copy | None  # the prediction for the next token
+    _anchor: int | None  # the source position where the last copy broke off or goes on
+    _age: int  # tokens since the anchor was set or confirmed
+    _broke: tuple[int, int] | None  # (source, reply) positions where a copy broke off
 
     def __init__(self, vocab: Model | None = None, *, ngram_min: int = 2, ngram_max: int = 5,
                  odds: CopyOdds | None = None, tuning: Tuning = TUNING) -> None:
@@ -57,8 +62,7 @@ class NgramDrafter:
         self._reindex([])
 
     @property
-    def history(self) -> list[int]:
-        """The history the index reflects (without the remembered text)."""
+    def history(self) -> list[int]:  # what the index reflects, less the remembered text
         return self._tokens[self._mem_len:]
 
     def begin(self, prompt: Sequence[int]) -> None:
@@ -66,7 +70,8 @@ class NgramDrafter:
         self.odds.reset()
         self.edits.clear()
         history, prompt = self.history, [int(t) for t in prompt]
-        kept = next((i for i, (a, b) in enumerate(zip(history, prompt)) if a != b), min(len(history), len(prompt)))
+        kept = next((i for i, (a, b) in enumerate(zip(history, prompt, strict=False)) if a != b),
+                    min(len(history), len(prompt)))
         retry = None  # where the reply that followed this very prompt is remembered
         if kept < len(history):  # the index cannot be cut back: remember what goes, rebuild
             memory = self._tokens[:self._mem_len] + history[max(0, kept - self.tuning.agree_cap):]
@@ -77,7 +82,7 @@ class NgramDrafter:
         self._sync(prompt)
         self._reply_from = len(self._tokens)
         # a retry agrees with the remembered reply's context over the whole prompt
-        self._next = self._copy_at(retry, len(prompt), False) if retry is not None else self._predict(None, False)
+        self._next = self._predict(None, False) if retry is None else self._copy_at(retry, len(prompt), False)
 
     def propose(self, history: Sequence[int], max_n: int) -> Draft:
         """Up to ``max_n`` tokens continuing ``history``."""
@@ -93,8 +98,9 @@ class NgramDrafter:
         if first is None or not tokens:
             return Draft((), source=self.name)
         seq = (*self._tokens[-2:], *tokens[:-1])
+        after = list(zip(seq, seq[1:], strict=False))  # the two tokens before each drafted one
         return Draft(tuple(tokens), source=self.name, match_len=first.agree,
-                     survival=self.odds.survival(first.agree, trust, list(zip(seq, seq[1:]))))
+                     survival=self.odds.survival(first.agree, trust, after))
 
     def reset(self) -> None:
         """Forget the history, the remembered text and the learned edits."""
@@ -105,21 +111,14 @@ class NgramDrafter:
 
     def _reindex(self, memory: list[int]) -> None:
         """Start over with ``memory`` as the remembered text and no history."""
-        self._tokens: list[int] = []
-        self._index: dict[tuple[int, ...], int] = {}
-        self._mem_len = 0
-        self._reply_from: int | None = None  # predictions are scored from here on
-        self._next: _Copy | None = None  # the prediction for the next token
-        self._anchor: int | None = None  # the source position where the last copy broke off or goes on
-        self._age = 0  # tokens since the anchor was set or confirmed
-        self._broke: tuple[int, int] | None = None  # (source, reply) positions where a copy broke off
+        self._tokens, self._index, self._mem_len, self._age = [], {}, 0, 0
+        self._reply_from = self._next = self._anchor = self._broke = None
         self._append(memory)
         self._mem_len = len(memory)
 
     def _sync(self, history: Sequence[int]) -> None:
-        """Bring the index up to ``history``, which within a reply only grows. One shorter than
-        the index, or whose last indexed token changed, is indexed again (``begin`` compares the
-        whole prompt)."""
+        """Bring the index up to ``history``, which within a reply only grows (one shorter, or whose
+        last indexed token changed, is indexed again; ``begin`` compares the whole prompt)."""
         old = len(self._tokens) - self._mem_len
         if len(history) < old or (old and int(history[old - 1]) != self._tokens[-1]):
             self._reindex(self._tokens[:self._mem_len])
@@ -148,7 +147,7 @@ class NgramDrafter:
         """The prediction after the history's last token, given the one before and its outcome."""
         if prev is not None and hit:  # the copy goes on (through the rest of an edit it makes)
             if self._broke is not None and prev.near:
-                self._learn_edit(prev)
+                self._learn_edit(self._broke, prev)
             self._broke, self._anchor, self._age = None, prev.resume, 0
             if prev.pending:
                 return prev._replace(token=prev.pending[0], pending=prev.pending[1:], agree=prev.agree + 1)
@@ -166,14 +165,15 @@ class NgramDrafter:
             if copying and (prev.edit is None or prev.pending == prev.edit.output[1:]):
                 self._broke = (prev.at, len(self._tokens) - 1)
         self._age += 1
-        near = self._near_anchor() if self._anchor is not None and self._age <= self.tuning.edit_span else None
-        return near if near is not None else self._latest()
+        if self._anchor is not None and self._age <= self.tuning.edit_span:
+            return self._near_anchor(self._anchor) or self._latest()
+        return self._latest()
 
-    def _learn_edit(self, prev: _Copy) -> None:
-        """The copy broke off at ``_broke`` and resumed with ``prev``: the reply replaced the
+    def _learn_edit(self, broke: tuple[int, int], prev: _Copy) -> None:
+        """The copy broke off at ``broke`` and resumed with ``prev``: the reply replaced the
         source between the two (up to where they agree again) by what it wrote in between."""
         toks = self._tokens
-        (src, out), src_end, out_end = self._broke, prev.at, len(toks) - 1
+        (src, out), src_end, out_end = broke, prev.at, len(toks) - 1
         while src_end > src and out_end > out and toks[src_end - 1] == toks[out_end - 1]:
             src_end, out_end = src_end - 1, out_end - 1
         self.edits.learn(toks, src, out, src_end, out_end)
@@ -189,11 +189,11 @@ class NgramDrafter:
             return _Copy(edit.output[0], pos, resume, agree, near, edit.output[1:], edit)
         return _Copy(toks[resume], pos, resume + 1, agree, near, (), edit) if resume < len(toks) else None
 
-    def _near_anchor(self) -> _Copy | None:
+    def _near_anchor(self, anchor: int) -> _Copy | None:
         """The position within ``edit_span`` after the anchor whose preceding text agrees
         longest with the end of the history (one token at least), the nearest on ties."""
         best, best_agree = None, 0
-        for src in range(self._anchor, min(self._anchor + self.tuning.edit_span, len(self._tokens) - 1) + 1):
+        for src in range(anchor, min(anchor + self.tuning.edit_span, len(self._tokens) - 1) + 1):
             agree = self._agreement(src)
             if agree > best_agree and (src > self._mem_len or self._reply_agrees(agree)):
                 best, best_agree = src, agree
@@ -204,14 +204,16 @@ class NgramDrafter:
         toks = self._tokens
         for n in self.sizes:
             start = self._index.get(tuple(toks[len(toks) - n:])) if n < len(toks) else None
-            if start is not None and (start + n > self._mem_len or self._reply_agrees(self._agreement(start + n))):
-                return self._copy_at(start + n, self._agreement(start + n), False)
+            agree = self._agreement(start + n) if start is not None else 0
+            if start is not None and (start + n > self._mem_len or self._reply_agrees(agree)):
+                return self._copy_at(start + n, agree, False)
         return None
 
     def _reply_agrees(self, agree: int) -> bool:
         """Whether ``agree`` tokens of agreement with remembered text, counting only the reply's
         own, are enough to draft from it."""
-        return self._reply_from is not None and min(agree, len(self._tokens) - self._reply_from) >= self.tuning.agree_cap
+        own = len(self._tokens) - self._reply_from if self._reply_from is not None else 0
+        return min(agree, own) >= self.tuning.agree_cap
 
     def _agreement(self, src: int) -> int:
         """How many tokens (up to ``agree_cap``) before ``src`` equal the end of the history."""

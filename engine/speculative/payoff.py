@@ -1,10 +1,8 @@
 """Never slower than plain decoding: a ledger of what drafting saved, and quiet spells when it loses.
 
-A drafter's own estimate decides how long a draft is; the ledger checks the result. A verified
-draft gains ``(n_accepted + 1) * verify(1)`` (the single steps plain decoding would have taken
-for its tokens) minus what drafting and verifying took, measured (the curve's ``pass_cost`` when
-not). After ``loss_streak`` losing drafts in a row the drafter is quiet for as many proposals,
-twice as long each time it loses again (up to ``quiet_max``); a draft that pays ends the doubling.
+A verified draft gains ``(n_accepted + 1) * verify(1)`` (plain decoding's steps for its tokens)
+less what drafting and verifying took. After ``loss_streak`` losses in a row the drafter is quiet
+for as many proposals, twice as long each time it loses again (up to ``quiet_max``).
 """
 
 from __future__ import annotations

@@ -1,20 +1,18 @@
 """The policy: for each target pass, which drafter drafts and how many tokens (zero included).
 
-The n-gram drafter (engine.speculative.ngram) proposes a copy with its survival, and gets the
-length with the most expected tokens per second against the verify-cost curve
-(engine.speculative.controller). A draft model's tokens are taken to be accepted at
-``model_alpha`` (its ``p_min`` stops it where it is unsure), which fixes its length on this
-machine, and zero where even that cannot pay (a CPU, where a draft token costs too much next to
-verifying). ``auto`` asks the n-gram drafter first, then the draft model. A payoff ledger per
-drafter (engine.speculative.payoff) keeps either from being slower than plain decoding.
+The n-gram drafter's copy (engine.speculative.ngram) gets the length with the most expected
+tokens per second (engine.speculative.controller). A draft model's tokens are taken to be accepted
+at ``model_alpha`` (its ``p_min`` stops it where unsure), which fixes its length on this machine,
+zero where even that cannot pay (a CPU). ``auto`` asks the n-gram drafter first. A payoff ledger
+per drafter (engine.speculative.payoff) keeps either from being slower than plain decoding.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
-from typing import Callable, Sequence
 
 from engine.context import Context, ContextParams
 from engine.model import Model, ModelSpec
@@ -31,9 +29,15 @@ from engine.speculative.tuning import TUNING, Tuning
 log = logging.getLogger(__name__)
 
 
-class Speculator:
-    """Implements the generator's ``Speculation`` protocol over one or two drafters.
-    ``params.adaptive`` off drafts as long as asked, never held back."""
+class Speculation:
+    """The generator's ``Speculation`` over one or two drafters (``params.adaptive`` off: drafts
+    as long as asked, never held back), and what it owns: the draft model and its context (when
+    one is used), why a configured draft model was refused, the check of the cost curve."""
+
+    draft_model: Model | None = None
+    draft_ctx: Context | None = None
+    draft_problem: str | None = None
+    cost_check: calibration.CostCheck | None = None
 
     def __init__(self, params: SpeculativeParams, cost: CostModel, *, ngram: NgramDrafter | None = None,
                  model: ModelDrafter | None = None, draft_cost_s: float = 0.0, draft_pass_s: float = 0.0,
@@ -46,7 +50,8 @@ class Speculator:
         if model is not None:
             model_cost = cost.with_draft_cost(draft_cost_s, draft_pass_s)
             self.ledgers["model"] = PayoffLedger(model_cost, tuning)
-            self.model_len = best_length(model_cost, [tuning.model_alpha ** j for j in range(1, params.draft_max + 1)])
+            alpha = [tuning.model_alpha ** j for j in range(1, params.draft_max + 1)]
+            self.model_len = best_length(model_cost, alpha)
             if not self.model_len and params.drafter == "auto":
                 log.info("the draft model cannot pay on this machine (%.0f ms per draft token); "
                          "auto leaves it unused", draft_cost_s * 1000)
@@ -65,11 +70,11 @@ class Speculator:
         if self.ngram is not None:
             draft = _end_at_eog(self.ngram.propose(history, k_max), self.eog_ids)
             k = best_length(self.cost, draft.survival) if adaptive else len(draft.tokens)
-            if k >= k_min and self._allowed("ngram"):
+            if k >= k_min and (not adaptive or self.ledgers["ngram"].allows()):
                 return replace(draft, tokens=draft.tokens[:k], survival=draft.survival[:k])
         if self.model is not None and (self.model_len or self.name == "model"):
             k = min(k_max, self.model_len) if adaptive and self.model_len else k_max
-            if k >= k_min and self._allowed("model"):
+            if k >= k_min and (not adaptive or self.ledgers["model"].allows()):
                 draft = self.model.propose(history, k, sampler)
                 if len(draft.tokens) >= k_min:
                     return draft
@@ -78,14 +83,18 @@ class Speculator:
     def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None:
         if self.params.adaptive and draft.source in self.ledgers:
             self.ledgers[draft.source].record(len(draft.tokens), n_accepted, draft.seconds + verify_s)
+        if self.cost_check is not None:
+            self.cost_check.observe(len(draft.tokens) + 1, verify_s)
 
     def reset(self) -> None:
         if self.ngram is not None:
             self.ngram.reset()
 
-    def _allowed(self, source: str) -> bool:
-        """Unless the drafter is in a quiet spell for losing time (never when not adaptive)."""
-        return not self.params.adaptive or self.ledgers[source].allows()
+    def close(self) -> None:
+        for obj in (self.draft_ctx, self.draft_model):
+            if obj is not None:
+                obj.close()
+        self.draft_ctx = self.draft_model = None
 
 
 def _end_at_eog(draft: Draft, eog_ids: frozenset[int]) -> Draft:
@@ -94,29 +103,6 @@ def _end_at_eog(draft: Draft, eog_ids: frozenset[int]) -> Draft:
         if tok in eog_ids:
             return replace(draft, tokens=draft.tokens[:i + 1], survival=draft.survival[:i + 1])
     return draft
-
-
-# -- building one for a runtime -----------------------------------------------------------
-
-class Speculation(Speculator):
-    """A Speculator with what it owns: the draft model and its context (when one is used), and
-    why a configured draft model was refused. The runtime holds one and closes it."""
-
-    draft_model: Model | None = None
-    draft_ctx: Context | None = None
-    draft_problem: str | None = None
-    cost_check: calibration.CostCheck | None = None
-
-    def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None:
-        super().observe(draft, n_accepted, verify_s)
-        if self.cost_check is not None:
-            self.cost_check.observe(len(draft.tokens) + 1, verify_s)
-
-    def close(self) -> None:
-        for obj in (self.draft_ctx, self.draft_model):
-            if obj is not None:
-                obj.close()
-        self.draft_ctx = self.draft_model = None
 
 
 def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
@@ -138,14 +124,16 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
                 owned.close()  # the draft model, unused
                 draft_model = None
             else:
-                draft_ctx = owned.enter_context(Context(draft_model, draft_context or replace(ctx.params, n_ctx=ctx.n_ctx)))
+                draft_params = draft_context or replace(ctx.params, n_ctx=ctx.n_ctx)
+                draft_ctx = owned.enter_context(Context(draft_model, draft_params))
                 model_drafter = ModelDrafter(draft_ctx, params.p_min)
                 # per draft token: one step; per pass: the correction and the last accepted
                 # draft token, taken in as one batch of two
                 curve = calibration.cached_cost(draft_ctx, (1, 2), on_calibrate)
                 draft_cost, draft_pass = curve.verify_cost(1), curve.verify_cost(2)
-        use_ngram = params.drafter in ("ngram", "auto") or (params.drafter == "model" and model_drafter is None)
-        ngram = NgramDrafter(target, ngram_min=params.ngram_min, ngram_max=params.ngram_max) if use_ngram else None
+        ngram = None
+        if params.drafter in ("ngram", "auto") or (params.drafter == "model" and model_drafter is None):
+            ngram = NgramDrafter(target, ngram_min=params.ngram_min, ngram_max=params.ngram_max)
         cost = calibration.cached_cost(ctx, on_measure=on_calibrate)
         owned.pop_all()
     spec = Speculation(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost,

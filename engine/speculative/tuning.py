@@ -1,10 +1,9 @@
 """Every constant of speculative decoding, each with the measurement that set it.
 
-"Replay" is ``scripts/simulate_spec.py`` on plain greedy traces of the 1.5B target over the
-benchmark suite with this CPU's verify-cost curve, on the suite's tuning half (an even index in
-its category; the odd half is held out, docs/benchmarks/suite.md): the geometric mean over the
-categories of the speedup over plain decoding. ``--set NAME=VALUE`` replays with one changed.
-What a person chooses (draft length bounds, n-gram sizes, ``p_min``) is in ``SpeculativeParams``.
+"Replay": ``scripts/simulate_spec.py --half tuning [--set NAME=VALUE]``, plain greedy traces of the
+1.5B on the suite's tuning half (docs/benchmarks/suite.md) with this CPU's verify-cost curve; the
+geometric mean over categories of the speedup over plain decoding. Settings a person chooses
+(draft lengths, n-gram sizes, ``p_min``) are ``SpeculativeParams``.
 """
 
 from __future__ import annotations

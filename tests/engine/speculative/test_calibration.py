@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from engine.context import Context, ContextParams
+from engine.model import Model
 from engine.speculative import calibration
 from engine.speculative.calibration import CostCheck, calibrate, measure_cost
 from engine.speculative.controller import CostModel
@@ -19,7 +21,7 @@ def timed_batches(ctx: Context) -> list[tuple[int, int]]:
     seen: list[tuple[int, int]] = []
     decode = ctx.decode
 
-    def spy(tokens, **kw):
+    def spy(tokens: list[int], **kw: str) -> None:
         if kw.get("logits") == "all":
             seen.append((ctx.n_past, len(tokens)))
         return decode(tokens, **kw)
@@ -28,7 +30,7 @@ def timed_batches(ctx: Context) -> list[tuple[int, int]]:
     return seen
 
 
-def test_batches_are_timed_after_a_realistic_context_then_cleared(smol) -> None:
+def test_batches_are_timed_after_a_realistic_context_then_cleared(smol: Model) -> None:
     with Context(smol, ContextParams(n_ctx=2048)) as ctx:
         ctx.decode([1, 2, 3])
         seen = timed_batches(ctx)
@@ -38,14 +40,15 @@ def test_batches_are_timed_after_a_realistic_context_then_cleared(smol) -> None:
     assert 0 < cost.verify_cost(1) < cost.verify_cost(8)
 
 
-def test_a_small_context_is_calibrated_at_what_depth_it_has(smol) -> None:
+def test_a_small_context_is_calibrated_at_what_depth_it_has(smol: Model) -> None:
     with Context(smol, ContextParams(n_ctx=256)) as ctx:
         seen = timed_batches(ctx)
         measure_cost(ctx, sizes=(1, 16))
     assert {past for past, _ in seen} == {256 - 16}
 
 
-def test_a_curve_is_measured_once_then_cached_until_forgotten(smol, tmp_path, monkeypatch) -> None:
+def test_a_curve_is_measured_once_then_cached_until_forgotten(smol: Model, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DUET_HOME", str(tmp_path))
     measured = []
     with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:

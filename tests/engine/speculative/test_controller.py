@@ -39,10 +39,11 @@ def test_points_are_sorted_and_validated() -> None:
 
 def test_json_round_trip_and_rejects_garbage() -> None:
     assert CostModel.from_json(CPU.to_json()) == CPU
-    for doc in ["not json", "[" * 100_000, json.dumps([1, 2]), json.dumps({"version": 99, "verify_s": [[1, 0.1]]}),
-                json.dumps({"version": 1, "verify_s": [[1, 0.1]] * 1000}), json.dumps({"version": 1, "verify_s": [["1", 0.1]]}),
-                json.dumps({"version": 1, "verify_s": [[1, 0.1, 3]]}), json.dumps({"version": 1, "verify_s": [[1, -0.1]]}),
-                json.dumps({"version": 1, "verify_s": [[1, True]]}), json.dumps({"version": 1, "verify_s": "x"})]:
+    assert CostModel.from_json(json.dumps({"version": 1, "verify_s": [[1, 1]]})).verify_cost(2) == 2.0
+    points = [[[1, 0.1]] * 1000, [["1", 0.1]], [[1, 0.1, 3]], [[1, -0.1]], [[1, True]], "x"]
+    docs = [json.dumps({"version": 1, "verify_s": p}) for p in points]
+    docs += ["not json", "[" * 100_000, json.dumps([1, 2]), json.dumps({"version": 9, "verify_s": [[1, 1]]})]
+    for doc in docs:
         with pytest.raises(ValueError):
             CostModel.from_json(doc)
 

@@ -7,7 +7,10 @@ from engine.speculative.edits import Edits
 from engine.speculative.ngram import NgramDrafter
 from engine.speculative.tuning import TUNING
 
-WIDE = {"ngram_min": 2, "ngram_max": 4}
+
+def wide() -> NgramDrafter:
+    """A drafter matching 2- to 4-grams."""
+    return NgramDrafter(ngram_min=2, ngram_max=4)
 SPAN = TUNING.edit_span
 
 
@@ -59,7 +62,7 @@ def reply_with(replacement: list[int], upto: int) -> list[int]:
 
 
 def test_an_edit_learned_at_its_first_occurrence_is_drafted_at_the_next() -> None:
-    d = NgramDrafter(**WIDE)
+    d = wide()
     d.begin(SOURCE)
     draft = d.propose(SOURCE + reply_with([70], 9), 6)
     assert draft.tokens == (57, 70, 58, 59, 60, 61)
@@ -67,11 +70,11 @@ def test_an_edit_learned_at_its_first_occurrence_is_drafted_at_the_next() -> Non
 
 
 def test_an_edit_to_several_tokens_is_confirmed_and_one_the_reply_stops_making_dropped() -> None:
-    d = NgramDrafter(**WIDE)
+    d = wide()
     d.begin(SOURCE)
     assert d.propose(SOURCE + reply_with([70, 71], 13), 8).tokens == (60, 61, 62, 63, 70, 71, 64, 65)
     assert d.edits.at(SOURCE, 3).rule.held == 2  # learned, then made again at the second 7
-    kept = NgramDrafter(**WIDE)
+    kept = wide()
     kept.begin(SOURCE)
     # renamed at the first 7, not at the second: dropped
     reply = reply_with([70], 4) + SOURCE[4:16]
@@ -81,7 +84,7 @@ def test_an_edit_to_several_tokens_is_confirmed_and_one_the_reply_stops_making_d
 
 
 def test_a_dropped_span_is_drafted_without_it() -> None:
-    d = NgramDrafter(**WIDE)
+    d = wide()
     d.begin(SOURCE)
     draft = d.propose(SOURCE + [t for t in SOURCE[:11] if t != 7], 7)
     assert draft.tokens == (58, 59, 60, 61, 62, 63, 64)  # the third 7 dropped too
@@ -101,7 +104,8 @@ def tokens(model: Model, text: str) -> list[int]:
     return model.tokenize(text, add_special=False, parse_special=False)
 
 
-def drafted_after(vocab: Model, renamed: str, upto: str, renames: bool = True) -> tuple[NgramDrafter, str, str]:
+def drafted_after(vocab: Model, renamed: str, upto: str,
+                  renames: bool = True) -> tuple[NgramDrafter, str, str]:
     """The drafter (given ``vocab`` if ``renames``) after a reply that wrote ``renamed`` up to
     ``upto``: its draft's text, and what the reply goes on with."""
     d = NgramDrafter(vocab if renames else None)
@@ -118,7 +122,8 @@ def test_a_rename_learned_once_applies_however_the_name_is_tokenized(qwen_target
     d, text, rest = drafted_after(qwen_target, renamed, "    for")
     assert text.startswith(rest) and "min(entry" in rest
     assert list(d.edits.renames) == ["item"]
-    assert not drafted_after(qwen_target, renamed, "    for", renames=False)[1].startswith(rest)  # token edits alone miss it
+    without = drafted_after(qwen_target, renamed, "    for", renames=False)[1]
+    assert not without.startswith(rest)  # token edits alone miss it
 
 
 def test_a_rename_that_extends_a_name_is_learned_too(qwen_target: Model) -> None:

@@ -14,7 +14,10 @@ from engine.speculative.draft import Draft
 from engine.speculative.ngram import NgramDrafter
 from engine.speculative.tuning import TUNING
 
-WIDE = {"ngram_min": 2, "ngram_max": 4}
+
+def wide() -> NgramDrafter:
+    """A drafter matching 2- to 4-grams."""
+    return NgramDrafter(ngram_min=2, ngram_max=4)
 
 
 def reference(history: list[int], lo: int, hi: int, cap: int) -> tuple[int, ...]:
@@ -29,21 +32,21 @@ def reference(history: list[int], lo: int, hi: int, cap: int) -> tuple[int, ...]
 
 
 def test_most_recent_occurrence_wins() -> None:
-    draft = NgramDrafter(**WIDE).propose([7, 8, 1, 2, 7, 8, 3, 4, 9, 7, 8], 3)
+    draft = wide().propose([7, 8, 1, 2, 7, 8, 3, 4, 9, 7, 8], 3)
     assert draft.tokens == (3, 4, 9) and draft.match_len == 2
 
 
 def test_longer_match_preferred_over_more_recent() -> None:
     # (5, 7, 8) occurred at 0 followed by 1; (7, 8) alone occurred later followed by 3.
-    draft = NgramDrafter(**WIDE).propose([5, 7, 8, 1, 1, 7, 8, 3, 3, 5, 7, 8], 2)
+    draft = wide().propose([5, 7, 8, 1, 1, 7, 8, 3, 3, 5, 7, 8], 2)
     assert draft.tokens == (1, 1) and draft.match_len == 3
 
 
 def test_suffix_never_matches_itself_and_max_n_caps() -> None:
-    d = NgramDrafter(**WIDE)
+    d = wide()
     assert d.propose([1, 2, 3, 4], 5).tokens == ()
     assert d.propose([], 5).tokens == () and d.propose([1], 5).tokens == ()
-    assert NgramDrafter(**WIDE).propose([1, 2, 3, 1, 2], 10).tokens == (3, 1, 2)  # runs to the end
+    assert wide().propose([1, 2, 3, 1, 2], 10).tokens == (3, 1, 2)  # runs to the end
     h = list(range(20)) + [0, 1]
     assert d.propose(h, 5).tokens == (2, 3, 4, 5, 6)
     assert d.propose(h, 0).tokens == ()
@@ -53,8 +56,8 @@ def test_suffix_never_matches_itself_and_max_n_caps() -> None:
 
 def test_accepts_numpy_history_and_checks_sizes() -> None:
     h = np.array([3, 1, 4, 1, 5, 9, 3, 1], dtype=np.int32)
-    assert NgramDrafter(**WIDE).propose(h, 3).tokens == (4, 1, 5)
-    assert all(type(t) is int for t in NgramDrafter(**WIDE).propose(h, 3).tokens)
+    assert wide().propose(h, 3).tokens == (4, 1, 5)
+    assert all(type(t) is int for t in wide().propose(h, 3).tokens)
     with pytest.raises(ValueError):
         NgramDrafter(ngram_min=3, ngram_max=2)
 
@@ -71,12 +74,12 @@ ops = st.lists(
 
 @settings(max_examples=150, deadline=None)
 @given(ops=ops, lo=st.integers(1, 3), extra=st.integers(0, 3), max_n=st.integers(1, 12))
-def test_incremental_index_matches_reference_and_rebuild(ops: list[tuple], lo: int, extra: int, max_n: int) -> None:
+def test_incremental_index_matches_reference_and_rebuild(ops: list[tuple], lo: int, extra: int,
+                                                         max_n: int) -> None:
     """Outside a reply (no ``begin``) a proposal is the continuation of the latest occurrence
     of the longest suffix n-gram, however the history got there: grown, cut back, or its tail
     rewritten (a rewrite that keeps the last token goes through ``begin``, as a new reply)."""
-    sizes = {"ngram_min": lo, "ngram_max": lo + extra}
-    drafter = NgramDrafter(**sizes)
+    drafter = NgramDrafter(ngram_min=lo, ngram_max=lo + extra)
     history: list[int] = []
     for op in ops:
         if op[0] == "append":
@@ -85,17 +88,18 @@ def test_incremental_index_matches_reference_and_rebuild(ops: list[tuple], lo: i
             history = history[:max(0, len(history) - op[1])]
         else:
             kept = history[:max(0, len(history) - op[1])]
-            if len(kept) + len(op[2]) >= len(history) and (kept + op[2])[len(history) - 1:len(history)] == history[-1:]:
+            new = kept + op[2]
+            if len(new) >= len(history) and new[len(history) - 1:len(history)] == history[-1:]:
                 drafter.reset()  # the last indexed token survived the rewrite: only begin would see it
             history = kept + op[2]
         assert drafter.propose(history, max_n).tokens == reference(history, lo, lo + extra, max_n)
-        fresh = NgramDrafter(**sizes)
+        fresh = NgramDrafter(ngram_min=lo, ngram_max=lo + extra)
         fresh.propose(history, max_n)
         assert drafter._index == fresh._index and drafter.history == history
 
 
 def test_match_len_measures_agreement_before_the_match() -> None:
-    d = NgramDrafter(**WIDE)
+    d = wide()
     assert d.propose([7, 8, 9, 1, 2, 3, 4, 5, 6, 1, 2], 4).match_len == 2
     d.reset()
     assert d.propose([10, 11, 12, 13, 14, 15, 16, 99, 11, 12, 13, 14, 15, 16], 2).match_len == 6
@@ -152,13 +156,14 @@ def test_a_copy_with_small_edits_is_drafted_in_long_runs() -> None:
 
 def test_unrelated_reply_drafts_nothing() -> None:
     rng = np.random.default_rng(1)
-    assert run_copy_loop(rng.integers(0, 2000, 300).tolist(), rng.integers(2000, 4000, 100).tolist()) == (100, 0)
+    prompt, reply = rng.integers(0, 2000, 300).tolist(), rng.integers(2000, 4000, 100).tolist()
+    assert run_copy_loop(prompt, reply) == (100, 0)
 
 
 def test_a_right_prediction_continues_the_same_copy() -> None:
     # (1, 2) occurs twice; the reply copies the first: the latest occurrence would be the second.
     source = [50, 1, 2, 3, 4, 5, 6, 60, 1, 2, 9, 9]
-    d = NgramDrafter(**WIDE)
+    d = wide()
     d.begin(source)
     assert d.propose(source + [50, 1, 2], 3).tokens == (3, 4, 5)
 
@@ -166,11 +171,11 @@ def test_a_right_prediction_continues_the_same_copy() -> None:
 def test_a_copy_resumes_after_an_edit_next_to_where_it_broke() -> None:
     source = list(range(100, 140))
     reply = list(range(100, 110)) + [999, 111]  # 110 replaced by 999, then the copy goes on
-    d = NgramDrafter(**WIDE)
+    d = wide()
     d.begin(source)
     assert d.propose(source + reply, 4).tokens == (112, 113, 114, 115)
-    assert NgramDrafter(**WIDE).propose(source + reply, 4).tokens == ()  # no 2-gram matches there
-    far = NgramDrafter(**WIDE)
+    assert wide().propose(source + reply, 4).tokens == ()  # no 2-gram matches there
+    far = wide()
     far.begin(source)
     gap = [999] * (TUNING.edit_span + 1)  # a rewrite longer than an edit: the anchor is given up
     assert far.propose(source + source[:10] + gap + [135], 4).tokens == ()
@@ -178,7 +183,7 @@ def test_a_copy_resumes_after_an_edit_next_to_where_it_broke() -> None:
 
 def test_predictions_are_scored_on_every_reply_token_and_only_there() -> None:
     source = list(range(100, 180))
-    d = NgramDrafter(**WIDE)
+    d = wide()
     d.begin(source)
     before = d.odds.p(20)
     d.propose(source + source[:40], 1)  # one call, forty tokens: each was predicted and scored
@@ -192,7 +197,7 @@ def test_begin_sees_an_edit_in_the_middle_of_the_history() -> None:
     head, tail = list(range(100, 140)), list(range(200, 240))
     old = head + [1, 2, 3, 4, 5, 6, 7, 8] + tail
     new = head + [9, 9, 9, 9, 9, 9, 9, 9] + tail
-    d = NgramDrafter(**WIDE)
+    d = wide()
     d.begin(old)
     d.begin(new)
     assert d.history == new
@@ -206,7 +211,7 @@ def test_a_regenerated_reply_is_drafted_from_the_one_it_replaces() -> None:
     rng = np.random.default_rng(3)
     prompt = rng.integers(1000, 2000, 60).tolist()
     reply = rng.integers(3000, 4000, 40).tolist()
-    d = NgramDrafter(**WIDE)
+    d = wide()
     d.begin(prompt)
     d.propose(prompt + reply, 1)  # the reply streamed
     d.begin(prompt)  # regenerate: the reply is rewound away
@@ -218,14 +223,14 @@ def test_a_regenerated_reply_is_drafted_from_the_one_it_replaces() -> None:
 def test_memory_is_bounded_the_history_wins_and_reset_forgets() -> None:
     rng = np.random.default_rng(4)
     prompt = rng.integers(1000, 2000, 30).tolist()
-    d = NgramDrafter(**WIDE)
+    d = wide()
     for _ in range(12):  # twelve 500-token replies, each regenerated
         d.begin(prompt)
         d.propose(prompt + rng.integers(3000, 9000, 500).tolist(), 1)
     d.begin(prompt)
     remembered = d._tokens[:len(d._tokens) - len(d.history)]
     assert len(remembered) <= TUNING.memory_tokens
-    fresh = NgramDrafter(**WIDE)
+    fresh = wide()
     fresh._reindex(remembered)
     fresh.propose(prompt, 1)
     assert fresh._index == d._index  # what indexing memory + history from scratch gives
@@ -245,7 +250,7 @@ def test_remembered_text_needs_the_reply_to_agree_with_it() -> None:
     old_prompt, new_prompt = [7, 1, 2, 3] + code, [7, 4, 5, 6] + code
     old_reply = rng.integers(3000, 4000, 60).tolist()
     n = TUNING.agree_cap
-    d = NgramDrafter(**WIDE)
+    d = wide()
     d.begin(old_prompt)
     d.propose(old_prompt + old_reply, 1)
     d.begin(new_prompt)

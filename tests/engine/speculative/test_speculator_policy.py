@@ -8,7 +8,7 @@ from engine.speculative.controller import CostModel
 from engine.speculative.draft import Draft
 from engine.speculative.ngram import NgramDrafter
 from engine.speculative.params import SpeculativeParams
-from engine.speculative.speculator import Speculator, _end_at_eog
+from engine.speculative.speculator import Speculation, _end_at_eog
 
 CPU = CostModel(((1, .032), (2, .059), (4, .085), (8, .174), (16, .215), (32, .364)))
 GPU = CostModel(((1, .010), (2, .010), (4, .0105), (8, .011), (16, .012), (32, .014)))
@@ -24,25 +24,27 @@ class NoModel:
 
 def test_a_copy_is_drafted_long_and_guesses_that_fail_are_not() -> None:
     source = list(range(100, 200))
-    spec = Speculator(SpeculativeParams(drafter="ngram"), CPU, ngram=NgramDrafter())
+    spec = Speculation(SpeculativeParams(drafter="ngram"), CPU, ngram=NgramDrafter())
     spec.begin(source)
     assert len(spec.plan(source + source[:40], 64, GREEDY).tokens) >= 15  # a copy going on
-    chatty = Speculator(SpeculativeParams(drafter="ngram"), CPU, ngram=NgramDrafter())
+    chatty = Speculation(SpeculativeParams(drafter="ngram"), CPU, ngram=NgramDrafter())
     chatty.begin(source)
-    reply = np.random.default_rng(0).choice([7, 8, 9], size=200).tolist()  # n-grams recur, continuations do not
+    reply = np.random.default_rng(0).choice([7, 8, 9], size=200).tolist()  # n-grams recur, not what follows
     planned = [len(chatty.plan(source + reply[:i], 64, GREEDY).tokens) for i in range(100, 200)]
     assert sum(1 for k in planned if k) <= 3, planned
 
 
 def test_not_adaptive_drafts_all_it_can() -> None:
     source = list(range(100, 200))
-    spec = Speculator(SpeculativeParams(drafter="ngram", adaptive=False, draft_max=8), CPU, ngram=NgramDrafter())
+    params = SpeculativeParams(drafter="ngram", adaptive=False, draft_max=8)
+    spec = Speculation(params, CPU, ngram=NgramDrafter())
     spec.begin(source)
     assert spec.plan(source + source[:2], 64, GREEDY).tokens == tuple(source[2:10])
 
 
 def test_draft_ends_at_first_eog() -> None:
-    d = _end_at_eog(Draft((5, 6, 99, 7, 8), source="ngram", match_len=9, survival=(1, 1, 1, 1, 1)), frozenset({99}))
+    draft = Draft((5, 6, 99, 7, 8), source="ngram", match_len=9, survival=(1, 1, 1, 1, 1))
+    d = _end_at_eog(draft, frozenset({99}))
     assert d.tokens == (5, 6, 99) and d.match_len == 9 and len(d.survival) == 3
     assert _end_at_eog(Draft((1, 2)), frozenset({99})).tokens == (1, 2)
 
@@ -51,7 +53,7 @@ def test_a_losing_drafter_goes_quiet_until_the_next_reply_unless_asked_for() -> 
     source = list(range(100, 200))
     history = source + source[:40]
     for adaptive in (True, False):
-        spec = Speculator(SpeculativeParams(drafter="ngram", adaptive=adaptive), CPU, ngram=NgramDrafter())
+        spec = Speculation(SpeculativeParams(drafter="ngram", adaptive=adaptive), CPU, ngram=NgramDrafter())
         spec.begin(source)
         draft = spec.plan(history, 64, GREEDY)
         assert len(draft.tokens) >= 15
@@ -69,12 +71,12 @@ def test_a_losing_drafter_goes_quiet_until_the_next_reply_unless_asked_for() -> 
 
 def test_auto_uses_a_draft_model_only_where_it_can_pay() -> None:
     auto = SpeculativeParams(drafter="auto")
-    cpu = Speculator(auto, CPU, ngram=NgramDrafter(), model=NoModel(), draft_cost_s=0.020)
+    cpu = Speculation(auto, CPU, ngram=NgramDrafter(), model=NoModel(), draft_cost_s=0.020)
     assert not cpu.model_len
     assert cpu.plan([1, 2, 3, 4], 10, GREEDY).tokens == ()
-    assert Speculator(auto, GPU, model=NoModel(), draft_cost_s=0.001).model_len
+    assert Speculation(auto, GPU, model=NoModel(), draft_cost_s=0.001).model_len
     # ... unless taking in each correction costs the draft ten target steps
-    assert not Speculator(auto, GPU, model=NoModel(), draft_cost_s=0.001, draft_pass_s=0.1).model_len
+    assert not Speculation(auto, GPU, model=NoModel(), draft_cost_s=0.001, draft_pass_s=0.1).model_len
 
 
 def test_a_draft_model_drafts_its_length_or_all_it_is_asked() -> None:
@@ -86,9 +88,9 @@ def test_a_draft_model_drafts_its_length_or_all_it_is_asked() -> None:
             return Draft((1,) * k, source="model")
 
     model = Model()
-    gpu = Speculator(SpeculativeParams(drafter="auto"), GPU, model=model, draft_cost_s=0.001)
+    gpu = Speculation(SpeculativeParams(drafter="auto"), GPU, model=model, draft_cost_s=0.001)
     assert 1 < gpu.model_len < 64
     assert len(gpu.plan([1, 2], 64, GREEDY).tokens) == gpu.model_len
     assert len(gpu.plan([1, 2], 3, GREEDY).tokens) == 3  # no more than the room left
-    asked = Speculator(SpeculativeParams(drafter="model", draft_max=8), CPU, model=model, draft_cost_s=0.020)
+    asked = Speculation(SpeculativeParams(drafter="model", draft_max=8), CPU, model=model, draft_cost_s=0.020)
     assert not asked.model_len and len(asked.plan([1, 2], 64, GREEDY).tokens) == 8

@@ -38,8 +38,9 @@ def test_no_other_module_defines_a_numeric_constant() -> None:
         scopes = [tree] + [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
         for scope in scopes:
             for node in scope.body:
-                value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
-                numbers = [n for n in ast.walk(value) if isinstance(n, ast.Constant)
-                           and type(n.value) in (int, float) and n.value not in (0, 1)] if value is not None else []
-                target = ast.unparse(node.targets[0] if isinstance(node, ast.Assign) else node.target) if numbers else ""
-                assert not numbers or target == "_JSON_VERSION", f"{name}: {target} = {ast.unparse(value)}"
+                if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+                    continue
+                numbers = [n for n in ast.walk(node.value) if isinstance(n, ast.Constant)
+                           and type(n.value) in (int, float) and n.value not in (0, 1)]
+                target = ast.unparse(node.targets[0] if isinstance(node, ast.Assign) else node.target)
+                assert not numbers or target == "_JSON_VERSION", f"{name}: {target} = {numbers[0].value}"
