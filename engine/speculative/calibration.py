@@ -1,11 +1,7 @@
-"""The verify-cost curve: what one target pass over n tokens costs on this machine.
-
-Measured once per model, settings, machine, llama.cpp build and RPC layout, then cached in
-``cache_dir()/verify-cost.json``. Measuring takes a while (seconds on a small model, about a
-minute for a 1.5B on two cores), so a caller can show progress (``on_measure``). A curve taken
-on a busy machine misleads the controller for good: ``CostCheck`` compares it with what passes
-really cost, and a curve that is far off is forgotten, to be measured again at the next load;
-``forget_all`` does that on request (the app's settings).
+"""The verify-cost curve: what one target pass over n tokens costs on this machine. Measured once
+per model, settings, machine, llama.cpp build and RPC layout (about a minute for a 1.5B on two
+cores), then cached in ``cache_dir()/verify-cost.json``; ``CostCheck`` has a curve that is far
+from what passes really cost (taken on a busy machine) measured again at the next load.
 """
 
 from __future__ import annotations
@@ -15,52 +11,52 @@ import logging
 import os
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from engine import paths
 from engine.context import Context
 from engine.localfile import read_json, write_json
-from engine.speculative.controller import CostModel, calibrate
+from engine.speculative.controller import CostModel
+from engine.speculative.tuning import TUNING
 
 log = logging.getLogger(__name__)
 
-CALIBRATION_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-# Batches are timed after this many tokens of context: attention over a few hundred tokens makes
-# a long batch dearer relative to one step, and a curve measured at the start of a context
-# drafts too long in the middle of a real conversation (simulated: about 10% slower on the edit
-# prompts).
-CALIBRATION_DEPTH = 512
+
 def _cache_file() -> Path:
     return paths.cache_dir() / "verify-cost.json"
 
 
 def _cache_key(ctx: Context, sizes: Sequence[int]) -> str:
-    """What the curve depends on: the model file, the settings, the machine, the build of
-    llama.cpp (another build has other kernels, and batches cost differently) and the RPC
-    layout (remote layers add network round trips to every pass; the curve is measured on the
-    real layout, so they are in it)."""
+    """The model file, settings, machine, llama.cpp build and RPC layout the curve depends on."""
     from engine.backend import _pkg
 
     st = ctx.model.path.stat()
     spec = ctx.model.spec
     key = [str(ctx.model.path), st.st_size, st.st_mtime_ns, ctx.params.threads(),
            spec.n_gpu_layers, ctx.params.type_k, ctx.params.flash_attn,
-           list(sizes), CALIBRATION_DEPTH, os.cpu_count(), getattr(_pkg, "__version__", "?")]
+           list(sizes), TUNING.calibration_depth, os.cpu_count(), getattr(_pkg, "__version__", "?")]
     if spec.rpc:
         key.append({"rpc": list(spec.rpc), "tensor_split": list(spec.tensor_split)})
     return json.dumps(key)
 
 
-def cached_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES,
+def _check_cost_cache(obj: object) -> None:
+    if not isinstance(obj, dict):
+        raise ValueError("it is not an object")
+
+
+def cached_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
                 on_measure: Callable[[], None] | None = None) -> CostModel:
-    """The verify-cost curve of ``ctx``'s model on this machine (measured once, then cached).
-    ``on_measure`` is called before a measurement (not when the curve is cached)."""
+    """The verify-cost curve of ``ctx``'s model here; ``on_measure`` is called before measuring."""
     key = _cache_key(ctx, sizes)
     entries = read_json(_cache_file(), _check_cost_cache) or {}
     if isinstance(entries.get(key), str):
         try:
-            return CostModel.from_json(entries[key])
+            cost = CostModel.from_json(entries[key])
+            if [n for n, _ in cost.verify_s] == sorted(set(sizes)):
+                return cost
+            log.warning("ignoring a cached verify cost measured at other batch sizes")
         except ValueError as e:
             log.warning("ignoring a bad cached verify cost: %s", e)
     if on_measure is not None:
@@ -73,17 +69,25 @@ def cached_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES,
     return cost
 
 
-def _check_cost_cache(obj: object) -> None:
-    if not isinstance(obj, dict):
-        raise ValueError("it is not an object")
+def calibrate(measure: Callable[[int], float], sizes: Sequence[int],
+              repeats: int = TUNING.calibration_repeats) -> CostModel:
+    """A CostModel from ``measure(n)`` (seconds to decode n tokens): medians of ``repeats`` rounds,
+    the sizes taking turns, so a drift of the machine's speed shifts the curve without bending it."""
+    if repeats < 1 or 1 not in sizes:
+        raise ValueError("calibration needs repeats >= 1 and the size 1")
+    order = sorted(set(int(s) for s in sizes))
+    times: dict[int, list[float]] = {n: [] for n in order}
+    for _ in range(repeats):
+        for n in order:
+            times[n].append(float(measure(n)))
+    return CostModel(tuple((n, statistics.median(times[n])) for n in order))
 
 
-def measure_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES, repeats: int = 3) -> CostModel:
+def measure_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> CostModel:
     """Time target decodes of n tokens (all logits, as in verification) after
-    ``CALIBRATION_DEPTH`` tokens of context (less in a small context)."""
-    saved = list(ctx.tokens)
+    ``calibration_depth`` tokens of context (less in a small context); the context is cleared."""
     ctx.clear()
-    depth = max(1, min(CALIBRATION_DEPTH, ctx.n_ctx - max(sizes)))
+    depth = max(1, min(TUNING.calibration_depth, ctx.n_ctx - max(sizes)))
     filler = [ctx.model.bos if ctx.model.bos >= 0 else 1] + [100 + i for i in range(depth + max(sizes))]
     ctx.decode(filler[:depth])  # warm-up, and context to attend to
 
@@ -96,26 +100,22 @@ def measure_cost(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES, repeats
         return dt
 
     try:
-        return calibrate(measure, sizes, repeats)
+        cost = calibrate(measure, sizes)
     finally:
         ctx.clear()
-        if saved:
-            log.debug("calibration cleared a cached prompt of %d tokens", len(saved))
-
-
-def forget(ctx: Context, sizes: Sequence[int] = CALIBRATION_SIZES) -> None:
-    """Drop the cached curve of ``ctx`` (measured again at the next load)."""
-    _drop(lambda key: key == _cache_key(ctx, sizes))
+    log.debug("calibrated verify cost: %s", cost.verify_s)
+    return cost
 
 
 def forget_all() -> None:
     """Drop every cached curve (each is measured again at its model's next load)."""
-    _drop(lambda key: True)
+    forget(None)
 
 
-def _drop(which: Callable[[str], bool]) -> None:
+def forget(ctx: Context | None, sizes: Sequence[int] = TUNING.calibration_sizes) -> None:
+    """Drop the cached curve of ``ctx`` (every curve for None): measured again at the next load."""
     entries = read_json(_cache_file(), _check_cost_cache) or {}
-    kept = {k: v for k, v in entries.items() if not which(k)}
+    kept = {k: v for k, v in entries.items() if ctx is not None and k != _cache_key(ctx, sizes)}
     if len(kept) != len(entries):
         try:
             write_json(_cache_file(), kept, durable=False)
@@ -124,27 +124,19 @@ def _drop(which: Callable[[str], bool]) -> None:
 
 
 class CostCheck:
-    """Compares the curve with what verification passes really cost. After ``MIN_PASSES``
-    passes, a median ratio (measured / predicted) outside [1/FACTOR, FACTOR] means the curve
-    was taken under other conditions (another program was using the cores): ``on_mismatch`` is
-    called once. FACTOR 2: the machine's own drift between runs is about 10%, and a curve off
-    by less than 2x changes the chosen draft lengths little."""
-
-    MIN_PASSES = 16
-    FACTOR = 2.0
+    """Calls ``on_mismatch(ratio)`` once the median of measured / predicted over the last
+    ``cost_check_passes`` passes is off by more than ``cost_check_factor`` either way."""
 
     def __init__(self, cost: CostModel, on_mismatch: Callable[[float], None]) -> None:
-        self.cost = cost
-        self.on_mismatch = on_mismatch
+        self.cost, self.on_mismatch, self.reported = cost, on_mismatch, False
         self.ratios: list[float] = []
-        self.reported = False
 
     def observe(self, n_tokens: int, seconds: float) -> None:
         if self.reported or seconds <= 0:
             return
         self.ratios.append(seconds / self.cost.verify_cost(n_tokens))
-        if len(self.ratios) >= self.MIN_PASSES:
-            ratio = statistics.median(self.ratios[-self.MIN_PASSES:])
-            if not 1 / self.FACTOR <= ratio <= self.FACTOR:
-                self.reported = True
-                self.on_mismatch(ratio)
+        ratio = statistics.median(self.ratios[-TUNING.cost_check_passes:])
+        if len(self.ratios) >= TUNING.cost_check_passes and not (
+                1 / TUNING.cost_check_factor <= ratio <= TUNING.cost_check_factor):
+            self.reported = True
+            self.on_mismatch(ratio)

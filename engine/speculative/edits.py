@@ -1,153 +1,150 @@
-"""Edits the reply has made to the text it copies, learned so the next copy makes them too.
+"""Edits a reply makes to the text it copies, learned at one occurrence to draft the next ones.
 
-When a copy breaks off and then resumes a few tokens further on in its source, the reply has
-replaced a short source span with a short span of its own: ``Item`` by ``_item`` when methods
-are renamed to snake_case, ``foo`` by ``bar`` when a variable is renamed. Such edits recur
-(every later ``Item`` in the source becomes ``_item``), so the n-gram drafter applies the ones
-it has learned while it copies, and drafts through them instead of breaking at each.
-
-An edit that the reply then does not make (``__init__`` is not renamed) loses trust; one that
-has failed as often as it held is no longer applied. Only short spans are kept: a long
-replacement is a rewrite, not an edit that recurs.
-
-Given the tokenizer, an edit that converts an identifier to another style (``addItem`` to
-``add_item``) also teaches that style, and one that renames an identifier teaches the rename
-(engine.speculative.styles): every later identifier it applies to is then drafted converted, however
-it is tokenized there, each the edit of its own span.
+When a copy breaks off and resumes a little further on in its source, the reply has replaced a
+short source span by a short span of its own (``x`` by ``x: int``); such edits recur, so later
+copies of the span are drafted with the edit made. When the break came inside an identifier that
+reads differently in the reply (``entry`` where the source has ``item``), the reply renamed it:
+the name recurs as other tokens (`` item``, ``(item``, ``[item``), so the rename is kept as text
+and made wherever an identifier of that name starts, re-tokenized. An edit or rename is made
+while it has held more often than it failed, the occurrence it was learned from counting once.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from engine.speculative.styles import STYLES, Style, StyleRule, Vocab, Words, renamed, stated_renames, trust
+from engine.model import Model
 
-__all__ = ["Edit", "EditMemory"]
+__all__ = ["Edit", "Edits", "Rule"]
 
-MAX_SPAN = 8  # longest source or output span learned as an edit
+_IDENT = re.compile(r"[^\W\d]\w*")
+_WORD = re.compile(r"\w+")
+_NON_WORD = re.compile(r"\W*")
 
 
 @dataclass(eq=False)
-class Edit:
-    """The reply wrote ``output`` where its source has ``source``."""
+class Rule:
+    """A learned edit or rename (``new``: the new name) and how often the reply made it.
+    ``trust``: Laplace's rule of succession."""
 
-    source: tuple[int, ...]
-    output: tuple[int, ...]
-    held: int = 0  # times it was applied and the reply made it (counted on ``style`` if set)
-    failed: int = 0  # times it was applied and the reply did not
-    style: StyleRule | None = None  # the learned style this edit applies, if it comes from one
+    new: str = ""
+    held: int = 1
+    failed: int = 0
 
     @property
     def trust(self) -> float:
-        """Estimated probability that the reply makes this edit at the next occurrence."""
-        return self.style.trust if self.style is not None else trust(self.held, self.failed)
+        return (self.held + 1) / (self.held + self.failed + 2)
+
+    @property
+    def active(self) -> bool:
+        return self.failed < self.held
 
 
-class EditMemory:
-    """Learned edits, looked up by the first token of their source span, and learned styles
-    (only with a ``vocab`` to read and write identifiers)."""
+class Edit(NamedTuple):
+    """An edit made at one place: the tokens ``source`` are written ``output``."""
 
-    def __init__(self, vocab: Vocab | None = None) -> None:
-        self._by_first: dict[int, list[Edit]] = {}
-        self._words = Words(vocab) if vocab is not None else None
-        self.styles: list[StyleRule] = []
-        self._styled: dict[tuple[int, ...], Edit | None] = {}  # source span -> its styled edit
+    source: tuple[int, ...]
+    output: tuple[int, ...]
+    rule: Rule
+
+
+class Edits:
+    """Learned edits by the first token of their source span, and renames by old name (these
+    only with a ``vocab`` to read identifiers). Spans and names are at most ``max_span`` tokens."""
+
+    def __init__(self, vocab: Model | None, max_span: int) -> None:
+        self.vocab = vocab
+        self.max_span = max_span
+        self._text: dict[int, str | None] = {}
+        self.clear()
 
     def clear(self) -> None:
-        self._by_first = {}
-        self.styles = []
-        self._styled = {}
+        self._by_first: dict[int, list[Edit]] = {}
+        self.renames: dict[str, Rule] = {}
+        self._renamed: dict[tuple[int, ...], Edit | None] = {}  # source tokens -> their rename
 
-    def __len__(self) -> int:
-        return sum(len(v) for v in self._by_first.values())
-
-    def learn(self, source: Sequence[int], output: Sequence[int]) -> Edit | None:
-        """Remember that ``source`` became ``output`` (the latest edit of a span wins)."""
-        source, output = tuple(source), tuple(output)
-        if not source or len(source) > MAX_SPAN or len(output) > MAX_SPAN or source == output:
-            return None
-        edits = self._by_first.setdefault(source[0], [])
-        edits[:] = [e for e in edits if e.source != source]
-        edit = Edit(source, output)
-        edits.append(edit)
-        edits.sort(key=lambda e: -len(e.source))  # the longest span that matches wins
-        return edit
-
-    def learn_stated(self, prompt: Sequence[int]) -> list[StyleRule]:
-        """Learn the renames (and the styles they show) that ``prompt`` states."""
-        if self._words is None:
-            return []
-        text = "".join(self._words.text(t) or "" for t in prompt)
-        return [self._add_rule(self._rule_for(old, new)) for old, new in stated_renames(text)]
-
-    def learn_style(self, tokens: Sequence[int], src: int, out: int) -> StyleRule | None:
-        """The reply made an edit at ``tokens[out]`` to the source at ``tokens[src]``: if it
-        converted the identifier there to another style, or renamed it, learn that rule."""
-        words = self._words
-        if words is None:
-            return None
+    def learn(self, tokens: Sequence[int], src: int, out: int, src_end: int, out_end: int) -> None:
+        """A copy broke off at ``tokens[src]`` (``tokens[out]`` in the reply), resumed at ``src_end``
+        (``out_end``): learn the edit, and the rename if the identifier there reads otherwise."""
+        source, output = tuple(tokens[src:src_end]), tuple(tokens[out:out_end])
+        if source and len(source) <= self.max_span and len(output) <= self.max_span:
+            edits = [e for e in self._by_first.get(source[0], []) if e.source != source]
+            edits.append(Edit(source, output, Rule()))
+            self._by_first[source[0]] = sorted(edits, key=lambda e: -len(e.source))  # the longest first
+        if self.vocab is None:
+            return
         while (src > 0 and out > 0 and tokens[src - 1] == tokens[out - 1]
-               and (words.continues_word(tokens, src) or words.continues_word(tokens, out))):
-            # back to where the word starts: the edit began inside it, in the source (``Item``
-            # of ``addItem``) or in the reply only (``_in`` after ``a``, renaming ``a`` ``a_in``)
+               and (self._continues_word(tokens, src) or self._continues_word(tokens, out))):
+            # back to where the word starts: the break came inside it, in the source (``Item``
+            # of ``addItem``) or in the reply (``_in`` after ``a``, renaming ``a`` to ``a_in``)
             src, out = src - 1, out - 1
-        a, b = words.identifier_at(tokens, src), words.identifier_at(tokens, out)
-        if a is None or b is None or a.lead != b.lead or a.name == b.name:
-            return None
-        return self._add_rule(self._rule_for(a.name, b.name))
-
-    @staticmethod
-    def _rule_for(old: str, new: str) -> Style:
-        """The style that turns ``old`` into ``new``, else the rename of ``old``."""
-        style = next((s for s in STYLES if s.convert(old) == new), None)
-        return style if style is not None else renamed(old, new)
-
-    def _add_rule(self, style: Style) -> StyleRule:
-        rule = next((r for r in self.styles if r.style.name == style.name), None)
-        if rule is None:
-            rule = StyleRule(style)
-            if style.renames is not None:  # a rename before the styles, and the latest of a name
-                self.styles = [rule] + [r for r in self.styles if r.style.renames != style.renames]
-            else:
-                self.styles.append(rule)
-            self._styled = {}
-        return rule
+        a, b = self._identifier_at(tokens, src), self._identifier_at(tokens, out)
+        if a is not None and b is not None and a[1] == b[1] and a[2] != b[2]:
+            if a[2] not in self.renames or self.renames[a[2]].new != b[2]:  # learned again: counts kept
+                self.renames[a[2]] = Rule(b[2])
+                self._renamed = {}
 
     def at(self, tokens: Sequence[int], pos: int) -> Edit | None:
-        """The trusted edit whose source span starts at ``tokens[pos]``, if any: a learned one,
-        else the conversion of the identifier there by a learned style."""
-        if pos >= len(tokens):
+        """The active edit whose source starts at ``tokens[pos]``, if any: a learned one (the
+        longest), else the rename of the identifier there."""
+        for learned in self._by_first.get(tokens[pos], ()):
+            if learned.rule.active and tuple(tokens[pos:pos + len(learned.source)]) == learned.source:
+                return learned
+        ident = self._identifier_at(tokens, pos) if self.renames else None
+        if ident is None or self.vocab is None:
             return None
-        for edit in self._by_first.get(tokens[pos], ()):
-            n = len(edit.source)
-            if edit.failed <= edit.held and tuple(tokens[pos:pos + n]) == edit.source:
-                return edit
-        if any(rule.active for rule in self.styles):
-            return self._style_at(tokens, pos)
-        return None
+        end, lead, name, trail = ident
+        source = tuple(tokens[pos:end])
+        if source not in self._renamed:
+            self._renamed[source] = None
+            rule = self.renames.get(name)
+            if rule is not None:
+                text = lead + rule.new + trail
+                output = tuple(self.vocab.tokenize(text, add_special=False, parse_special=False))
+                if output and output != source and len(output) <= self.max_span:
+                    self._renamed[source] = Edit(source, output, rule)
+        edit = self._renamed[source]
+        return edit if edit is not None and edit.rule.active else None
 
-    def _style_at(self, tokens: Sequence[int], pos: int) -> Edit | None:
-        ident = self._words.identifier_at(tokens, pos)
-        if ident is None:
-            return None
-        source = tuple(tokens[pos:ident.end])
-        if source not in self._styled:
-            self._styled[source] = None
-            for rule in self.styles:
-                new = rule.style.convert(ident.name) if rule.active else None
-                if new is not None:
-                    output = self._words.tokenize(ident.lead + new + ident.trail)
-                    if output and output != source and len(output) <= MAX_SPAN:
-                        self._styled[source] = Edit(source, output, style=rule)
-                    break
-        edit = self._styled[source]
-        return edit if edit is not None and edit.style.active else None
+    def _piece(self, token: int) -> str | None:
+        """The text of ``token``, or None where it is not whole UTF-8 on its own."""
+        if token not in self._text and self.vocab is not None:
+            try:
+                self._text[token] = self.vocab.piece(token).decode("utf-8")
+            except UnicodeDecodeError:
+                self._text[token] = None
+        return self._text.get(token)
 
-    @staticmethod
-    def confirm(edit: Edit, held: bool) -> None:
-        counts = edit.style if edit.style is not None else edit
-        if held:
-            counts.held += 1
-        else:
-            counts.failed += 1
+    def _identifier_at(self, tokens: Sequence[int], pos: int) -> tuple[int, str, str, str] | None:
+        """(end, lead, name, trail): ``tokens[pos:end]`` render as ``lead + name + trail``, ``lead``
+        spaces or punctuation (a token of only those may come first); None inside a word."""
+        lead, body, end = "", "", pos
+        while not body and end < len(tokens) and end - pos < 2:
+            text = self._piece(tokens[end])
+            if not text:
+                return None
+            lead_match = _NON_WORD.match(text)
+            skip = lead_match.end() if lead_match else 0
+            lead, body, end = lead + text[:skip], text[skip:], end + 1
+        match = _IDENT.match(body)
+        if match is None or (not lead and self._continues_word(tokens, pos)):
+            return None  # no word, a number, or inside a word
+        name, trail = match.group(), body[match.end():]
+        while not trail and end < len(tokens):
+            text = self._piece(tokens[end]) or ""
+            more = _WORD.match(text)
+            if more is None:
+                break
+            if end - pos >= self.max_span:
+                return None
+            name, trail = name + more.group(), text[more.end():]
+            end += 1
+        return end, lead, name, trail
+
+    def _continues_word(self, tokens: Sequence[int], pos: int) -> bool:
+        """Whether ``tokens[pos]`` goes on with a word that ``tokens[pos - 1]`` began."""
+        this, before = self._piece(tokens[pos]), self._piece(tokens[pos - 1]) if pos else None
+        return bool(this and before and _WORD.match(this) and _WORD.match(before[-1]))

@@ -1,12 +1,19 @@
 """Tests of the verify-cost calibration (engine.speculative.calibration.measure_cost), on a real model."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from engine.context import Context, ContextParams
+from engine.model import Model
 from engine.speculative import calibration
-from engine.speculative.calibration import CALIBRATION_DEPTH, CostCheck, measure_cost
+from engine.speculative.calibration import CostCheck, calibrate, measure_cost
 from engine.speculative.controller import CostModel
+from engine.speculative.tuning import TUNING
+
+DEPTH = TUNING.calibration_depth
 
 
 def timed_batches(ctx: Context) -> list[tuple[int, int]]:
@@ -14,7 +21,7 @@ def timed_batches(ctx: Context) -> list[tuple[int, int]]:
     seen: list[tuple[int, int]] = []
     decode = ctx.decode
 
-    def spy(tokens, **kw):
+    def spy(tokens: list[int], **kw: str) -> None:
         if kw.get("logits") == "all":
             seen.append((ctx.n_past, len(tokens)))
         return decode(tokens, **kw)
@@ -23,24 +30,25 @@ def timed_batches(ctx: Context) -> list[tuple[int, int]]:
     return seen
 
 
-def test_batches_are_timed_after_a_realistic_context_then_cleared(smol) -> None:
+def test_batches_are_timed_after_a_realistic_context_then_cleared(smol: Model) -> None:
     with Context(smol, ContextParams(n_ctx=2048)) as ctx:
         ctx.decode([1, 2, 3])
         seen = timed_batches(ctx)
-        cost = measure_cost(ctx, sizes=(1, 8), repeats=2)
-        assert sorted(seen) == [(CALIBRATION_DEPTH, 1)] * 2 + [(CALIBRATION_DEPTH, 8)] * 2
+        cost = measure_cost(ctx, sizes=(1, 8))
+        assert sorted(seen) == [(DEPTH, 1)] * 3 + [(DEPTH, 8)] * 3  # medians of three
         assert ctx.n_past == 0
     assert 0 < cost.verify_cost(1) < cost.verify_cost(8)
 
 
-def test_a_small_context_is_calibrated_at_what_depth_it_has(smol) -> None:
+def test_a_small_context_is_calibrated_at_what_depth_it_has(smol: Model) -> None:
     with Context(smol, ContextParams(n_ctx=256)) as ctx:
         seen = timed_batches(ctx)
-        measure_cost(ctx, sizes=(1, 16), repeats=1)
+        measure_cost(ctx, sizes=(1, 16))
     assert {past for past, _ in seen} == {256 - 16}
 
 
-def test_a_curve_is_measured_once_then_cached_until_forgotten(smol, tmp_path, monkeypatch) -> None:
+def test_a_curve_is_measured_once_then_cached_until_forgotten(smol: Model, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DUET_HOME", str(tmp_path))
     measured = []
     with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
@@ -51,17 +59,38 @@ def test_a_curve_is_measured_once_then_cached_until_forgotten(smol, tmp_path, mo
         calibration.cached_cost(ctx, (1, 2), lambda: measured.append(3))
         calibration.forget_all()
         calibration.cached_cost(ctx, (1, 2), lambda: measured.append(4))
-    assert measured == [1, 3, 4]
+        calibration.cached_cost(ctx, (1, 2, 3), lambda: measured.append(5))  # other sizes: measured
+        cache = calibration._cache_file()
+        entries = json.loads(cache.read_text())
+        entries = {key: CostModel(((1, 1.0), (10**9, 2.0))).to_json() for key in entries}  # tampered
+        cache.write_text(json.dumps(entries))
+        assert calibration.cached_cost(ctx, (1, 2), lambda: measured.append(6)).verify_s[-1][0] == 2
+    assert measured == [1, 3, 4, 5, 6]
 
 
 def test_a_curve_far_from_what_passes_cost_is_reported_once() -> None:
     cost = CostModel(((1, 1.0), (2, 1.5), (65, 33.0)))
     seen: list[float] = []
     check = CostCheck(cost, seen.append)
-    for _ in range(CostCheck.MIN_PASSES):
+    for _ in range(TUNING.cost_check_passes):
         check.observe(5, 1.1 * cost.verify_cost(5))  # 10% off: the machine's own drift
     assert seen == []
     busy = CostCheck(cost, seen.append)  # calibrated while the cores were busy: passes cost 1/3
-    for _ in range(3 * CostCheck.MIN_PASSES):
+    for _ in range(3 * TUNING.cost_check_passes):
         busy.observe(3, cost.verify_cost(3) / 3)
     assert seen == [pytest.approx(1 / 3)]
+
+
+def test_calibrate_takes_medians_with_the_sizes_taking_turns() -> None:
+    calls: list[int] = []
+    spikes = iter([0.5, 0.0, 0.5] + [0.0] * 10)  # hiccups at the first call and the third
+
+    def measure(n: int) -> float:
+        calls.append(n)
+        return 0.03 + 0.01 * (n - 1) + next(spikes)
+
+    m = calibrate(measure, sizes=(4, 1, 2), repeats=3)
+    assert calls == [1, 2, 4] * 3
+    assert m.verify_s == ((1, pytest.approx(0.03)), (2, pytest.approx(0.04)), (4, pytest.approx(0.06)))
+    with pytest.raises(ValueError):
+        calibrate(measure, sizes=(2, 4))

@@ -1,97 +1,96 @@
-"""The speculator's pure policy: draft lengths from survival and the cost curve, EOG cut, auto
-and the draft cost."""
+"""The speculator's policy on its own: draft lengths from a proposal's survival, the EOG cut, the
+payoff ledger's quiet spells, and when a draft model is used."""
 
 import numpy as np
 
 from engine.sampling import Sampler, SamplingParams
-from engine.speculative.controller import CostModel, best_length_by_survival
+from engine.speculative.controller import CostModel
 from engine.speculative.draft import Draft
 from engine.speculative.ngram import NgramDrafter
 from engine.speculative.params import SpeculativeParams
-from engine.speculative.speculator import Speculator, _end_at_eog
+from engine.speculative.speculator import Speculation, _end_at_eog
 
 CPU = CostModel(((1, .032), (2, .059), (4, .085), (8, .174), (16, .215), (32, .364)))
 GPU = CostModel(((1, .010), (2, .010), (4, .0105), (8, .011), (16, .012), (32, .014)))
+GREEDY = Sampler(SamplingParams(temperature=0))
 
 
-def test_draft_length_follows_survival_and_the_cost_curve():
-    sure, coin = [1.0] * 40, [0.5 ** j for j in range(1, 41)]
-    assert best_length_by_survival(CPU, sure) == 31  # the largest calibrated batch that fits
-    assert best_length_by_survival(CPU, coin) == 0  # a guess does not pay on a CPU
-    assert best_length_by_survival(GPU, coin) > 0  # but nearly free batches do
-    assert best_length_by_survival(CPU, [1.0] * 10) == 10  # a short draft is taken whole
-    assert best_length_by_survival(CPU, [1.0] * 200) == 31  # never past the calibrated sizes
-    assert best_length_by_survival(CPU, []) == 0
+class NoModel:
+    """A draft model that must not be asked."""
+
+    def propose(self, *args: object) -> Draft:
+        raise AssertionError("the draft model was used")
 
 
-def test_a_copy_learned_from_the_reply_is_drafted_long_and_a_guess_not_at_all():
+def test_a_copy_is_drafted_long_and_guesses_that_fail_are_not() -> None:
     source = list(range(100, 200))
-    spec = Speculator(SpeculativeParams(drafter="ngram"), CPU, ngram=NgramDrafter())
-    sampler = Sampler(SamplingParams(temperature=0))
+    spec = Speculation(SpeculativeParams(drafter="ngram"), CPU, ngram=NgramDrafter())
     spec.begin(source)
-    # a two-token match is right about half the time (reliability.PRIORS): a guess
-    assert spec.plan(source + source[:2], 64, sampler).tokens == ()
-    assert len(spec.plan(source + source[:40], 64, sampler).tokens) >= 15  # a copy: a long draft
-    chatty = Speculator(SpeculativeParams(drafter="ngram"), CPU, ngram=NgramDrafter())
+    assert len(spec.plan(source + source[:40], 64, GREEDY).tokens) >= 15  # a copy going on
+    chatty = Speculation(SpeculativeParams(drafter="ngram"), CPU, ngram=NgramDrafter())
     chatty.begin(source)
-    rng = np.random.default_rng(0)
-    reply = [int(t) for t in rng.choice([7, 8, 9], size=200)]  # n-grams recur, continuations do not
-    planned = [len(chatty.plan(source + reply[:i], 64, sampler).tokens) for i in range(100, 200)]
-    assert sum(1 for k in planned if k) <= 3, planned  # only a rare long coincidence
+    reply = np.random.default_rng(0).choice([7, 8, 9], size=200).tolist()  # n-grams recur, not what follows
+    planned = [len(chatty.plan(source + reply[:i], 64, GREEDY).tokens) for i in range(100, 200)]
+    assert sum(1 for k in planned if k) <= 3, planned
 
 
-def test_draft_ends_at_first_eog():
-    d = _end_at_eog(Draft((5, 6, 99, 7, 8), source="ngram", match_len=9), frozenset({99}))
-    assert d.tokens == (5, 6, 99) and d.match_len == 9
+def test_not_adaptive_drafts_all_it_can() -> None:
+    source = list(range(100, 200))
+    params = SpeculativeParams(drafter="ngram", adaptive=False, draft_max=8)
+    spec = Speculation(params, CPU, ngram=NgramDrafter())
+    spec.begin(source)
+    assert spec.plan(source + source[:2], 64, GREEDY).tokens == tuple(source[2:10])
+
+
+def test_draft_ends_at_first_eog() -> None:
+    draft = Draft((5, 6, 99, 7, 8), source="ngram", match_len=9, survival=(1, 1, 1, 1, 1))
+    d = _end_at_eog(draft, frozenset({99}))
+    assert d.tokens == (5, 6, 99) and d.match_len == 9 and len(d.survival) == 3
     assert _end_at_eog(Draft((1, 2)), frozenset({99})).tokens == (1, 2)
 
 
-def test_auto_never_drafts_with_a_model_that_cannot_pay():
-    class NoModel:
-        def propose(self, *a):  # pragma: no cover - must not be called
-            raise AssertionError("the draft model was used")
-
-    spec = Speculator(SpeculativeParams(drafter="auto"), CPU, ngram=NgramDrafter(), model=NoModel(),
-                      draft_cost_s=0.020)
-    assert not spec.model_can_pay
-    assert spec.plan([1, 2, 3, 4], 10, Sampler(SamplingParams(temperature=0))).tokens == ()
-    gpu = Speculator(SpeculativeParams(drafter="auto"), GPU, model=NoModel(), draft_cost_s=0.001)
-    assert gpu.model_can_pay
-
-
-def test_a_draft_model_pays_for_taking_in_the_correction_on_every_pass():
-    class NoModel:
-        def propose(self, *a):  # pragma: no cover - must not be called
-            raise AssertionError("the draft model was used")
-
-    # a tenth of a target step per draft token pays on nearly flat batches...
-    cheap = Speculator(SpeculativeParams(drafter="auto"), GPU, model=NoModel(), draft_cost_s=0.001)
-    assert cheap.model_can_pay
-    # ... but not when taking in each correction costs the draft ten target steps
-    synced = Speculator(SpeculativeParams(drafter="auto"), GPU, model=NoModel(), draft_cost_s=0.001,
-                        draft_pass_s=0.1)
-    assert not synced.model_can_pay
-    assert CPU.with_draft_cost(0.01, 0.02).pass_cost(3) == CPU.verify_cost(4) + 0.03 + 0.02
-    assert CPU.with_draft_cost(0.01, 0.02).pass_cost(0) == CPU.verify_cost(1)
-
-
-def test_verified_drafts_are_booked_and_a_losing_drafter_goes_quiet():
+def test_a_losing_drafter_goes_quiet_until_the_next_reply_unless_asked_for() -> None:
     source = list(range(100, 200))
-    sampler = Sampler(SamplingParams(temperature=0))
+    history = source + source[:40]
     for adaptive in (True, False):
-        spec = Speculator(SpeculativeParams(drafter="ngram", adaptive=adaptive), CPU,
-                          ngram=NgramDrafter())
+        spec = Speculation(SpeculativeParams(drafter="ngram", adaptive=adaptive), CPU, ngram=NgramDrafter())
         spec.begin(source)
-        history = source + source[:40]
-        draft = spec.plan(history, 64, sampler)
+        draft = spec.plan(history, 64, GREEDY)
         assert len(draft.tokens) >= 15
         for _ in range(3):
             spec.observe(draft, 0, 0.3)  # every drafted token rejected: each pass lost time
         ledger = spec.ledgers["ngram"]
         if adaptive:
             assert ledger.saved_s < 0 and ledger.quiet_left > 0
-            assert spec.plan(history, 64, sampler).tokens == ()  # the spell holds back a copy too
-            spec.begin(source)  # a new reply starts afresh
-            assert spec.plan(history, 64, sampler).tokens
-        else:  # drafting asked for explicitly: nothing is withheld
-            assert ledger.quiet_left == 0 and spec.plan(history, 64, sampler).tokens
+            assert spec.plan(history, 64, GREEDY).tokens == ()  # the spell holds back a copy too
+            spec.begin(source)
+            assert spec.plan(history, 64, GREEDY).tokens
+        else:
+            assert ledger.quiet_left == 0 and spec.plan(history, 64, GREEDY).tokens
+
+
+def test_auto_uses_a_draft_model_only_where_it_can_pay() -> None:
+    auto = SpeculativeParams(drafter="auto")
+    cpu = Speculation(auto, CPU, ngram=NgramDrafter(), model=NoModel(), draft_cost_s=0.020)
+    assert not cpu.model_len
+    assert cpu.plan([1, 2, 3, 4], 10, GREEDY).tokens == ()
+    assert Speculation(auto, GPU, model=NoModel(), draft_cost_s=0.001).model_len
+    # ... unless taking in each correction costs the draft ten target steps
+    assert not Speculation(auto, GPU, model=NoModel(), draft_cost_s=0.001, draft_pass_s=0.1).model_len
+
+
+def test_a_draft_model_drafts_its_length_or_all_it_is_asked() -> None:
+    class Model:
+        asked: list[int] = []
+
+        def propose(self, history: list[int], k: int, sampler: Sampler) -> Draft:
+            self.asked.append(k)
+            return Draft((1,) * k, source="model")
+
+    model = Model()
+    gpu = Speculation(SpeculativeParams(drafter="auto"), GPU, model=model, draft_cost_s=0.001)
+    assert 1 < gpu.model_len < 64
+    assert len(gpu.plan([1, 2], 64, GREEDY).tokens) == gpu.model_len
+    assert len(gpu.plan([1, 2], 3, GREEDY).tokens) == 3  # no more than the room left
+    asked = Speculation(SpeculativeParams(drafter="model", draft_max=8), CPU, model=model, draft_cost_s=0.020)
+    assert not asked.model_len and len(asked.plan([1, 2], 64, GREEDY).tokens) == 8
