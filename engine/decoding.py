@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 
@@ -32,11 +32,15 @@ from engine.speculative.accept import accept
 from engine.speculative.draft import Draft
 from engine.stops import StopMatcher
 
+if TYPE_CHECKING:
+    from engine.context import Context
+
 
 class Speculation(Protocol):
     """What a reply needs from speculative decoding (engine.speculative.speculator)."""
 
     name: str
+    draft_ctx: Context | None  # the draft model's context, saved beside the target's
 
     def begin(self, prompt: Sequence[int]) -> None: ...
 

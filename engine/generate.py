@@ -15,13 +15,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-import numpy as np
-
 from engine.chat import Message
 from engine.context import Context
 from engine.errors import ContextFullError, DecodeError
 from engine.decoding import Decoding, Grammar, Speculation
 from engine.events import Done, Event, PromptProgress, Stats
+from engine.prefix import common_prefix, dropped_span
 from engine.prompt import fit_messages
 from engine.sampling import SamplingParams
 
@@ -31,37 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PREFILL_CHUNK = 256  # prompt tokens per progress event / cancellation point
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-MIN_SHIFT_GAIN = 16  # tokens a cache shift must save over a rewind to be worth it
-MAX_SHIFT_CANDIDATES = 512  # where the kept part may start (usually a message boundary)
-
-
-def dropped_span(cached: Sequence[int], prompt: Sequence[int]) -> tuple[int, int, int] | None:
-    """(p, d, kept) when ``prompt`` starts with ``cached[:p] + cached[p+d:p+d+kept]``: the
-    oldest turns after the shared head (the system prompt) were dropped to fit the context.
-    Picks the span keeping most tokens; None when no shift keeps more than rewinding to p."""
-    p = common_prefix(cached, prompt)
-    if p >= len(cached) or p >= len(prompt):
-        return None
-    old = np.asarray(cached[p:], dtype=np.int64)
-    new = np.asarray(prompt[p:], dtype=np.int64)
-    best: tuple[int, int, int] | None = None
-    for d in np.nonzero(old == new[0])[0][:MAX_SHIFT_CANDIDATES]:
-        n = min(len(old) - d, len(new))
-        same = old[d:d + n] == new[:n]
-        kept = n if same.all() else int(np.argmin(same))
-        if kept >= MIN_SHIFT_GAIN and (best is None or kept > best[2]):
-            best = (p, int(d), kept)
-    return best
 
 
 def align(ctx: Context, prompt: Sequence[int]) -> tuple[int, int, str | None]:
@@ -166,7 +134,7 @@ class Generator:
 
     def _contexts(self) -> list[Context]:
         """The target's context, and the draft model's when there is one (saved alongside)."""
-        draft = getattr(self.speculation, "draft_ctx", None)
+        draft = self.speculation.draft_ctx if self.speculation is not None else None
         return [self.ctx] if draft is None else [self.ctx, draft]
 
 

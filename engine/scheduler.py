@@ -192,7 +192,7 @@ class Scheduler:
         """A free slot for ``job``: the one it is pinned to, else the free one that reuses the
         most of its prompt less what it would throw away of another conversation (every prompt
         shares the template's opening, which says nothing); ties: the least recently used."""
-        from engine.generate import common_prefix
+        from engine.prefix import common_prefix
 
         if job.slot is not None:
             s = self.slots[job.slot]

@@ -21,7 +21,7 @@ from typing import Sequence
 
 from engine.context import Context
 from engine.errors import DecodeError
-from engine.generate import common_prefix, dropped_span
+from engine.prefix import common_prefix, dropped_span
 
 log = logging.getLogger(__name__)
 

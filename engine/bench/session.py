@@ -155,7 +155,8 @@ def bench_kv_type(model: Any, args: argparse.Namespace, kv_type: str, messages: 
                   workdir: Path) -> dict[str, Any]:
     """Re-prefill vs save → reopen → answer, for one KV cache type."""
     from engine.context import KV_BYTES_PER_ELEMENT, Context, ContextParams
-    from engine.generate import Generator, common_prefix
+    from engine.generate import Generator
+    from engine.prefix import common_prefix
     from engine.prompt import chat_tokens
     from engine.session import inspect, store
 

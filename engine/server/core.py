@@ -167,7 +167,7 @@ def engine_error(item: BaseException) -> ApiError:
 
 def _template_prefix(model: Model) -> int:
     """Tokens that every chat prompt starts with (BOS, the template's opening)."""
-    from engine.generate import common_prefix
+    from engine.prefix import common_prefix
 
     try:
         a = chat_tokens(model, [Message("system", "a"), Message("user", "x")])

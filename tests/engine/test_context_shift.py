@@ -10,7 +10,8 @@ from __future__ import annotations
 from engine.chat import Message
 from engine.context import Context, ContextParams
 from engine.events import Done, Token
-from engine.generate import Generator, dropped_span
+from engine.generate import Generator
+from engine.prefix import dropped_span
 from engine.prompt import chat_tokens
 from engine.sampling import SamplingParams
 
