@@ -120,12 +120,12 @@ class Param:
             what = {float: "a number", int: "an integer", bool: "true or false",
                     str: "a string"}[self.type]
             raise ParamError(f"{shown} must be {what}, not {value!r}"[:200], self.name, api_name)
-        if self.type is float and not math.isfinite(value):
+        if self.type is float and not math.isfinite(typing.cast(float, value)):
             raise ParamError(f"{shown} must be a finite number, not {value!r}", self.name, api_name)
-        s = self.spec
-        low = s.minimum is not None and (value <= s.minimum if s.exclusive_minimum
-                                         else value < s.minimum)
-        high = s.maximum is not None and value > s.maximum
+        s, num = self.spec, typing.cast(float, value)
+        low = s.minimum is not None and (num <= s.minimum if s.exclusive_minimum
+                                         else num < s.minimum)
+        high = s.maximum is not None and num > s.maximum
         if low or high or (s.choices and value not in s.choices):
             raise ParamError(f"{shown} must be {self.describe_range()}, not {value!r}"[:200],
                              self.name, api_name)
@@ -192,7 +192,7 @@ class Params:
     several fields together."""
 
     def __post_init__(self) -> None:
-        for p in table(type(self)):
+        for p in table(type(self)):  # type: ignore[arg-type]  # a class is hashable; mypy reads eq=True
             value = getattr(self, p.name)
             if p.spec.coerce is not None and type(value) is int:
                 value = p.spec.coerce(value)

@@ -234,9 +234,10 @@ class RemoteDevices:
             self.split = (ctypes.c_float * limit)(*tensor_split)
 
     def apply(self, params: llama_model_params) -> None:
-        params.devices = ctypes.cast(self.array, ctypes.c_void_p)
+        params.devices = ctypes.cast(self.array, ctypes.c_void_p)  # type: ignore[assignment]  # ctypes stubs
         if self.split is not None:
-            params.tensor_split = ctypes.cast(self.split, ctypes.POINTER(ctypes.c_float))
+            params.tensor_split = ctypes.cast(  # type: ignore[assignment]  # ctypes stubs
+                self.split, ctypes.POINTER(ctypes.c_float))
 
 
 def memory(endpoint: str, device: int = 0) -> tuple[int, int]:

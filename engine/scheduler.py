@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from engine.context import Context, Part, decode_batch
 from engine.decoding import Decoding, Grammar, Speculation
@@ -63,7 +63,7 @@ class Slot:
 
 
 class Scheduler:
-    def __init__(self, contexts: tuple[Context, ...], speculations: list[Speculation | None],
+    def __init__(self, contexts: tuple[Context, ...], speculations: Sequence[Speculation | None],
                  cache: StateCache | None = None, *, reserved: int = 0,
                  on_finished: Callable[[Job, Done | Exception], None] | None = None) -> None:
         """``reserved``: the first slots only run jobs pinned to them (``Job.slot``)."""

@@ -84,7 +84,9 @@ def post_dropping(port: int, path: str, body: dict[str, Any], after: int | None,
 def _stream(path: str, r: http.client.HTTPResponse, after: int | None,
             t0: float) -> Reply | None:
     pieces: list[str] = []
-    finish, ttft, timings, usage = None, None, {}, {}
+    finish, ttft = None, None
+    timings: dict[str, Any] = {}
+    usage: dict[str, Any] = {}
     for raw in r:
         line = raw.decode("utf-8").strip()
         if not line.startswith("data: "):

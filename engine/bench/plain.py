@@ -6,6 +6,8 @@ turns, and the report gives the medians and the ratios (Duet / llama-cpp-python)
 
 from __future__ import annotations
 
+from typing import Any
+
 import argparse
 import json
 import logging
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             results["llama-cpp-python"].append(t)
             log.info("repeat %d: duet %.1f tok/s, peer %.1f tok/s", i + 1,
                      results["duet"][-1].decode_tps, results["llama-cpp-python"][-1].decode_tps)
-    summary = {name: {"decode_tps": median(r.decode_tps for r in runs),
+    summary: dict[str, dict[str, Any]] = {name: {"decode_tps": median(r.decode_tps for r in runs),
                       "prefill_tps": median(r.prefill_tps for r in runs),
                       "n_tokens": runs[-1].n_tokens, "n_prompt": runs[-1].n_prompt,
                       "runs": [[round(r.prefill_tps, 2), round(r.decode_tps, 2)] for r in runs]}

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from engine.bench.process import free_port, start_worker
 from engine.bench.prompts import load_prompts
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
                 if layout == "netem" and "proxy" not in layouts:
                     layouts.append("proxy")  # the same delay from a user-space forwarder
                 continue
-            row = {}
+            row: dict[str, Any] = {}
             for mode in ("plain", "ngram"):
                 spec = SpeculativeParams(drafter="none" if mode == "plain" else "ngram")
                 cfg = RuntimeConfig(target=ModelSpec(path, rpc=endpoints), context=ctx,

@@ -193,7 +193,9 @@ def _run_turns(rt: Runtime, turns: tuple[str, ...], sampling: SamplingParams) ->
             done = collect(events)
             messages.append(Message("assistant", done.text))
     timing, timed = time_stream(len(prompt), events, count=lambda e: isinstance(e, Token))
-    done = timed[-1]
+    last = timed[-1]
+    assert isinstance(last, Done)
+    done = last
     result = _result(timing.decode_tps, done)
     result["prompt_ids"] = prompt
     if len(turns) > 1:

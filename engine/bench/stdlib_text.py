@@ -42,8 +42,8 @@ def module_source(module: str) -> str | None:
     return Path(origin).read_text(encoding="utf-8")
 
 
-def _top_level(tree: ast.Module) -> list[ast.stmt]:
-    return [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+def _top_level(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
+    return [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
 
 
 def _first_line(node: ast.stmt) -> int:

@@ -153,7 +153,7 @@ NEW_ASKS = (
 
 
 def _code_new(rng: random.Random) -> list[SuitePrompt]:
-    out = []
+    out: list[SuitePrompt] = []
     for module, name in NEW_SOURCES:
         spec = st.function_spec(module, name)
         if spec is None or len(out) == PER_CATEGORY:

@@ -80,14 +80,16 @@ def peak_rss_mb() -> float:
 
 def time_duet(rt: Runtime, prompt: list[int], params: SamplingParams) -> tuple[RunTiming, Done]:
     """A cold reply from Duet's runtime (cache and drafters reset): its timing and ``Done``."""
-    from engine.events import Token
+    from engine.events import Done, Token
 
     rt.ctx.clear()
     if rt.speculation is not None:
         rt.speculation.reset()
     timing, events = time_stream(len(prompt), rt.generator.complete(prompt, params),
                                  count=lambda e: isinstance(e, Token))
-    return timing, events[-1]
+    done = events[-1]
+    assert isinstance(done, Done)
+    return timing, done
 
 
 def time_llama(llm: Llama, prompt: list[int], max_tokens: int) -> tuple[RunTiming, str]:
@@ -96,4 +98,4 @@ def time_llama(llm: Llama, prompt: list[int], max_tokens: int) -> tuple[RunTimin
     stream = llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0, top_k=1,
                                    repeat_penalty=1.0, stream=True)
     timing, chunks = time_stream(len(prompt), stream, count=lambda c: 1)
-    return timing, "".join(c["choices"][0]["text"] for c in chunks)
+    return timing, "".join(c["choices"][0]["text"] for c in chunks)  # type: ignore[index]

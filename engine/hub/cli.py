@@ -11,7 +11,7 @@ import json
 import signal
 import sys
 import threading
-from typing import Any
+from typing import Any, Sequence
 
 from engine import paths
 from engine.hub import fit
@@ -62,7 +62,7 @@ def _mb(n: int | None) -> str:
     return "?" if n is None else f"{n / 1e6:.1f}"
 
 
-def _table(rows: list[tuple[str, ...]]) -> str:
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 

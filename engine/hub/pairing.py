@@ -9,6 +9,8 @@ header names (eos, eot): llama.cpp derives the rest from token texts, which the 
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,7 +123,7 @@ def check_facts(t: Judged, d: Judged) -> str | None:
     return None
 
 
-def pair_drafts(target: ModelRef, candidates: list[ModelRef] = (), *, use_catalog: bool = True,
+def pair_drafts(target: ModelRef, candidates: Sequence[ModelRef] = (), *, use_catalog: bool = True,
                 local_dir: Path | None = None, revision: str = client.DEFAULT_REVISION) -> tuple[Judged, list[Verdict]]:
     """The target's facts, and a verdict for every candidate (catalog proposals, ``candidates``, and
     the GGUF files in ``local_dir``), compatible ones first, each group smallest first.

@@ -34,7 +34,7 @@ def read_header(fetch: Fetch, what: str, *, first: int = FIRST_READ, limit: int 
         chunk = fetch(len(buf), want)
         buf += chunk
         try:
-            return parse_header(buf)
+            return parse_header(bytes(buf))
         except NeedMoreBytes as e:
             if len(buf) < want:  # the file ended
                 raise HubError(f"{what}: the file ends inside its GGUF header (truncated?)") from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from typing import Annotated, Any, AsyncIterator, Literal
+from typing import Annotated, Any, AsyncIterator, Literal, cast
 
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
@@ -167,7 +167,8 @@ def _tools(body: CountRequest) -> tuple[tuple[Tool, ...], ToolChoice]:
             raise bad_request("tool_choice.name is required when its type is tool",
                               "tool_choice.name")
         return tools, ToolChoice("function", c.name, parallel)
-    return tools, ToolChoice({"any": "required"}.get(c.type, c.type), parallel=parallel)
+    mode = cast(Literal["auto", "none", "required", "function"], {"any": "required"}.get(c.type, c.type))
+    return tools, ToolChoice(mode, parallel=parallel)
 
 
 def _chat(server: DuetServer, data: Any, cls: type[CountRequest]) -> tuple[CountRequest, Chat]:

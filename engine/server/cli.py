@@ -30,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="allow a non-loopback --host without an API key")
     p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                    help="allow browser requests from ORIGIN (repeatable; default: none)")
-    p.add_argument("--max-queue", type=int, default=8, help="requests that may wait for the engine (beyond the one it runs) before 429")
+    p.add_argument("--max-queue", type=int, default=8,
+                   help="requests that may wait for the engine (beyond the one it runs) before 429")
     p.add_argument("--cache-mb", type=int, default=DEFAULT_CACHE_BYTES >> 20,
                    help="memory for saved conversation states, in MiB (0: only the live one)")
     p.add_argument("--max-body-mb", type=int, default=8, help="largest request body, in MiB")

@@ -10,7 +10,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -74,7 +74,7 @@ class DuetServer:
             raise ApiError(404, f"the model '{name}' does not exist (this server has "
                                 f"'{self.config.model_id}')", param=param, code="model_not_found")
 
-    async def read_json(self, request: Request) -> object:
+    async def read_json(self, request: Request) -> Any:
         limit = self.config.max_body
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):

@@ -49,7 +49,7 @@ NAMES = {"response_format": "format"}  # Duet's field names -> Ollama's, in erro
 
 
 # -- request bodies -----------------------------------------------------------------------
-NONE = {"maxLength": 0, "maxItems": 0}  # accepted empty only (the document says so)
+NONE: dict[str, Any] = {"maxLength": 0, "maxItems": 0}  # accepted empty only (the document says so)
 
 
 class FunctionCall(schema._Body):
@@ -170,7 +170,7 @@ def _messages(body: ChatRequest) -> list[Message]:
                      (m.tool_call_id is None and m.tool_name in (None, c.name))), None)
         if call is not None:
             pending.remove(call)
-        out.append(Message("tool", m.content or "", name=m.tool_name or (call and call.name),
+        out.append(Message("tool", m.content or "", name=m.tool_name or (call.name if call is not None else ""),
                            tool_call_id=call.id if call is not None else m.tool_call_id or ""))
     return out
 

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 def _messages(body: schema.ChatRequest) -> list[Message]:
     if not body.messages:
         raise bad_request("messages must not be empty", "messages")
-    out = []
+    out: list[Message] = []
     for i, m in enumerate(body.messages):
         role = "system" if m.role == "developer" else m.role
         if role not in ROLES:
@@ -141,15 +141,17 @@ async def completions(request: Request) -> Response:
 
 
 def _completion_prompt(server: DuetServer, body: schema.CompletionRequest) -> list[int]:
-    prompt = body.prompt
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        if any(not 0 <= t < server.model.n_vocab for t in prompt):
+    given = body.prompt
+    if isinstance(given, list) and given and all(isinstance(t, int) for t in given):
+        ids = [int(t) for t in given]
+        if any(not 0 <= t < server.model.n_vocab for t in ids):
             raise bad_request("prompt: a token id is outside the vocabulary", "prompt")
-        return list(prompt)
-    if isinstance(prompt, list):
-        if len(prompt) != 1:
+        return ids
+    if isinstance(given, list):
+        if len(given) != 1 or not isinstance(given[0], str):
             raise bad_request("prompt: give one string (batches are not supported)", "prompt")
-        prompt = prompt[0]
+        given = given[0]
+    prompt = str(given)
     if not prompt:
         raise bad_request("the prompt is empty", "prompt")
     return server.model.tokenize(prompt, add_special=True, parse_special=True)

@@ -18,7 +18,7 @@ from engine.events import Done, Token
 from engine.params import Params, param
 from engine.prompt import chat_tokens
 from engine.sampling import SamplingParams
-from engine.server.errors import ApiError, bad_request
+from engine.server.errors import bad_request
 from engine.tools import NAME, Tool, ToolChoice, fallback
 from engine.tools.formats import GENERIC, Format, detect, grammar as call_grammar, renders_tools
 from engine.tools.scanner import Scanner
@@ -201,7 +201,9 @@ async def pieces(items: AsyncIterator[object], turn: Turn) -> AsyncIterator[Piec
 
 async def collect(stream: AsyncIterator[Piece]) -> tuple[str, list[Any], list[Token], End]:
     """A whole reply: (text, calls, tokens with log-probabilities, end)."""
-    text, calls, tokens = [], [], []
+    text: list[str] = []
+    calls: list[Any] = []
+    tokens: list[Token] = []
     async for p in stream:
         if isinstance(p, Text):
             text.append(p.text)

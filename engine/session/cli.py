@@ -5,8 +5,8 @@
 --model PATH [--draft PATH] [--ctx N] [--kv-type T]`` says whether the saved KV states could be
 restored with those model files (and that context), without loading any weights: exit 0 and
 ``OK`` when they can, else 1 and the reasons. Whether a KV state belongs to the conversation's
-text needs the model itself: that is checked when the file is opened (engine.session.probe). A damaged header or metadata raises SessionError,
-which engine/cli.py prints as ``duet-cli: error: ...`` (exit 1).
+text needs the model itself: that is checked when the file is opened (engine.session.probe). A
+damaged header or metadata raises SessionError, which engine/cli.py prints as ``duet-cli: error: ...`` (exit 1).
 """
 
 from __future__ import annotations

@@ -264,7 +264,7 @@ def _hash_stream(f: IO[bytes], n: int) -> bytes:
     buf = bytearray(min(n, _HASH_CHUNK))
     view = memoryview(buf)
     while n > 0:
-        got = f.readinto(view[: min(n, len(buf))])
+        got = f.readinto(view[: min(n, len(buf))])  # type: ignore[attr-defined]  # files opened "rb" have it
         if not got:
             raise _Short()
         hasher.update(view[:got])

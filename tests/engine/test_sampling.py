@@ -33,7 +33,8 @@ def test_top_k_top_p_min_p_restrict_support():
     ids, probs = distribution(lg, SamplingParams(temperature=1.0, top_k=5, top_p=1.0, min_p=0.0))
     assert set(ids) == set(np.argsort(-lg)[:5]) and np.isclose(probs.sum(), 1)
     ids, probs = distribution(lg, SamplingParams(temperature=1.0, top_k=0, top_p=0.5, min_p=0.0))
-    full = np.exp(lg - lg.max()); full /= full.sum()
+    full = np.exp(lg - lg.max())
+    full /= full.sum()
     assert np.sort(full)[::-1][: len(ids) - 1].sum() < 0.5 <= np.sort(full)[::-1][: len(ids)].sum() + 1e-9
     ids, _ = distribution(lg, SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.5))
     assert all(full[i] >= 0.5 * full.max() for i in ids)

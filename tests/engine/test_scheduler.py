@@ -170,7 +170,7 @@ def test_a_conversation_goes_back_to_the_slot_that_holds_it(smol_path, alone):
         reply = first.done
         other = Reply(prompts[1])
         engine.submit(other.job)
-        other.done
+        assert other.done.reason
         follow = list(prompts[0]) + list(reply.token_ids) + \
             rt.target.tokenize("\nAnd two more?", add_special=False, parse_special=False)
         again = Reply(follow)
@@ -187,9 +187,9 @@ def test_a_pinned_job_waits_for_its_slot_and_others_never_take_it(smol_path, alo
         free = [Reply(p) for p in prompts[1:3]]
         for r in (*free, pinned):
             engine.submit(r.job)
-        pinned.done
+        assert pinned.done.reason
         for r in free:
-            r.done
+            assert r.done.reason
         assert rt.ctx.sequences[0].tokens[:len(prompts[0])] == list(prompts[0])
         assert engine.scheduler.slots[1].ctx.n_past > 0
         engine.close()

@@ -164,8 +164,8 @@ class Tally:
             mine = self.mismatched.setdefault(turn, {})
             for text, n in texts.items():
                 mine[text] = mine.get(text, 0) + n
-        for n in other.notes:
-            self.note(n)
+        for line in other.notes:
+            self.note(line)
 
 
 def rss_verdict(samples: list[tuple[float, int]], warmup_s: float, window: int = 3,

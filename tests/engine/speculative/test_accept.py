@@ -84,7 +84,7 @@ def test_a_seeded_draw_depends_on_the_position_not_on_the_pass() -> None:
         k = min(int(rng.integers(0, 6)), 40 - n - 1)
         draft = [plain[n + j] if rng.random() < 0.7 else int(rng.integers(0, 50)) for j in range(k)]
         base = list(out)
-        v = accept(draft, lambda i: sampler.pick(rows[n + i], base + draft[:i]))
+        v = accept(draft, lambda i, n=n, base=base, draft=draft: sampler.pick(rows[n + i], base + draft[:i]))
         out += draft[:v.n_accepted] + [v.next_token]
     assert out[2:42] == plain
 
