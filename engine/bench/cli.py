@@ -1,4 +1,4 @@
-"""``duet-cli bench ...``: plain, speculative, session, server, rpc, conversation, soak."""
+"""``duet-cli bench ...``: plain, speculative, session, server, rpc, parallel, conversation, soak."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from engine.bench import conversation, plain, rpc, server, session, speculative
+    from engine.bench import conversation, parallel, plain, rpc, server, session, speculative
     from engine.bench.soak import command as soak
 
     p = sub.add_parser("bench", help="benchmarks that compare in one run")
@@ -16,5 +16,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     session.add_parser(bench)
     server.add_parser(bench)
     rpc.add_parser(bench)
+    parallel.add_parser(bench)
     conversation.add_parser(bench)
     soak.add_parser(bench)
