@@ -1,4 +1,5 @@
-"""``duet-cli bench ...``: plain, speculative, session, server, rpc, parallel, conversation, soak."""
+"""``duet-cli bench ...``: plain, speculative, session, server, rpc, parallel, structured,
+conversation, soak."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from engine.bench import conversation, parallel, plain, rpc, server, session, speculative
+    from engine.bench import conversation, parallel, plain, rpc, server, session, speculative, structured
     from engine.bench.soak import command as soak
 
     p = sub.add_parser("bench", help="benchmarks that compare in one run")
@@ -17,5 +18,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     server.add_parser(bench)
     rpc.add_parser(bench)
     parallel.add_parser(bench)
+    structured.add_parser(bench)
     conversation.add_parser(bench)
     soak.add_parser(bench)

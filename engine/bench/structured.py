@@ -1,0 +1,188 @@
+"""``duet-cli bench structured``: the requests agents send, Duet against llama-server.
+
+Two requests, each on a fresh server per repeat (after one warm-up of an unrelated prompt), the
+same body to both servers:
+
+- extraction: a standard-library module's source (cut at run time by engine.bench.stdlib_text,
+  so nobody on the project wrote it) and a JSON schema for its top-level functions (name,
+  parameters, one-line summary) in ``response_format``; rated by the server's own generation
+  rate (``timings.predicted_per_second``) and checked against the schema;
+- tool turn: a question, a tool to answer it (``tools``), the call the model makes, the tool's
+  result sent back, and the answer that uses it; rated by the two requests' wall time.
+
+Duet runs plain (``--drafter none``) and with its default drafter; llama-server with ``--jinja``
+and each of its n-gram modes (its grammar constrains the reply in every mode). Only 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from engine.bench import client
+from engine.bench.llama_server import WARM_UP
+from engine.bench.process import free_port, start_server
+from engine.bench.stdlib_text import excerpt
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+DUET_MODES = {"duet-plain": ["--drafter", "none"], "duet-auto": ["--drafter", "auto"]}
+LLAMA_MODES = {"server-plain": ["--spec-type", "none"],
+               "server-ngram-simple": ["--spec-type", "ngram-simple"],
+               "server-ngram-mod": ["--spec-type", "ngram-mod"],
+               "server-ngram-map-k": ["--spec-type", "ngram-map-k"]}
+MODULE, START = "colorsys", "rgb_to_yiq"  # the excerpt: three functions, 58 lines
+
+SCHEMA = {"type": "object", "required": ["functions"], "additionalProperties": False,
+          "properties": {"functions": {"type": "array", "items": {
+              "type": "object", "required": ["name", "parameters", "summary"],
+              "additionalProperties": False,
+              "properties": {"name": {"type": "string"},
+                             "parameters": {"type": "array", "items": {"type": "string"}},
+                             "summary": {"type": "string"}}}}}}
+
+TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather in a city.",
+    "parameters": {"type": "object", "required": ["city"],
+                   "properties": {"city": {"type": "string", "description": "the city's name"}}}}}
+QUESTION = "What is the weather like in Lisbon right now? Use the tool."
+RESULT = json.dumps({"city": "Lisbon", "temperature_c": 19, "sky": "clear", "wind_kmh": 12})
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("structured", help="JSON-schema extraction and a tool turn, against llama-server")
+    p.add_argument("--model", default="target", help="GGUF path or starter key")
+    p.add_argument("--llama-server", type=Path, default=None, help="llama-server binary to compare")
+    p.add_argument("--modes", default="", help="comma-separated modes (default: all)")
+    p.add_argument("--max-tokens", type=int, default=400)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--ctx", type=int, default=4096)
+    p.add_argument("--threads", type=int, default=0, help="0: all cores")
+    p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "structured.md")
+    p.add_argument("--note", default="", help="a line about the run for the report")
+    p.set_defaults(func=run)
+
+
+def extraction_body(max_tokens: int) -> dict[str, Any]:
+    ex = excerpt(MODULE, START)
+    if ex is None:
+        raise client.Failed(f"no source for {MODULE} in this interpreter")
+    text = (f"Here is part of Python's `{MODULE}` module:\n\n```python\n{ex.code}\n```\n\n"
+            "List its top-level functions and classes with their parameters and a one-line summary.")
+    return {"messages": [{"role": "user", "content": text}], "temperature": 0, "max_tokens": max_tokens,
+            "response_format": {"type": "json_schema",
+                                "json_schema": {"name": "functions", "strict": True, "schema": SCHEMA}}}
+
+
+def tool_turn(port: int, max_tokens: int) -> dict[str, Any]:
+    """The call, then the answer with the result: wall time of both, and whether a call came."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
+    t0 = time.perf_counter()
+    first = _post_raw(port, {"messages": messages, "tools": [TOOL], "temperature": 0,
+                             "max_tokens": max_tokens})
+    msg = first["choices"][0]["message"]
+    calls = msg.get("tool_calls") or []
+    if not calls:
+        return {"seconds": time.perf_counter() - t0, "called": False, "answer": msg.get("content") or ""}
+    messages += [{"role": "assistant", "content": msg.get("content") or "", "tool_calls": calls},
+                 {"role": "tool", "tool_call_id": calls[0].get("id", ""), "content": RESULT}]
+    second = _post_raw(port, {"messages": messages, "tools": [TOOL], "temperature": 0,
+                              "max_tokens": max_tokens})
+    return {"seconds": time.perf_counter() - t0, "called": True,
+            "answer": second["choices"][0]["message"].get("content") or ""}
+
+
+def _post_raw(port: int, body: dict[str, Any]) -> dict[str, Any]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=900)
+    try:
+        conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        data = r.read()
+        if r.status != 200:
+            raise client.Failed(f"HTTP {r.status}: {data[:200]!r}")
+        return json.loads(data)
+    finally:
+        conn.close()
+
+
+def _server(mode: str, args: argparse.Namespace, model: Path) -> tuple[Any, int]:
+    port = free_port()
+    threads = args.threads or os.cpu_count() or 1
+    if mode in DUET_MODES:
+        cmd = [str(Path(sys.executable).parent / "duet-cli"), "serve", "--model", str(model),
+               "--port", str(port), "--ctx", str(args.ctx), "--threads", str(threads), *DUET_MODES[mode]]
+    else:
+        cmd = [str(args.llama_server), "-m", str(model), "-t", str(threads), "-c", str(args.ctx),
+               "-np", "1", "--jinja", "--host", "127.0.0.1", "--port", str(port), "--no-webui",
+               *LLAMA_MODES[mode]]
+    return start_server(cmd, port, mode, timeout_s=300), port
+
+
+def _valid(text: str) -> bool:
+    import jsonschema
+
+    try:
+        jsonschema.validate(json.loads(text), SCHEMA)
+        return True
+    except (ValueError, jsonschema.ValidationError):
+        return False
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.runtime import resolve_model
+
+    model = resolve_model(args.model)
+    body = extraction_body(args.max_tokens)
+    wanted = args.modes.split(",") if args.modes else [*DUET_MODES, *LLAMA_MODES]
+    modes = [m for m in wanted if m in DUET_MODES or (m in LLAMA_MODES and args.llama_server)]
+    rows: dict[str, dict[str, Any]] = {}
+    for mode in modes:
+        tps, texts, turns = [], [], []
+        for _ in range(args.repeats):
+            proc, port = _server(mode, args, model)
+            with proc:
+                _post_raw(port, {"messages": [{"role": "user", "content": WARM_UP}], "max_tokens": 8})
+                r = _post_raw(port, body)
+                tps.append(float((r.get("timings") or {}).get("predicted_per_second", 0.0)))
+                texts.append(r["choices"][0]["message"].get("content") or "")
+            proc2, port2 = _server(mode, args, model)  # the tool turn on its own fresh server
+            with proc2:
+                _post_raw(port2, {"messages": [{"role": "user", "content": WARM_UP}], "max_tokens": 8})
+                turns.append(tool_turn(port2, 200))
+        rows[mode] = {"tps": statistics.median(tps), "valid": all(_valid(t) for t in texts),
+                      "text": texts[-1], "tool_s": statistics.median(t["seconds"] for t in turns),
+                      "called": all(t["called"] for t in turns), "answer": turns[-1]["answer"]}
+        log.info("%s: extraction %.2f tok/s, tool turn %.1f s", mode, rows[mode]["tps"], rows[mode]["tool_s"])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(markdown(rows, args), encoding="utf-8")
+    print(args.out)
+    return 0
+
+
+def markdown(rows: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
+    plain = rows.get("duet-plain", {}).get("text")
+    lines = ["# Structured output and tool calls", "",
+             f"`duet-cli bench structured --max-tokens {args.max_tokens} --repeats {args.repeats}"
+             + (" --llama-server PATH`" if args.llama_server else "`"), "", args.note, "",
+             f"Extraction: the functions of `{MODULE}` (from `{START}` on) as a JSON schema'd list; "
+             "tool turn: the call and the answer that uses its result (wall time of both requests).", "",
+             "| mode | extraction tok/s | valid JSON | same text as duet-plain | tool turn (s) | called the tool |",
+             "|---|---|---|---|---|---|"]
+    for mode, r in rows.items():
+        same = "–" if plain is None else ("yes" if r["text"] == plain else "no")
+        lines.append(f"| {mode} | {r['tps']:.2f} | {'yes' if r['valid'] else 'no'} | {same} | "
+                     f"{r['tool_s']:.1f} | {'yes' if r['called'] else 'no'} |")
+    for mode, r in rows.items():
+        lines += ["", f"<details><summary>{mode}: the extraction and the tool turn's answer</summary>", "",
+                  "```", r["text"], "```", "", "```", r["answer"], "```", "</details>"]
+    return "\n".join(lines) + "\n"
