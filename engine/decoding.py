@@ -44,7 +44,7 @@ class Speculation(Protocol):
 
     def begin(self, prompt: Sequence[int]) -> None: ...
 
-    def plan(self, history: Sequence[int], room: int, sampler: Sampler) -> Draft: ...
+    def plan(self, history: Sequence[int], room: int, sampler: Sampler, width: int = 0) -> Draft: ...
 
     def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None: ...
 
@@ -108,11 +108,12 @@ class Decoding:
         self._emit([(token, None, logits)])
         return self.out.flush_events()
 
-    def plan(self, room: int) -> list[int]:
+    def plan(self, room: int, width: int = 0) -> list[int]:
         """The tokens of the next pass: the pending token and a draft of at most ``room``
-        tokens behind it (``room``: what the context and max_tokens leave)."""
+        tokens behind it (``room``: what the context and max_tokens leave; ``width``: tokens
+        of other sequences in the same pass)."""
         room = min(room, self.params.max_tokens - self.out.n_tokens - 1)
-        self._draft = self._propose(room) if room > 0 else Draft()
+        self._draft = self._propose(room, width) if room > 0 else Draft()
         return [self.history[-1], *self._draft.tokens]
 
     def take(self, rows: np.ndarray, verify_s: float = 0.0) -> tuple[list[Event], int]:
@@ -157,7 +158,7 @@ class Decoding:
         return replace(done, note=self.note) if self.note else done
 
     # -- internals ------------------------------------------------------------------------
-    def _propose(self, room: int) -> Draft:
+    def _propose(self, room: int, width: int = 0) -> Draft:
         """The grammar's forced tokens when there are any; else the speculation's draft, cut
         where the grammar would refuse it."""
         g = self.grammar
@@ -167,7 +168,7 @@ class Decoding:
                 return Draft(tuple(forced), "grammar")
         if self.speculation is None:
             return Draft()
-        draft = self.speculation.plan(self.history, room, self.sampler)
+        draft = self.speculation.plan(self.history, room, self.sampler, width)
         if g is not None and draft.tokens:
             n = g.valid_prefix(draft.tokens)
             if n < len(draft.tokens):

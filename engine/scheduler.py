@@ -132,10 +132,12 @@ class Scheduler:
         parts: list[Part] = []
         owners: list[Slot] = []
         streaming = [s for s in busy if s.decoding is not None and s.decoding.started]
-        for s in streaming:
+        for i, s in enumerate(streaming):
             d = s.decoding
             assert d is not None
-            tokens = d.plan(min(s.ctx.n_free - 1, budget - len(busy)))
+            # beside this reply: the tokens planned so far and one for each reply still to plan
+            width = sum(len(p.tokens) for p in parts) + len(streaming) - 1 - i
+            tokens = d.plan(min(s.ctx.n_free - 1, budget - len(busy)), width)
             parts.append(Part(s.ctx, tokens, "all" if len(tokens) > 1 else "last"))
             owners.append(s)
             budget -= len(tokens)

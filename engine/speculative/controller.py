@@ -55,11 +55,14 @@ class CostModel:
     def with_draft_cost(self, draft_s_per_token: float, draft_s_per_pass: float = 0.0) -> CostModel:
         return CostModel(self.verify_s, draft_s_per_token, draft_s_per_pass)
 
-    def pass_cost(self, k: int) -> float:
-        """Seconds of one pass that verifies k drafted tokens (k = 0: a plain step)."""
+    def pass_cost(self, k: int, width: int = 0) -> float:
+        """Seconds of one pass that verifies k drafted tokens (k = 0: a plain step) beside
+        ``width`` tokens of other sequences in the same batch. A batch's cost is taken to depend
+        on its number of tokens, whichever sequences they belong to (the weights are read once
+        per batch either way; attention over each sequence's own cache is the small part)."""
         if k == 0:
-            return self.verify_cost(1)
-        return self.verify_cost(k + 1) + k * self.draft_s_per_token + self.draft_s_per_pass
+            return self.verify_cost(width + 1)
+        return self.verify_cost(width + k + 1) + k * self.draft_s_per_token + self.draft_s_per_pass
 
     def to_json(self) -> str:
         return json.dumps({"version": _JSON_VERSION, "verify_s": [[n, s] for n, s in self.verify_s]})
@@ -79,18 +82,25 @@ class CostModel:
         return cls(tuple((n, float(s)) for n, s in raw))
 
 
-def best_length(cost: CostModel, survival: Sequence[float]) -> int:
+def best_length(cost: CostModel, survival: Sequence[float], width: int = 0) -> int:
     """The draft length with the most expected tokens per second given ``survival``, or 0 where
     plain decoding does as well. Only calibrated batch sizes are tried (and the whole draft when
-    it is shorter than the largest): between them the cost of a batch is not known."""
-    n = min(len(survival), cost.verify_s[-1][0] - 1)
-    emitted = [1.0]
-    for p in survival[:n]:
+    it is shorter than the largest): between them the cost of a batch is not known.
+
+    ``width``: tokens other sequences already put in this pass (several clients at once); each
+    is counted as one token they emit, and the rate is the whole batch's. A wide batch makes a
+    draft token dearer where the cost grows with the batch (a CPU) and leaves it cheap where it
+    does not (a GPU); with width 0 this is the lone sequence's choice."""
+    n = min(len(survival), cost.verify_s[-1][0] - 1 - width)
+    emitted = [float(width + 1)]
+    for p in survival[:max(n, 0)]:
         emitted.append(emitted[-1] + p)
-    best_k, best_rate = 0, 1.0 / cost.verify_cost(1)
-    for k in sorted({s - 1 for s, _ in cost.verify_s if 1 <= s - 1 <= n} | ({n} if n else set())):
-        if emitted[k] / cost.pass_cost(k) > best_rate:
-            best_k, best_rate = k, emitted[k] / cost.pass_cost(k)
+    best_k, best_rate = 0, emitted[0] / cost.pass_cost(0, width)
+    sizes = {s - 1 - width for s, _ in cost.verify_s if 1 <= s - 1 - width <= n}
+    for k in sorted(sizes | ({n} if n > 0 else set())):
+        rate = emitted[k] / cost.pass_cost(k, width)
+        if rate > best_rate:
+            best_k, best_rate = k, rate
     return best_k
 
 

@@ -42,7 +42,7 @@ class Speculation:
     def __init__(self, params: SpeculativeParams, cost: CostModel, *, ngram: NgramDrafter | None = None,
                  model: ModelDrafter | None = None, draft_cost_s: float = 0.0, draft_pass_s: float = 0.0,
                  eog_ids: frozenset[int] = frozenset(), tuning: Tuning = TUNING) -> None:
-        self.params, self.cost, self.eog_ids = params, cost, eog_ids
+        self.params, self.cost, self.eog_ids, self.tuning = params, cost, eog_ids, tuning
         self.name = params.drafter
         self.ngram, self.model = ngram, model
         self.ledgers = {"ngram": PayoffLedger(cost, tuning)}
@@ -62,18 +62,21 @@ class Speculation:
         if self.ngram is not None:
             self.ngram.begin(prompt)
 
-    def plan(self, history: Sequence[int], room: int, sampler: Sampler) -> Draft:
+    def plan(self, history: Sequence[int], room: int, sampler: Sampler, width: int = 0) -> Draft:
+        """A draft for the next pass; ``width``: tokens other sequences already put in it."""
         k_max = min(self.params.draft_max, room)
         adaptive, k_min = self.params.adaptive, self.params.draft_min
         if k_max < k_min:
             return Draft()
         if self.ngram is not None:
             draft = _end_at_eog(self.ngram.propose(history, k_max), self.eog_ids)
-            k = best_length(self.cost, draft.survival) if adaptive else len(draft.tokens)
+            k = best_length(self.cost, draft.survival, width) if adaptive else len(draft.tokens)
             if k >= k_min and (not adaptive or self.ledgers["ngram"].allows()):
                 return replace(draft, tokens=draft.tokens[:k], survival=draft.survival[:k])
         if self.model is not None and (self.model_len or self.name == "model"):
-            k = min(k_max, self.model_len) if adaptive and self.model_len else k_max
+            model_len = self.model_len if not width else best_length(
+                self.ledgers["model"].cost, [self.tuning.model_alpha ** j for j in range(1, k_max + 1)], width)
+            k = min(k_max, model_len) if adaptive and model_len else k_max
             if k >= k_min and (not adaptive or self.ledgers["model"].allows()):
                 draft = self.model.propose(history, k, sampler)
                 if len(draft.tokens) >= k_min:

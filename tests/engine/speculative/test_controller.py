@@ -48,6 +48,20 @@ def test_json_round_trip_and_rejects_garbage() -> None:
             CostModel.from_json(doc)
 
 
+def test_a_wide_batch_makes_drafting_dearer_on_a_cpu_not_on_a_gpu() -> None:
+    likely = [0.8 ** j for j in range(1, 41)]
+    alone = best_length(CPU, likely)
+    assert alone > 0
+    assert best_length(CPU, likely, width=0) == alone  # one client: the lone choice
+    assert best_length(CPU, likely, width=3) < alone  # three others in the pass: a token is dearer
+    assert best_length(GPU, likely, width=3) > 0  # a GPU's wide batch still costs about one step
+    assert best_length(CPU, [1.0] * 40, width=31) == 0  # no calibrated size is left beside them
+    # the rate compared is the whole batch's: the others' tokens count on both sides
+    k = best_length(CPU, likely, width=3)
+    rate = lambda j: (4 + sum(likely[:j])) / CPU.pass_cost(j, 3)  # noqa: E731
+    assert all(rate(k) >= rate(j) for j in {s - 4 for s, _ in CPU.verify_s if 1 <= s - 4 <= 28} | {0})
+
+
 def test_draft_length_follows_survival_and_the_cost_curve() -> None:
     sure, coin = [1.0] * 40, [0.5 ** j for j in range(1, 41)]
     assert best_length(CPU, sure) == 31  # the largest calibrated batch that fits
