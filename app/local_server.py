@@ -86,7 +86,7 @@ class LocalServer(QObject):
         if problem:
             raise DuetError(problem)
         engine = values["engine"]
-        if engine is None or engine.runtime.target is None:
+        if engine is None or engine.runtime.closed:
             raise DuetError("load a model first")
         model_id, aliases = model_names(engine.runtime)
         app = create_app(engine, ServerConfig(model_id, aliases, api_key=key))

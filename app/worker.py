@@ -229,7 +229,7 @@ class _Relay:
                 rest = self.batches.flush()
                 if rest:
                     w.tokens.emit(TokenBatch(cid, tuple(rest)))
-                ctx = self.runtime.ctx if self.runtime is not None else None
+                ctx = self.runtime.ctx if self.runtime is not None and not self.runtime.closed else None
                 w.finished.emit(Reply(cid, item, ctx.n_past if ctx else 0, ctx.n_ctx if ctx else 0,
                                       self.dropped, item.note))
             elif isinstance(item, Exception):

@@ -371,7 +371,7 @@ def _decode_error(rc: int) -> Exception:
     return DecodeError(f"llama_decode failed ({rc}): {backend.take_errors()}")
 
 
-ggml_null_abort = ctypes.cast(None, lib.ggml_abort_callback)
+ggml_null_abort = ctypes.cast(None, lib.ggml_abort_callback)  # type: ignore[arg-type]  # NULL is allowed
 
 
 def _flash_attn_type(params: ContextParams, n_gpu_layers: int) -> int:

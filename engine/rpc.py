@@ -314,9 +314,9 @@ def _connections(endpoints: tuple[str, ...]) -> dict[int, str]:
                 peer = s.getpeername()
         except OSError:
             continue
-        endpoint = wanted.get((peer[0], peer[1])) if isinstance(peer, tuple) else None
-        if endpoint is not None:
-            found[fd] = endpoint
+        match = wanted.get((peer[0], peer[1])) if isinstance(peer, tuple) else None
+        if match is not None:
+            found[fd] = match
     return found
 
 

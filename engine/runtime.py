@@ -62,13 +62,12 @@ class Runtime(NativeOwner):
     def __init__(self, config: RuntimeConfig, on_calibrate: Callable[[], None] | None = None) -> None:
         """``on_calibrate``: called before a verify-cost curve is measured (for progress)."""
         self.config = config
-        self.target: Model | None = None
-        self.ctx: Context | None = None
-        self.speculation = None
+        self.speculation: Speculation | None = None
+        self.speculations: list[Speculation | None] = []
         self.cache = StateCache(config.state_cache_bytes)
-        self.target = Model(config.target)
+        self.target: Model = Model(config.target)
         try:
-            self.ctx = Context(self.target, config.context)
+            self.ctx: Context = Context(self.target, config.context)
             if config.speculative.drafter != "none":
                 from engine.speculative.speculator import build_speculation
 
@@ -78,7 +77,7 @@ class Runtime(NativeOwner):
             self.generator = Generator(self.ctx, self.speculation, self.cache)
             # the other sequences' replies draft with their own n-gram drafters (a draft
             # model serves sequence 0 only)
-            self.speculations: list[Speculation | None] = [self.speculation] + [
+            self.speculations = [self.speculation] + [
                 self._more_speculation(ctx) for ctx in self.ctx.sequences[1:]]
         except BaseException:
             self.close()
@@ -114,12 +113,19 @@ class Runtime(NativeOwner):
                 return lost
         return None
 
+    @property
+    def closed(self) -> bool:
+        return "target" not in self.__dict__
+
     def close(self) -> None:
+        """Free everything; afterwards ``target`` and ``ctx`` are gone (AttributeError, never a
+        call into a freed llama.cpp object)."""
         self.cache.clear()
-        for obj in (*getattr(self, "speculations", [self.speculation]), self.ctx, self.target):
+        for obj in (*(self.speculations or [self.speculation]), self.__dict__.pop("ctx", None),
+                    self.__dict__.pop("target", None)):
             if obj is not None:
                 obj.close()
-        self.speculation = self.ctx = self.target = None
+        self.speculation = None
         self.speculations = []
 
 

@@ -73,7 +73,7 @@ def run_server_modes(binary: Path, target: Path, draft: Path, prompt: str | Sequ
         if modes and mode not in modes:
             continue
         try:
-            runs = []
+            runs: list[dict[str, Any]] = []
             for _ in range(repeats):
                 with llama_server(binary, target, mode, threads=threads, draft=draft) as port:
                     _chat(port, (WARM_UP,), 8)
@@ -85,7 +85,7 @@ def run_server_modes(binary: Path, target: Path, draft: Path, prompt: str | Sequ
                              "acceptance": n_acc / n_draft if n_draft else None,
                              "text": r.text})
             out[mode] = runs
-            log.info("%s: %.1f tok/s", mode, statistics.median(x["tokens_per_s"] for x in runs))
+            log.info("%s: %.1f tok/s", mode, statistics.median(float(x["tokens_per_s"]) for x in runs))
         except (DuetError, OSError, ValueError) as e:
             log.warning("%s failed: %s", mode, e)
     return out

@@ -143,6 +143,7 @@ def reply(gen: Any, messages: Sequence[Any], max_tokens: int, t0: float | None =
         if ttft is None and isinstance(ev, (Token, Done)):
             ttft = time.perf_counter() - t0
         if isinstance(ev, Done):
+            assert ttft is not None  # set at the latest by this Done
             return Reply(ttft, ev.token_ids, ev.stats.n_prompt_tokens, ev.stats.n_cached_tokens)
     raise RuntimeError("the generation ended without Done")
 
@@ -196,6 +197,7 @@ def bench_kv_type(model: Any, args: argparse.Namespace, kv_type: str, messages: 
             log.info("%s: re-prefill TTFT %.2f s", kv_type, prefill[-1])
     sections = {s["name"]: s["size"] for s in inspect(path)["sections"]}
     path.unlink()
+    assert restored is not None and uninterrupted is not None
     same = common_prefix(uninterrupted.token_ids, restored.token_ids)
     kv_bytes = sections.get("kv.target", 0)
     per_token = model.kv_bytes_per_token(KV_BYTES_PER_ELEMENT[kv_type])

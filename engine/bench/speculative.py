@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             for _ in range(args.repeats):
                 for mode in modes:
                     if mode == "lookup":
+                        assert lookup is not None  # made when "lookup" is among the modes
                         prompt = chat_tokens(runtimes["plain"].target, [Message("user", bp.text)])
                         run_ = _run_lookup(lookup, prompt, args.max_tokens)
                     elif args.suite:

@@ -284,6 +284,8 @@ def _multi_turn(rng: random.Random) -> list[SuitePrompt]:
     trans_key = rng.choice(st.topic_keys(500, 1400))
     ask_key = rng.choice(st.topic_keys(0))
     spec = st.function_spec("string", "capwords")
+    if code is None or spec is None:
+        raise RuntimeError("this interpreter's standard library has no source for the suite's excerpts")
     pairs = [
         (f"Here is some code from Python's {code.module} module:\n\n{_code_block(code.code)}\n\n"
          "Explain what it does in a few sentences.",

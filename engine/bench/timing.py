@@ -58,7 +58,7 @@ def time_stream(n_prompt: int, pieces: Iterable[T],
                 n += 1
             n += k
             last = now
-    if first is None:
+    if first is None or last is None:
         first = last = time.perf_counter()
     return RunTiming(n_prompt, n, first - start, last - first), items
 

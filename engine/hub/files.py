@@ -30,7 +30,8 @@ class GGUFEntry:
     @property
     def size(self) -> int | None:
         sizes = [f.size for f in self.files]
-        return None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
+        known = [s for s in sizes if s is not None]
+        return None if len(known) < len(sizes) else sum(known)
 
     @property
     def is_split(self) -> bool:

@@ -65,7 +65,8 @@ def response_grammar(body: schema._Request) -> tuple[Any, Any] | None:
     (llama-server's fields)."""
     asked = [name for name in ("response_format", "grammar", "json_schema")
              if getattr(body, name) is not None
-             and not (name == "response_format" and body.response_format.type == "text")]
+             and not (name == "response_format" and body.response_format is not None
+                      and body.response_format.type == "text")]
     if len(asked) > 1:
         raise bad_request(f"give one of {' and '.join(asked)}", asked[1])
     if body.grammar is not None:

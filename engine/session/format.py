@@ -300,13 +300,12 @@ def _scan(f: IO[bytes], pos: int, size: int, load: Iterable[str], verify_all: bo
         name = raw.decode("ascii")
         length, digest = SECTION_TAIL.unpack(tail)
         if length > size - start:
-            problem = (f"section {name} is truncated: it claims {length} bytes "
-                       f"but {size - start} remain")
-            infos.append(SectionInfo(name, pos, length, False, problem))
-            problems.append(Problem(problem, name))
+            short = f"section {name} is truncated: it claims {length} bytes but {size - start} remain"
+            infos.append(SectionInfo(name, pos, length, False, short))
+            problems.append(Problem(short, name))
             break
         valid: bool | None = None
-        problem = None
+        problem: str | None = None
         try:
             if name in seen:
                 problem = f"section {name} appears twice; the second copy was ignored"

@@ -276,8 +276,9 @@ def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = N
         meta = loaded.meta
         for role, c in plan.items():
             name = f"kv.{role}"
-            reason = _restore(c, meta.kv(role), loaded.sections.pop(name, None),
-                              loaded.problem(name), role)
+            kv = meta.kv(role)
+            reason = _restore(c, kv, loaded.sections.pop(name, None), loaded.problem(name), role) \
+                if kv is not None else f"the saved {role} KV state is missing"
             restored[role] = reason is None
             if reason is not None:
                 tail = REPROCESS if role == "target" else "the draft model will catch up by itself"
