@@ -27,7 +27,22 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
                    help="reopen --session from its text only (ignore its saved KV state)")
     p.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
     p.add_argument("prompt", nargs="?", help="the prompt, or - to read standard input")
+    _add_tool_arguments(p)
     p.set_defaults(func=_generate)
+
+
+def _add_tool_arguments(p: argparse.ArgumentParser) -> None:
+    """Tools of MCP servers (engine.mcp.cli); the SDK is imported only when they are used."""
+    g = p.add_argument_group("tools (MCP)")
+    g.add_argument("--mcp-config", type=Path, metavar="FILE",
+                   help="the MCP servers whose tools the model may call (mcpServers JSON)")
+    g.add_argument("--allow-tool", action="append", default=[], metavar="NAME",
+                   help="run calls of this tool (its name, or SERVER/TOOL; repeat for more; "
+                        "'*' allows all); calls of other tools are refused")
+    g.add_argument("--tool-choice", default="auto", metavar="auto|required|none|NAME",
+                   help="whether the first reply must call a tool (required, or the tool NAME)")
+    g.add_argument("--max-tool-rounds", type=int, default=4, metavar="N",
+                   help="replies that may call tools before the model must answer (default 4)")
 
 
 def _read_prompt(args: argparse.Namespace) -> str:
@@ -56,10 +71,16 @@ def _generate(args: argparse.Namespace) -> int:
     config = runtime_config(args)
     with Runtime(config) as rt:
         if args.session is not None:
+            if args.mcp_config is not None:
+                raise DuetError("--mcp-config and --session cannot be combined yet")
             from engine.session.resume import continue_session
             return continue_session(rt, args.session, prompt, config.sampling, as_json=args.json,
                                     system=args.system, use_kv=not args.no_session_kv)
         messages = ([Message("system", args.system)] if args.system else []) + [Message("user", prompt)]
+        if args.mcp_config is not None:
+            from engine.mcp import cli as mcp_cli
+
+            return mcp_cli.generate(rt, args, messages, config.sampling)
         done = collect(rt.generator.chat(messages, config.sampling),
                        None if args.json else write_token)
         if args.json:

@@ -16,11 +16,11 @@ from engine.constraint import Grammar, GrammarError, check_schema
 from engine.errors import DuetError
 from engine.events import Done, Token
 from engine.params import Params, param
-from engine.prompt import chat_tokens
 from engine.sampling import SamplingParams
 from engine.server.errors import bad_request
-from engine.tools import NAME, Tool, ToolChoice, fallback
-from engine.tools.formats import GENERIC, Format, detect, grammar as call_grammar, renders_tools
+from engine.tools import NAME, Tool, ToolChoice
+from engine.tools.formats import Format
+from engine.tools.prompting import call_grammar, tool_prompt
 from engine.tools.scanner import Scanner
 
 FINISH = {"stop": "stop", "length": "length", "context_full": "length", "cancelled": "stop"}
@@ -69,13 +69,8 @@ def prepare(model: Any, chat: Chat) -> Turn:
     names = chat.param_names
     tools = _check_tools(chat, names)
     _check_tool_messages(chat.messages, names.get("messages", "messages"))
-    template = model.chat_template
-    messages, specs, fmt = list(chat.messages), [t.spec() for t in tools], detect(template)
-    uses_tools = bool(tools) or any(m.tool_calls or m.role == "tool" for m in messages)
-    if uses_tools and not renders_tools(template):
-        messages, specs, fmt = fallback.messages(messages, tools), [], GENERIC
     try:
-        prompt = chat_tokens(model, messages, tools=specs)
+        prompt, fmt = tool_prompt(model, chat.messages, tools)
     except DuetError as e:
         raise bad_request(str(e), names.get("messages", "messages")) from None
     except UnicodeError:
@@ -85,8 +80,8 @@ def prepare(model: Any, chat: Chat) -> Turn:
     try:
         if chat.response is not None:
             grammar = Grammar.compile(model, *chat.response)
-        elif tools and chat.choice.mode in ("required", "function"):
-            grammar = Grammar.compile(model, "lark", call_grammar(fmt, model, tools, chat.choice))
+        else:
+            grammar = call_grammar(model, fmt, tools, chat.choice)
     except GrammarError as e:
         field_name = "response_format" if chat.response is not None else "tools"
         shown = names.get(field_name, field_name)

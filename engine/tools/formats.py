@@ -159,11 +159,31 @@ def grammar(fmt: Format, model: Model, tools: Sequence[Tool], choice: ToolChoice
         lines.append("block: fenced | body")
     for i, tool in enumerate(offered):
         schema = {"type": "object", "properties": {
-            "name": {"const": tool.name}, fmt.arguments: tool.parameters},
+            "name": {"const": tool.name}, fmt.arguments: closed(tool.parameters)},
             "required": ["name", fmt.arguments], "additionalProperties": False,
             "x-guidance": CALL_JSON}
         lines.append(f"fn{i}: %json {json.dumps(schema)}")
     return "\n".join(lines)
+
+
+def closed(schema: Any) -> Any:
+    """``schema`` with its objects closed where it does not say: no properties beyond those it
+    names (llama.cpp's grammars read a missing ``additionalProperties`` so too). Open, a tool
+    without parameters let SmolLM2 fill its arguments with invented keys to the length limit."""
+    if isinstance(schema, list):
+        return [closed(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: closed(v) if k in _NESTED else v for k, v in schema.items()}
+    for key in ("properties", "$defs", "definitions"):
+        if isinstance(out.get(key), dict):
+            out[key] = {name: closed(s) for name, s in out[key].items()}
+    if (out.get("type") == "object" or "properties" in out) and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
+
+
+_NESTED = ("items", "anyOf", "oneOf", "allOf", "not", "prefixItems")
 
 
 def _literal(model: Model, text: str) -> str:

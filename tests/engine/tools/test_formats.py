@@ -114,3 +114,17 @@ def test_the_enforcing_grammar_names_each_offered_function():
     assert '"const": "get_time"' in g and "get_weather" not in g and g.startswith("start: block\n")
     g = grammar(HERMES, Vocab(), tools, ToolChoice("required"))
     assert '"const": "get_time"' in g and '"const": "get_weather"' in g and "<[7]>" in g
+
+
+def test_a_forced_call_closes_the_objects_its_schema_leaves_open() -> None:
+    from engine.tools.formats import closed
+
+    schema = {"type": "object", "properties": {"a": {"type": "object"}, "b": {
+        "type": "array", "items": {"properties": {"c": {"type": "string"}}}}},
+        "$defs": {"d": {"type": "object", "additionalProperties": True}}}
+    out = closed(schema)
+    assert out["additionalProperties"] is False
+    assert out["properties"]["a"]["additionalProperties"] is False
+    assert out["properties"]["b"]["items"]["additionalProperties"] is False
+    assert out["$defs"]["d"]["additionalProperties"] is True  # what a schema says stays
+    assert "additionalProperties" not in schema  # the tool's own schema is not changed

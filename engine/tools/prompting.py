@@ -1,0 +1,36 @@
+"""A chat with tools as a prompt: the model's own template when it renders tools, else the
+fallback prompt (engine.tools.fallback); the format its calls are read back with; and the
+grammar that forces a call. The server's dialects and the tool rounds of the CLI and the
+window build their prompts here."""
+
+from __future__ import annotations
+
+import threading
+from typing import Sequence
+
+from engine.chat import Message
+from engine.constraint import Grammar
+from engine.model import Model
+from engine.prompt import chat_tokens
+from engine.tools import Tool, ToolChoice, fallback
+from engine.tools.formats import GENERIC, Format, detect, grammar, renders_tools
+
+
+def tool_prompt(model: Model, messages: Sequence[Message], tools: Sequence[Tool], *,
+                cancel: threading.Event | None = None) -> tuple[list[int], Format]:
+    """(prompt tokens, the format calls are read with) for ``messages`` offering ``tools``.
+    Raises DuetError (a template that fails) or UnicodeError (text that is not Unicode)."""
+    template = model.chat_template
+    msgs, specs, fmt = list(messages), [t.spec() for t in tools], detect(template)
+    uses_tools = bool(tools) or any(m.tool_calls or m.role == "tool" for m in msgs)
+    if uses_tools and not renders_tools(template):
+        msgs, specs, fmt = fallback.messages(msgs, tools), [], GENERIC
+    return chat_tokens(model, msgs, tools=specs, cancel=cancel), fmt
+
+
+def call_grammar(model: Model, fmt: Format, tools: Sequence[Tool], choice: ToolChoice) -> Grammar | None:
+    """The grammar of a reply made only of calls, for ``required`` or a named function; None
+    when the model is free (auto, none). Raises GrammarError for a schema it cannot compile."""
+    if not tools or choice.mode not in ("required", "function"):
+        return None
+    return Grammar.compile(model, "lark", grammar(fmt, model, tools, choice))

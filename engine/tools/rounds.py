@@ -1,0 +1,133 @@
+"""Tool rounds: the model replies; when the reply calls tools, each call is put to the person
+(``ask``), the allowed ones run, every call gets a result back (a refused one says so), and the
+model continues; until it answers without a call or the rounds run out (the last round offers
+no tools, so it must answer). ``duet-cli generate --mcp-config`` and the window share it.
+
+A result is untrusted text: it goes back as a ``tool`` message, which the prompt renders as a
+message's text (never markup: engine.chat), and nothing in it can answer ``ask``. The next
+round's prompt shares the conversation so far with the context, so only the new reply's
+re-rendering and the results are read (Generator aligns on the cached prefix).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterator, Protocol, Sequence
+
+from engine.chat import Message, ToolCall
+from engine.errors import DecodeError
+from engine.events import Done, Event, Stats, Token
+from engine.mcp.content import ToolResult
+from engine.model import Model
+from engine.sampling import SamplingParams
+from engine.tools import Tool, ToolChoice
+from engine.tools.prompting import call_grammar, tool_prompt
+from engine.tools.scanner import Scanner
+
+REFUSED = "The person did not allow this call."
+
+
+class Completer(Protocol):
+    model: Model
+
+    def complete(self, prompt: Sequence[int], params: SamplingParams,
+                 cancel: threading.Event | None = None, *, grammar=None,
+                 logprobs: int | None = None) -> Iterator[Event]: ...
+
+
+@dataclass(frozen=True)
+class Offer:
+    """The tools a conversation offers, and how an allowed call runs (its result, or a one-line
+    error result; it must stop when ``cancel`` is set)."""
+
+    tools: tuple[Tool, ...]
+    run: Callable[[ToolCall, threading.Event], ToolResult]
+
+
+@dataclass(frozen=True)
+class Text:
+    """Reply text (tool calls are taken out of it)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class CallAnswered:
+    """A call the model made and what came back: ``allowed`` False when the person refused."""
+
+    call: ToolCall
+    result: ToolResult
+    allowed: bool
+
+
+@dataclass(frozen=True)
+class RoundsDone:
+    """The end: the messages the rounds added (assistant calls, tool results, the answer), the
+    last reply's Done, and how many replies there were."""
+
+    messages: tuple[Message, ...]
+    done: Done
+    replies: int
+
+
+RoundEvent = Text | Done | CallAnswered | RoundsDone
+
+
+def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, params: SamplingParams,
+                *, ask: Callable[[ToolCall], bool], choice: ToolChoice = ToolChoice(),
+                max_rounds: int = 4, cancel: threading.Event | None = None) -> Iterator[RoundEvent]:
+    """Reply to ``messages`` with up to ``max_rounds`` rounds of tool calls. ``choice`` holds
+    for the first reply (required: it is a call); later replies choose freely. Yields the text,
+    each reply's Done, each answered call, then RoundsDone. The calls a reply completed run
+    even when it was cut at max_tokens (what was cut off is text)."""
+    cancel = cancel or threading.Event()
+    history, added = list(messages), list[Message]()
+    for replies in range(1, max_rounds + 2):
+        tools = offer.tools if replies <= max_rounds and choice.mode != "none" else ()
+        try:
+            prompt, fmt = tool_prompt(gen.model, history, tools, cancel=cancel)
+        except DecodeError:
+            if not cancel.is_set():
+                raise
+            done = Done("cancelled", "", (), Stats())  # cancelled while the prompt was made
+            yield done
+            yield RoundsDone(tuple(added), done, replies - 1)
+            return
+        forced = call_grammar(gen.model, fmt, tools, choice) if replies == 1 else None
+        scanner = Scanner(fmt, [t.name for t in tools])
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        done = None
+        for ev in gen.complete(prompt, params, cancel,
+                               grammar=forced.matcher() if forced is not None else None):
+            if isinstance(ev, Token):
+                items = scanner.feed(ev.text)
+            elif isinstance(ev, Done):
+                done, items = ev, scanner.feed(ev.tail) + scanner.close()
+            else:
+                continue
+            for item in items:
+                if isinstance(item, ToolCall):
+                    calls.append(item)
+                elif item:
+                    text.append(item)
+                    yield Text(item)
+        assert done is not None
+        yield done
+        if not calls or done.reason in ("cancelled", "context_full") or cancel.is_set():
+            added.append(Message("assistant", "".join(text)))
+            yield RoundsDone(tuple(added), done, replies)
+            return
+        said = Message("assistant", "".join(text).strip(), tool_calls=tuple(calls))
+        history.append(said)
+        added.append(said)
+        for call in calls:
+            allowed = not cancel.is_set() and ask(call)
+            result = (offer.run(call, cancel) if allowed
+                      else ToolResult.error("cancelled" if cancel.is_set() else REFUSED))
+            yield CallAnswered(call, result, allowed)
+            answer = Message("tool", result.text, tool_call_id=call.id, name=call.name)
+            history.append(answer)
+            added.append(answer)
+    raise AssertionError("unreachable: the last round offers no tools")
