@@ -1,5 +1,5 @@
 """``duet-cli bench ...``: plain, speculative, session, server, rpc, parallel, structured,
-conversation, soak."""
+tool-turn, conversation, soak."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import argparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from engine.bench import conversation, parallel, plain, rpc, server, session, speculative, structured
+    from engine.bench import (conversation, parallel, plain, rpc, server, session, speculative, structured,
+                              tool_turn)
     from engine.bench.soak import command as soak
 
     p = sub.add_parser("bench", help="benchmarks that compare in one run")
@@ -19,5 +20,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rpc.add_parser(bench)
     parallel.add_parser(bench)
     structured.add_parser(bench)
+    tool_turn.add_parser(bench)
     conversation.add_parser(bench)
     soak.add_parser(bench)

@@ -1,7 +1,7 @@
 """Tool rounds: the model replies; when the reply calls tools, each call is put to the person
 (``ask``), the allowed ones run, every call gets a result back (a refused one says so), and the
-model continues; until it answers without a call or the rounds run out (the last round offers
-no tools, so it must answer). ``duet-cli generate --mcp-config`` and the window share it.
+model continues; until it answers without a call or the rounds run out (the last reply's calls are
+not read: it is the answer). ``duet-cli generate --mcp-config`` and the window share it.
 
 A result is untrusted text: it goes back as a ``tool`` message, which the prompt renders as a
 message's text (never markup: engine.chat), and nothing in it can answer ``ask``. The next
@@ -84,7 +84,10 @@ def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, param
     cancel = cancel or threading.Event()
     history, added = list(messages), list[Message]()
     for replies in range(1, max_rounds + 2):
-        tools = offer.tools if replies <= max_rounds and choice.mode != "none" else ()
+        # Every reply's prompt shows the tools (the same prefix as the cached conversation); the
+        # last one reads no calls, so it is the answer.
+        tools = offer.tools if choice.mode != "none" else ()
+        callable_names = [t.name for t in tools] if replies <= max_rounds else []
         try:
             prompt, fmt = tool_prompt(gen.model, history, tools, cancel=cancel)
         except DecodeError:
@@ -94,8 +97,8 @@ def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, param
             yield done
             yield RoundsDone(tuple(added), done, replies - 1)
             return
-        forced = call_grammar(gen.model, fmt, tools, choice) if replies == 1 else None
-        scanner = Scanner(fmt, [t.name for t in tools])
+        forced = call_grammar(gen.model, fmt, tools, choice) if replies == 1 and callable_names else None
+        scanner = Scanner(fmt, callable_names)
         text: list[str] = []
         calls: list[ToolCall] = []
         done = None
@@ -130,4 +133,4 @@ def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, param
             answer = Message("tool", result.text, tool_call_id=call.id, name=call.name)
             history.append(answer)
             added.append(answer)
-    raise AssertionError("unreachable: the last round offers no tools")
+    raise AssertionError("unreachable: the last reply reads no calls")

@@ -92,8 +92,11 @@ def test_a_result_that_spells_chat_markup_stays_text_and_approves_nothing(smol_c
     # The second prompt: system (tools), user, assistant (call), tool, and the generation prompt.
     # The result's own <|im_start|> is text, not the control token.
     assert gen.prompts[1].count(start[0]) == gen.prompts[0].count(start[0]) + 2
+    # ... and it goes on from the first (the tools still shown): only the reply and the result
+    # are new to the context
+    assert gen.prompts[1][:len(gen.prompts[0])] == gen.prompts[0]
     assert not (tmp_path / "rec").exists()
-    assert asked == ["inject"]  # the last round offers no tools: nothing more is put to the person
+    assert asked == ["inject"]  # the last reply reads no calls: nothing more is put to the person
 
 
 def test_a_cancelled_rounds_run_ends_without_calling(smol_ctx, friendly) -> None:

@@ -1,0 +1,105 @@
+"""``duet-cli bench tool-turn``: how soon the answer after a tool result starts, against a
+normal turn's, on the same model and context (medians over ``--repeats``).
+
+* **tool**: a question whose first reply is a call of the published MCP time server
+  (mcp-server-time, over stdio, through the tool host and engine.tools.rounds); the time to read
+  the prompt of the answer that follows the result (the call re-rendered and the result are new
+  to the context; the rest is cached).
+* **turn**: the same question answered in text, then a follow-up question; the time to read the
+  follow-up's prompt (the new message is new to the context).
+
+Both show the tools in the prompt (as a chat with tools on does) and are timed by the engine's
+own prompt clock (``Stats.prompt_s``: until the prompt is read, the first token follows one
+sampling). Target (issue 25): tool ≤ 1.5 × turn. Writes ``OUT/tool_turn.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+QUESTION = "What time is it in Tokyo right now?"
+FOLLOW_UP = "And what is the time difference between Tokyo and Paris?"
+TARGET = 1.5
+
+
+def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = bench_subparsers.add_parser("tool-turn", help="the answer after a tool result: time to first token")
+    p.add_argument("--model", default="target", help="GGUF path or starter key (default: target)")
+    p.add_argument("--ctx", type=int, default=4096)
+    p.add_argument("--reply-tokens", type=int, default=48, help="tokens of each timed reply")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: one per core)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--out", type=Path, default=Path("bench-out"))
+    p.set_defaults(func=run)
+    return p
+
+
+def _time_server() -> str:
+    path = Path(sys.executable).parent / "mcp-server-time"
+    found = str(path) if path.exists() else shutil.which("mcp-server-time")
+    if found is None:
+        raise SystemExit("mcp-server-time is not installed (pip install mcp-server-time)")
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.chat import Message
+    from engine.context import Context, ContextParams
+    from engine.events import Done
+    from engine.generate import Generator
+    from engine.mcp import McpConfig, ServerConfig, ToolHost
+    from engine.mcp.offer import offer
+    from engine.model import Model
+    from engine.runtime import resolve_model
+    from engine.sampling import SamplingParams
+    from engine.tools import ToolChoice
+    from engine.tools.prompting import tool_prompt
+    from engine.tools.rounds import tool_rounds
+
+    params = SamplingParams(temperature=0.0, max_tokens=args.reply_tokens)
+    model = Model(resolve_model(args.model))
+    rows: dict[str, list[float]] = {"tool": [], "turn": []}
+    new_tokens: dict[str, list[int]] = {"tool": [], "turn": []}
+    with ToolHost() as host, Context(model, ContextParams(n_ctx=args.ctx, n_threads=args.threads)) as ctx:
+        host.apply(McpConfig((ServerConfig.stdio("time", _time_server(), ["--local-timezone", "UTC"]),)))
+        if host.wait_for("time", ("ready", "failed"), 60).state != "ready":
+            raise SystemExit(f"the time server did not start: {host.status('time').reason}")
+        tools = offer(host)
+        gen = Generator(ctx)
+        for _ in range(args.repeats):
+            ctx.clear()
+            dones = [e for e in tool_rounds(gen, [Message("user", QUESTION)], tools, params,
+                                            ask=lambda call: True, max_rounds=1,
+                                            choice=ToolChoice("required", parallel=False))
+                     if isinstance(e, Done)]
+            answer = dones[1].stats
+            rows["tool"].append(answer.prompt_s)
+            new_tokens["tool"].append(answer.n_prompt_tokens - answer.n_cached_tokens)
+
+            ctx.clear()
+            first = [Message("user", QUESTION)]
+            prompt, _ = tool_prompt(model, first, tools.tools)
+            reply = [e for e in gen.complete(prompt, params) if isinstance(e, Done)][0]
+            prompt, _ = tool_prompt(model, first + [Message("assistant", reply.text),
+                                                    Message("user", FOLLOW_UP)], tools.tools)
+            follow = [e for e in gen.complete(prompt, params) if isinstance(e, Done)][0].stats
+            rows["turn"].append(follow.prompt_s)
+            new_tokens["turn"].append(follow.n_prompt_tokens - follow.n_cached_tokens)
+    result: dict[str, Any] = {k: {"prompt_s_median": statistics.median(v), "prompt_s": v,
+                                  "new_tokens_median": statistics.median(new_tokens[k])}
+                              for k, v in rows.items()}
+    ratio = result["tool"]["prompt_s_median"] / result["turn"]["prompt_s_median"]
+    result.update(model=model.display_name, ratio=ratio, target=TARGET, repeats=args.repeats)
+    print(f"{'':6} {'prompt read (s)':>16} {'new tokens':>11}")
+    for k in rows:
+        print(f"{k:6} {result[k]['prompt_s_median']:16.3f} {result[k]['new_tokens_median']:11.0f}")
+    print(f"tool / turn = {ratio:.2f} (target ≤ {TARGET})")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "tool_turn.json").write_text(json.dumps(result, indent=2) + "\n")
+    return 0
