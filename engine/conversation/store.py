@@ -111,7 +111,7 @@ def _parse(obj: Any) -> Node | None:
     raw = obj["nodes"]
     if not isinstance(raw, list) or len(raw) > MAX_NODES:
         raise ValueError("nodes is not a list of a sane length")
-    root = Node(None)
+    root = Node.root()
     nodes: list[Node] = []
     chosen: list[int] = []
     for i, d in enumerate(raw):
@@ -162,9 +162,9 @@ def describe(obj: Any) -> str | None:
         n += node is not root
         branched += len(node.children) > 1
         stack.extend(node.children)
-    node = root.current
-    while node is not None:
+    at = root.current
+    while at is not None:
         depth += 1
-        node = node.current
+        at = at.current
     return (f"{n} messages in all, {depth} on the path shown, "
             f"{branched} message{'s' if branched != 1 else ''} with several versions")

@@ -51,11 +51,23 @@ class Node:
 
     __slots__ = ("turn", "parent", "children", "chosen")
 
-    def __init__(self, turn: Turn | None, parent: Node | None = None) -> None:
-        self.turn = turn  # None only for the root
-        self.parent = parent
+    def __init__(self, turn: Turn, parent: Node | None = None) -> None:
+        self.turn = turn
+        self.parent = parent  # None only for the root
         self.children: list[Node] = []
         self.chosen = 0
+
+    @classmethod
+    def root(cls) -> Node:
+        """The top of a tree: no message of its own (its turn is a placeholder, never shown)."""
+        return cls(Turn("root", ""))
+
+    @property
+    def up(self) -> Node:
+        """The parent of a message (every node but the root has one)."""
+        if self.parent is None:
+            raise ValueError("the root has no parent")
+        return self.parent
 
     def add(self, turn: Turn) -> Node:
         child = Node(turn, self)
@@ -108,7 +120,7 @@ class Conversation:
         self.id = uuid.uuid4().hex
         self.title = title
         self.path = path
-        self.root = Node(None)
+        self.root = Node.root()
         node = self.root
         for turn in turns:
             node = node.add(turn)
@@ -153,7 +165,7 @@ class Conversation:
 
     def versions(self, index: int) -> tuple[int, int]:
         """(1-based number of the version shown, number of versions) of message ``index``."""
-        parent = self.node(index).parent
+        parent = self.node(index).up
         return parent.chosen + 1, len(parent.children)
 
     def engine_messages(self, upto: int | None = None) -> tuple[Message, ...]:
@@ -185,7 +197,7 @@ class Conversation:
         if node.turn.role != "user":
             raise ValueError("only a user message can be edited")
         turn = Turn("user", text)
-        node.parent.add(turn)
+        node.up.add(turn)
         self.dirty = True
         self.notify("path", index)
         return turn
@@ -201,13 +213,13 @@ class Conversation:
             if node.turn.role != "assistant":
                 raise ValueError("only a reply can be regenerated")
             at = index
-            node.parent.add(turn)
+            node.up.add(turn)
         self.notify("path", at)
         return turn
 
     def switch(self, index: int, step: int) -> bool:
         """Show another version of message ``index`` (``step`` -1 or +1); False at either end."""
-        parent = self.node(index).parent
+        parent = self.node(index).up
         chosen = parent.chosen + step
         if not 0 <= chosen < len(parent.children) or self.streaming is not None:
             return False
@@ -219,7 +231,7 @@ class Conversation:
     @property
     def streaming(self) -> Turn | None:
         last = self._last().turn
-        return last if last is not None and last.streaming else None
+        return last if last.streaming else None
 
     def append_tokens(self, tokens: Sequence[Token]) -> None:
         turn = self.streaming
@@ -277,7 +289,7 @@ class Conversation:
             self.notify("text", len(self.turns) - 1)
             return
         node = self._last()
-        parent = node.parent
+        parent = node.up
         at = len(self.turns) - 1
         parent.children.remove(node)
         parent.chosen = max(0, len(parent.children) - 1)
@@ -286,7 +298,7 @@ class Conversation:
     def remove(self, index: int) -> None:
         """Remove the version shown of message ``index`` (and what follows it)."""
         node = self.node(index)
-        parent = node.parent
+        parent = node.up
         parent.children.remove(node)
         parent.chosen = max(0, min(parent.chosen, len(parent.children) - 1))
         self.dirty = True
@@ -325,7 +337,7 @@ class Conversation:
 
     def set_messages(self, messages: Sequence[Message]) -> None:
         """Replace everything with a linear conversation of ``messages``."""
-        self.root = Node(None)
+        self.root = Node.root()
         node = self.root
         for m in messages:
             node = node.add(Turn(m.role, m.content, time=m.time))

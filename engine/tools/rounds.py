@@ -93,15 +93,15 @@ def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, param
         except DecodeError:
             if not cancel.is_set():
                 raise
-            done = Done("cancelled", "", (), Stats())  # cancelled while the prompt was made
-            yield done
-            yield RoundsDone(tuple(added), done, replies - 1)
+            cut = Done("cancelled", "", (), Stats())  # cancelled while the prompt was made
+            yield cut
+            yield RoundsDone(tuple(added), cut, replies - 1)
             return
         forced = call_grammar(gen.model, fmt, tools, choice) if replies == 1 and callable_names else None
         scanner = Scanner(fmt, callable_names)
         text: list[str] = []
         calls: list[ToolCall] = []
-        done = None
+        done: Done | None = None
         for ev in gen.complete(prompt, params, cancel,
                                grammar=forced.matcher() if forced is not None else None):
             if isinstance(ev, Token):
