@@ -231,14 +231,16 @@ class ChatController(QObject):
         self.client.cancel("chat")
 
     def apply_preset(self, preset: Preset, conv: Conversation | None = None) -> None:
-        """Give ``conv`` (the one shown) ``preset``: its system prompt and sampling. With
-        history, a changed system prompt becomes a new version of the first message and
-        nothing after it can come from the cache: the chat says so."""
+        """Give ``conv`` (the one shown) ``preset``: its system prompt, sampling and drafter.
+        With history, a changed system prompt becomes a new version of the first message and
+        nothing after it can come from the cache: the chat says so. A drafter of "none" turns
+        drafting off for this conversation's replies at once; another drafter is a model-load
+        setting (the window says "at the next load")."""
         conv = conv or self.current
         if conv is None or conv.id == self.generating:
             return
         conv.preset = preset.name
-        conv.settings = preset.chat_settings()
+        conv.settings = {**preset.chat_settings(), "drafter": preset.drafter}
         conv.dirty = conv.dirty or bool(conv.turns)
         conv.notify("meta")
         if conv.turns:
@@ -248,7 +250,7 @@ class ChatController(QObject):
                              "will be processed again at the next reply (nothing after the "
                              "change is reused). The previous prompt is kept as version 1 "
                              "of the first message.", "info")
-        if self.settings["drafter"] != preset.drafter:
+        if preset.drafter != "none" and self.settings["drafter"] != preset.drafter:
             self.settings.set("drafter", preset.drafter)  # the window says "at the next load"
 
     def sampling_for(self, conv: Conversation) -> SamplingParams:
@@ -268,7 +270,8 @@ class ChatController(QObject):
         self._live[conv.id] = (0.0, 0, 0)
         self._set_generating(conv.id)
         self.client.chat(conv.id, messages, self.sampling_for(conv),
-                         continue_text=continue_text, rescue=self._rescue_plan(conv))
+                         continue_text=continue_text, rescue=self._rescue_plan(conv),
+                         speculate=conv.settings.get("drafter") != "none")
 
     def _rescue_plan(self, conv: Conversation) -> RescuePlan:
         """How the worker saves ``conv`` if the process must end during this reply (a lost RPC
