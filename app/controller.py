@@ -451,16 +451,21 @@ class ChatController(QObject):
             self.save(conv)
 
     def _chat_failed(self, conv: Conversation, message: str) -> None:
+        """A reply refused or failed: one line in the window. Refused before it produced
+        anything, the message just sent goes back to the composer, editable (it is not left
+        unanswered in the chat); a reply cut by a failure keeps its text, marked as failed."""
         streaming = conv.streaming
         empty = streaming is not None and not streaming.text
         conv.abort_reply()
         too_long = TOO_LONG.search(message)
         turns = conv.turns
-        if empty and too_long and turns and turns[-1].role == "user":
-            # The message cannot fit: give it back to the composer, editable, with offers.
+        if empty and turns and turns[-1].role == "user":
             text = turns[-1].text
             conv.remove(len(turns) - 1)
             self.draft_returned.emit(text)
+        else:
+            too_long = None  # a reply was kept: no offer about the message
+        if too_long:  # the message cannot fit: say by how much, with an offer
             n, room = too_long.group(1), int(too_long.group(2))
             size = f"{int(n):,} tokens, room for {room:,}" if n else f"room for {room:,} tokens"
             self._notify(conv, f"The message is too long for the context ({size}). Shorten it, "

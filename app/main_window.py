@@ -150,7 +150,7 @@ class MainWindow(QMainWindow):
         c.generating_changed.connect(self.chat_view.set_busy)
         c.notice.connect(self.notice.show_message)
         c.message.connect(self.status.showMessage)
-        c.draft_returned.connect(self.composer.edit.setPlainText)
+        c.draft_returned.connect(self.composer.give_back)
         c.current_changed.connect(self._update_title)
         c.model_suggested.connect(self._suggest_model)
 
