@@ -67,6 +67,7 @@ def test_a_preset_without_a_drafter_turns_drafting_off_for_its_chat(qtbot, windo
     assert driver.relay.of("failed") == []
 
 
+@pytest.mark.logs_errors  # the worker logs the unexpected error's traceback
 def test_a_request_refused_before_the_reply_gives_the_message_back(qtbot, window, driver,
                                                                    smol_path, monkeypatch) -> None:
     import app.worker
