@@ -67,6 +67,7 @@ class MainWindow(QMainWindow):
             self.setWindowIcon(QIcon(str(ICON)))
         self.setAcceptDrops(True)
         self._build()
+        self.composer.edit.setPlainText(self.settings["composer_draft"])  # unsent at the last quit
         self.controller = ChatController(self.client, self.settings, self.recent, parent=self)
         self.controller.can_chat = lambda: self.model_info is not None or self.loading
         self._connect_controller()
@@ -444,7 +445,32 @@ class MainWindow(QMainWindow):
             self.models.handle_drop(models[0])
         event.acceptProposedAction()
 
+    def unfinished(self) -> str | None:
+        """What quitting now would interrupt, in words (None: nothing)."""
+        why = []
+        if self.controller.generating is not None:
+            why.append("A reply is being written: it stops here.")
+        if self.composer.edit.toPlainText().strip():
+            why.append("Your unsent message is kept: it is in the composer at the next start.")
+        return " ".join(why) or None
+
+    def ask_to_quit(self, why: str) -> bool:
+        """Ask whether to quit although ``why``; True: quit."""
+        box = QMessageBox(QMessageBox.Icon.Question, "Quit Duet", f"Quit Duet? {why}",
+                          parent=self)
+        box.setObjectName("quit-question")
+        quit_button = box.addButton("Quit", QMessageBox.ButtonRole.AcceptRole)
+        box.setDefaultButton(box.addButton(QMessageBox.StandardButton.Cancel))
+        box.exec()
+        box.deleteLater()
+        return box.clickedButton() is quit_button
+
     def closeEvent(self, event: QCloseEvent) -> None:
+        why = self.unfinished()
+        if why is not None and not self.ask_to_quit(why):
+            event.ignore()
+            return
+        self.settings.set("composer_draft", self.composer.edit.toPlainText())  # back at next start
         self.local_server.stop()
         self.client.shutdown()
         self.sidebar.searcher.close()

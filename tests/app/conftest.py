@@ -167,12 +167,17 @@ def relay_for():
     return Relay
 
 
+def quit_without_asking(w) -> None:
+    """At the end of a test the window closes whatever it was doing (no question to answer)."""
+    w.ask_to_quit = lambda why: True
+
+
 @pytest.fixture
 def window(qtbot, settings, home):
     from app.main_window import MainWindow
 
     w = MainWindow(settings, autoload=False)
-    qtbot.addWidget(w)
+    qtbot.addWidget(w, before_close_func=quit_without_asking)
     w.show()
     qtbot.waitExposed(w)
     yield w
