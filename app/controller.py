@@ -212,9 +212,14 @@ class ChatController(QObject):
     def switch(self, index: int, step: int) -> None:
         """Show another version of message ``index``; the engine keeps the shared prefix."""
         conv = self.current
-        if conv is None or self.generating:
+        if conv is None or self.generating or not conv.switch(index, step):
             return
-        conv.switch(index, step)
+        # the status bar shows the figures of the reply shown: this version's, or the last
+        # reply of the branch it leads to
+        shown = conv.turns[index]
+        reply = shown if shown.role == "assistant" and shown.stats is not None else next(
+            (t for t in reversed(conv.turns) if t.stats is not None), None)
+        conv.set_status(stats=reply.stats if reply is not None else None, live=False)
 
     def continue_reply(self, conv: Conversation | None = None) -> None:
         """Carry on a reply that stopped at the length limit, in the same message."""

@@ -276,6 +276,7 @@ class MainWindow(QMainWindow):
         self.loading = False
         self.model_info = info
         self.pending_reload.clear()
+        self.status.clearMessage()  # "Loading…", "Measuring…": done
         self.models.show_loaded(info)
         self.status.set_drafter(info.drafter)
         self.status.set_context(0, info.n_ctx)
@@ -304,6 +305,7 @@ class MainWindow(QMainWindow):
             self.loading = False
             self.model_info = None
             self.models.show_failed(failure.message)
+            self.status.clearMessage()
             self.status.clear_stats()
             self.notice.show_message(f"Could not load the model: {failure.message}", "error")
         elif failure.op == "fetch":
