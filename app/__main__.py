@@ -73,7 +73,7 @@ def create_window(args: argparse.Namespace) -> MainWindow:
     """The QApplication (created if needed) and the shown main window, FILE opened if given."""
     from PySide6.QtWidgets import QApplication
 
-    from app import theme
+    from app import crash, theme
     from app.main_window import MainWindow
     from app.settings import Settings
 
@@ -83,6 +83,8 @@ def create_window(args: argparse.Namespace) -> MainWindow:
     settings = Settings()
     theme.apply_theme(app, settings["theme"])
     window = MainWindow(settings, autoload=not args.no_autoload)
+    # a bug in a slot: logged with its traceback, one line in the window (not only printed)
+    window.crash = crash.install(window.notice.show_error, window)
     window.show()
     _install_file_open_handler(app, window)
     if args.file is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtGui import QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QWidget
 
 
@@ -51,6 +51,12 @@ class Composer(QWidget):
         self.generating = on
         self.button.setText("Stop" if on else "Send")
         self.button.setToolTip("Stop the reply (Esc)" if on else "Send (Enter)")
+
+    def give_back(self, text: str) -> None:
+        """Put ``text`` (a message that could not be sent) back, before anything typed since."""
+        typed = self.edit.toPlainText()
+        self.edit.setPlainText(text + ("\n\n" + typed if typed.strip() else ""))
+        self.edit.moveCursor(QTextCursor.MoveOperation.End)
 
     def _clicked(self) -> None:
         if self.generating:

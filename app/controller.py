@@ -212,9 +212,14 @@ class ChatController(QObject):
     def switch(self, index: int, step: int) -> None:
         """Show another version of message ``index``; the engine keeps the shared prefix."""
         conv = self.current
-        if conv is None or self.generating:
+        if conv is None or self.generating or not conv.switch(index, step):
             return
-        conv.switch(index, step)
+        # the status bar shows the figures of the reply shown: this version's, or the last
+        # reply of the branch it leads to
+        shown = conv.turns[index]
+        reply = shown if shown.role == "assistant" and shown.stats is not None else next(
+            (t for t in reversed(conv.turns) if t.stats is not None), None)
+        conv.set_status(stats=reply.stats if reply is not None else None, live=False)
 
     def continue_reply(self, conv: Conversation | None = None) -> None:
         """Carry on a reply that stopped at the length limit, in the same message."""
@@ -231,14 +236,16 @@ class ChatController(QObject):
         self.client.cancel("chat")
 
     def apply_preset(self, preset: Preset, conv: Conversation | None = None) -> None:
-        """Give ``conv`` (the one shown) ``preset``: its system prompt and sampling. With
-        history, a changed system prompt becomes a new version of the first message and
-        nothing after it can come from the cache: the chat says so."""
+        """Give ``conv`` (the one shown) ``preset``: its system prompt, sampling and drafter.
+        With history, a changed system prompt becomes a new version of the first message and
+        nothing after it can come from the cache: the chat says so. A drafter of "none" turns
+        drafting off for this conversation's replies at once; another drafter is a model-load
+        setting (the window says "at the next load")."""
         conv = conv or self.current
         if conv is None or conv.id == self.generating:
             return
         conv.preset = preset.name
-        conv.settings = preset.chat_settings()
+        conv.settings = {**preset.chat_settings(), "drafter": preset.drafter}
         conv.dirty = conv.dirty or bool(conv.turns)
         conv.notify("meta")
         if conv.turns:
@@ -248,7 +255,7 @@ class ChatController(QObject):
                              "will be processed again at the next reply (nothing after the "
                              "change is reused). The previous prompt is kept as version 1 "
                              "of the first message.", "info")
-        if self.settings["drafter"] != preset.drafter:
+        if preset.drafter != "none" and self.settings["drafter"] != preset.drafter:
             self.settings.set("drafter", preset.drafter)  # the window says "at the next load"
 
     def sampling_for(self, conv: Conversation) -> SamplingParams:
@@ -268,7 +275,8 @@ class ChatController(QObject):
         self._live[conv.id] = (0.0, 0, 0)
         self._set_generating(conv.id)
         self.client.chat(conv.id, messages, self.sampling_for(conv),
-                         continue_text=continue_text, rescue=self._rescue_plan(conv))
+                         continue_text=continue_text, rescue=self._rescue_plan(conv),
+                         speculate=conv.settings.get("drafter") != "none")
 
     def _rescue_plan(self, conv: Conversation) -> RescuePlan:
         """How the worker saves ``conv`` if the process must end during this reply (a lost RPC
@@ -448,16 +456,21 @@ class ChatController(QObject):
             self.save(conv)
 
     def _chat_failed(self, conv: Conversation, message: str) -> None:
+        """A reply refused or failed: one line in the window. Refused before it produced
+        anything, the message just sent goes back to the composer, editable (it is not left
+        unanswered in the chat); a reply cut by a failure keeps its text, marked as failed."""
         streaming = conv.streaming
         empty = streaming is not None and not streaming.text
         conv.abort_reply()
         too_long = TOO_LONG.search(message)
         turns = conv.turns
-        if empty and too_long and turns and turns[-1].role == "user":
-            # The message cannot fit: give it back to the composer, editable, with offers.
+        if empty and turns and turns[-1].role == "user":
             text = turns[-1].text
             conv.remove(len(turns) - 1)
             self.draft_returned.emit(text)
+        else:
+            too_long = None  # a reply was kept: no offer about the message
+        if too_long:  # the message cannot fit: say by how much, with an offer
             n, room = too_long.group(1), int(too_long.group(2))
             size = f"{int(n):,} tokens, room for {room:,}" if n else f"room for {room:,} tokens"
             self._notify(conv, f"The message is too long for the context ({size}). Shorten it, "

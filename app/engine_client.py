@@ -51,9 +51,9 @@ class EngineClient(QObject):
 
     def chat(self, conversation_id: str, messages: Sequence[Message],
              sampling: SamplingParams, *, continue_text: str | None = None,
-             rescue: RescuePlan | None = None) -> ChatRequest:
+             rescue: RescuePlan | None = None, speculate: bool = True) -> ChatRequest:
         req = ChatRequest(conversation_id, tuple(messages), sampling,
-                          continue_text=continue_text, rescue=rescue)
+                          continue_text=continue_text, rescue=rescue, speculate=speculate)
         self._remember("chat", req.cancel)
         self._chat.emit(req)
         return req

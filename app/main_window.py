@@ -67,6 +67,7 @@ class MainWindow(QMainWindow):
             self.setWindowIcon(QIcon(str(ICON)))
         self.setAcceptDrops(True)
         self._build()
+        self.composer.edit.setPlainText(self.settings["composer_draft"])  # unsent at the last quit
         self.controller = ChatController(self.client, self.settings, self.recent, parent=self)
         self.controller.can_chat = lambda: self.model_info is not None or self.loading
         self._connect_controller()
@@ -150,7 +151,7 @@ class MainWindow(QMainWindow):
         c.generating_changed.connect(self.chat_view.set_busy)
         c.notice.connect(self.notice.show_message)
         c.message.connect(self.status.showMessage)
-        c.draft_returned.connect(self.composer.edit.setPlainText)
+        c.draft_returned.connect(self.composer.give_back)
         c.current_changed.connect(self._update_title)
         c.model_suggested.connect(self._suggest_model)
 
@@ -275,6 +276,7 @@ class MainWindow(QMainWindow):
         self.loading = False
         self.model_info = info
         self.pending_reload.clear()
+        self.status.clearMessage()  # "Loading…", "Measuring…": done
         self.models.show_loaded(info)
         self.status.set_drafter(info.drafter)
         self.status.set_context(0, info.n_ctx)
@@ -303,6 +305,7 @@ class MainWindow(QMainWindow):
             self.loading = False
             self.model_info = None
             self.models.show_failed(failure.message)
+            self.status.clearMessage()
             self.status.clear_stats()
             self.notice.show_message(f"Could not load the model: {failure.message}", "error")
         elif failure.op == "fetch":
@@ -444,7 +447,32 @@ class MainWindow(QMainWindow):
             self.models.handle_drop(models[0])
         event.acceptProposedAction()
 
+    def unfinished(self) -> str | None:
+        """What quitting now would interrupt, in words (None: nothing)."""
+        why = []
+        if self.controller.generating is not None:
+            why.append("A reply is being written: it stops here.")
+        if self.composer.edit.toPlainText().strip():
+            why.append("Your unsent message is kept: it is in the composer at the next start.")
+        return " ".join(why) or None
+
+    def ask_to_quit(self, why: str) -> bool:
+        """Ask whether to quit although ``why``; True: quit."""
+        box = QMessageBox(QMessageBox.Icon.Question, "Quit Duet", f"Quit Duet? {why}",
+                          parent=self)
+        box.setObjectName("quit-question")
+        quit_button = box.addButton("Quit", QMessageBox.ButtonRole.AcceptRole)
+        box.setDefaultButton(box.addButton(QMessageBox.StandardButton.Cancel))
+        box.exec()
+        box.deleteLater()
+        return box.clickedButton() is quit_button
+
     def closeEvent(self, event: QCloseEvent) -> None:
+        why = self.unfinished()
+        if why is not None and not self.ask_to_quit(why):
+            event.ignore()
+            return
+        self.settings.set("composer_draft", self.composer.edit.toPlainText())  # back at next start
         self.local_server.stop()
         self.client.shutdown()
         self.sidebar.searcher.close()

@@ -117,7 +117,8 @@ class PresetDialog(QDialog):
             option = OPTIONS[name]
             w = editor_for(option, option.default)
             self.fields[name] = w
-            label = QLabel(option.label + (" (at the next load)" if name == "drafter" else ""))
+            label = QLabel(option.label + (" (none: at once; others at the next load)"
+                                           if name == "drafter" else ""))
             label.setToolTip(option.description)
             form.addRow(label, w)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save

@@ -53,6 +53,7 @@ class ChatRequest:
     cancel: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
     continue_text: str | None = None  # go on with this reply (the last message is the user's)
     rescue: RescuePlan | None = None
+    speculate: bool = True  # False: no drafting for this reply (its preset's drafter is none)
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,9 @@ SCHEMA: tuple[Option, ...] = (
            "Memory for the states of recent conversations and reply versions (and the local "
            "server's clients), so going back to one does not read it again (0: none).",
            "reload", CONVERSATIONS, 0, 1 << 20),
+    Option("composer_draft", str, "", "Unsent message",
+           "What the composer held when Duet last quit (it is there again at the next start).",
+           "now", CONVERSATIONS, visible=False),
     Option("highlight_draft", bool, True, "Highlight drafted tokens",
            "Tint the text of tokens that came from the drafter.", "now", APPEARANCE),
     Option("theme", str, "system", "Theme", "system, light or dark.", "now", APPEARANCE,

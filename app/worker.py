@@ -119,7 +119,8 @@ class EngineWorker(QObject):
                     return
             relay = _Relay(self, req, dropped)
             try:
-                engine.submit(Job(prompt, req.sampling, relay.emit, cancel=req.cancel, slot=0))
+                engine.submit(Job(prompt, req.sampling, relay.emit, cancel=req.cancel, slot=0,
+                                  speculate=req.speculate))
             except QueueFull:
                 relay.end()
                 raise DuetError("the engine is busy with the local server's clients; "

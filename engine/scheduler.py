@@ -50,6 +50,7 @@ class Job:
     grammar: Grammar | None = None  # the grammar the reply follows (its state: one per job)
     logprobs: int | None = None  # report log-probabilities, with this many alternatives
     slot: int | None = None  # the sequence it must run on (the app's own conversation)
+    speculate: bool = True  # False: plain decoding for this reply (a chat whose preset says none)
 
 
 class Slot:
@@ -222,7 +223,8 @@ class Scheduler:
         reuse, _, note = align(s.ctx, job.prompt)
         self._clock += 1
         s.job, s.pos, s.last_used = job, reuse, self._clock
-        s.decoding = Decoding(self.model, job.prompt, job.params, speculation=s.speculation,
+        s.decoding = Decoding(self.model, job.prompt, job.params,
+                              speculation=s.speculation if job.speculate else None,
                               grammar=job.grammar, logprobs=job.logprobs, n_cached=reuse)
         s.decoding.note = note
 

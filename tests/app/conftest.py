@@ -1,4 +1,6 @@
-"""GUI test setup: offscreen Qt, an isolated DUET_HOME per session, Qt warnings fail tests.
+"""GUI test setup: offscreen Qt, an isolated DUET_HOME per session, Qt warnings fail tests, and
+so do an exception in a slot (pytest-qt's capture, on unless a test is marked
+``qt_no_exception_capture``) and an ERROR logged by Duet (unless marked ``logs_errors``).
 
 The real models folder is resolved by tests/conftest.py (DUET_MODELS_DIR) before DUET_HOME is
 pointed at a temporary folder here, so settings, conversations and caches are isolated while
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import logging  # noqa: E402
 import time  # noqa: E402
 
 import pytest  # noqa: E402
@@ -28,6 +31,25 @@ if TYPE_CHECKING:
 REAL_CACHE = paths.cache_dir()
 # The offscreen platform plugin warns about this on every top-level window; it is not ours.
 IGNORED_QT_MESSAGES = ("This plugin does not support propagateSizeHints",)
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "logs_errors: the test provokes an ERROR log record of "
+                            "Duet on purpose (it does not fail the test)")
+
+
+@pytest.fixture(autouse=True)
+def no_error_logged(request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture):
+    """A test during which Duet logged an ERROR (an unexpected failure it survived: a worker
+    request, an engine step, a slot) fails, with the records."""
+    yield
+    if request.node.get_closest_marker("logs_errors"):
+        return
+    errors = [r for when in ("setup", "call") for r in caplog.get_records(when)
+              if r.levelno >= logging.ERROR and r.name.split(".")[0] in ("app", "engine")]
+    if errors:
+        pytest.fail("Duet logged errors:\n" + "\n".join(
+            f"{r.levelname} {r.name}: {r.getMessage()}" for r in errors), pytrace=False)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -145,12 +167,17 @@ def relay_for():
     return Relay
 
 
+def quit_without_asking(w) -> None:
+    """At the end of a test the window closes whatever it was doing (no question to answer)."""
+    w.ask_to_quit = lambda why: True
+
+
 @pytest.fixture
 def window(qtbot, settings, home):
     from app.main_window import MainWindow
 
     w = MainWindow(settings, autoload=False)
-    qtbot.addWidget(w)
+    qtbot.addWidget(w, before_close_func=quit_without_asking)
     w.show()
     qtbot.waitExposed(w)
     yield w

@@ -1,0 +1,37 @@
+"""The status bar says what is true of what is shown: no "Loading…" once loaded, the figures of
+the version of a reply on screen (the real window, the real SmolLM2)."""
+
+from __future__ import annotations
+
+
+def figures(window) -> tuple[str, ...]:
+    return tuple(window.status.labels[n].text() for n in ("speed", "acceptance", "per_pass"))
+
+
+def expected(stats) -> tuple[str, ...]:
+    return (f"{stats.tokens_per_s:.1f} tok/s",
+            f"accepted {stats.acceptance_rate:.0%}" if stats.proposed else "accepted —",
+            f"{stats.tokens_per_pass:.2f} tok/pass")
+
+
+def test_the_loading_line_goes_once_the_model_is_loaded(qtbot, window, driver, smol_path) -> None:
+    seen: list[str] = []
+    window.status.messageChanged.connect(seen.append)
+    driver.load(smol_path)
+    assert any(m.startswith("Loading") for m in seen)
+    assert window.status.currentMessage() == ""
+
+
+def test_switching_versions_shows_the_figures_of_the_version_shown(qtbot, window, driver,
+                                                                   smol_path, settings) -> None:
+    driver.load(smol_path)
+    first = driver.send("Name a colour.")
+    settings.set("max_tokens", 8)
+    second = driver.finish(window.chat_view.widgets[-1].regen_button.click)
+    conv = window.controller.current
+    assert conv.versions(1) == (2, 2) and figures(window) == expected(second.done.stats)
+    window.controller.switch(1, -1)
+    assert conv.versions(1) == (1, 2) and conv.turns[1].text == first.done.text
+    assert figures(window) == expected(first.done.stats)
+    window.controller.switch(1, +1)
+    assert figures(window) == expected(second.done.stats)
