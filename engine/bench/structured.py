@@ -96,8 +96,11 @@ def tool_turn(port: int, max_tokens: int) -> dict[str, Any]:
                  {"role": "tool", "tool_call_id": calls[0].get("id", ""), "content": RESULT}]
     second = _post_raw(port, {"messages": messages, "tools": [TOOL], "temperature": 0,
                               "max_tokens": max_tokens})
+    answer = second["choices"][0]["message"]
+    again = "".join(f"\n(called {c['function']['name']}({c['function']['arguments']}) again)"
+                    for c in answer.get("tool_calls") or [])
     return {"seconds": time.perf_counter() - t0, "called": True,
-            "answer": second["choices"][0]["message"].get("content") or ""}
+            "answer": (answer.get("content") or "") + again}
 
 
 def _post_raw(port: int, body: dict[str, Any]) -> dict[str, Any]:
