@@ -361,7 +361,13 @@ class ChatController(QObject):
     def on_saved(self, saved: Saved) -> None:
         conv = self.by_id(saved.conversation_id)
         if conv is not None:
+            old = conv.path
             conv.path, conv.dirty = saved.path, False
+            if old is not None and old != saved.path and old.exists() and \
+                    not any(c.path == old for c in self.conversations):
+                # Save as: the copy is the conversation shown; the file it came from stays
+                # in the list as it was last saved
+                self.library.add(Conversation(old.stem, old), first=False, show=False)
             conv.rename(saved.path.stem)
             if conv is self.current:
                 self.current_changed.emit(conv)

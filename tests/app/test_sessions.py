@@ -129,3 +129,24 @@ def test_command_line_file_opens_the_conversation(qtbot, window, driver, smol_pa
         assert "Load it" in other.notice.action.text()  # offers the conversation's model
     finally:
         other.close()
+
+
+def test_save_as_makes_a_copy_and_the_original_stays_listed(qtbot, window, driver, smol_path,
+                                                           tmp_path) -> None:
+    driver.load(smol_path)
+    driver.send("Say one word.")
+    with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as saved:
+        window.controller.save()
+    original = saved.args[0].path
+    conv = window.controller.current
+    copy = tmp_path / "copy.duet"
+    with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS):
+        window.controller.save(conv, copy)  # what File > Save as… does with the chosen name
+    assert window.controller.current is conv and conv.path == copy and conv.title == "copy"
+    assert original.exists() and copy.exists()
+    listed = [c for c in window.controller.conversations if c.path == original]
+    assert len(listed) == 1 and listed[0] is not conv and listed[0].title == original.stem
+    # opened, the original holds what it held
+    with qtbot.waitSignal(window.controller.conversation_opened, timeout=LONG_MS):
+        window.controller.select(listed[0].id)
+    assert [t.text for t in listed[0].turns] == [t.text for t in conv.turns]
