@@ -11,7 +11,6 @@ so they are shown with it and never on another one.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from pathlib import Path
 from typing import Callable
@@ -34,7 +33,6 @@ from app.settings import SAMPLING_KEYS, Settings, sampling_params
 
 log = logging.getLogger(__name__)
 
-TOO_LONG = re.compile(r"too long for the context \((?:(\d+) tokens, )?room for (\d+)")
 
 
 class ChatController(QObject):
@@ -429,7 +427,7 @@ class ChatController(QObject):
                 if failure.worker_lost:
                     self._worker_lost(conv, failure.message)
                 else:
-                    self._chat_failed(conv, failure.message)
+                    self._chat_failed(conv, failure)
             if failure.conversation_id == self.generating:
                 self._set_generating(None)
         elif failure.op == "save":
@@ -461,14 +459,14 @@ class ChatController(QObject):
         if conv.turns:
             self.save(conv)
 
-    def _chat_failed(self, conv: Conversation, message: str) -> None:
+    def _chat_failed(self, conv: Conversation, failure: Failure) -> None:
         """A reply refused or failed: one line in the window. Refused before it produced
         anything, the message just sent goes back to the composer, editable (it is not left
         unanswered in the chat); a reply cut by a failure keeps its text, marked as failed."""
         streaming = conv.streaming
         empty = streaming is not None and not streaming.text
         conv.abort_reply()
-        too_long = TOO_LONG.search(message)
+        too_long = failure.too_long
         turns = conv.turns
         if empty and turns and turns[-1].role == "user":
             text = turns[-1].text
@@ -477,15 +475,15 @@ class ChatController(QObject):
         else:
             too_long = None  # a reply was kept: no offer about the message
         if too_long:  # the message cannot fit: say by how much, with an offer
-            n, room = too_long.group(1), int(too_long.group(2))
-            size = f"{int(n):,} tokens, room for {room:,}" if n else f"room for {room:,} tokens"
+            n, room = too_long
+            size = f"{n:,} tokens, room for {room:,}" if n is not None else f"room for {room:,} tokens"
             self._notify(conv, f"The message is too long for the context ({size}). Shorten it, "
                          "or raise the context size for the next load.",
                          "error", "Raise the context",
                          lambda: self.settings.set("n_ctx",
                                                    min(2 * self.settings["n_ctx"], 131072)))
             return
-        self._notify(conv, f"The reply failed: {message}", "error")
+        self._notify(conv, f"The reply failed: {failure.message}", "error")
 
     def _notify(self, conv: Conversation | None, text: str, kind: str,
                 action: str | None = None, callback: Callable[[], None] | None = None) -> None:

@@ -170,3 +170,4 @@ class Failure:
     message: str
     conversation_id: str | None = None
     worker_lost: bool = False  # an RPC worker went away: the model cannot be used any more
+    too_long: tuple[int | None, int] | None = None  # the message cannot fit: (its tokens, room)

@@ -25,7 +25,7 @@ from engine import paths
 from engine import rescue
 from engine.chat import Message
 from engine.conversation.store import cut_reply
-from engine.errors import DecodeError, DuetError, WorkerLostError
+from engine.errors import DecodeError, DuetError, MessageTooLongError, WorkerLostError
 from engine.events import Done, PromptProgress, Stats, Token
 from engine.model import check_gguf_file
 from engine.prompt import chat_tokens, fit_messages
@@ -192,8 +192,9 @@ class EngineWorker(QObject):
             yield
         except DuetError as e:
             log.warning("%s failed: %s", op, e)
+            too_long = (e.n_tokens, e.room) if isinstance(e, MessageTooLongError) else None
             self.failed.emit(Failure(op, str(e), conversation_id,
-                                     worker_lost=isinstance(e, WorkerLostError)))
+                                     worker_lost=isinstance(e, WorkerLostError), too_long=too_long))
         except MemoryError:
             log.exception("%s ran out of memory", op)
             self.failed.emit(Failure(op, "out of memory; try a smaller model or context size",

@@ -13,6 +13,16 @@ class ContextFullError(DuetError):
     """A decode would go past the context size. Recoverable: nothing was decoded."""
 
 
+class MessageTooLongError(ContextFullError):
+    """The last message cannot fit the context even with every older turn dropped: ``room``
+    tokens are left for it (``n_tokens``: its size, when it was counted)."""
+
+    def __init__(self, room: int, n_tokens: int | None = None) -> None:
+        size = f"{n_tokens} tokens, " if n_tokens is not None else ""
+        super().__init__(f"the message is too long for the context ({size}room for {room} tokens)")
+        self.room, self.n_tokens = room, n_tokens
+
+
 class RewindError(DuetError):
     """The KV cache cannot be partially removed (for example a recurrent model)."""
 

@@ -16,7 +16,7 @@ import threading
 from typing import Any, Sequence
 
 from engine.chat import Message, Segment, render_segments
-from engine.errors import ContextFullError, DecodeError
+from engine.errors import DecodeError, MessageTooLongError
 from engine.model import Model
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
     """Tokens of the longest suffix of the conversation that fits ``budget`` tokens.
 
     The system message (if first) is always kept; the oldest other turns are dropped first.
-    Returns (tokens, number of messages dropped). Raises ContextFullError when even the system
+    Returns (tokens, number of messages dropped). Raises MessageTooLongError when even the system
     message plus the last message do not fit, DecodeError("cancelled") when ``cancel`` is set.
 
     One render of the whole conversation; its segments are tokenized from the newest back and
@@ -87,8 +87,7 @@ def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
     rest = len(msgs) - n_system
     while True:
         if dropped >= rest:
-            raise ContextFullError(f"the message is too long for the context (room for {budget} "
-                                   "tokens)")
+            raise MessageTooLongError(budget)
         tokens = chat_tokens(model, msgs[:n_system] + msgs[n_system + dropped:],
                              template=template, tools=tools, cancel=cancel)
         if len(tokens) <= budget:
