@@ -106,9 +106,9 @@ class GenerateRequest(_Request):
 
 
 # -- from Ollama's terms to Duet's --------------------------------------------------------
-def check_model(server: DuetServer, name: str) -> None:
+def check_model(server: DuetServer, name: str, param: str = "model") -> None:
     """Ollama's names carry a tag; ``:latest`` is the one a bare name means."""
-    server.check_model(name.removesuffix(":latest"))
+    server.check_model(name.removesuffix(":latest"), param)
 
 
 def _common(server: DuetServer, body: _Request, data: dict) -> tuple[SamplingParams,

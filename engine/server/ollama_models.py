@@ -74,10 +74,11 @@ async def show(request: Request) -> Response:
     server: DuetServer = request.app.state.duet
     server.check_auth(request)
     body = schema.parse(ShowRequest, await server.read_json(request))
-    name = body.model or body.name
-    if not name:
+    if not (body.model or body.name):
         raise bad_request("model is required", "model")
-    check_model(server, name)
+    for field, value in (("model", body.model), ("name", body.name)):  # each one given must
+        if value is not None:  # name this model
+            check_model(server, value, field)
     m = server.model
     info: dict[str, Any] = {k: _value(v) for k, v in sorted(m.metadata.items())
                             if len(v) <= MAX_INFO_CHARS and not k.startswith("tokenizer.")}

@@ -166,6 +166,13 @@ def test_bad_requests_get_a_400_in_ollama_shape(served, path, body, words):
     assert words in payload["error"] and "\n" not in payload["error"]
 
 
+def test_show_checks_both_of_its_model_fields(served):
+    model = served.raw("GET", "/api/tags", None)[2]["models"][0]["model"]
+    status, _, payload = served.raw("POST", "/api/show", {"model": model, "name": "other"})
+    assert status == 404 and "'other'" in payload["error"]
+    assert served.raw("POST", "/api/show", {"model": model, "name": model})[0] == 200
+
+
 def test_route_and_method_errors_in_ollama_shape(served):
     status, _, payload = served.raw("POST", "/api/embed", {"model": "test", "input": "x"})
     assert status == 404 and set(payload) == {"error"}
