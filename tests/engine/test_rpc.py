@@ -16,6 +16,7 @@ from engine.context import Context, ContextParams
 from engine.errors import ModelLoadError, WorkerLostError
 from engine.events import Done, Token
 from engine.model import Model, ModelSpec
+from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig
 from engine.sampling import SamplingParams
 from engine.bench.process import free_port, start_worker
@@ -97,25 +98,27 @@ def kill_mid_reply(smol_path: Path, workers: list[Worker], victim: Worker, *extr
     return (first + out).decode(), err.decode(), proc.returncode
 
 
-def test_distributed_greedy_tokens_equal_local(smol_path, workers, local_reply):
+def test_distributed_greedy_tokens_equal_local(smol_path, workers, local_reply, same_or_near_tie):
     with Runtime(rpc_config(smol_path, workers, tensor_split=(1.0, 3.0))) as rt:
         assert [w.endpoint for w in rt.target.workers] == [w.endpoint for w in workers]
         assert all(w.total_bytes > 0 and w.devices for w in rt.target.workers)
         assert rt.target.connected_workers == tuple(w.endpoint for w in workers)  # layers there
+        prompt = chat_tokens(rt.target, MESSAGES)
         done = reply(rt)
-        assert done.token_ids == local_reply.token_ids
+        same_or_near_tie(rt.target, prompt, done.token_ids, local_reply.token_ids)
         assert done.stats.n_tokens == GREEDY.max_tokens
-        # Rewind: the same turn again reuses the cached prompt and gives the same tokens; a
+        # Rewind: the same turn again reuses the cached prompt and gives the same tokens (or
+        # parts at a near-tie: its last token is read alone, not in the prompt's batch); a
         # rewind into the middle of the reply and a re-decode of the rest matches too.
         again = reply(rt)
-        assert again.token_ids == local_reply.token_ids
+        same_or_near_tie(rt.target, prompt, again.token_ids, local_reply.token_ids)
         assert again.stats.n_cached_tokens > 0
         ctx = rt.ctx
         tokens = list(ctx.tokens)
         ctx.rewind(len(tokens) - 10)
         ctx.decode(tokens[-10:])
         assert ctx.tokens == tokens
-        assert int(ctx.logits().argmax()) == local_reply.token_ids[-1]
+        assert int(ctx.logits().argmax()) == again.token_ids[-1]
 
 
 def test_session_round_trip_across_the_rpc_layout(smol_path, workers, tmp_path, local_reply):
