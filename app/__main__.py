@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Sequence, cast
 
 from engine import logsetup
 
@@ -57,16 +57,17 @@ def worker_lost_notice(why: str) -> str:
 def _install_file_open_handler(app: QApplication, window: MainWindow) -> None:
     """macOS hands a double-clicked ``.duet`` to a running app as a QFileOpenEvent, not argv."""
     from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtGui import QFileOpenEvent
 
     class FileOpenFilter(QObject):
         def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
-            if event.type() == QEvent.Type.FileOpen and event.file():
+            if isinstance(event, QFileOpenEvent) and event.file():
                 window.controller.open_path(Path(event.file()))
                 return True
             return False
 
-    window._file_open_filter = FileOpenFilter(app)
-    app.installEventFilter(window._file_open_filter)
+    window.file_open_filter = handler = FileOpenFilter(app)
+    app.installEventFilter(handler)
 
 
 def create_window(args: argparse.Namespace) -> MainWindow:
@@ -77,7 +78,7 @@ def create_window(args: argparse.Namespace) -> MainWindow:
     from app.main_window import MainWindow
     from app.settings import Settings
 
-    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app = cast(QApplication, QApplication.instance() or QApplication([sys.argv[0]]))
     app.setApplicationName("Duet")
     app.setDesktopFileName("duet")
     settings = Settings()
@@ -104,7 +105,7 @@ def run_gui(args: argparse.Namespace) -> int:
     from engine import rescue
 
     window = create_window(args)
-    app = QApplication.instance()
+    app = cast(QApplication, QApplication.instance())
     # A worker lost mid-pass ends the process (engine.rescue): the engine worker saves the
     # conversation, then Duet starts again with it.
     rescue.set_relaunch(lambda why: relaunch_argv(args, window.controller.client.worker.rescued,

@@ -304,7 +304,7 @@ class ChatView(QScrollArea):
     def _on_model(self, kind: str, conv: Conversation | None) -> None:
         if kind == "current" or (kind == "path" and conv is not self.conversation):
             if conv is not None and not conv.loaded:
-                self.set_placeholder_text(f"Opening {conv.path.name}…")
+                self.set_placeholder_text(f"Opening {conv.path.name if conv.path else conv.title}…")
                 self.set_conversation(None)
             else:
                 self.set_placeholder_text("Send a message to start.")

@@ -106,8 +106,10 @@ class ChatController(QObject):
         self._show(conv)
 
     def _show(self, conv: Conversation) -> None:
-        if conv.loaded:
-            if conv.path is not None and not conv.dirty and self.library.cached != conv.id and \
+        if conv.path is None:  # new, never saved
+            pass
+        elif conv.loaded:
+            if not conv.dirty and self.library.cached != conv.id and \
                     self.can_chat() and self.generating is None:
                 # Another conversation is in the engine's cache: restore this one's saved KV
                 # state (off the GUI thread) rather than recompute its history on the next reply.
@@ -321,7 +323,7 @@ class ChatController(QObject):
         self._live.pop(reply.conversation_id, None)
         if conv is not None:
             conv.finish_reply(reply.done)
-            notice = None
+            notice: tuple[str, str, str | None, Callable[[], None] | None] | None = None
             if reply.done.reason == "context_full":
                 notice = ("The context is full: start a new conversation or choose a "
                           "larger context size in the settings.", "error", None, None)
@@ -348,10 +350,11 @@ class ChatController(QObject):
         conv = conv or self.current
         if conv is None or conv.streaming is not None or not conv.turns:
             return
-        if path is None and conv.path is None:  # the name is taken now, before the file exists
-            conv.path = unique_path(paths.conversations_dir(), conv.title,
-                                    taken=(c.path for c in self.conversations if c.path))
-        path = path or conv.path
+        if path is None:
+            if conv.path is None:  # the name is taken now, before the file exists
+                conv.path = unique_path(paths.conversations_dir(), conv.title,
+                                        taken=(c.path for c in self.conversations if c.path))
+            path = conv.path
         self.client.save(conv.id, path, conv.engine_messages(),
                          settings=self._file_settings(conv, tree_to_json(conv)),
                          with_kv=self.settings["save_kv"])
@@ -479,11 +482,12 @@ class ChatController(QObject):
             size = f"{n:,} tokens, room for {room:,}" if n is not None else f"room for {room:,} tokens"
             self._notify(conv, f"The message is too long for the context ({size}). Shorten it, "
                          "or raise the context size for the next load.",
-                         "error", "Raise the context",
-                         lambda: self.settings.set("n_ctx",
-                                                   min(2 * self.settings["n_ctx"], 131072)))
+                         "error", "Raise the context", self._raise_context)
             return
         self._notify(conv, f"The reply failed: {failure.message}", "error")
+
+    def _raise_context(self) -> None:
+        self.settings.set("n_ctx", min(2 * self.settings["n_ctx"], 131072))
 
     def _notify(self, conv: Conversation | None, text: str, kind: str,
                 action: str | None = None, callback: Callable[[], None] | None = None) -> None:

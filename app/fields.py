@@ -77,10 +77,10 @@ def editor_for(option: Option, value: Any) -> QWidget:
         w = QDoubleSpinBox()
         w.setDecimals(_decimals(option.step))
         w.setSingleStep(option.step)
-        lo = option.minimum if option.minimum is not None else -1e9
+        low = option.minimum if option.minimum is not None else -1e9
         if option.param is not None and option.param.spec.exclusive_minimum:
-            lo += 10 ** -w.decimals()  # the smallest value above the bound the field can show
-        w.setRange(lo, option.maximum if option.maximum is not None else 1e9)
+            low += 10 ** -w.decimals()  # the smallest value above the bound the field can show
+        w.setRange(low, option.maximum if option.maximum is not None else 1e9)
         w.setValue(value)
         _guard(w)
     else:

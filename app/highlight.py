@@ -84,5 +84,5 @@ def _pattern(fam: str) -> re.Pattern[str]:
 
 def highlight(code: str, lang: str = "") -> list[tuple[int, int, str]]:
     """Spans ``(start, end, kind)`` of ``code``, kind in KINDS, sorted and non-overlapping."""
-    return [(m.start(), m.end(), m.lastgroup) for m in _pattern(family(lang)).finditer(code)
+    return [(m.start(), m.end(), str(m.lastgroup)) for m in _pattern(family(lang)).finditer(code)
             if m.end() > m.start()]

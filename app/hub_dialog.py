@@ -75,7 +75,7 @@ class HubDialog(QDialog):
         self.search_button = QPushButton("Search", self)
         self.search_button.clicked.connect(self.start_search)
         self.repos = QListWidget(self)
-        self.repos.currentItemChanged.connect(lambda item, _prev: item and self.start_files(item.text()))
+        self.repos.currentItemChanged.connect(self._repo_chosen)
         self.files = QTableWidget(0, 3, self)
         self.files.setHorizontalHeaderLabels(["Quantization", "Size", "File"])
         self.files.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -165,6 +165,10 @@ class HubDialog(QDialog):
             item.setToolTip(f"{h.downloads} downloads, {h.likes} likes" + (", gated" if h.gated else ""))
             self.repos.addItem(item)
         self.status.setText(f"{len(hits)} repositories" if hits else "No GGUF repositories match.")
+
+    def _repo_chosen(self, item: QListWidgetItem | None, _previous: object = None) -> None:
+        if item is not None:
+            self.start_files(item.text())
 
     def start_files(self, repo: str) -> None:
         if self._run(lambda _report: repo_files(repo), self._show_files):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Callable
+from functools import partial
+from typing import Callable, cast
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
@@ -60,6 +61,8 @@ class MainWindow(QMainWindow):
         self.recent = RecentFiles()
         self.model_info: ModelInfo | None = None
         self.loading = False
+        self.crash: object = None  # app.crash's hooks, installed by app.__main__.create_window
+        self.file_open_filter: object = None  # macOS file-open events (app.__main__)
         self.pending_reload: set[str] = set()
         self._recalling = False  # applying a model's remembered settings
         self.setWindowTitle("Duet")
@@ -168,7 +171,7 @@ class MainWindow(QMainWindow):
         file.addSeparator()
         self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         conv = bar.addMenu("&Conversation")
-        self._action(conv, "&Rename…", lambda: self.rename_dialog(c.current and c.current.id),
+        self._action(conv, "&Rename…", lambda: self.rename_dialog(c.current.id if c.current else None),
                      QKeySequence("F2"))
         self._action(conv, "&Delete", self.delete_dialog)
         self._action(conv, "&Export the branch shown…", self.export_dialog)
@@ -187,7 +190,7 @@ class MainWindow(QMainWindow):
         self._action(help_, "&About Duet", self._about)
 
     def _action(self, menu: QMenu, text: str, slot: Callable[[], object],
-                shortcut: QKeySequence.StandardKey | None = None) -> QAction:
+                shortcut: QKeySequence | QKeySequence.StandardKey | None = None) -> QAction:
         action = menu.addAction(text)
         action.triggered.connect(lambda _checked=False: slot())
         if shortcut is not None:
@@ -269,8 +272,9 @@ class MainWindow(QMainWindow):
             self.reload()
 
     def reload(self) -> None:
-        if self.models.target() is not None:
-            self.load_models(self.models.target(), self.models.draft())
+        target = self.models.target()
+        if target is not None:
+            self.load_models(target, self.models.draft())
 
     def on_loaded(self, info: ModelInfo) -> None:
         self.loading = False
@@ -346,7 +350,7 @@ class MainWindow(QMainWindow):
         value = self.settings[name]
         option = OPTIONS[name]
         if name == "theme":
-            theme.apply_theme(QApplication.instance(), value)
+            theme.apply_theme(cast(QApplication, QApplication.instance()), value)
             self.chat_view.restyle()
         elif name == "highlight_draft":
             self.chat_view.set_highlight_draft(value)
@@ -423,7 +427,7 @@ class MainWindow(QMainWindow):
     def _fill_recent(self) -> None:
         self.recent_menu.clear()
         for path in self.recent.items:
-            self.recent_menu.addAction(str(path), lambda p=path: self.controller.open_path(p))
+            self.recent_menu.addAction(str(path), partial(self.controller.open_path, path))
         if not self.recent.items:
             self.recent_menu.addAction("(none)").setEnabled(False)
 

@@ -103,11 +103,17 @@ def mark(text: str, spans: Sequence[tuple[int, int]]) -> str:
 _LINE_PREFIX = re.compile(r"[ \t]*(?:(?:[-*+>]|#{1,6}|\d{1,9}[.)])(?=[ \t]|$))?[ \t]*")
 
 
+def _end(pattern: re.Pattern[str], text: str, pos: int = 0) -> int:
+    """Where ``pattern`` (one that may match nothing) stops matching at ``pos``."""
+    m = pattern.match(text, pos)
+    return m.end() if m else pos
+
+
 def _settle(text: str, i: int, step: int) -> int:
     """Move a marker position off Markdown syntax: out of a line's block prefix (list bullet,
     heading, quote) and out of a run of punctuation. ``step``: +1 for an opening marker."""
     line_start = text.rfind("\n", 0, i) + 1
-    prefix_end = _LINE_PREFIX.match(text, line_start).end()
+    prefix_end = _end(_LINE_PREFIX, text, line_start)
     if line_start <= i < prefix_end or (i == prefix_end and step < 0 and i > line_start):
         i = prefix_end if step > 0 else max(line_start - 1, 0)
     while 0 < i < len(text) and text[i - 1] in _MD_PUNCT and text[i] in _MD_PUNCT:
@@ -141,7 +147,7 @@ def keep_line_breaks(prose: str) -> str:
         joined = _continues(prev, line) and i - 1 not in table and i not in table
         if joined:
             depth = _quote_depth(prev)
-            out[-1] += LINE_BREAK + (line[_QUOTE.match(line).end():] if depth else line).lstrip()
+            out[-1] += LINE_BREAK + (line[_end(_QUOTE, line):] if depth else line).lstrip()
         else:
             out.append(line)
     return "\n".join(out)
@@ -154,7 +160,7 @@ def _continues(prev: str, line: str) -> bool:
     depth = _quote_depth(prev)
     if _quote_depth(line) != depth:
         return False
-    body = line[_QUOTE.match(line).end():] if depth else line
+    body = line[_end(_QUOTE, line):] if depth else line
     return not body.strip() == "" and not _BLOCK_START.match(body)
 
 

@@ -133,8 +133,8 @@ class Renderer:
                 start = cursor.position()
                 body = block.text.lstrip("\n")  # blank lines after a fence: no empty paragraph
                 lead = block.start + len(block.text) - len(body)
-                rel = clip(spans, lead, lead + len(body))
-                cursor.insertMarkdown(keep_line_breaks(mark(body, rel) if rel else body),
+                clipped = clip(spans, lead, lead + len(body))
+                cursor.insertMarkdown(keep_line_breaks(mark(body, clipped) if clipped else body),
                                       self._features)
                 if rel:
                     _apply_marks(doc, start, colors)

@@ -62,9 +62,10 @@ def expand_steps(names: Sequence[str]) -> frozenset[str]:
     for name in names:
         if name not in STEPS:
             raise CheckFailed(f"unknown step {name!r}; steps: {', '.join(STEPS)}")
-        while name is not None and name not in todo:
-            todo.add(name)
-            name = _NEEDS.get(name)
+        step: str | None = name
+        while step is not None and step not in todo:
+            todo.add(step)
+            step = _NEEDS.get(step)
     return frozenset(todo)
 
 
@@ -222,7 +223,7 @@ def check_qt() -> str:
     if QApplication.instance() is None:
         _qt_app = QApplication(["duet"])
     platform = QGuiApplication.platformName()
-    formats = {bytes(f).decode() for f in QImageReader.supportedImageFormats()}
+    formats = {bytes(f.data()).decode() for f in QImageReader.supportedImageFormats()}
     if "svg" not in formats:
         raise CheckFailed("Qt's SVG image plugin is missing")
     icon_path = icon_file()

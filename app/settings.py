@@ -74,9 +74,10 @@ class Option:
             return self.param.check(value)
         if type(value) is not self.type:  # bool is not an int here, on purpose
             raise ValueError(f"{self.name}: expected {self.type.__name__}, got {type(value).__name__}")
-        if self.minimum is not None and value < self.minimum:
+        number: Any = value  # of this option's type (the check above narrows it to object)
+        if self.minimum is not None and number < self.minimum:
             raise ValueError(f"{self.name}: {value} is below {self.minimum}")
-        if self.maximum is not None and value > self.maximum:
+        if self.maximum is not None and number > self.maximum:
             raise ValueError(f"{self.name}: {value} is above {self.maximum}")
         if self.choices and value not in self.choices:
             raise ValueError(f"{self.name}: {value!r} is not one of {', '.join(self.choices)}")

@@ -66,8 +66,9 @@ class SettingsDialog(QDialog):
     @staticmethod
     def _align(forms: list[QFormLayout]) -> None:
         """One label column for all the groups, so that their fields line up."""
-        labels = [form.itemAt(row, QFormLayout.ItemRole.LabelRole).widget()
-                  for form in forms for row in range(form.rowCount())]
+        items = [form.itemAt(row, QFormLayout.ItemRole.LabelRole)
+                 for form in forms for row in range(form.rowCount())]
+        labels = [w for w in (item.widget() for item in items if item is not None) if w is not None]
         width = max((label.sizeHint().width() for label in labels), default=0)
         for label in labels:
             label.setMinimumWidth(width)
@@ -83,8 +84,10 @@ class SettingsDialog(QDialog):
             if option.name in self.editors:
                 old = self.editors[option.name]
                 new = editor_for(option, option.default)
-                form = old.parentWidget().layout()
-                form.replaceWidget(old, new)
+                parent = old.parentWidget()
+                form = parent.layout() if parent is not None else None
+                if form is not None:
+                    form.replaceWidget(old, new)
                 old.deleteLater()
                 self.editors[option.name] = new
 

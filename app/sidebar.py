@@ -77,8 +77,7 @@ class Sidebar(QWidget):
 
     def set_conversations(self, conversations: Sequence[Conversation], current: str | None) -> None:
         self.list.blockSignals(True)
-        self.list.clear()
-        self.list.setCurrentItem(None)
+        self.list.clear()  # no current item after it
         for conv in conversations:
             item = QListWidgetItem(self._label(conv))
             item.setData(ID_ROLE, conv.id)

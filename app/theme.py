@@ -79,7 +79,7 @@ def apply_theme(app: QApplication, theme: str) -> None:
 
 def is_dark() -> bool:
     app = QGuiApplication.instance()
-    return app is not None and app.palette().color(QPalette.ColorRole.Window).lightness() < 128
+    return isinstance(app, QGuiApplication) and app.palette().color(QPalette.ColorRole.Window).lightness() < 128
 
 
 def colors() -> Colors:

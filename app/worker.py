@@ -82,13 +82,13 @@ class EngineWorker(QObject):
             # the app's own conversation runs on sequence 0; with more than one, the others are
             # for the local server's clients
             self.engine = Engine(rt, reserved=1 if rt.ctx.params.n_parallel > 1 else 0)
-            spec = rt.speculation
+            speculation = rt.speculation
             draft_model = rt.draft_model
             info = ModelInfo(
                 target_path=cfg.target.path, target_name=rt.target.display_name,
                 draft_path=cfg.draft.path if cfg.draft else None,
                 draft_name=draft_model.display_name if draft_model is not None else None,
-                drafter=getattr(spec, "name", cfg.speculative.drafter) if spec else "none",
+                drafter=getattr(speculation, "name", cfg.speculative.drafter) if speculation else "none",
                 draft_problem=rt.draft_problem,
                 n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
                 workers=rt.target.workers + (draft_model.workers if draft_model else ()),
