@@ -42,12 +42,15 @@ class EngineClient(QObject):
         self._save.connect(self.worker.save)
         self._open.connect(self.worker.open)
         self._fetch.connect(self.worker.fetch)
-        self._cancels: dict[str, list[threading.Event]] = {"chat": [], "fetch": []}
+        self._cancels: dict[str, list[threading.Event]] = {"chat": [], "fetch": [], "load": []}
         self._thread.start()
 
     # -- requests --------------------------------------------------------------------------
-    def load(self, config: RuntimeConfig) -> None:
-        self._load.emit(LoadRequest(config))
+    def load(self, config: RuntimeConfig) -> LoadRequest:
+        req = LoadRequest(config)
+        self._remember("load", req.cancel)
+        self._load.emit(req)
+        return req
 
     def chat(self, conversation_id: str, messages: Sequence[Message],
              sampling: SamplingParams, *, continue_text: str | None = None,
@@ -72,8 +75,9 @@ class EngineClient(QObject):
         return req
 
     def cancel(self, what: str = "chat") -> None:
-        """Stop the running and queued replies (``what="chat"``, effective within one token) or
-        starter-model fetches (``"fetch"``). Sets the requests' events from this thread."""
+        """Stop the running and queued replies (``what="chat"``, effective within one token),
+        starter-model fetches (``"fetch"``) or model loads (``"load"``). Sets the requests'
+        events from this thread."""
         for event in self._cancels[what]:
             event.set()
         self._cancels[what].clear()
@@ -89,6 +93,7 @@ class EngineClient(QObject):
             return
         self.cancel("chat")
         self.cancel("fetch")
+        self.cancel("load")
         self._thread.quit()
         if not self._thread.wait(timeout_ms):
             log.warning("the engine thread did not stop in %d ms", timeout_ms)

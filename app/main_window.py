@@ -99,6 +99,7 @@ class MainWindow(QMainWindow):
         self.sidebar.rename_requested.connect(self.rename_dialog)
         self.models = ModelsPanel(self)
         self.models.load_requested.connect(self.load_models)
+        self.models.cancel_requested.connect(lambda: self.client.cancel("load"))
         self.notice = NoticeBar(self)
         self.chat_view = ChatView(self)
         self.composer = Composer(self)
@@ -264,7 +265,7 @@ class MainWindow(QMainWindow):
 
     def recalibrate(self) -> None:
         """Forget every measured verify-cost curve and reload: the loaded model is measured
-        again now (on a quiet machine, for figures that hold)."""
+        again after the load, between replies (on a quiet machine, for figures that hold)."""
         from engine.speculative import calibration
 
         calibration.forget_all()
@@ -280,7 +281,11 @@ class MainWindow(QMainWindow):
         self.loading = False
         self.model_info = info
         self.pending_reload.clear()
-        self.status.clearMessage()  # "Loading…", "Measuring…": done
+        self.status.clearMessage()  # "Loading…": done
+        if info.measuring:  # the status bar says how far, until the measurement ends
+            self.status.set_measuring(0, 0)
+        else:
+            self.status.clear_measuring()
         self.models.show_loaded(info)
         self.status.set_drafter(info.drafter)
         self.status.set_context(0, info.n_ctx)
@@ -298,9 +303,12 @@ class MainWindow(QMainWindow):
             self.first_run.show_progress(p.done, p.total, p.text)
         elif p.op == "prompt" and p.total:
             self.status.showMessage(f"Reading the prompt: {p.done} / {p.total} tokens", 2000)
-        elif p.op == "calibrate":  # can take a minute: the models bar says so until loaded
-            self.models.set_loading(True, p.text)
-            self.status.showMessage(p.text)
+        elif p.op == "calibrate":  # after a load, between replies: the status bar says how far
+            if p.done < p.total:
+                self.status.set_measuring(p.done, p.total)
+            else:
+                self.status.clear_measuring()
+                self.status.showMessage(p.text, 8000)
         elif p.text:
             self.status.showMessage(p.text, 3000)
 
@@ -311,7 +319,12 @@ class MainWindow(QMainWindow):
             self.models.show_failed(failure.message)
             self.status.clearMessage()
             self.status.clear_stats()
-            self.notice.show_message(f"Could not load the model: {failure.message}", "error")
+            self.status.clear_measuring()
+            if failure.cancelled:
+                self.notice.show_message("Loading was cancelled: choose a model and press Load.",
+                                         "info")
+            else:
+                self.notice.show_message(f"Could not load the model: {failure.message}", "error")
         elif failure.op == "fetch":
             self.first_run.set_fetching(False)
             self.notice.show_message(f"Fetching the starter models stopped: {failure.message}",

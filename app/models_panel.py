@@ -65,10 +65,12 @@ def label_for(path: Path) -> str:
 
 
 class ModelsPanel(QWidget):
-    """``load_requested(target, draft_or_None)``; ``choice_changed(target, draft)`` on any pick."""
+    """``load_requested(target, draft_or_None)``; ``choice_changed(target, draft)`` on any pick;
+    ``cancel_requested`` by the Cancel button shown while a load runs."""
 
     load_requested = Signal(object, object)
     choice_changed = Signal(object, object)
+    cancel_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -83,6 +85,10 @@ class ModelsPanel(QWidget):
         self.draft_combo.setToolTip("A small model that drafts tokens for the target to verify")
         self.load_button = QPushButton("Load", self)
         self.load_button.clicked.connect(self._request_load)
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.setToolTip("Stop loading the model")
+        self.cancel_button.clicked.connect(self.cancel_requested)
+        self.cancel_button.setVisible(False)
         self.hub_button = QPushButton("Hugging Face…", self)
         self.hub_button.setToolTip("Search Hugging Face for GGUF models and download one")
         self.hub_button.clicked.connect(self.open_hub)
@@ -110,6 +116,7 @@ class ModelsPanel(QWidget):
         row.addWidget(QLabel("Draft", self))
         row.addWidget(self.draft_combo)
         row.addWidget(self.load_button)
+        row.addWidget(self.cancel_button)
         row.addWidget(self.hub_button)
         row.addWidget(self.busy)
         row.addStretch(1)
@@ -228,6 +235,7 @@ class ModelsPanel(QWidget):
     # -- state -----------------------------------------------------------------------------
     def set_loading(self, on: bool, text: str = "") -> None:
         self.busy.setVisible(on)
+        self.cancel_button.setVisible(on)
         self.load_button.setEnabled(not on and self.target() is not None)
         self.target_combo.setEnabled(not on)
         self.draft_combo.setEnabled(not on)

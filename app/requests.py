@@ -29,6 +29,7 @@ def _frozen_mapping(obj: object, name: str) -> None:
 @dataclass(frozen=True)
 class LoadRequest:
     config: RuntimeConfig
+    cancel: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class ModelInfo:
     workers: tuple[Any, ...] = ()  # engine.rpc.WorkerInfo of the target's and draft's workers
     worker_lost: Callable[[], str | None] | None = field(default=None, compare=False, repr=False)
     engine: Any = field(default=None, compare=False, repr=False)  # engine.service.Engine
+    measuring: bool = False  # the verify cost is measured now, between replies (no drafting yet)
 
 
 @dataclass(frozen=True)
@@ -171,3 +173,4 @@ class Failure:
     conversation_id: str | None = None
     worker_lost: bool = False  # an RPC worker went away: the model cannot be used any more
     too_long: tuple[int | None, int] | None = None  # the message cannot fit: (its tokens, room)
+    cancelled: bool = False  # stopped on request (a load's Cancel)

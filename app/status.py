@@ -1,4 +1,5 @@
-"""The status bar: speed, acceptance, tokens per target pass, drafter, context fill."""
+"""The status bar: speed, acceptance, tokens per target pass, drafter, context fill, and while it
+runs, the measurement of this machine's verify cost after a load."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from engine.events import Stats
 
 
 class StatusBar(QStatusBar):
-    FIELDS = ("speed", "acceptance", "per_pass", "drafter", "context", "server")
+    FIELDS = ("measuring", "speed", "acceptance", "per_pass", "drafter", "context", "server")
     TIPS = {
+        "measuring": "Duet measures what a verification pass costs on this machine, once per "
+                     "model and settings, between replies; speculative decoding drafts by it. "
+                     "Until then replies are decoded plainly (the same text, without drafting).",
         "speed": "Generated tokens per second (last reply)",
         "acceptance": "Share of drafted tokens the target accepted",
         "per_pass": "Tokens produced per target model pass (1.0 without speculation)",
@@ -31,6 +35,7 @@ class StatusBar(QStatusBar):
             self.labels[name] = label
         self.clear_stats()
         self.set_server(None)
+        self.clear_measuring()
 
     def follow(self, library: Library) -> None:
         """Show the figures of the conversation shown, live while it streams."""
@@ -70,6 +75,17 @@ class StatusBar(QStatusBar):
 
     def clear_server(self) -> None:
         self.set_server(None)
+
+    def set_measuring(self, done: int, total: int) -> None:
+        """The verify cost is being measured: how far (``total`` 0: just started)."""
+        share = f" {done / total:.0%}" if total else ""
+        self.labels["measuring"].setText(f"Measuring this machine's speed for drafting{share} "
+                                         "(replies work meanwhile)")
+        self.labels["measuring"].setVisible(True)
+
+    def clear_measuring(self) -> None:
+        self.labels["measuring"].setText("")
+        self.labels["measuring"].setVisible(False)
 
     def set_drafter(self, name: str) -> None:
         self.labels["drafter"].setText(f"drafter {name}")

@@ -25,7 +25,7 @@ from engine import paths
 from engine import rescue
 from engine.chat import Message
 from engine.conversation.store import cut_reply
-from engine.errors import DecodeError, DuetError, MessageTooLongError, WorkerLostError
+from engine.errors import DecodeError, DuetError, LoadCancelled, MessageTooLongError, WorkerLostError
 from engine.events import Done, PromptProgress, Stats, Token
 from engine.model import check_gguf_file
 from engine.prompt import chat_tokens, fit_messages
@@ -39,6 +39,7 @@ from app.throttle import DEFAULT_INTERVAL_S, Coalescer
 
 if TYPE_CHECKING:
     from engine.session.store import OpenResult
+    from engine.speculative.later import LaterCurves
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ class EngineWorker(QObject):
     # -- slots (run on the worker thread) --------------------------------------------------
     @Slot(object)
     def load(self, req: LoadRequest) -> None:
+        """Load the models; chat works as soon as they are. A verify-cost curve not cached yet
+        is measured afterwards, between replies (``Progress("calibrate")`` says how far)."""
         with self._guard("load"):
             cfg = req.config
             for spec in (cfg.target, cfg.draft):  # a bad file must not unload the working models
@@ -76,14 +79,13 @@ class EngineWorker(QObject):
             self.close()
             self.progress.emit(Progress("load", text=f"Loading {cfg.target.path.name}…"))
             t0 = time.perf_counter()
-            rt = Runtime(cfg, on_calibrate=lambda: self.progress.emit(Progress("calibrate", text=(
-                "Measuring what a verification pass costs on this machine, once for this model "
-                "and these settings (up to a minute; speculative decoding drafts by it)…"))))
+            rt = Runtime(cfg, measure=False, cancel=req.cancel)
             # the app's own conversation runs on sequence 0; with more than one, the others are
             # for the local server's clients
             self.engine = Engine(rt, reserved=1 if rt.ctx.params.n_parallel > 1 else 0)
             speculation = rt.speculation
             draft_model = rt.draft_model
+            later = rt.later
             info = ModelInfo(
                 target_path=cfg.target.path, target_name=rt.target.display_name,
                 draft_path=cfg.draft.path if cfg.draft else None,
@@ -92,9 +94,11 @@ class EngineWorker(QObject):
                 draft_problem=rt.draft_problem,
                 n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
                 workers=rt.target.workers + (draft_model.workers if draft_model else ()),
-                worker_lost=rt.worker_lost, engine=self.engine)
+                worker_lost=rt.worker_lost, engine=self.engine, measuring=later is not None)
             log.info("loaded %s in %.2f s (drafter %s)", info.target_name, info.load_s, info.drafter)
             self.loaded.emit(info)
+            if later is not None:
+                self.engine.set_idle(CurveProgress(later, self.progress.emit))
 
     @Slot(object)
     def chat(self, req: ChatRequest) -> None:
@@ -190,6 +194,9 @@ class EngineWorker(QObject):
     def _guard(self, op: str, conversation_id: str | None = None) -> Iterator[None]:
         try:
             yield
+        except LoadCancelled as e:
+            log.info("%s: %s", op, e)
+            self.failed.emit(Failure(op, str(e), conversation_id, cancelled=True))
         except DuetError as e:
             log.warning("%s failed: %s", op, e)
             too_long = (e.n_tokens, e.room) if isinstance(e, MessageTooLongError) else None
@@ -203,6 +210,30 @@ class EngineWorker(QObject):
             log.exception("%s failed unexpectedly", op)
             line = " ".join(f"{type(e).__name__}: {e}".split())[:300]
             self.failed.emit(Failure(op, f"unexpected error: {line}", conversation_id))
+
+
+class CurveProgress:
+    """The engine's idle work after a load: one step of measuring the verify-cost curves, then
+    ``Progress("calibrate", done, total)``; the last one has ``done == total`` (also when the
+    measurement failed: drafting then stays off, and the text says so)."""
+
+    def __init__(self, later: LaterCurves, emit: Callable[[Progress], None]) -> None:
+        self.later, self.emit = later, emit
+
+    def __call__(self) -> bool:
+        later = self.later
+        try:
+            more = later.step()
+        except DuetError as e:
+            log.warning("measuring the verify cost failed: %s", e)
+            later.close()
+            self.emit(Progress("calibrate", later.total, later.total,
+                               f"Could not measure this machine's speed, so no drafting: {e}"))
+            return False
+        self.emit(Progress("calibrate", later.done if more else later.total, later.total,
+                           "" if more else "Speculative decoding is on: this machine's speed "
+                           "was measured."))
+        return more
 
 
 class _Relay:

@@ -9,6 +9,10 @@ class ModelLoadError(DuetError):
     """A model file is missing, is not GGUF, has an unsupported architecture, or does not fit."""
 
 
+class LoadCancelled(ModelLoadError):
+    """A model load was cancelled on request."""
+
+
 class ContextFullError(DuetError):
     """A decode would go past the context size. Recoverable: nothing was decoded."""
 

@@ -7,6 +7,7 @@ import functools
 import logging
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -14,7 +15,7 @@ from typing import Callable
 from engine import backend, catalog
 from engine.backend import lib
 from engine.native import NativeOwner
-from engine.errors import ModelLoadError
+from engine.errors import LoadCancelled, ModelLoadError
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +55,12 @@ def check_gguf_file(path: Path) -> None:
 
 
 class Model(NativeOwner):
-    """A llama.cpp model. Owns the native handle; call ``close()`` (or use as a context manager)."""
+    """A llama.cpp model. Owns the native handle; call ``close()`` (or use as a context manager).
 
-    def __init__(self, spec: ModelSpec | str | os.PathLike[str]) -> None:
+    ``cancel``: once set, the load stops (llama.cpp asks between tensors) with LoadCancelled."""
+
+    def __init__(self, spec: ModelSpec | str | os.PathLike[str],
+                 cancel: threading.Event | None = None) -> None:
         if not isinstance(spec, ModelSpec):
             spec = ModelSpec(Path(spec))
         self.spec = spec
@@ -77,8 +81,20 @@ class Model(NativeOwner):
             params.n_gpu_layers = spec.n_gpu_layers or -1
             rpc.install_abort_handler()
         self.workers = tuple(remote.workers) if remote is not None else ()
+        if cancel is not None:
+            if cancel.is_set():
+                raise LoadCancelled("loading was cancelled")
+
+            @lib.llama_progress_callback
+            def keep_going(_progress: float, _user: ctypes.c_void_p) -> bool:
+                return not cancel.is_set()
+
+            params.progress_callback = keep_going  # referenced here until the load returns
         backend.take_errors()
         handle = lib.llama_model_load_from_file(os.fsencode(self.path), params)
+        if not handle and cancel is not None and cancel.is_set():
+            backend.take_errors()
+            raise LoadCancelled("loading was cancelled")
         if not handle:
             reason = backend.take_errors() or "llama.cpp could not load it"
             raise ModelLoadError(f"cannot load {self.path.name}: {_short(reason)}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 from engine import params, paths
 from engine.catalog import CATALOG
 from engine.context import Context, ContextParams
-from engine.errors import DuetError, ModelLoadError
+from engine.errors import DuetError, LoadCancelled, ModelLoadError
 from engine.generate import Generator
 from engine.model import Model, ModelSpec
 from engine.native import NativeOwner
@@ -23,6 +24,7 @@ from engine.speculative.params import SpeculativeParams
 from engine.state_cache import DEFAULT_CACHE_BYTES, StateCache
 
 if TYPE_CHECKING:
+    from engine.speculative.later import LaterCurves
     from engine.speculative.speculator import Speculation
 
 log = logging.getLogger(__name__)
@@ -57,15 +59,22 @@ class Runtime(NativeOwner):
     """Owns the loaded models and contexts. Not thread-safe: one owner thread.
 
     ``speculation`` (None with drafter "none") owns the draft model and its context; ``cache``
-    holds saved states of this model's contexts (empty for each new Runtime)."""
+    holds saved states of this model's contexts (empty for each new Runtime). ``later``: the
+    verify-cost curves still to measure (``measure=False`` only; None when there are none)."""
 
-    def __init__(self, config: RuntimeConfig, on_calibrate: Callable[[], None] | None = None) -> None:
-        """``on_calibrate``: called before a verify-cost curve is measured (for progress)."""
+    def __init__(self, config: RuntimeConfig, on_calibrate: Callable[[], None] | None = None,
+                 *, measure: bool = True, cancel: threading.Event | None = None) -> None:
+        """``on_calibrate``: called before a verify-cost curve is measured (for progress).
+        ``measure`` False: a curve not cached is not measured now; speculation decodes plainly
+        until ``later`` has measured it (engine.speculative.later), step by step. ``cancel``:
+        once set, the load stops with LoadCancelled (what was loaded is freed)."""
         self.config = config
         self.speculation: Speculation | None = None
         self.speculations: list[Speculation | None] = []
+        self.later: LaterCurves | None = None
+        self._measure = measure
         self.cache = StateCache(config.state_cache_bytes)
-        self.target: Model = Model(config.target)
+        self.target: Model = Model(config.target, cancel)
         try:
             self.ctx: Context = Context(self.target, config.context)
             if config.speculative.drafter != "none":
@@ -73,12 +82,19 @@ class Runtime(NativeOwner):
 
                 self.speculation = build_speculation(self.target, self.ctx, config.draft,
                                                      config.speculative, config.draft_context,
-                                                     on_calibrate)
+                                                     on_calibrate, measure=measure,
+                                                     cancel=cancel)
+            if cancel is not None and cancel.is_set():
+                raise LoadCancelled("loading was cancelled")
             self.generator = Generator(self.ctx, self.speculation, self.cache)
             # the other sequences' replies draft with their own n-gram drafters (a draft
             # model serves sequence 0 only)
             self.speculations = [self.speculation] + [
                 self._more_speculation(ctx) for ctx in self.ctx.sequences[1:]]
+            if any(s is not None and s.cost is None for s in self.speculations):
+                from engine.speculative.later import LaterCurves
+
+                self.later = LaterCurves(self.ctx, self.speculations)
         except BaseException:
             self.close()
             raise
@@ -90,7 +106,7 @@ class Runtime(NativeOwner):
 
         spec = replace(self.config.speculative, drafter="ngram") \
             if self.config.speculative.drafter == "model" else self.config.speculative
-        return build_speculation(self.target, ctx, None, spec)
+        return build_speculation(self.target, ctx, None, spec, measure=self._measure)
 
     @property
     def draft_model(self) -> Model | None:
@@ -120,6 +136,9 @@ class Runtime(NativeOwner):
     def close(self) -> None:
         """Free everything; afterwards ``target`` and ``ctx`` are gone (AttributeError, never a
         call into a freed llama.cpp object)."""
+        later, self.later = getattr(self, "later", None), None
+        if later is not None:
+            later.close()
         self.cache.clear()
         for obj in (*(self.speculations or [self.speculation]), self.__dict__.pop("ctx", None),
                     self.__dict__.pop("target", None)):

@@ -62,6 +62,7 @@ class Engine:
         self._changed = threading.Condition()
         self._closing = False
         self._gate = gate
+        self._idle: Callable[[], bool] | None = None
         self._thread = threading.Thread(target=self._loop, name="duet-engine", daemon=True)
         self._thread.start()
 
@@ -85,6 +86,14 @@ class Engine:
             self._calls.append((fn, future))
             self._changed.notify_all()
         return future
+
+    def set_idle(self, work: Callable[[], bool]) -> None:
+        """Work done in short steps while no job runs or waits: ``work()`` does one step and
+        returns whether more remains (measuring the verify cost after a load). A job that
+        arrives waits for one step at most."""
+        with self._changed:
+            self._idle = work
+            self._changed.notify_all()
 
     @property
     def queued(self) -> int:
@@ -129,7 +138,8 @@ class Engine:
                 self._gate.wait()
             with self._changed:
                 self._changed.wait_for(lambda: self._closing or self._pending or self._calls
-                                       or self.scheduler.active or self.scheduler.waiting)
+                                       or self.scheduler.active or self.scheduler.waiting
+                                       or self._idle is not None)
                 if self._closing:
                     break
                 while self._pending:
@@ -137,6 +147,9 @@ class Engine:
                 calls, self._calls = list(self._calls), deque()
             for fn, future in calls:
                 self._run_call(fn, future)
+            if not calls and not self.scheduler.active and not self.scheduler.waiting:
+                self._idle_step()
+                continue
             try:
                 self.scheduler.step()
             except Exception:  # a bug: keep serving, fail what was running, log the traceback
@@ -149,6 +162,17 @@ class Engine:
             calls, self._calls = list(self._calls), deque()
         for _, future in calls:
             future.set_exception(DuetError("the engine has stopped"))
+
+    def _idle_step(self) -> None:
+        if self._idle is None:
+            return
+        try:
+            more = self._idle()
+        except Exception:  # a bug: the idle work is dropped, the engine goes on
+            log.exception("the engine's idle work failed")
+            more = False
+        if not more:
+            self._idle = None
 
     def _run_call(self, fn: Callable[[], Any], future: Future) -> None:
         if not future.set_running_or_notify_cancel():

@@ -46,26 +46,40 @@ def _check_cost_cache(obj: object) -> None:
         raise ValueError("it is not an object")
 
 
-def cached_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
-                on_measure: Callable[[], None] | None = None) -> CostModel:
-    """The verify-cost curve of ``ctx``'s model here; ``on_measure`` is called before measuring."""
-    key = _cache_key(ctx, sizes)
+def lookup(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> CostModel | None:
+    """The cached verify-cost curve of ``ctx``'s model here, or None (never measured, or bad)."""
     entries = read_json(_cache_file(), _check_cost_cache) or {}
-    if isinstance(entries.get(key), str):
+    text = entries.get(_cache_key(ctx, sizes))
+    if isinstance(text, str):
         try:
-            cost = CostModel.from_json(entries[key])
+            cost = CostModel.from_json(text)
             if [n for n, _ in cost.verify_s] == sorted(set(sizes)):
                 return cost
             log.warning("ignoring a cached verify cost measured at other batch sizes")
         except ValueError as e:
             log.warning("ignoring a bad cached verify cost: %s", e)
+    return None
+
+
+def store(ctx: Context, cost: CostModel, sizes: Sequence[int] = TUNING.calibration_sizes) -> None:
+    """Cache ``cost`` as the curve of ``ctx``'s model and settings here."""
+    entries = read_json(_cache_file(), _check_cost_cache) or {}
+    try:
+        write_json(_cache_file(), {**entries, _cache_key(ctx, sizes): cost.to_json()}, durable=False)
+    except (OSError, ValueError) as e:
+        log.warning("could not cache the verify cost: %s", e)
+
+
+def cached_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
+                on_measure: Callable[[], None] | None = None) -> CostModel:
+    """The verify-cost curve of ``ctx``'s model here; ``on_measure`` is called before measuring."""
+    cost = lookup(ctx, sizes)
+    if cost is not None:
+        return cost
     if on_measure is not None:
         on_measure()
     cost = measure_cost(ctx, sizes)
-    try:
-        write_json(_cache_file(), {**entries, key: cost.to_json()}, durable=False)
-    except (OSError, ValueError) as e:
-        log.warning("could not cache the verify cost: %s", e)
+    store(ctx, cost, sizes)
     return cost
 
 
@@ -86,25 +100,59 @@ def calibrate(measure: Callable[[int], float], sizes: Sequence[int],
 def measure_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> CostModel:
     """Time target decodes of n tokens (all logits, as in verification) after
     ``calibration_depth`` tokens of context (less in a small context); the context is cleared."""
-    ctx.clear()
-    depth = max(1, min(TUNING.calibration_depth, ctx.n_ctx - max(sizes)))
-    filler = [ctx.model.bos if ctx.model.bos >= 0 else 1] + [100 + i for i in range(depth + max(sizes))]
-    ctx.decode(filler[:depth])  # warm-up, and context to attend to
-
-    def measure(n: int) -> float:
-        t = time.perf_counter()
-        ctx.decode(filler[depth:depth + n], logits="all")
-        ctx.logits_rows()
-        dt = time.perf_counter() - t
-        ctx.rewind(depth)
-        return dt
-
+    measurement = Measurement(ctx, sizes)
     try:
-        cost = calibrate(measure, sizes)
+        while True:
+            measurement.step()
+            if measurement.result is not None:
+                return measurement.result
     finally:
         ctx.clear()
-    log.debug("calibrated verify cost: %s", cost.verify_s)
-    return cost
+
+
+class Measurement:
+    """``measure_cost`` in steps of one decode each (the warm-up in slices of ``WARMUP_SLICE``
+    tokens), so that a thread can do other work between two steps: ``step()`` until ``result``
+    is set. It clears ``ctx`` first, then owns it (its context) until it is done."""
+
+    WARMUP_SLICE = 64
+
+    def __init__(self, ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
+                 repeats: int = TUNING.calibration_repeats) -> None:
+        if repeats < 1 or 1 not in sizes:
+            raise ValueError("calibration needs repeats >= 1 and the size 1")
+        self.ctx = ctx
+        self.order = sorted(set(int(s) for s in sizes))
+        self.depth = max(1, min(TUNING.calibration_depth, ctx.n_ctx - max(self.order)))
+        self.filler = [ctx.model.bos if ctx.model.bos >= 0 else 1] + \
+            [100 + i for i in range(self.depth + max(self.order))]
+        self.times: dict[int, list[float]] = {n: [] for n in self.order}
+        self.runs = [n for _ in range(repeats) for n in self.order]  # the sizes taking turns
+        self.warmup = -(-self.depth // self.WARMUP_SLICE)
+        self.total = self.warmup + len(self.runs)
+        self.done = 0
+        self.result: CostModel | None = None
+        ctx.clear()
+
+    def step(self) -> None:
+        """One slice of the warm-up (context to attend to), or one timed decode."""
+        ctx = self.ctx
+        if self.result is not None:
+            return
+        if self.done < self.warmup:
+            start = self.done * self.WARMUP_SLICE
+            ctx.decode(self.filler[start:min(start + self.WARMUP_SLICE, self.depth)])
+        else:
+            n = self.runs[self.done - self.warmup]
+            t = time.perf_counter()
+            ctx.decode(self.filler[self.depth:self.depth + n], logits="all")
+            ctx.logits_rows()
+            self.times[n].append(time.perf_counter() - t)
+            ctx.rewind(self.depth)
+        self.done += 1
+        if self.done == self.total:
+            self.result = CostModel(tuple((n, statistics.median(self.times[n])) for n in self.order))
+            log.debug("calibrated verify cost: %s", self.result.verify_s)
 
 
 def forget_all() -> None:

@@ -10,6 +10,7 @@ per drafter (engine.speculative.payoff) keeps either from being slower than plai
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
@@ -39,20 +40,33 @@ class Speculation:
     draft_problem: str | None = None
     cost_check: calibration.CostCheck | None = None
 
-    def __init__(self, params: SpeculativeParams, cost: CostModel, *, ngram: NgramDrafter | None = None,
-                 model: ModelDrafter | None = None, draft_cost_s: float = 0.0, draft_pass_s: float = 0.0,
+    def __init__(self, params: SpeculativeParams, cost: CostModel | None, *,
+                 ngram: NgramDrafter | None = None, model: ModelDrafter | None = None,
+                 draft_cost_s: float = 0.0, draft_pass_s: float = 0.0,
                  eog_ids: frozenset[int] = frozenset(), tuning: Tuning = TUNING) -> None:
-        self.params, self.cost, self.eog_ids, self.tuning = params, cost, eog_ids, tuning
+        """``cost`` None: the verify-cost curve is not measured yet; until ``set_cost`` gives
+        it, an adaptive speculation drafts nothing (plain decoding)."""
+        self.params, self.eog_ids, self.tuning = params, eog_ids, tuning
         self.name = params.drafter
         self.ngram, self.model = ngram, model
-        self.ledgers = {"ngram": PayoffLedger(cost, tuning)}
+        self.set_cost(cost, draft_cost_s, draft_pass_s)
+
+    def set_cost(self, cost: CostModel | None, draft_cost_s: float = 0.0,
+                 draft_pass_s: float = 0.0) -> None:
+        """The verify-cost curve (and what a draft model's token and pass cost) the draft
+        lengths are chosen by from the next proposal on."""
+        self.cost = cost
+        self.ledgers: dict[str, PayoffLedger] = {}
         self.model_len = 0  # the draft model's length where it can pay
-        if model is not None:
+        if cost is None:
+            return
+        self.ledgers["ngram"] = PayoffLedger(cost, self.tuning)
+        if self.model is not None:
             model_cost = cost.with_draft_cost(draft_cost_s, draft_pass_s)
-            self.ledgers["model"] = PayoffLedger(model_cost, tuning)
-            alpha = [tuning.model_alpha ** j for j in range(1, params.draft_max + 1)]
+            self.ledgers["model"] = PayoffLedger(model_cost, self.tuning)
+            alpha = [self.tuning.model_alpha ** j for j in range(1, self.params.draft_max + 1)]
             self.model_len = best_length(model_cost, alpha)
-            if not self.model_len and params.drafter == "auto":
+            if not self.model_len and self.params.drafter == "auto":
                 log.info("the draft model cannot pay on this machine (%.0f ms per draft token); "
                          "auto leaves it unused", draft_cost_s * 1000)
 
@@ -66,15 +80,16 @@ class Speculation:
         """A draft for the next pass; ``width``: tokens other sequences already put in it."""
         k_max = min(self.params.draft_max, room)
         adaptive, k_min = self.params.adaptive, self.params.draft_min
-        if k_max < k_min:
+        if k_max < k_min or (adaptive and self.cost is None):
             return Draft()
         if self.ngram is not None:
             draft = _end_at_eog(self.ngram.propose(history, k_max), self.eog_ids)
-            k = best_length(self.cost, draft.survival, width) if adaptive else len(draft.tokens)
+            k = best_length(self.cost, draft.survival, width) \
+                if adaptive and self.cost is not None else len(draft.tokens)
             if k >= k_min and (not adaptive or self.ledgers["ngram"].allows()):
                 return replace(draft, tokens=draft.tokens[:k], survival=draft.survival[:k])
         if self.model is not None and (self.model_len or self.name == "model"):
-            model_len = self.model_len if not width else best_length(
+            model_len = self.model_len if not width or not adaptive else best_length(
                 self.ledgers["model"].cost, [self.tuning.model_alpha ** j for j in range(1, k_max + 1)], width)
             k = min(k_max, model_len) if adaptive and model_len else k_max
             if k >= k_min and (not adaptive or self.ledgers["model"].allows()):
@@ -110,16 +125,20 @@ def _end_at_eog(draft: Draft, eog_ids: frozenset[int]) -> Draft:
 
 def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
                       params: SpeculativeParams, draft_context: ContextParams | None = None,
-                      on_calibrate: Callable[[], None] | None = None) -> Speculation:
+                      on_calibrate: Callable[[], None] | None = None, *,
+                      measure: bool = True, cancel: threading.Event | None = None) -> Speculation:
     """Load the draft model if configured (refusing an incompatible one), calibrate, assemble.
-    ``on_calibrate`` is called before a verify-cost curve is measured (not when it is cached)."""
+    ``on_calibrate`` is called before a verify-cost curve is measured (not when it is cached).
+    ``measure`` False: a curve that is not cached is not measured here; the speculation then
+    has no cost (plain decoding) until ``engine.speculative.later`` measures and gives it.
+    ``cancel``: stops the draft model's load (engine.model.Model)."""
     from engine.speculative.compat import check_pair
 
     draft_model = draft_ctx = model_drafter = problem = None
     draft_cost = draft_pass = 0.0
     with ExitStack() as owned:  # closed unless the whole assembly succeeds
         if draft_spec is not None and params.drafter in ("model", "auto"):
-            draft_model = owned.enter_context(Model(draft_spec))
+            draft_model = owned.enter_context(Model(draft_spec, cancel))
             problem = check_pair(target, draft_model)
             if problem is not None:
                 problem = f"the draft model cannot be used with this target: {problem}"
@@ -130,23 +149,44 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
                 draft_params = draft_context or replace(ctx.params, n_ctx=ctx.n_ctx)
                 draft_ctx = owned.enter_context(Context(draft_model, draft_params))
                 model_drafter = ModelDrafter(draft_ctx, params.p_min)
-                # per draft token: one step; per pass: the correction and the last accepted
-                # draft token, taken in as one batch of two
-                curve = calibration.cached_cost(draft_ctx, (1, 2), on_calibrate)
-                draft_cost, draft_pass = curve.verify_cost(1), curve.verify_cost(2)
         ngram = None
         if params.drafter in ("ngram", "auto") or (params.drafter == "model" and model_drafter is None):
             ngram = NgramDrafter(target, ngram_min=params.ngram_min, ngram_max=params.ngram_max)
-        cost = calibration.cached_cost(ctx, on_measure=on_calibrate)
+        cost: CostModel | None = None
+        if measure:
+            if draft_ctx is not None:
+                # per draft token: one step; per pass: the correction and the last accepted
+                # draft token, taken in as one batch of two
+                curve = calibration.cached_cost(draft_ctx, DRAFT_SIZES, on_calibrate)
+                draft_cost, draft_pass = curve.verify_cost(1), curve.verify_cost(2)
+            cost = calibration.cached_cost(ctx, on_measure=on_calibrate)
+        else:
+            curve_or_none = calibration.lookup(draft_ctx, DRAFT_SIZES) if draft_ctx else None
+            cost = calibration.lookup(ctx)
+            if curve_or_none is not None:
+                draft_cost, draft_pass = curve_or_none.verify_cost(1), curve_or_none.verify_cost(2)
+            elif draft_ctx is not None:
+                cost = None  # both curves come together, later
         owned.pop_all()
     spec = Speculation(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost,
                        draft_pass_s=draft_pass, eog_ids=target.eog_ids)
     spec.draft_model, spec.draft_ctx, spec.draft_problem = draft_model, draft_ctx, problem
+    if cost is not None:
+        check_cost(spec, ctx)
+    return spec
+
+
+DRAFT_SIZES = (1, 2)  # a draft model's curve: one step, and a correction taken in with a token
+
+
+def check_cost(spec: Speculation, ctx: Context) -> None:
+    """Watch the passes of ``spec`` (whose cost is known) against its curve: a curve far off is
+    forgotten, and measured again at the next load."""
+    assert spec.cost is not None
 
     def mismatch(ratio: float) -> None:
         log.warning("verification passes cost %.1fx what the calibration measured (taken while "
                     "the machine was busy?): it is measured again at the next load", ratio)
         calibration.forget(ctx)
 
-    spec.cost_check = calibration.CostCheck(cost, mismatch)
-    return spec
+    spec.cost_check = calibration.CostCheck(spec.cost, mismatch)

@@ -180,9 +180,15 @@ def test_first_run_offers_fetch_with_progress_and_cancel(qtbot, settings, home, 
 def test_measuring_the_verify_cost_again_shows_its_progress(qtbot, window, driver, settings,
                                                            smol_path) -> None:
     settings.update({"drafter": "ngram"})
-    driver.load(smol_path)  # measured here if the session's cache had no curve for it
+    driver.load(smol_path)  # measured after it if the session's cache had no curve for it
+    label = window.status.labels["measuring"]
+    qtbot.waitUntil(lambda: not label.isVisibleTo(window), timeout=LONG_MS)
     driver.relay.events.clear()
-    with qtbot.waitSignal(window.model_loaded, timeout=LONG_MS):
+    with qtbot.waitSignal(window.model_loaded, timeout=LONG_MS) as loaded:
         window.recalibrate()  # forgets the curves and reloads: measured again, with progress
-    texts = [p.text for p in driver.relay.of("progress") if p.op == "calibrate"]
-    assert len(texts) == 1 and "Measuring what a verification pass costs" in texts[0]
+    assert loaded.args[0].measuring and label.isVisibleTo(window)
+    qtbot.waitUntil(lambda: not label.isVisibleTo(window), timeout=LONG_MS)
+    steps = [p for p in driver.relay.of("progress") if p.op == "calibrate"]
+    assert [p.done for p in steps] == sorted(p.done for p in steps) and len(steps) > 1
+    assert steps[-1].done == steps[-1].total and "Speculative decoding is on" in steps[-1].text
+    assert "Speculative decoding is on" in window.status.currentMessage()

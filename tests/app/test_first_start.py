@@ -1,0 +1,68 @@
+"""The first start through the window: chat before the verify cost is measured, and a load that
+can be cancelled."""
+
+from __future__ import annotations
+
+import json
+
+from engine import paths
+from engine.speculative.tuning import TUNING
+
+from app.requests import Progress
+
+LONG_MS = 180_000
+
+
+def test_first_reply_comes_before_the_verify_cost_is_measured(qtbot, window, driver, smol_path,
+                                                            settings) -> None:
+    curves = paths.cache_dir() / "verify-cost.json"
+    curves.unlink(missing_ok=True)  # a fresh home: no curve measured on this machine yet
+    settings.update({"drafter": "ngram"})
+    # the message is sent while the model loads, as a person would type at the first start
+    with qtbot.waitSignal(window.controller.reply_finished, timeout=LONG_MS) as replied:
+        window.load_models(smol_path)
+        window.controller.send("Name two fruits.")
+    assert replied.args[0].done.text.strip()
+    first = replied.args[0].done.stats
+    assert first.n_tokens > 0 and first.proposed == 0  # no curve yet: decoded plainly
+    label = window.status.labels["measuring"]
+    events = driver.relay.events
+    calibrating = [obj for name, _, obj in events if name == "progress" and obj.op == "calibrate"]
+    assert all(p.done < p.total for p in calibrating)  # the measurement had not ended...
+    assert label.isVisibleTo(window) and "Measuring" in label.text()  # ...and the window says so
+    assert not curves.exists() or json.loads(curves.read_text()) == {}
+    # between replies it goes on, and ends: the label goes, one line says drafting is on
+    qtbot.waitUntil(lambda: not label.isVisibleTo(window), timeout=LONG_MS)
+    last = [obj for name, _, obj in events if name == "progress" and obj.op == "calibrate"][-1]
+    assert isinstance(last, Progress) and last.done == last.total
+    assert "Speculative decoding is on" in window.status.currentMessage()
+    assert len(json.loads(curves.read_text())) == 1  # cached: the next start measures nothing
+    spec = window.model_info.engine.runtime.speculation
+    assert spec.cost is not None and [n for n, _ in spec.cost.verify_s] == \
+        sorted(TUNING.calibration_sizes)
+    order = [name for name, _, obj in events if name in ("tokens", "finished") or (
+        name == "progress" and obj.op == "calibrate" and obj.done == obj.total)]
+    assert order.index("tokens") < order.index("finished") < order.index("progress")
+    assert driver.send("Repeat: apple, banana, apple, banana.").done.stats.n_tokens > 0
+    # the next load finds the curve cached: nothing to measure
+    info = driver.load(smol_path)
+    assert not info.measuring and not label.isVisibleTo(window)
+
+
+def test_a_load_can_be_cancelled_and_the_window_loads_again(qtbot, window, driver,
+                                                           smol_path) -> None:
+    target = smol_path.parent / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    with qtbot.waitSignal(window.model_failed, timeout=LONG_MS) as failed:
+        window.load_models(target if target.exists() else smol_path)
+        assert window.models.cancel_button.isVisibleTo(window)  # Cancel, while "Loading…"
+        window.models.cancel_button.click()
+    failure = failed.args[0]
+    assert failure.op == "load" and failure.cancelled
+    assert window.notice.text() == "Loading was cancelled: choose a model and press Load."
+    assert "\n" not in window.notice.text() and window.notice.kind == "info"
+    assert not window.models.cancel_button.isVisibleTo(window)
+    assert window.models.load_button.isEnabled() and window.models.target_combo.isEnabled()
+    assert window.model_info is None and not window.loading
+    info = driver.load(smol_path)  # another choice loads as usual
+    assert info.target_path == smol_path
+    assert driver.send("Say hi.").done.stats.n_tokens > 0
