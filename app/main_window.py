@@ -21,7 +21,6 @@ from engine import paths
 from engine.conversation.export import export
 from engine.errors import DuetError
 from engine.model import check_gguf_file
-from engine.runtime import STARTER_FILES
 
 from app import theme
 from app.chat_view import ChatView
@@ -29,7 +28,8 @@ from app.composer import Composer
 from app.controller import ChatController
 from app.conversation import SUFFIX, Conversation, RecentFiles
 from app.engine_client import EngineClient
-from app.models_panel import FirstRunPanel, ModelsPanel, gguf_paths, installed_models
+from app.models_panel import (FirstRunPanel, ModelsPanel, gguf_paths, installed_models,
+                              starter_pair)
 from app.notice import NoticeBar
 from app.presets import PresetBar
 from app.requests import Failure, Fetched, ModelInfo, Progress
@@ -105,6 +105,7 @@ class MainWindow(QMainWindow):
         self.composer = Composer(self)
         self.presets = PresetBar(self)
         self.first_run = FirstRunPanel(self)
+        self.first_run.use_requested.connect(self.use_starters)
         self.first_run.fetch_requested.connect(self.fetch_starters)
         self.first_run.open_requested.connect(self._first_run_open)
         self.first_run.cancel_requested.connect(lambda: self.client.cancel("fetch"))
@@ -203,20 +204,29 @@ class MainWindow(QMainWindow):
 
     # -- models ----------------------------------------------------------------------------
     def _choose_initial_models(self, autoload: bool) -> None:
+        """The model chosen last loads at once. Nobody has chosen yet: nothing loads; the
+        first-run panel offers the starter models (one button) or their fetch, and other
+        installed models wait in the models bar for Load."""
         s = self.settings
         target = Path(s["target_model"]) if s["target_model"] else None
-        draft = Path(s["draft_model"]) if s["draft_model"] else None
-        installed = installed_models()
-        if target is None or not target.exists():
-            starter = paths.models_dir() / STARTER_FILES["target"]
-            target = starter if starter.exists() else (installed[-1] if installed else None)
-            starter_draft = paths.models_dir() / STARTER_FILES["draft"]
-            draft = starter_draft if target == starter and starter_draft.exists() else None
-        self.models.populate(target, draft)
-        if target is None:
+        if target is not None and target.exists():
+            draft = Path(s["draft_model"]) if s["draft_model"] else None
+            self.models.populate(target, draft)
+            if autoload:
+                self.load_models(target, draft)
+            return
+        starters, installed = starter_pair(), installed_models()
+        self.models.populate(*(starters or (installed[-1] if installed else None, None)))
+        self.first_run.offer_starters(starters is not None)
+        if starters is not None or not installed:
             self.stack.setCurrentWidget(self.first_run)
-        elif autoload:
-            self.load_models(target, draft)
+
+    def use_starters(self) -> None:
+        starters = starter_pair()
+        if starters is None:  # gone since the window opened
+            self.first_run.offer_starters(False)
+            return
+        self.load_models(*starters)
 
     def load_models(self, target: Path, draft: Path | None = None) -> None:
         try:

@@ -37,6 +37,15 @@ def gguf_paths(urls: Iterable[QUrl]) -> list[Path]:
             if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf")]
 
 
+def starter_pair(folder: Path | None = None) -> tuple[Path, Path | None] | None:
+    """The starter target in the models folder and its draft (None if absent), or None."""
+    folder = folder or paths.models_dir()
+    target, draft = (folder / CATALOG[key].filename for key in ("target", "draft"))
+    if not target.exists():
+        return None
+    return target, draft if draft.exists() else None
+
+
 def installed_models(folder: Path | None = None) -> list[Path]:
     """GGUF files in the models folder and its subfolders, smallest first (partial downloads
     excluded)."""
@@ -273,20 +282,21 @@ def describe(info: ModelInfo) -> str:
 
 
 class FirstRunPanel(QWidget):
-    """Shown when no model is installed: fetch the starter models, or open a GGUF file."""
+    """Shown while nobody has chosen a model: use the starter models when they are here (one
+    button), else fetch them; or open a GGUF file."""
 
+    use_requested = Signal()
     fetch_requested = Signal()
     open_requested = Signal()
     cancel_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        size_gb = sum(CATALOG[k].size for k in ("target", "draft")) / 1e9
-        title = QLabel("<h2>No model yet</h2>", self)
-        text = QLabel("Duet runs GGUF language models on this computer. Fetch the starter models "
-                      f"(Qwen2.5-Coder 1.5B with a 0.5B draft, about {size_gb:.1f} GB) or open a "
-                      "GGUF file you already have.", self)
-        text.setWordWrap(True)
+        self.title = QLabel(self)
+        self.text = QLabel(self)
+        self.text.setWordWrap(True)
+        self.use_button = QPushButton("Use the starter models", self)
+        self.use_button.clicked.connect(self.use_requested)
         self.fetch_button = QPushButton("Fetch the starter models", self)
         self.open_button = QPushButton("Open a GGUF file…", self)
         self.cancel_button = QPushButton("Cancel", self)
@@ -296,19 +306,37 @@ class FirstRunPanel(QWidget):
         self.open_button.clicked.connect(self.open_requested)
         self.cancel_button.clicked.connect(self.cancel_requested)
         buttons = QHBoxLayout()
+        buttons.addWidget(self.use_button)
         buttons.addWidget(self.fetch_button)
         buttons.addWidget(self.open_button)
         buttons.addWidget(self.cancel_button)
         buttons.addStretch(1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(32, 32, 32, 32)
-        layout.addWidget(title)
-        layout.addWidget(text)
+        layout.addWidget(self.title)
+        layout.addWidget(self.text)
         layout.addLayout(buttons)
         layout.addWidget(self.progress)
         layout.addWidget(self.progress_label)
         layout.addStretch(1)
+        self.offer_starters(False)
         self.set_fetching(False)
+
+    def offer_starters(self, here: bool) -> None:
+        """``here``: the starter models are in the models folder (Use them), else Fetch them."""
+        size_gb = sum(CATALOG[k].size for k in ("target", "draft")) / 1e9
+        if here:
+            self.title.setText("<h2>Choose a model</h2>")
+            self.text.setText("Duet runs GGUF language models on this computer. The starter models "
+                              "(Qwen2.5-Coder 1.5B with a 0.5B draft) are here: use them, or open "
+                              "another GGUF file.")
+        else:
+            self.title.setText("<h2>No model yet</h2>")
+            self.text.setText("Duet runs GGUF language models on this computer. Fetch the "
+                              "starter models (Qwen2.5-Coder 1.5B with a 0.5B draft, about "
+                              f"{size_gb:.1f} GB) or open a GGUF file you already have.")
+        self.use_button.setVisible(here)
+        self.fetch_button.setVisible(not here)
 
     def set_fetching(self, on: bool) -> None:
         self.fetch_button.setEnabled(not on)

@@ -115,7 +115,9 @@ class Measurement:
     tokens), so that a thread can do other work between two steps: ``step()`` until ``result``
     is set. It clears ``ctx`` first, then owns it (its context) until it is done."""
 
-    WARMUP_SLICE = 64
+    # a warm-up slice is no larger than the largest batch the target's curve times, so a reply
+    # waits for at most one decode of a size the measurement makes anyway
+    WARMUP_SLICE = max(TUNING.calibration_sizes)
 
     def __init__(self, ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
                  repeats: int = TUNING.calibration_repeats) -> None:

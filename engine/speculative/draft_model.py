@@ -18,6 +18,10 @@ from engine.generate import align
 from engine.sampling import Sampler, distribution
 from engine.speculative.draft import Draft
 
+# A draft model's verify-cost curve: one step per draft token, and per pass a batch of two (the
+# correction taken in with the last accepted draft token).
+CURVE_SIZES = (1, 2)
+
 
 class ModelDrafter:
     name = "model"

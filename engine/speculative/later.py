@@ -17,7 +17,8 @@ from engine.context import Context
 from engine.speculative import calibration
 from engine.speculative.calibration import Measurement
 from engine.speculative.controller import CostModel
-from engine.speculative.speculator import DRAFT_SIZES, Speculation, check_cost
+from engine.speculative.draft_model import CURVE_SIZES
+from engine.speculative.speculator import Speculation, check_cost
 from engine.speculative.tuning import TUNING
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ class LaterCurves:
         draft_ctx = next((s.draft_ctx for s in self.waiting if s.draft_ctx is not None), None)
         wanted: list[tuple[Context, tuple[int, ...]]] = [(ctx, TUNING.calibration_sizes)]
         if draft_ctx is not None:
-            wanted.append((draft_ctx, DRAFT_SIZES))
+            wanted.append((draft_ctx, CURVE_SIZES))
         self.curves: dict[tuple[int, ...], CostModel] = {}
         self.todo: list[tuple[Context, tuple[int, ...]]] = []
         for c, sizes in wanted:
@@ -78,7 +79,7 @@ class LaterCurves:
 
     def _give(self) -> None:
         cost = self.curves[TUNING.calibration_sizes]
-        draft = self.curves.get(DRAFT_SIZES)
+        draft = self.curves.get(CURVE_SIZES)
         for spec in self.waiting:
             if spec.draft_ctx is not None and draft is not None:
                 spec.set_cost(cost, draft.verify_cost(1), draft.verify_cost(2))

@@ -21,7 +21,7 @@ from engine.sampling import Sampler
 from engine.speculative import calibration
 from engine.speculative.controller import CostModel, best_length
 from engine.speculative.draft import Draft
-from engine.speculative.draft_model import ModelDrafter
+from engine.speculative.draft_model import CURVE_SIZES, ModelDrafter
 from engine.speculative.ngram import NgramDrafter
 from engine.speculative.params import SpeculativeParams
 from engine.speculative.payoff import PayoffLedger
@@ -157,11 +157,11 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
             if draft_ctx is not None:
                 # per draft token: one step; per pass: the correction and the last accepted
                 # draft token, taken in as one batch of two
-                curve = calibration.cached_cost(draft_ctx, DRAFT_SIZES, on_calibrate)
+                curve = calibration.cached_cost(draft_ctx, CURVE_SIZES, on_calibrate)
                 draft_cost, draft_pass = curve.verify_cost(1), curve.verify_cost(2)
             cost = calibration.cached_cost(ctx, on_measure=on_calibrate)
         else:
-            curve_or_none = calibration.lookup(draft_ctx, DRAFT_SIZES) if draft_ctx else None
+            curve_or_none = calibration.lookup(draft_ctx, CURVE_SIZES) if draft_ctx else None
             cost = calibration.lookup(ctx)
             if curve_or_none is not None:
                 draft_cost, draft_pass = curve_or_none.verify_cost(1), curve_or_none.verify_cost(2)
@@ -174,9 +174,6 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
     if cost is not None:
         check_cost(spec, ctx)
     return spec
-
-
-DRAFT_SIZES = (1, 2)  # a draft model's curve: one step, and a correction taken in with a token
 
 
 def check_cost(spec: Speculation, ctx: Context) -> None:

@@ -66,3 +66,30 @@ def test_a_load_can_be_cancelled_and_the_window_loads_again(qtbot, window, drive
     info = driver.load(smol_path)  # another choice loads as usual
     assert info.target_path == smol_path
     assert driver.send("Say hi.").done.stats.n_tokens > 0
+
+
+def test_nobody_chose_a_model_yet_so_the_starters_are_offered_with_one_button(
+        qtbot, settings, home) -> None:
+    from app.main_window import MainWindow
+    from app.models_panel import starter_pair
+
+    from tests.app.conftest import Driver, quit_without_asking
+
+    starters = starter_pair()
+    assert starters is not None, "the test group fetches the starter models"
+    assert not settings["target_model"]  # a fresh home: no choice saved
+    w = MainWindow(settings, autoload=True)
+    qtbot.addWidget(w, before_close_func=quit_without_asking)
+    w.show()
+    try:
+        assert w.stack.currentWidget() is w.first_run and not w.loading  # nothing loads by itself
+        assert w.first_run.use_button.isVisibleTo(w)
+        assert not w.first_run.fetch_button.isVisibleTo(w)  # they are here: nothing to fetch
+        with qtbot.waitSignal(w.model_loaded, timeout=LONG_MS) as loaded:
+            w.first_run.use_button.click()
+        assert (loaded.args[0].target_path, loaded.args[0].draft_path) == starters
+        assert w.stack.currentWidget() is w.chat_view
+        assert settings["target_model"] == str(starters[0])  # chosen now: loads at the next start
+        assert Driver(qtbot, w).send("Say hi.").done.stats.n_tokens > 0
+    finally:
+        w.close()

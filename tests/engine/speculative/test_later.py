@@ -18,8 +18,8 @@ from engine.sampling import Sampler, SamplingParams
 from engine.service import Engine, Job
 from engine.speculative import calibration
 from engine.speculative.later import steps
+from engine.speculative.draft_model import CURVE_SIZES
 from engine.speculative.params import SpeculativeParams
-from engine.speculative.speculator import DRAFT_SIZES
 from engine.speculative.tuning import TUNING
 from engine.context import ContextParams
 
@@ -44,7 +44,7 @@ def test_a_runtime_without_a_curve_decodes_plainly_until_it_is_measured(smol_pat
         spec, later = rt.speculation, rt.later
         assert spec is not None and later is not None
         assert spec.cost is None and spec.cost_check is None  # nothing measured at the load
-        assert later.total == steps(TUNING.calibration_sizes) + steps(DRAFT_SIZES)
+        assert later.total == steps(TUNING.calibration_sizes) + steps(CURVE_SIZES)
         history = [5, 6, 7, 8, 5, 6, 7]  # a copy the n-gram drafter would offer
         spec.begin(history)
         assert spec.plan(history, 64, Sampler(GREEDY)).tokens == ()  # plain decoding
@@ -56,7 +56,7 @@ def test_a_runtime_without_a_curve_decodes_plainly_until_it_is_measured(smol_pat
         assert rt.ctx.n_past == 3
         assert spec.cost is not None and spec.cost_check is not None
         assert calibration.lookup(rt.ctx) == spec.cost  # cached under the real context's key
-        assert calibration.lookup(spec.draft_ctx, DRAFT_SIZES) is not None
+        assert calibration.lookup(spec.draft_ctx, CURVE_SIZES) is not None
     with Runtime(config(smol_path, "auto", smol_path), measure=False) as again:
         assert again.later is None and again.speculation.cost == spec.cost  # the next start
     entries = json.loads((fresh_cache / "cache" / "verify-cost.json").read_text())
