@@ -109,11 +109,10 @@ class ChatController(QObject):
         if conv.path is None:  # new, never saved
             pass
         elif conv.loaded:
-            if not conv.dirty and self.library.cached != conv.id and \
-                    self.can_chat() and self.generating is None:
-                # Another conversation is in the engine's cache: restore this one's saved KV
-                # state (off the GUI thread) rather than recompute its history on the next reply.
-                self.client.open(conv.id, conv.path)
+            if not conv.dirty and self.can_chat() and self.generating is None:
+                # its saved KV state, where the engine holds less of it (the engine's thread
+                # decides): the next reply then need not recompute its history
+                self.client.open(conv.id, conv.path, shown=True)
         else:
             self.client.open(conv.id, conv.path)
         self.library.show(conv)
@@ -271,7 +270,6 @@ class ChatController(QObject):
 
     def _start(self, conv: Conversation, messages: tuple[Message, ...],
                continue_text: str | None = None) -> None:
-        self.library.cached = conv.id
         self._live[conv.id] = (0.0, 0, 0)
         self._set_generating(conv.id)
         self.client.chat(conv.id, messages, self.sampling_for(conv),
@@ -378,7 +376,6 @@ class ChatController(QObject):
         self.conversation_saved.emit(saved)
 
     def on_model_loaded(self, _info: object) -> None:
-        self.library.cached = None
         for conv in self.conversations:
             conv.status.n_past = 0
 
@@ -387,7 +384,6 @@ class ChatController(QObject):
         if conv is None:
             return
         if res.restored_kv:
-            self.library.cached = conv.id
             conv.set_status(n_past=res.n_past, n_ctx=res.n_ctx)
         self.recent.add(res.path)
         shown = conv.loaded and conv.engine_messages() == res.messages

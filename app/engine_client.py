@@ -65,8 +65,8 @@ class EngineClient(QObject):
              settings: Mapping[str, Any], with_kv: bool) -> None:
         self._save.emit(SaveRequest(conversation_id, path, tuple(messages), settings, with_kv))
 
-    def open(self, conversation_id: str, path: Path) -> None:
-        self._open.emit(OpenRequest(conversation_id, path))
+    def open(self, conversation_id: str, path: Path, *, shown: bool = False) -> None:
+        self._open.emit(OpenRequest(conversation_id, path, shown))
 
     def fetch(self, keys: Sequence[str]) -> FetchRequest:
         req = FetchRequest(tuple(keys))

@@ -71,8 +71,12 @@ class SaveRequest:
 
 @dataclass(frozen=True)
 class OpenRequest:
+    """``shown``: the conversation is on screen already; its saved KV state is restored only
+    where the engine holds less of it (in sequence 0 or its state cache)."""
+
     conversation_id: str
     path: Path
+    shown: bool = False
 
 
 @dataclass(frozen=True)

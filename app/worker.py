@@ -150,7 +150,8 @@ class EngineWorker(QObject):
             if engine is None:
                 res, n_past, n_ctx = _open(req.path, None), 0, 0
             else:
-                res, n_past, n_ctx = engine.call(lambda: _open_live(req.path, engine)).result()
+                res, n_past, n_ctx = engine.call(
+                    lambda: _open_live(req.path, engine, req.shown)).result()
             self.opened.emit(Opened(req.conversation_id, req.path, tuple(res.messages),
                                     res.settings, res.restored_kv, res.note, res.model_path,
                                     n_past if res.restored_kv else 0, n_ctx))
@@ -305,10 +306,22 @@ def _open(path: Path, runtime: Runtime | None) -> OpenResult:
     return open_conversation(path, runtime)
 
 
-def _open_live(path: Path, engine: Engine) -> tuple[OpenResult, int, int]:
+def _open_live(path: Path, engine: Engine, shown: bool = False) -> tuple[OpenResult, int, int]:
     """On the engine's thread: keep what sequence 0 holds in the state cache, then open the
-    file into it (its KV state, when it fits)."""
+    file into it (its KV state, when it fits). ``shown``: only if the file's state covers more
+    than sequence 0 or the state cache already hold (else the text alone: the next reply takes
+    the held state)."""
+    from engine.prefix import common_prefix
+    from engine.session.format import read_meta
+    from engine.session.store import open_conversation
+
     rt = engine.runtime
+    if shown:
+        kv = read_meta(path).kv_target
+        held = max(common_prefix(rt.ctx.tokens, kv.tokens), rt.cache.covers(kv.tokens)) \
+            if kv is not None else 0
+        if kv is None or held >= len(kv.tokens):
+            return open_conversation(path, rt, use_kv=False), rt.ctx.n_past, rt.ctx.n_ctx
     if rt.cache.max_bytes > 0:
         rt.cache.keep(rt.ctx)
     res = _open(path, rt)

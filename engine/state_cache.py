@@ -85,6 +85,11 @@ class StateCache:
             return common_prefix(target.tokens, prompt)  # nothing (the failed restore cleared it)
         return best
 
+    def covers(self, tokens: Sequence[int]) -> int:
+        """The longest prefix of ``tokens`` a saved state holds (nothing is restored)."""
+        return max((common_prefix(entry[0][0], tokens) for entry in self._entries.values()),
+                   default=0)
+
     def keep(self, ctx: Context) -> None:
         """Save what ``ctx`` holds (before something else is loaded into it), if worth it."""
         if ctx.n_past >= MIN_SAVE and self.max_bytes > 0:

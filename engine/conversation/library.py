@@ -20,7 +20,6 @@ class Library:
         self.conversations: list[Conversation] = []
         self.current: Conversation | None = None
         self.generating: str | None = None  # id of the conversation being answered
-        self.cached: str | None = None  # id of the conversation the engine's KV cache holds
         self._listeners: list[Listener] = []
         for conv in conversations:
             self.add(conv, first=False, show=False)
@@ -62,8 +61,6 @@ class Library:
             return
         conv.unsubscribe(self._relay)
         self.conversations.remove(conv)
-        if self.cached == conv.id:
-            self.cached = None
         if conv is self.current:
             self.current = None
         self._emit("list", conv)

@@ -19,7 +19,7 @@ def _autosaved(qtbot, window, driver, text: str):
 
 def test_autosave_then_reopen_restores_the_kv_state(qtbot, window, driver, smol_path,
                                                    settings) -> None:
-    settings.update({"autosave": True, "save_kv": True})
+    settings.update({"autosave": True, "save_kv": True, "state_cache_mb": 0})  # only the file
     driver.load(smol_path)
     first, saved = _autosaved(qtbot, window, driver, "Tell me one fact about owls.")
     path = saved.path
@@ -49,6 +49,30 @@ def test_autosave_then_reopen_restores_the_kv_state(qtbot, window, driver, smol_
     stats = follow.done.stats
     # the saved history (prompt and reply) came back from the file, not from a prefill
     assert stats.n_cached_tokens >= first.done.stats.n_prompt_tokens + first.done.stats.n_tokens - 2
+
+
+def test_going_back_takes_the_state_the_engine_holds_else_the_files(qtbot, window, driver,
+                                                                    smol_path, settings) -> None:
+    settings.update({"autosave": True, "save_kv": True})  # the engine's state cache on
+    driver.load(smol_path)
+    notes = "Owls hunt at night; their soft feathers make their flight silent. " * 4
+    first, saved = _autosaved(qtbot, window, driver, f"{notes}Tell me one fact about owls.")
+    owls = window.controller.current
+    window.controller.new()
+    _autosaved(qtbot, window, driver, "Unrelated: name a colour.")
+    colour = window.controller.current
+    # the engine kept the owls' state when the colour took sequence 0: the file's is not read
+    with qtbot.waitSignal(window.controller.conversation_opened, timeout=LONG_MS) as opened:
+        window.controller.select(owls.id)
+    assert not opened.args[0].restored_kv and opened.args[0].note is None
+    follow, _ = _autosaved(qtbot, window, driver, "And another one?")
+    done = first.done.stats
+    assert follow.done.stats.n_cached_tokens >= done.n_prompt_tokens + done.n_tokens - 2
+    # a new load holds nothing: going back restores the colour's state from its file
+    driver.load(smol_path)
+    with qtbot.waitSignal(window.controller.conversation_opened, timeout=LONG_MS) as opened:
+        window.controller.select(colour.id)
+    assert opened.args[0].restored_kv
 
 
 def test_reopen_falls_back_to_text_and_says_so(qtbot, window, driver, smol_path, settings) -> None:
