@@ -30,6 +30,7 @@ from app.conversation import RecentFiles, saved_conversations, unique_path
 from app.engine_client import EngineClient
 from app.requests import Failure, Opened, Reply, RescuePlan, Saved, TokenBatch
 from app.settings import SAMPLING_KEYS, Settings, sampling_params
+from app.tool_flow import ToolFlow, ToolSource
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,12 @@ class ChatController(QObject):
         self.can_chat: Callable[[], bool] = lambda: True
         self._live: dict[str, tuple[float, int, int]] = {}  # id → (first token at, tokens, drafted)
         self._pending_notice: dict[str, str] = {}  # id → notice to show once it is opened
+        # the MCP servers' tools (the window's Tools, once any server is set up)
+        self.tools_source: Callable[[], ToolSource | None] = lambda: None
+        self.tool_flow = ToolFlow(lambda: self.tools_source(),
+                                  lambda: self.settings["max_tool_rounds"], self)
+        self.tool_flow.next_reply = self._more
+        self.tool_flow.ended = self._round_ended
         self.library.subscribe(self._on_library)
         w = client.worker
         w.tokens.connect(self.on_tokens)
@@ -232,7 +239,13 @@ class ChatController(QObject):
         self._start(conv, messages, continue_text=turn.text)
 
     def stop(self) -> None:
+        """Stop the reply being written, or the tool call waiting or running (Esc)."""
         self.client.cancel("chat")
+        self.tool_flow.cancel()
+
+    def answer_tool(self, answer: str) -> None:
+        """The person's answer to the tool call waiting: "once", "always" or "deny"."""
+        self.tool_flow.answer(answer)
 
     def apply_preset(self, preset: Preset, conv: Conversation | None = None) -> None:
         """Give ``conv`` (the one shown) ``preset``: its system prompt, sampling and drafter.
@@ -268,13 +281,28 @@ class ChatController(QObject):
         conv.begin_reply(regenerate)
         self._start(conv, conv.engine_messages())
 
+    def _more(self, conv: Conversation) -> None:
+        """The next reply of a tool round: every call of the last one has its result."""
+        conv.begin_reply()
+        self._start(conv, conv.engine_messages(), first=False)
+
+    def _round_ended(self, conv: Conversation) -> None:
+        """A tool round stopped without a reply to follow (cancelled while a call waited)."""
+        if conv.id == self.generating:
+            self._set_generating(None)
+        if self.settings["autosave"]:
+            self.save(conv)
+
     def _start(self, conv: Conversation, messages: tuple[Message, ...],
-               continue_text: str | None = None) -> None:
+               continue_text: str | None = None, *, first: bool = True) -> None:
+        tools, read_calls = self.tool_flow.tools_for(conv, first=first) \
+            if continue_text is None else ((), False)
         self._live[conv.id] = (0.0, 0, 0)
         self._set_generating(conv.id)
         self.client.chat(conv.id, messages, self.sampling_for(conv),
                          continue_text=continue_text, rescue=self._rescue_plan(conv),
-                         speculate=conv.settings.get("drafter") != "none")
+                         speculate=conv.settings.get("drafter") != "none",
+                         tools=tools, read_calls=read_calls)
 
     def _rescue_plan(self, conv: Conversation) -> RescuePlan:
         """How the worker saves ``conv`` if the process must end during this reply (a lost RPC
@@ -320,7 +348,7 @@ class ChatController(QObject):
         conv = self.by_id(reply.conversation_id)
         self._live.pop(reply.conversation_id, None)
         if conv is not None:
-            conv.finish_reply(reply.done)
+            conv.finish_reply(reply.done, reply.calls)
             notice: tuple[str, str, str | None, Callable[[], None] | None] | None = None
             if reply.done.reason == "context_full":
                 notice = ("The context is full: start a new conversation or choose a "
@@ -337,6 +365,9 @@ class ChatController(QObject):
                               "info", None, None)
             conv.set_status(stats=reply.done.stats, live=False, n_past=reply.n_past,
                             n_ctx=reply.n_ctx, notice=notice)
+            if self.tool_flow.on_reply(conv, reply.calls, reply.done.reason):
+                self.reply_finished.emit(reply)  # its calls are answered, then a reply follows
+                return
         if reply.conversation_id == self.generating:
             self._set_generating(None)
         if conv is not None and self.settings["autosave"]:
@@ -422,6 +453,7 @@ class ChatController(QObject):
         if failure.op == "chat":
             self._live.pop(failure.conversation_id or "", None)
             if conv is not None:
+                self.tool_flow.drop(conv)
                 conv.status.live = False
                 if failure.worker_lost:
                     self._worker_lost(conv, failure.message)

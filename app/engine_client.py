@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject, QThread, Signal
 from engine.chat import Message
 from engine.runtime import RuntimeConfig
 from engine.sampling import SamplingParams
+from engine.tools import Tool
 
 from app.requests import (ChatRequest, FetchRequest, LoadRequest, OpenRequest, RescuePlan,
                           SaveRequest)
@@ -54,9 +55,11 @@ class EngineClient(QObject):
 
     def chat(self, conversation_id: str, messages: Sequence[Message],
              sampling: SamplingParams, *, continue_text: str | None = None,
-             rescue: RescuePlan | None = None, speculate: bool = True) -> ChatRequest:
+             rescue: RescuePlan | None = None, speculate: bool = True,
+             tools: tuple[Tool, ...] = (), read_calls: bool = True) -> ChatRequest:
         req = ChatRequest(conversation_id, tuple(messages), sampling,
-                          continue_text=continue_text, rescue=rescue, speculate=speculate)
+                          continue_text=continue_text, rescue=rescue, speculate=speculate,
+                          tools=tools, read_calls=read_calls)
         self._remember("chat", req.cancel)
         self._chat.emit(req)
         return req

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QMainWin
 from engine import paths
 from engine.conversation.export import export
 from engine.errors import DuetError
+from engine.mcp import config as mcp_config
 from engine.model import check_gguf_file
 
 from app import theme
@@ -39,7 +40,7 @@ from app.sidebar import Sidebar
 from app import model_memory
 from app.local_server import LocalServer
 from app.status import StatusBar
-from app.tools_panel import open_tools_dialog
+from app.tools_panel import Tools, open_tools_dialog, tools_for
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,8 @@ class MainWindow(QMainWindow):
         self.local_server.stopped.connect(self.status.clear_server)
         self.local_server.failed.connect(self.notice.show_error)
         self.controller.start()
+        if any(server.enabled for server in mcp_config.load().servers):
+            tools_for(self)  # the person's MCP servers start with the window
         self._choose_initial_models(autoload)
         self.resize(1100, 760)
 
@@ -145,6 +148,8 @@ class MainWindow(QMainWindow):
         self.chat_view.edit_requested.connect(c.edit)
         self.chat_view.switch_requested.connect(c.switch)
         self.chat_view.continue_requested.connect(c.continue_reply)
+        self.chat_view.tool_answered.connect(c.answer_tool)
+        c.tools_source = lambda: self.findChild(Tools)
         self.sidebar.selected.connect(c.select)
         self.sidebar.new_requested.connect(c.new)
         self.sidebar.delete_requested.connect(c.delete)
@@ -178,7 +183,7 @@ class MainWindow(QMainWindow):
         self._action(conv, "&Delete", self.delete_dialog)
         self._action(conv, "&Export the branch shown…", self.export_dialog)
         self._action(conv, "&Find…", self.sidebar.search.setFocus, QKeySequence.StandardKey.Find)
-        self._action(conv, "S&top the reply", c.stop)
+        self._action(conv, "S&top the reply or tool call", c.stop, QKeySequence("Esc"))
         model = bar.addMenu("&Model")
         self._action(model, "Choose &target model…", lambda: self._browse_model(False))
         self._action(model, "Choose &draft model…", lambda: self._browse_model(True))

@@ -15,10 +15,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from engine.chat import Message
+from engine.chat import Message, ToolCall
 from engine.events import Done, Token
 from engine.runtime import RuntimeConfig
 from engine.sampling import SamplingParams
+from engine.tools import Tool
 
 
 def _frozen_mapping(obj: object, name: str) -> None:
@@ -55,6 +56,8 @@ class ChatRequest:
     continue_text: str | None = None  # go on with this reply (the last message is the user's)
     rescue: RescuePlan | None = None
     speculate: bool = True  # False: no drafting for this reply (its preset's drafter is none)
+    tools: tuple[Tool, ...] = ()  # the tools the model is shown (its template renders them)
+    read_calls: bool = True  # False: calls are left in the text (the last reply of a round)
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,7 @@ class Reply:
     n_ctx: int
     dropped: int = 0  # the oldest messages left out to fit the context
     shift_note: str | None = None  # why the kept turns were recomputed, not shifted
+    calls: tuple[ToolCall, ...] = ()  # the tool calls the reply made (out of ``done.text``)
 
 
 @dataclass(frozen=True)

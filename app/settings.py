@@ -33,6 +33,7 @@ from engine.runtime import RuntimeConfig, endpoints, tensor_split
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
 from engine.state_cache import DEFAULT_CACHE_BYTES
+from engine.tools import MAX_ROUNDS
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,9 @@ SCHEMA: tuple[Option, ...] = (
            "now", CONVERSATIONS),
     Option("autosave", bool, True, "Autosave", "Save the conversation after every reply.",
            "now", CONVERSATIONS),
+    Option("max_tool_rounds", int, MAX_ROUNDS, "Tool rounds per reply",
+           "How many replies in a row may call tools (MCP) before the model must answer "
+           "(0: tools are shown but no call is run).", "now", CONVERSATIONS, 0, 64),
     Option("state_cache_mb", int, DEFAULT_CACHE_BYTES >> 20, "Conversation cache (MiB)",
            "Memory for the states of recent conversations and reply versions (and the local "
            "server's clients), so going back to one does not read it again (0: none).",

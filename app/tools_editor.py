@@ -120,7 +120,8 @@ class ServerEditor(QDialog):
         if name in self.taken:
             raise ToolConfigError(f"there is already a server named {name!r}")
         kept = {} if self.original is None else {"enabled": self.original.enabled,
-                                                 "disabled_tools": self.original.disabled_tools}
+                                                 "disabled_tools": self.original.disabled_tools,
+                                                 "allowed_tools": self.original.allowed_tools}
         if self.kind.currentIndex() == 0:
             args = [line for line in self.args.toPlainText().split("\n") if line != ""]
             return ServerConfig.stdio(name, self.command.text().strip(), args, self.env.pairs(), **kept)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -23,7 +24,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from engine import paths
 from engine import rescue
-from engine.chat import Message
+from engine.chat import Message, ToolCall
 from engine.conversation.store import cut_reply
 from engine.errors import DecodeError, DuetError, LoadCancelled, MessageTooLongError, WorkerLostError
 from engine.events import Done, PromptProgress, Stats, Token
@@ -31,6 +32,9 @@ from engine.model import check_gguf_file
 from engine.prompt import chat_tokens, fit_messages
 from engine.runtime import Runtime
 from engine.service import Engine, Job, QueueFull
+from engine.session.meta import MAX_TOOL_CALLS
+from engine.tools.prompting import tool_prompt
+from engine.tools.scanner import Scanner
 
 from app.requests import (ChatRequest, Failure, FetchRequest, Fetched, LoadRequest, ModelInfo,
                           Opened, OpenRequest, Progress, Reply, RescuePlan, SaveRequest, Saved,
@@ -121,7 +125,14 @@ class EngineWorker(QObject):
                     self.finished.emit(Reply(req.conversation_id, Done("cancelled", "", (), Stats()),
                                              0, n_ctx))
                     return
-            relay = _Relay(self, req, dropped)
+            scanner = None
+            if req.continue_text is None and (req.tools or any(m.role == "tool" or m.tool_calls
+                                                               for m in req.messages)):
+                # a chat with tools: the template shows them, the reply is read for calls
+                prompt, fmt = tool_prompt(model, req.messages, req.tools, cancel=req.cancel)
+                scanner = Scanner(fmt, [t.name for t in req.tools] if req.read_calls else [])
+                dropped = 0
+            relay = _Relay(self, req, dropped, scanner)
             try:
                 engine.submit(Job(prompt, req.sampling, relay.emit, cancel=req.cancel, slot=0,
                                   speculate=req.speculate))
@@ -241,10 +252,14 @@ class _Relay:
     """One reply's events, on the engine's thread, turned into the worker's signals: tokens
     coalesced, the reply so far kept for a rescue if an RPC worker dies mid-pass."""
 
-    def __init__(self, worker: EngineWorker, req: ChatRequest, dropped: int) -> None:
+    def __init__(self, worker: EngineWorker, req: ChatRequest, dropped: int,
+                 scanner: Scanner | None = None) -> None:
         self.worker, self.req, self.dropped = worker, req, dropped
         self.batches: Coalescer[Token] = Coalescer(worker.token_interval)
         self.parts: list[str] = []  # the reply so far
+        self.scanner = scanner  # a chat with tools: the calls are taken out of the text
+        self.shown: list[str] = []  # with a scanner: the text released (calls taken out)
+        self.calls: list[ToolCall] = []
         self.runtime = worker.runtime
         self.hook = self._rescue_hook()
 
@@ -253,19 +268,24 @@ class _Relay:
         try:
             if isinstance(item, Token):
                 self.parts.append(item.text)
-                batch = self.batches.add(item, boundary=item.step_end)
-                if batch:
-                    w.tokens.emit(TokenBatch(cid, tuple(batch)))
+                for tok in self._scanned(item):
+                    batch = self.batches.add(tok, boundary=tok.step_end)
+                    if batch:
+                        w.tokens.emit(TokenBatch(cid, tuple(batch)))
             elif isinstance(item, PromptProgress):
                 w.progress.emit(Progress("prompt", item.done, item.total))
             elif isinstance(item, Done):
                 self.end()
+                if self.scanner is not None:  # the reply's text is what is left of the calls
+                    for piece in self.scanner.feed(item.tail) + self.scanner.close():
+                        self._take(piece)
+                    item = replace(item, text="".join(self.shown))
                 rest = self.batches.flush()
                 if rest:
                     w.tokens.emit(TokenBatch(cid, tuple(rest)))
                 ctx = self.runtime.ctx if self.runtime is not None and not self.runtime.closed else None
                 w.finished.emit(Reply(cid, item, ctx.n_past if ctx else 0, ctx.n_ctx if ctx else 0,
-                                      self.dropped, item.note))
+                                      self.dropped, item.note, tuple(self.calls)))
             elif isinstance(item, Exception):
                 self.end()
                 log.warning("chat failed: %s", item)
@@ -273,6 +293,26 @@ class _Relay:
                                       worker_lost=isinstance(item, WorkerLostError)))
         except Exception:  # never let a relay break the engine's thread
             log.exception("relaying a reply's event failed")
+
+    def _scanned(self, tok: Token) -> list[Token]:
+        """``tok`` as shown: with a scanner, the text it releases (a call's text is held
+        and never shown), each piece marked as drafted when ``tok`` was."""
+        if self.scanner is None:
+            return [tok]
+        out = []
+        for piece in self.scanner.feed(tok.text):
+            text = self._take(piece)
+            if text:
+                out.append(replace(tok, text=text))
+        return out
+
+    def _take(self, piece: str | ToolCall) -> str:
+        if isinstance(piece, ToolCall):
+            if len(self.calls) < MAX_TOOL_CALLS:  # (more than a file may hold are dropped)
+                self.calls.append(piece)
+            return ""
+        self.shown.append(piece)
+        return piece
 
     def end(self) -> None:
         if self.hook is not None:

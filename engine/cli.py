@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from engine import logsetup
 from engine.errors import DuetError
+from engine.tools import MAX_ROUNDS
 
 if TYPE_CHECKING:
     from engine.events import Token
@@ -41,7 +42,7 @@ def _add_tool_arguments(p: argparse.ArgumentParser) -> None:
                         "'*' allows all); calls of other tools are refused")
     g.add_argument("--tool-choice", default="auto", metavar="auto|required|none|NAME",
                    help="whether the first reply must call a tool (required, or the tool NAME)")
-    g.add_argument("--max-tool-rounds", type=int, default=4, metavar="N",
+    g.add_argument("--max-tool-rounds", type=int, default=MAX_ROUNDS, metavar="N",
                    help="replies that may call tools before the model must answer (default 4)")
 
 

@@ -109,7 +109,7 @@ def gui_gaps(home: Path, model: Path) -> dict[str, float]:
 
 
 def render_cost() -> tuple[float, float]:
-    from app.chat_view import MessageWidget
+    from app.message_widget import MessageWidget
     from app.conversation import Turn
     from app.render import render
     from app.theme import LIGHT_COLORS

@@ -1,6 +1,6 @@
 """Finding saved conversations by their text: an SQLite FTS5 index of every version of every
-message, so that a search reads no ``.duet`` file. No Qt; not thread-safe (the app uses one
-from its search thread).
+message (tool results and the names and arguments of tool calls included), so that a search
+reads no ``.duet`` file. No Qt; not thread-safe (the app uses one from its search thread).
 
 Each file is indexed with its size and modification time; a search first indexes again the
 files that changed since (or were never indexed) and forgets the ones that are gone, so the
@@ -20,7 +20,7 @@ import logging
 import os
 import sqlite3
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from engine import paths
 from engine.errors import SessionError
@@ -49,14 +49,24 @@ def default_path() -> Path:
 
 def saved_texts(path: Path) -> list[str]:
     """Every text of the conversation saved at ``path``: its messages and every version in its
-    tree, each once. Raises SessionError or OSError."""
+    tree (tool results, and tool calls' names and arguments, as export.turn_texts), each once.
+    Raises SessionError or OSError."""
     meta = session_format.read_meta(path)
-    texts = [m.content for m in meta.messages]
+    texts: list[Any] = []
+    for m in meta.messages:
+        texts.append(m.content)
+        texts += [s for c in m.tool_calls for s in (c.name, c.arguments)]
     tree = meta.settings.get("tree")
     if isinstance(tree, dict) and isinstance(tree.get("nodes"), list):
-        texts += [n["text"] for n in tree["nodes"] if isinstance(n, dict)
-                  and isinstance(n.get("text"), str)]
-    return list(dict.fromkeys(texts))
+        for n in tree["nodes"]:
+            if not isinstance(n, dict):
+                continue
+            texts.append(n.get("text"))
+            calls = n.get("tool_calls")
+            if isinstance(calls, list):
+                texts += [c.get(key) for c in calls if isinstance(c, dict)
+                          for key in ("name", "arguments")]
+    return list(dict.fromkeys(t for t in texts if isinstance(t, str)))
 
 
 def scan(query: str, files: Sequence[Path]) -> list[Path]:

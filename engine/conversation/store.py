@@ -2,10 +2,12 @@
 
 A flat list of nodes (parents before children, ``parent`` -1 for the first messages) so that a
 long chat is never deeply nested JSON. Each node keeps its reply's stats, finish reason and
-drafted spans, so a reopened conversation shows them again. Reading validates everything and
-returns None on anything unexpected, or when the tree's current path is not exactly the saved
-messages (an older Duet, or another tool, wrote the file): the caller then shows the messages
-as a linear chat.
+drafted spans, so a reopened conversation shows them again; a reply's ``tool_calls`` and a tool
+result's ``tool_call_id`` and ``name`` are written only when present, so a tree without tool
+turns is the same as before. Reading validates everything (the tool fields within the limits of
+engine.session.meta) and returns None on anything unexpected, or when the tree's current path
+is not exactly the saved messages, tool fields included (an older Duet, or another tool, wrote
+the file): the caller then shows the messages as a linear chat.
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ import logging
 import math
 from typing import Any, Sequence
 
-from engine.chat import Message
+from engine.chat import Message, ToolCall
 from engine.events import Stats
 from engine.conversation.tree import Conversation, Node, Turn
+from engine.session.meta import MAX_ARGUMENTS_CHARS, MAX_TOOL_CALLS, MAX_TOOL_ID_CHARS
 
 log = logging.getLogger(__name__)
 
 TREE_VERSION = 1
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 MAX_NODES = 100_000
 _STAT_FIELDS = {f.name: f.type for f in dataclasses.fields(Stats)}
 
@@ -54,18 +57,27 @@ CUT = "worker_lost"  # the finish reason of a reply cut by a lost RPC worker
 
 
 def tree_to_json(conv: Conversation, *, streaming: bool = False) -> dict[str, Any]:
-    """The tree as JSON; the streaming reply is left out unless ``streaming``."""
+    """The tree as JSON; the streaming reply (or tool turn still waiting or running) is left
+    out unless ``streaming``, and so is whatever follows it."""
     nodes: list[dict[str, Any]] = []
     index: dict[int, int] = {id(conv.root): -1}
     for node in conv.walk():
         t = node.turn
-        if t.streaming and not streaming:
+        if (t.streaming and not streaming) or id(node.parent) not in index:
             continue
         index[id(node)] = len(nodes)
-        nodes.append({"parent": index[id(node.parent)], "role": t.role, "text": t.text,
-                      "time": t.time, "chosen": node.chosen,
-                      "spans": [[a, b] for a, b in t.spans], "stats": stats_to_json(t.stats),
-                      "reason": t.reason, "think_s": t.think_s})
+        d: dict[str, Any] = {
+            "parent": index[id(node.parent)], "role": t.role, "text": t.text, "time": t.time,
+            "chosen": node.chosen, "spans": [[a, b] for a, b in t.spans],
+            "stats": stats_to_json(t.stats), "reason": t.reason, "think_s": t.think_s}
+        if t.tool_calls:
+            d["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                               for c in t.tool_calls]
+        if t.tool_call_id is not None:
+            d["tool_call_id"] = t.tool_call_id
+        if t.name is not None:
+            d["name"] = t.name
+        nodes.append(d)
     return {"version": TREE_VERSION, "chosen": conv.root.chosen, "nodes": nodes}
 
 
@@ -97,9 +109,9 @@ def tree_from_json(obj: Any, messages: Sequence[Message]) -> Node | None:
         return None
     path, node = [], root.current
     while node is not None:
-        path.append((node.turn.role, node.turn.text))
+        path.append(node.turn.message())  # compared on role, text and tool fields (not time)
         node = node.current
-    if path != [(m.role, m.content) for m in messages]:
+    if path != list(messages):
         log.warning("ignoring the saved conversation tree: its current path is not the messages")
         return None
     return root
@@ -132,7 +144,9 @@ def _parse(obj: Any) -> Node | None:
         turn = Turn(role, text, spans, stats_from_json(d.get("stats")),
                     reason if isinstance(reason, str) else None, time=float(when),
                     think_s=float(think) if type(think) in (int, float) and
-                    math.isfinite(think) and think >= 0 else None)
+                    math.isfinite(think) and think >= 0 else None,
+                    tool_calls=_calls(d.get("tool_calls", []), i),
+                    tool_call_id=_tool_id(d, "tool_call_id", i), name=_tool_id(d, "name", i))
         parent = root if parent_i < 0 else nodes[parent_i]
         node = Node(turn, parent)
         parent.children.append(node)
@@ -144,6 +158,33 @@ def _parse(obj: Any) -> Node | None:
     c = obj.get("chosen", 0)
     root.chosen = c if type(c) is int and 0 <= c < len(root.children) else 0
     return root
+
+
+def _calls(raw: Any, i: int) -> tuple[ToolCall, ...]:
+    if not isinstance(raw, list) or len(raw) > MAX_TOOL_CALLS:
+        raise ValueError(f"node {i} has tool_calls that are not a list of at most "
+                         f"{MAX_TOOL_CALLS}")
+    calls = []
+    for c in raw:
+        if not isinstance(c, dict) or set(c) != {"id", "name", "arguments"}:
+            raise ValueError(f"node {i} has a malformed tool call")
+        arguments = c["arguments"]
+        if not isinstance(arguments, str) or len(arguments) > MAX_ARGUMENTS_CHARS:
+            raise ValueError(f"node {i} has a tool call with bad arguments")
+        calls.append(ToolCall(_short(c["id"], "tool call id", i),
+                              _short(c["name"], "tool call name", i), arguments))
+    return tuple(calls)
+
+
+def _tool_id(d: dict[str, Any], key: str, i: int) -> str | None:
+    """``d[key]`` (the call a tool result answers, or its function's name), None when absent."""
+    return _short(d[key], key, i) if key in d else None
+
+
+def _short(value: Any, what: str, i: int) -> str:
+    if not isinstance(value, str) or len(value) > MAX_TOOL_ID_CHARS:
+        raise ValueError(f"node {i} has a bad {what}")
+    return value
 
 
 def describe(obj: Any) -> str | None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from engine.chat import Message
+from engine.chat import Message, ToolCall
 from engine.events import Done, Stats, Token
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,13 @@ TITLE_CHARS = 48
 
 @dataclass
 class Turn:
-    """One message. ``spans``: character ranges of ``text`` that came from the drafter."""
+    """One message. ``spans``: character ranges of ``text`` that came from the drafter.
+
+    Tool turns: an assistant's ``tool_calls`` are the calls its reply made (taken out of its
+    text); a ``tool`` turn is the result of call ``tool_call_id`` (function ``name``), untrusted
+    text. A tool turn is ``streaming`` while it waits for the person (``ask``) or runs; it ends
+    with ``reason`` None (it ran), "error" (the tool failed), "denied" or "cancelled".
+    """
 
     role: str
     text: str
@@ -41,9 +47,19 @@ class Turn:
     streaming: bool = False
     time: float = field(default_factory=time.time)  # when it was written (epoch seconds)
     think_s: float | None = None  # how long a <think> section took to stream (None: none)
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    ask: bool = False
 
     def message(self) -> Message:
-        return Message(self.role, self.text, self.time)
+        return Message(self.role, self.text, self.time, tool_calls=self.tool_calls,
+                       tool_call_id=self.tool_call_id, name=self.name)
+
+    @classmethod
+    def of(cls, m: Message) -> Turn:
+        return cls(m.role, m.content, time=m.time, tool_calls=m.tool_calls,
+                   tool_call_id=m.tool_call_id, name=m.name)
 
 
 class Node:
@@ -261,12 +277,14 @@ class Conversation:
         self.notify("text", len(nodes) - 1)
         return turn
 
-    def finish_reply(self, done: Done) -> Turn | None:
+    def finish_reply(self, done: Done, calls: Sequence[ToolCall] = ()) -> Turn | None:
         """End the streaming reply with ``done`` (its text is authoritative: it holds the tail;
-        after ``resume_reply`` it is what was added to the reply)."""
+        after ``resume_reply`` it is what was added to the reply); ``calls``: the tool calls
+        it made (taken out of its text)."""
         turn = self.streaming
-        if turn is None:
+        if turn is None or turn.role != "assistant":
             return None
+        turn.tool_calls = tuple(calls)
         head = turn.text[:self._resumed_at] if self._resumed_at is not None else ""
         self._resumed_at = None
         text = head + done.text
@@ -277,6 +295,39 @@ class Conversation:
         self.dirty = True
         self.notify("text", len(self.turns) - 1)
         return turn
+
+    # -- tool turns ----------------------------------------------------------------------
+    def add_tool(self, call: ToolCall) -> Turn:
+        """The result of ``call`` to come, after the last message: waiting for the person."""
+        turn = Turn("tool", "", streaming=True, tool_call_id=call.id, name=call.name, ask=True)
+        at = len(self.turns)
+        self._last().add(turn)
+        self.notify("path", at)
+        return turn
+
+    def run_tool(self, turn: Turn) -> None:
+        """The person allowed the call of ``turn``: it runs now."""
+        turn.ask = False
+        self.notify("text", self._index(turn))
+
+    def finish_tool(self, turn: Turn, text: str, reason: str | None = None) -> None:
+        """The call of ``turn`` ended: its result (None), an "error", "denied" or "cancelled"."""
+        turn.text, turn.reason, turn.streaming, turn.ask = text, reason, False, False
+        turn.time = time.time()
+        self.dirty = True
+        self.notify("text", self._index(turn))
+
+    def call_of(self, index: int) -> ToolCall | None:
+        """The call that tool turn ``index`` answers (in the reply before it), if any."""
+        turns = self.turns
+        turn_id = turns[index].tool_call_id
+        for t in reversed(turns[:index]):
+            if t.role == "assistant":
+                return next((c for c in t.tool_calls if c.id == turn_id), None)
+        return None
+
+    def _index(self, turn: Turn) -> int:
+        return next(i for i, t in enumerate(self.turns) if t is turn)
 
     def abort_reply(self) -> None:
         """Drop a reply that failed before producing anything; keep partial text otherwise."""
@@ -340,7 +391,7 @@ class Conversation:
         self.root = Node.root()
         node = self.root
         for m in messages:
-            node = node.add(Turn(m.role, m.content, time=m.time))
+            node = node.add(Turn.of(m))
         self.loaded = True
         self.dirty = False
         self.notify("path", 0)

@@ -67,6 +67,7 @@ class ServerConfig:
     headers: Pairs = field(default=(), repr=False)
     enabled: bool = True
     disabled_tools: frozenset[str] = frozenset()
+    allowed_tools: frozenset[str] = frozenset()  # the person said "Always allow" for these
 
     def __post_init__(self) -> None:
         check_server(self)
@@ -196,6 +197,8 @@ def server_to_json(s: ServerConfig) -> dict[str, Any]:
     else:
         out.update(url=s.url, headers=dict(s.headers))
     out.update(enabled=s.enabled, disabledTools=sorted(s.disabled_tools))
+    if s.allowed_tools:
+        out["alwaysAllow"] = sorted(s.allowed_tools)
     return out
 
 
@@ -220,6 +223,7 @@ def server_from_json(raw: Any) -> ServerConfig:
     if not isinstance(enabled, bool):
         raise ToolConfigError(f"server {name!r}: enabled must be true or false")
     disabled_tools = frozenset(_strings(raw.get("disabledTools", []), f"{name}: disabledTools"))
+    allowed_tools = frozenset(_strings(raw.get("alwaysAllow", []), f"{name}: alwaysAllow"))
     for key in ("command", "url"):
         if key in raw and not isinstance(raw[key], str):
             raise ToolConfigError(f"server {name!r}: {key} must be a string")
@@ -228,7 +232,7 @@ def server_from_json(raw: Any) -> ServerConfig:
         args=tuple(_strings(raw.get("args", []), f"{name}: args")),
         env=_string_map(raw.get("env", {}), f"{name}: env"),
         headers=_string_map(raw.get("headers", {}), f"{name}: headers"), enabled=enabled,
-        disabled_tools=disabled_tools)
+        disabled_tools=disabled_tools, allowed_tools=allowed_tools)
 
 
 def config_from_json(data: Any) -> McpConfig:

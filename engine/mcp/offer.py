@@ -8,6 +8,7 @@ import threading
 from engine.chat import ToolCall
 from engine.mcp.content import ToolResult
 from engine.mcp.host import ToolHost
+from engine.mcp.toolbox import Toolbox
 from engine.tools import Tool
 from engine.tools.rounds import Offer
 
@@ -15,16 +16,26 @@ from engine.tools.rounds import Offer
 def offer(host: ToolHost) -> Offer:
     """What ``host`` offers now (one snapshot: later changes to the servers do not move it)."""
     box = host.toolbox()
-    tools = tuple(Tool(f.function, f.tool.description, f.spec()["function"]["parameters"])
-                  for f in box.tools)
+    tools = tools_of(box)
 
     def run(call: ToolCall, cancel: threading.Event) -> ToolResult:
-        where = box.resolve(call.name)
-        if where is None:
-            return ToolResult.error(f"no tool is named {call.name!r}")
-        arguments = call.parsed_arguments()
-        if not isinstance(arguments, dict):
-            return ToolResult.error(f"{call.name}: the arguments are not a JSON object")
-        return host.call(*where, arguments, cancel=cancel)
+        return call_tool(host, box, call, cancel)
 
     return Offer(tools, run)
+
+
+def tools_of(box: Toolbox) -> tuple[Tool, ...]:
+    """The tools of ``box`` as a model is shown them."""
+    return tuple(Tool(f.function, f.tool.description, f.spec()["function"]["parameters"])
+                 for f in box.tools)
+
+
+def call_tool(host: ToolHost, box: Toolbox, call: ToolCall, cancel: threading.Event) -> ToolResult:
+    """Run ``call`` on the server and tool its function name stands for in ``box``."""
+    where = box.resolve(call.name)
+    if where is None:
+        return ToolResult.error(f"no tool is named {call.name!r}")
+    arguments = call.parsed_arguments()
+    if not isinstance(arguments, dict):
+        return ToolResult.error(f"{call.name}: the arguments are not a JSON object")
+    return host.call(*where, arguments, cancel=cancel)

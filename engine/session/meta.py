@@ -5,9 +5,14 @@ never hands the app a half-valid conversation; ``to_json`` gives plain JSON (lis
 int, finite float, bool, None).
 
 Size limits (checked on reading and on saving): at most ``MAX_MESSAGES`` messages of at most
-``MAX_MESSAGE_CHARS`` characters each, and ``MAX_TEXT_CHARS`` in all; with the metadata itself
+``MAX_MESSAGE_CHARS`` characters each, and ``MAX_TEXT_CHARS`` in all (tool calls' arguments
+included; a message has at most ``MAX_TOOL_CALLS``); with the metadata itself
 under ``format.MAX_META_BYTES``. They keep the text a reply re-reads each turn to a few seconds
 of tokenizing at most, far beyond what any context holds.
+
+Tool turns: an assistant's message may carry ``tool_calls`` and a ``tool`` message names the call
+it answers (``tool_call_id``, ``name``); those keys are written only when present, so a file
+without tool turns is the same as before and the format stays 2.
 
 Format 2 adds ``kv.<role>.probe``: the top logits of the last few tokens, recomputed from the
 restored KV state when the file is opened (engine.session.probe). Format 1 files are read with
@@ -29,7 +34,10 @@ MAX_MESSAGE_CHARS = 4_000_000
 MAX_TEXT_CHARS = 16_000_000
 MAX_PROBE_ROWS = 8
 MAX_PROBE_TOP = 64
-ROLES = frozenset({"system", "user", "assistant"})
+MAX_TOOL_CALLS = 64  # per message
+MAX_TOOL_ID_CHARS = 256  # a call's id and its function's name
+MAX_ARGUMENTS_CHARS = 1_000_000
+ROLES = frozenset({"system", "user", "assistant", "tool"})
 KV_ROLES = ("target", "draft")
 MAX_TOKEN_ID = 2**31
 _MAX_DEPTH = 32
@@ -44,11 +52,12 @@ def _fail(what: str) -> SessionError:
     return SessionError(f"the session metadata is invalid: {what}"[:300])
 
 
-def _dict(obj: Any, keys: set[str], where: str) -> dict[str, Any]:
+def _dict(obj: Any, keys: set[str], where: str, optional: frozenset[str] = frozenset()
+          ) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise _fail(f"{where} is not an object")
-    if set(obj) != keys:
-        extra, missing = sorted(set(obj) - keys), sorted(keys - set(obj))
+    if not keys <= set(obj) <= keys | optional:
+        extra, missing = sorted(set(obj) - keys - optional), sorted(keys - set(obj))
         raise _fail(f"{where} has unexpected keys {extra} / lacks {missing}")
     return obj
 
@@ -97,23 +106,77 @@ def check_plain_json(obj: Any, where: str = "settings", depth: int = 0) -> None:
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A function call an assistant made; ``arguments``: the JSON text of its arguments."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str = "tool call") -> ToolCall:
+        d = _dict(obj, {"id", "name", "arguments"}, where)
+        if isinstance(d["arguments"], str) and len(d["arguments"]) > MAX_ARGUMENTS_CHARS:
+            raise _fail(f"{where}.arguments is longer than {MAX_ARGUMENTS_CHARS:,} characters")
+        return cls(_tool_id(d["id"], f"{where}.id"), _tool_id(d["name"], f"{where}.name"),
+                   _str(d["arguments"], f"{where}.arguments"))
+
+
+def _tool_id(obj: Any, where: str) -> str:
+    if isinstance(obj, str) and len(obj) > MAX_TOOL_ID_CHARS:
+        raise _fail(f"{where} is longer than {MAX_TOOL_ID_CHARS} characters")
+    return _str(obj, where)
+
+
+_TOOL_KEYS = frozenset({"tool_calls", "tool_call_id", "name"})
+
+
+@dataclass(frozen=True)
 class Message:
+    """A saved message; an assistant's may carry ``tool_calls``, a ``tool`` message is the
+    result of call ``tool_call_id`` (function ``name``)."""
+
     role: str  # one of ROLES
     content: str
     time: str  # ISO 8601
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"role": self.role, "content": self.content, "time": self.time}
+        d: dict[str, Any] = {"role": self.role, "content": self.content, "time": self.time}
+        if self.tool_calls:
+            d["tool_calls"] = [c.to_json() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            d["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            d["name"] = self.name
+        return d
 
     @classmethod
     def from_json(cls, obj: Any, where: str = "message") -> Message:
-        d = _dict(obj, {"role", "content", "time"}, where)
+        d = _dict(obj, {"role", "content", "time"}, where, _TOOL_KEYS)
         if not isinstance(d["role"], str) or d["role"] not in ROLES:
             raise _fail(f"{where} has an unknown role")
         if isinstance(d["content"], str) and len(d["content"]) > MAX_MESSAGE_CHARS:
             raise _fail(f"{where} is longer than {MAX_MESSAGE_CHARS:,} characters")
+        calls = d.get("tool_calls", [])
+        if not isinstance(calls, list) or len(calls) > MAX_TOOL_CALLS:
+            raise _fail(f"{where}.tool_calls is not a list of at most {MAX_TOOL_CALLS} calls")
+        opt = {key: _tool_id(d[key], f"{where}.{key}") if key in d else None
+               for key in ("tool_call_id", "name")}
         return cls(d["role"], _str(d["content"], f"{where}.content"),
-                   _iso(d["time"], f"{where}.time"))
+                   _iso(d["time"], f"{where}.time"),
+                   tuple(ToolCall.from_json(c, f"{where}.tool_calls[{i}]")
+                         for i, c in enumerate(calls)), opt["tool_call_id"], opt["name"])
+
+    @property
+    def n_chars(self) -> int:
+        """Its text and its calls' arguments, in characters (counted against MAX_TEXT_CHARS)."""
+        return len(self.content) + sum(len(c.arguments) for c in self.tool_calls)
 
 
 @dataclass(frozen=True)
@@ -273,7 +336,7 @@ class SessionMeta:
             raise _fail(f"it holds more than {MAX_MESSAGES:,} messages")
         messages = tuple(Message.from_json(m, f"messages[{i}]")
                          for i, m in enumerate(d["messages"]))
-        if sum(len(m.content) for m in messages) > MAX_TEXT_CHARS:
+        if sum(m.n_chars for m in messages) > MAX_TEXT_CHARS:
             raise _fail(f"its messages hold more than {MAX_TEXT_CHARS:,} characters")
         if not isinstance(d["settings"], dict):
             raise _fail("settings is not an object")

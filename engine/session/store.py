@@ -19,13 +19,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from engine.chat import Message
+from engine.chat import Message, ToolCall
 from engine.errors import DecodeError, ModelLoadError, SessionError
 from engine.session.fingerprint import check_model, file_fingerprint, fingerprint_size, kv_layout
 from engine.session import probe
 from engine.session.format import read_meta, read_session, write_session
 from engine.session.meta import KVLayout, KVState, ModelInfo, SessionMeta, utc_now_iso
 from engine.session.meta import Message as SavedMessage
+from engine.session.meta import ToolCall as SavedCall
 
 if TYPE_CHECKING:
     from engine.context import Context
@@ -111,19 +112,24 @@ def model_info(ctx: Context) -> tuple[ModelInfo, bool]:
 
 
 def to_saved(m: Message) -> SavedMessage:
-    """engine.chat.Message (epoch seconds) → the file's message (ISO 8601 UTC)."""
+    """engine.chat.Message (epoch seconds) → the file's message (ISO 8601 UTC), tool calls and
+    the call a tool result answers included."""
     try:
         stamp = datetime.fromtimestamp(m.time, timezone.utc).isoformat()
     except (OverflowError, OSError, ValueError):  # a time no calendar can hold
         stamp = datetime.fromtimestamp(0, timezone.utc).isoformat()
-    return SavedMessage(m.role, m.content, stamp)
+    return SavedMessage(m.role, m.content, stamp,
+                        tuple(SavedCall(c.id, c.name, c.arguments) for c in m.tool_calls),
+                        m.tool_call_id, m.name)
 
 
 def from_saved(m: SavedMessage) -> Message:
     when = datetime.fromisoformat(m.time)
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
-    return Message(m.role, m.content, when.timestamp())
+    return Message(m.role, m.content, when.timestamp(),
+                   tuple(ToolCall(c.id, c.name, c.arguments) for c in m.tool_calls),
+                   m.tool_call_id, m.name)
 
 
 # ─── saving ───────────────────────────────────────────────────────────────────

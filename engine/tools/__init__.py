@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MAX_ROUNDS = 4  # replies in a row that may call tools (the CLI's and the window's default)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from engine.events import Done, Event, Stats, Token
 from engine.mcp.content import ToolResult
 from engine.model import Model
 from engine.sampling import SamplingParams
-from engine.tools import Tool, ToolChoice
+from engine.tools import MAX_ROUNDS, Tool, ToolChoice
 from engine.tools.prompting import call_grammar, tool_prompt
 from engine.tools.scanner import Scanner
 
@@ -76,7 +76,7 @@ RoundEvent = Text | Done | CallAnswered | RoundsDone
 
 def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, params: SamplingParams,
                 *, ask: Callable[[ToolCall], bool], choice: ToolChoice = ToolChoice(),
-                max_rounds: int = 4, cancel: threading.Event | None = None) -> Iterator[RoundEvent]:
+                max_rounds: int = MAX_ROUNDS, cancel: threading.Event | None = None) -> Iterator[RoundEvent]:
     """Reply to ``messages`` with up to ``max_rounds`` rounds of tool calls. ``choice`` holds
     for the first reply (required: it is a call); later replies choose freely. Yields the text,
     each reply's Done, each answered call, then RoundsDone. The calls a reply completed run

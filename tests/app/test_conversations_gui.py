@@ -194,7 +194,7 @@ def test_the_draft_mark_is_on_text_only_in_both_themes(qapp) -> None:
 
 
 def test_user_messages_render_as_markdown_without_html(qtbot) -> None:
-    from app.chat_view import MessageWidget
+    from app.message_widget import MessageWidget
     from app.conversation import Turn
 
     w = MessageWidget(Turn("user", "Look:\n\n```python\nx = 1\n```\n\n<b>not bold</b>"))

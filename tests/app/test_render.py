@@ -6,7 +6,7 @@ from PySide6.QtGui import QColor, QTextCursor, QTextDocument
 
 from engine.events import Token
 
-from app.chat_view import MessageWidget
+from app.message_widget import MessageWidget
 from app.conversation import Conversation
 from app.markdown import MARK_CLOSE, MARK_OPEN
 from app.render import monospace_font, render

@@ -5,7 +5,7 @@ from __future__ import annotations
 from engine.conversation.tree import Conversation, Turn
 from engine.events import Token
 
-from app.chat_view import MessageWidget
+from app.message_widget import MessageWidget
 
 
 def test_a_finished_thinking_section_is_collapsed(qtbot) -> None:

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from typing import Any, Callable
 
+import pytest
+
+from engine.chat import ToolCall
 from engine.conversation.library import Library
 from engine.conversation.store import describe, tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation
@@ -139,6 +144,113 @@ def test_a_tree_that_does_not_match_the_messages_or_is_damaged_is_ignored() -> N
     bad["nodes"][2]["spans"] = [[0, 10_000]]
     assert tree_from_json(bad, c.engine_messages()) is None
     assert describe({"version": 1, "nodes": "x"}).startswith("invalid")
+
+
+CALL = ToolCall("call_1", "get_current_time", '{"timezone": "Asia/Tokyo"}')
+OTHER = ToolCall("call_2", "read_file", '{"path": "notes.txt"}')
+
+
+def with_tools() -> Conversation:
+    """A reply with two tool calls: one ran, one denied; then the answer."""
+    c = Conversation()
+    c.add_user("What time is it in Tokyo?")
+    c.begin_reply()
+    c.finish_reply(done("Let me check."), [CALL, OTHER])
+    ran = c.add_tool(CALL)
+    c.run_tool(ran)
+    c.finish_tool(ran, '{"time": "09:00"}')
+    c.finish_tool(c.add_tool(OTHER), "", "denied")
+    answered(c, "It is 9 am.")
+    return c
+
+
+def tool_fields(conv: Conversation) -> list[tuple[Any, ...]]:
+    return [(t.role, t.text, t.tool_calls, t.tool_call_id, t.name, t.reason, t.ask)
+            for t in conv.turns]
+
+
+def test_tool_turns_round_trip_through_json() -> None:
+    c = with_tools()
+    data = json.loads(json.dumps(tree_to_json(c)))
+    assert data["nodes"][1]["tool_calls"] == [
+        {"id": "call_1", "name": "get_current_time", "arguments": '{"timezone": "Asia/Tokyo"}'},
+        {"id": "call_2", "name": "read_file", "arguments": '{"path": "notes.txt"}'}]
+    assert data["nodes"][3]["tool_call_id"] == "call_2" and data["nodes"][3]["name"] == "read_file"
+    root = tree_from_json(data, c.engine_messages())
+    assert root is not None
+    d = Conversation()
+    d.set_root(root)
+    assert tool_fields(d) == tool_fields(c)
+    assert d.turns[3].reason == "denied" and d.call_of(2) == CALL and d.call_of(3) == OTHER
+    # a tree without tool turns is written exactly as before: no new keys
+    assert all(set(n) == {"parent", "role", "text", "time", "chosen", "spans", "stats", "reason",
+                          "think_s"} for n in tree_to_json(chat())["nodes"])
+
+
+def test_a_tool_turn_still_waiting_is_not_saved() -> None:
+    c = Conversation()
+    c.add_user("Time?")
+    c.begin_reply()
+    c.finish_reply(done(""), [CALL, OTHER])
+    waiting = c.add_tool(CALL)
+    assert waiting.ask and [n["role"] for n in tree_to_json(c)["nodes"]] == ["user", "assistant"]
+    c.add_tool(OTHER)  # queued after the one waiting: it goes with it
+    assert len(tree_to_json(c)["nodes"]) == 2
+    nodes = tree_to_json(c, streaming=True)["nodes"]
+    assert [n.get("tool_call_id") for n in nodes] == [None, None, "call_1", "call_2"]
+    assert all("ask" not in n for n in nodes)
+    root = tree_from_json(tree_to_json(c), c.engine_messages()[:2])
+    assert root is not None
+
+
+def test_the_path_is_compared_with_the_messages_tool_fields_and_all() -> None:
+    c = with_tools()
+    data = tree_to_json(c)
+    messages = list(c.engine_messages())
+    assert tree_from_json(data, messages) is not None
+    changed = ToolCall("call_1", "get_current_time", '{"timezone": "Europe/Paris"}')
+    for i, m in ((1, replace(messages[1], tool_calls=(changed, OTHER))),
+                 (1, replace(messages[1], tool_calls=())),
+                 (2, replace(messages[2], tool_call_id="call_9")),
+                 (2, replace(messages[2], name=None))):
+        assert tree_from_json(data, messages[:i] + [m] + messages[i + 1:]) is None
+
+
+Mutation = Callable[[list[dict[str, Any]]], None]
+TOOL_MUTATIONS: list[Mutation] = [
+    lambda n: n[1].update(tool_calls="call_1"),
+    lambda n: n[1].update(tool_calls=[n[1]["tool_calls"][0]] * 65),
+    lambda n: n[1]["tool_calls"].append(None),
+    lambda n: n[1]["tool_calls"][0].pop("id"),
+    lambda n: n[1]["tool_calls"][0].update(type="function"),
+    lambda n: n[1]["tool_calls"][0].update(id=7),
+    lambda n: n[1]["tool_calls"][0].update(name="n" * 257),
+    lambda n: n[1]["tool_calls"][0].update(arguments={"timezone": "UTC"}),
+    lambda n: n[1]["tool_calls"][0].update(arguments="x" * 1_000_001),
+    lambda n: n[2].update(tool_call_id=None),
+    lambda n: n[2].update(tool_call_id="c" * 257),
+    lambda n: n[2].update(name=["get_current_time"]),
+    lambda n: n[2].update(role="function"),
+]
+
+
+@pytest.mark.parametrize("mutate", TOOL_MUTATIONS, ids=range(len(TOOL_MUTATIONS)))
+def test_malformed_tool_fields_make_the_tree_ignored(mutate: Mutation) -> None:
+    c = with_tools()
+    data = json.loads(json.dumps(tree_to_json(c)))
+    mutate(data["nodes"])
+    assert tree_from_json(data, c.engine_messages()) is None
+    assert describe(data).startswith("invalid")
+
+
+def test_tool_fields_at_their_limits_are_read() -> None:
+    c = Conversation()
+    c.add_user("Go.")
+    c.begin_reply()
+    longest = ToolCall("i" * 256, "n" * 256, "a" * 1_000_000)
+    c.finish_reply(done(""), [longest] + [CALL] * 63)
+    root = tree_from_json(json.loads(json.dumps(tree_to_json(c))), c.engine_messages())
+    assert root is not None and root.children[0].children[0].turn.tool_calls[0] == longest
 
 
 def test_a_long_chat_is_stored_flat() -> None:

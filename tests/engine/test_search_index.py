@@ -10,6 +10,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from engine.chat import ToolCall
 from engine.context import Context, ContextParams
 from engine.conversation.export import matches
 from engine.conversation.search_index import SearchIndex
@@ -70,6 +71,33 @@ def test_it_finds_what_the_opened_conversation_matches(save: Saver, index: Searc
         expected = [p for p, conv in zip(files, (owls, rivers)) if matches(conv, query)]
         assert index.search(query, files) == expected, query
     assert index.search("hunt", files) == [files[0]]  # an older version of the reply
+
+
+def _with_tools(city: str, result: str) -> Conversation:
+    """A reply that called a tool for ``city``, the tool's ``result`` and the answer."""
+    call = ToolCall("call_1", "get_current_time", f'{{"timezone": "{city}"}}')
+    c = Conversation()
+    c.add_user("What time is it?")
+    c.begin_reply()
+    c.finish_reply(Done("stop", "", (1,), Stats()), [call])
+    turn = c.add_tool(call)
+    c.finish_tool(turn, result)
+    c.begin_reply()
+    c.finish_reply(Done("stop", "Here you are.", (2,), Stats()))
+    return c
+
+
+def test_it_finds_tool_results_and_calls(save: Saver, index: SearchIndex) -> None:
+    tokyo = _with_tools("Asia/Tokyo", "It is 09:00 JST")
+    paris = _with_tools("Europe/Paris", "Il est 02:00 CET")
+    files = [save("first", tokyo), save("second", paris)]
+    tokyo.title, paris.title = "first", "second"
+    for query in ("09:00", "jst", "il est", "asia/tokyo", "Europe", "get_current_time",
+                  "current", '"timezone"', "time", "nowhere", "cet"):
+        expected = [p for p, conv in zip(files, (tokyo, paris)) if matches(conv, query)]
+        assert index.search(query, files) == expected, query
+    assert index.search("09:00", files) == [files[0]] and index.search("get_current", files) == files
+    assert index.search("tokyo", files) == [files[0]]  # only in the call's arguments
 
 
 def test_a_search_reads_no_file_that_did_not_change(save: Saver, index: SearchIndex,

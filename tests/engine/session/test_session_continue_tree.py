@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.chat import ToolCall
 from engine.cli import main
 from engine.context import Context, ContextParams
 from engine.conversation.store import tree_from_json, tree_to_json
@@ -109,3 +110,37 @@ def test_a_file_without_a_tree_gets_one_when_continued(
     reply = _generate(capsys, smol_path, path, "Bye?")
     conv = _reopened(path)
     assert [t.text for t in conv.turns] == ["Hi.", "Hello.", "Bye?", reply["text"]]
+
+
+def test_continuing_a_conversation_with_tool_turns_keeps_them(
+        smol: Model, smol_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The app's tool call, its result (and a denied one) survive a turn from the command line."""
+    call = ToolCall("call_1", "get_current_time", '{"timezone": "Asia/Tokyo"}')
+    other = ToolCall("call_2", "delete_file", '{"path": "/tmp/x"}')
+    app = Conversation()
+    app.add_user("What time is it in Tokyo?")
+    app.begin_reply()
+    app.finish_reply(Done("stop", "", (1,), Stats(n_tokens=9, gen_s=0.1)), [call, other])
+    ran = app.add_tool(call)
+    app.run_tool(ran)
+    app.finish_tool(ran, '{"time": "09:00"}')
+    app.finish_tool(app.add_tool(other), "", "denied")
+    app.begin_reply()
+    app.finish_reply(Done("stop", "It is 9 am.", (2,), Stats(n_tokens=4, gen_s=0.1)))
+    path = tmp_path / "tools.duet"
+    with Context(smol, ContextParams(n_ctx=1024, n_threads=1)) as ctx:
+        store.save_contexts(path, ctx, None, app.engine_messages(), with_kv=False,
+                            settings={"tree": tree_to_json(app)})
+    reply = _generate(capsys, smol_path, path, "And in Paris?")
+
+    conv = _reopened(path)
+    assert [t.role for t in conv.turns] == ["user", "assistant", "tool", "tool", "assistant",
+                                           "user", "assistant"]
+    assert conv.turns[-1].text == reply["text"] and conv.turns[1].tool_calls == (call, other)
+    first, denied = conv.turns[2], conv.turns[3]
+    assert (first.tool_call_id, first.name, first.text, first.reason) == (
+        "call_1", "get_current_time", '{"time": "09:00"}', None)
+    assert (denied.tool_call_id, denied.name, denied.reason) == ("call_2", "delete_file",
+                                                                 "denied")
+    assert conv.call_of(2) == call and conv.call_of(3) == other

@@ -17,6 +17,7 @@ from engine import localfile
 from engine.errors import SessionError
 from engine.session import (KVLayout, KVState, Message, ModelInfo, SessionMeta, inspect,
                             read_meta, read_session, write_session)
+from engine.session.meta import ToolCall
 
 T0 = "2025-01-02T03:04:05+00:00"
 TARGET = os.urandom(3000)
@@ -330,6 +331,69 @@ def test_wrong_metadata_shapes_are_rejected(tmp_path, mutate):
     path.write_bytes(raw_file(obj, [(b"kv.target", TARGET), (b"kv.draft", DRAFT)]))
     with pytest.raises(SessionError):
         read_session(path)
+
+
+CALL = ToolCall("call_1", "get_current_time", '{"timezone": "Asia/Tokyo"}')
+
+
+def tool_meta() -> SessionMeta:
+    """A tool call, its result and the answer after the plain messages of make_meta."""
+    meta = make_meta(kv=False)
+    return SessionMeta(meta.created, meta.saved, meta.messages + (
+        Message("assistant", "", T0, (CALL,)),
+        Message("tool", "09:00 JST", T0, tool_call_id="call_1", name="get_current_time"),
+        Message("assistant", "It is 9 am in Tokyo.", T0)), meta.target, meta.draft)
+
+
+def test_tool_messages_round_trip_and_plain_ones_keep_their_shape(tmp_path):
+    path = tmp_path / "tools.duet"
+    write_session(path, tool_meta(), {})
+    assert read_meta(path) == tool_meta() and inspect(path)["messages"] == 6
+    obj = tool_meta().to_json()
+    assert obj["messages"][3]["tool_calls"] == [
+        {"id": "call_1", "name": "get_current_time", "arguments": '{"timezone": "Asia/Tokyo"}'}]
+    assert obj["messages"][4] == {"role": "tool", "content": "09:00 JST", "time": T0,
+                                  "tool_call_id": "call_1", "name": "get_current_time"}
+    # a file without tool turns is written exactly as before
+    assert all(set(m) == {"role", "content", "time"} for i, m in enumerate(obj["messages"])
+               if i not in (3, 4))
+    assert obj["format"] == 2
+
+
+TOOL_MUTATIONS = [
+    lambda m: m[3].update(tool_calls={}),
+    lambda m: m[3].update(tool_calls=[CALL.to_json()] * 65),
+    lambda m: m[3].update(tool_calls=["call_1"]),
+    lambda m: m[3]["tool_calls"][0].pop("arguments"),
+    lambda m: m[3]["tool_calls"][0].update(type="function"),
+    lambda m: m[3]["tool_calls"][0].update(id=1),
+    lambda m: m[3]["tool_calls"][0].update(name="n" * 257),
+    lambda m: m[3]["tool_calls"][0].update(arguments={"timezone": "UTC"}),
+    lambda m: m[3]["tool_calls"][0].update(arguments="x" * 1_000_001),
+    lambda m: m[4].update(tool_call_id=None),
+    lambda m: m[4].update(tool_call_id="c" * 257),
+    lambda m: m[4].update(name=["get_current_time"]),
+    lambda m: m[4].update(tool=True),
+]
+
+
+@pytest.mark.parametrize("mutate", TOOL_MUTATIONS, ids=range(len(TOOL_MUTATIONS)))
+def test_wrong_tool_fields_are_rejected(tmp_path, mutate):
+    obj = json.loads(json.dumps(tool_meta().to_json()))
+    mutate(obj["messages"])
+    path = tmp_path / "bad.duet"
+    path.write_bytes(raw_file(obj))
+    with pytest.raises(SessionError):
+        read_meta(path)
+
+
+def test_tool_fields_at_their_limits_are_accepted(tmp_path):
+    obj = json.loads(json.dumps(tool_meta().to_json()))
+    longest = {"id": "i" * 256, "name": "n" * 256, "arguments": "a" * 1_000_000}
+    obj["messages"][3]["tool_calls"] = [longest] + [CALL.to_json()] * 63
+    path = tmp_path / "big.duet"
+    path.write_bytes(raw_file(obj))
+    assert read_meta(path).messages[3].tool_calls[0] == ToolCall(**longest)
 
 
 def test_unusual_files_give_session_errors(tmp_path):

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.chat import Message
+from engine.chat import Message, ToolCall
+from engine.cli import main
 from engine.context import Context, ContextParams
 from engine.errors import SessionError
 from engine.events import Done
@@ -129,6 +130,37 @@ def test_round_trip_of_target_and_draft_qwen(qwen_target, qwen_draft, tmp_path):
     assert got_t.token_ids == want_t.token_ids and got_d.token_ids == want_d.token_ids
     assert got_t.stats.n_cached_tokens == want_t.stats.n_cached_tokens > 20
     assert got_d.stats.n_cached_tokens == want_d.stats.n_cached_tokens > 10
+
+
+def test_tool_turns_round_trip_with_their_kv_state(smol, tmp_path, capsys):
+    """A tool call, its result and the answer: saved with the KV state, reopened as they were
+    (calls, ids, names), and the next reply reuses the restored cache."""
+    call = ToolCall("call_1", "get_current_time", '{"timezone": "Asia/Tokyo"}')
+    messages = [Message("system", "You are brief.", 1_700_000_000.25),
+                Message("user", "What time is it in Tokyo?", time.time()),
+                Message("assistant", "", time.time(), tool_calls=(call,)),
+                Message("tool", '{"time": "09:00"}', time.time(), tool_call_id="call_1",
+                        name="get_current_time")]
+    path = tmp_path / "tools.duet"
+    with ctx_on(smol) as ctx:
+        messages.append(Message("assistant", reply(Generator(ctx), messages).text, time.time()))
+        report = store.save_contexts(path, ctx, None, messages, settings=SETTINGS)
+        saved_tokens = list(ctx.tokens)
+        nxt = messages + [Message("user", "And in Paris?", time.time())]
+        want = reply(Generator(ctx), nxt)
+    assert report.with_kv
+    with ctx_on(smol) as fresh:
+        opened = store.open_contexts(path, fresh)
+        assert opened.restored_kv and opened.note is None and fresh.tokens == saved_tokens
+        assert opened.messages == messages and same_text(opened.messages, messages)
+        assert opened.messages[2].tool_calls == (call,)
+        assert (opened.messages[3].tool_call_id, opened.messages[3].name) == (
+            "call_1", "get_current_time")
+        got = reply(Generator(fresh), nxt)
+    assert got.token_ids == want.token_ids
+    assert got.stats.n_cached_tokens == want.stats.n_cached_tokens > 20
+    assert main(["session", "inspect", str(path)]) == 0
+    assert "5 messages" in capsys.readouterr().out
 
 
 # ─── fallbacks to text ────────────────────────────────────────────────────────
