@@ -152,6 +152,21 @@ def test_esc_cancels_a_call_that_hangs_and_the_chat_goes_on(chat, qtbot, window,
     assert window.controller.current.turns[-1].role == "assistant"
 
 
+def test_a_server_that_crashes_mid_call_gives_one_line_and_the_chat_goes_on(chat, qtbot, window,
+                                                                             tools) -> None:
+    serve(tools, stdio_server("hostile", "hostile", only=("crash",)))
+    send(window, "Call the crash tool.")
+    widget = wait_for_call(qtbot, window)
+    assert widget.call is not None and widget.call.name == "crash"
+    qtbot.mouseClick(widget.buttons["once"], qtbot_left())
+    wait_idle(qtbot, window)
+    result = tool_turns(window)[0]
+    assert result.reason == "error" and "\n" not in result.text.strip(), result.text
+    assert "failed" in widget.meta_label.text()
+    with qtbot.waitSignal(window.controller.reply_finished, timeout=LONG_MS):
+        send(window, "Say hello.")
+
+
 def test_a_result_that_spells_chat_markup_is_shown_as_text_and_approves_nothing(
         chat, qtbot, window, tools, tmp_path: Path) -> None:
     record = tmp_path / "record"
