@@ -134,6 +134,7 @@ class ToolsDialog(QDialog):
         for key, text, slot in (("add", "Add…", self.add_server), ("edit", "Edit…", self.edit_server),
                                 ("remove", "Remove", self.remove_server),
                                 ("restart", "Restart", self.restart_server),
+                                ("ask", "Ask before each call", self.ask_again),
                                 ("import", "Import…", self.import_dialog),
                                 ("export", "Export…", self.export_dialog)):
             self.buttons[key] = button = QPushButton(text, self)
@@ -170,7 +171,10 @@ class ToolsDialog(QDialog):
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
             item.setCheckState(0, CHECKED if server.enabled else UNCHECKED)
             for t in status.tools:
-                child = QTreeWidgetItem([t.name, t.description.strip().split("\n", 1)[0]])
+                line = t.description.strip().split("\n", 1)[0]
+                if t.name in server.allowed_tools:
+                    line = f"always allowed · {line}"
+                child = QTreeWidgetItem([t.name, line])
                 child.setData(0, SERVER_ROLE, server.name)
                 child.setData(0, TOOL_ROLE, t.name)
                 child.setFlags(child.flags() | Qt.ItemFlag.ItemIsUserCheckable)
@@ -221,6 +225,8 @@ class ToolsDialog(QDialog):
         server = self.tools.config.get(name) if name else None
         for key in ("edit", "remove", "restart"):
             self.buttons[key].setEnabled(server is not None)
+        self.buttons["ask"].setEnabled(server is not None and
+                                       self._selected_tool() in server.allowed_tools)
         if server is None:
             self.details.setText("")
             return
@@ -237,6 +243,15 @@ class ToolsDialog(QDialog):
         self.message.setText(self.tools.set_config(config) or done)
 
     # -- buttons ---------------------------------------------------------------------------
+    def ask_again(self) -> None:
+        """The selected tool was always allowed: its calls wait for the person again."""
+        name, tool = self.selected(), self._selected_tool()
+        server = self.tools.config.get(name) if name else None
+        if server is None or tool is None or tool not in server.allowed_tools:
+            return
+        self._save(self.tools.config.put(replace(server, allowed_tools=server.allowed_tools - {tool})),
+                   f"Calls of {tool} will ask you first.")
+
     def add_server(self) -> None:
         self._open_editor(None)
 

@@ -118,6 +118,24 @@ def test_toggling_a_tool_and_a_server(qtbot: QtBot, dialog: ToolsDialog, tools: 
     assert item(dialog, "friendly", "add").checkState(0) == Qt.CheckState.Unchecked
 
 
+def test_an_always_allowed_tool_says_so_and_can_ask_again(qtbot: QtBot, dialog: ToolsDialog,
+                                                           tools: Tools) -> None:
+    from dataclasses import replace
+
+    server = replace(stdio_server("friendly", "friendly"), allowed_tools=frozenset({"add"}))
+    tools.set_config(McpConfig((server,)))
+    wait_state(qtbot, dialog, "friendly", "ready")
+    assert item(dialog, "friendly", "add").text(1).startswith("always allowed")
+    assert not item(dialog, "friendly", "echo").text(1).startswith("always allowed")
+    dialog.tree.setCurrentItem(item(dialog, "friendly", "echo"))
+    assert not dialog.buttons["ask"].isEnabled()
+    dialog.tree.setCurrentItem(item(dialog, "friendly", "add"))
+    assert dialog.buttons["ask"].isEnabled()
+    qtbot.mouseClick(dialog.buttons["ask"], Qt.MouseButton.LeftButton)
+    assert saved(tools, "friendly").allowed_tools == frozenset()
+    qtbot.waitUntil(lambda: not item(dialog, "friendly", "add").text(1).startswith("always"))
+
+
 def test_import_adds_disabled_servers_to_enable(
     qtbot: QtBot, dialog: ToolsDialog, tools: Tools, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
