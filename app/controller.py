@@ -64,6 +64,8 @@ class ChatController(QObject):
                                   lambda: self.settings["max_tool_rounds"], self)
         self.tool_flow.next_reply = self._more
         self.tool_flow.ended = self._round_ended
+        self.tool_flow.asking = lambda conv, tools, call: self.client.read_ahead(
+            conv.id, conv.engine_messages(), tools, call)
         self.library.subscribe(self._on_library)
         w = client.worker
         w.tokens.connect(self.on_tokens)

@@ -13,13 +13,13 @@ from typing import Any, Mapping, Sequence
 
 from PySide6.QtCore import QObject, QThread, Signal
 
-from engine.chat import Message
+from engine.chat import Message, ToolCall
 from engine.runtime import RuntimeConfig
 from engine.sampling import SamplingParams
 from engine.tools import Tool
 
-from app.requests import (ChatRequest, FetchRequest, LoadRequest, OpenRequest, RescuePlan,
-                          SaveRequest)
+from app.requests import (ChatRequest, FetchRequest, LoadRequest, OpenRequest, ReadAheadRequest,
+                          RescuePlan, SaveRequest)
 from app.worker import EngineWorker
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,7 @@ class EngineClient(QObject):
     _save = Signal(object)
     _open = Signal(object)
     _fetch = Signal(object)
+    _read_ahead = Signal(object)
 
     def __init__(self, parent: QObject | None = None, worker: EngineWorker | None = None) -> None:
         super().__init__(parent)
@@ -43,6 +44,7 @@ class EngineClient(QObject):
         self._save.connect(self.worker.save)
         self._open.connect(self.worker.open)
         self._fetch.connect(self.worker.fetch)
+        self._read_ahead.connect(self.worker.read_ahead)
         self._cancels: dict[str, list[threading.Event]] = {"chat": [], "fetch": [], "load": []}
         self._thread.start()
 
@@ -63,6 +65,10 @@ class EngineClient(QObject):
         self._remember("chat", req.cancel)
         self._chat.emit(req)
         return req
+
+    def read_ahead(self, conversation_id: str, messages: Sequence[Message], tools: tuple[Tool, ...],
+                   call: ToolCall) -> None:
+        self._read_ahead.emit(ReadAheadRequest(conversation_id, tuple(messages), tools, call))
 
     def save(self, conversation_id: str, path: Path, messages: Sequence[Message], *,
              settings: Mapping[str, Any], with_kv: bool) -> None:

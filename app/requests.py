@@ -61,6 +61,17 @@ class ChatRequest:
 
 
 @dataclass(frozen=True)
+class ReadAheadRequest:
+    """Read the part of the next reply's prompt before ``call``'s result (``messages`` end
+    with the reply that made the call) while the call waits for the person or runs."""
+
+    conversation_id: str
+    messages: tuple[Message, ...]
+    tools: tuple[Tool, ...]
+    call: ToolCall
+
+
+@dataclass(frozen=True)
 class SaveRequest:
     conversation_id: str
     path: Path

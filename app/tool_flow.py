@@ -65,7 +65,8 @@ class ToolFlow(QObject):
     """The tool rounds of the window's conversations (one at a time: the one generating).
 
     ``next_reply(conv)`` is called when every call of a reply is answered (the controller starts
-    the next reply); ``ended(conv)`` when a round ends without one (cancelled)."""
+    the next reply); ``ended(conv)`` when a round ends without one (cancelled); ``asking(conv, tools, call)``
+    before each call is put to the person (the controller reads the next prompt ahead)."""
 
     result_ready = Signal(object, object)  # (token, ToolResult), from a call's thread
 
@@ -76,6 +77,10 @@ class ToolFlow(QObject):
         self.round: _Round | None = None
         self.next_reply: Callable[[Conversation], None] = lambda conv: None
         self.ended: Callable[[Conversation], None] = lambda conv: None
+        # (conv, tools, call): a call is put to the person; the part of the next prompt before
+        # its result can be read meanwhile
+        self.asking: Callable[[Conversation, tuple[Tool, ...], ToolCall], None] = \
+            lambda conv, tools, call: None
         self.result_ready.connect(self._on_result)
 
     # -- the controller's side ---------------------------------------------------------------
@@ -148,6 +153,7 @@ class ToolFlow(QObject):
             self.next_reply(r.conv)
             return
         r.call = call = r.queue.pop(0)
+        self.asking(r.conv, r.tools, call)  # (before the turn: its messages end with the reply)
         r.turn = turn = r.conv.add_tool(call)
         where = r.box.resolve(call.name)
         if where is None:

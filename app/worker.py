@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -33,12 +34,12 @@ from engine.prompt import chat_tokens, fit_messages
 from engine.runtime import Runtime
 from engine.service import Engine, Job, QueueFull
 from engine.session.meta import MAX_TOOL_CALLS
-from engine.tools.prompting import tool_prompt
+from engine.tools.prompting import result_prefix, tool_prompt
 from engine.tools.scanner import Scanner
 
 from app.requests import (ChatRequest, Failure, FetchRequest, Fetched, LoadRequest, ModelInfo,
-                          Opened, OpenRequest, Progress, Reply, RescuePlan, SaveRequest, Saved,
-                          TokenBatch)
+                          Opened, OpenRequest, Progress, ReadAheadRequest, Reply, RescuePlan,
+                          SaveRequest, Saved, TokenBatch)
 from app.throttle import DEFAULT_INTERVAL_S, Coalescer
 
 if TYPE_CHECKING:
@@ -140,6 +141,21 @@ class EngineWorker(QObject):
                 relay.end()
                 raise DuetError("the engine is busy with the local server's clients; "
                                 "send again in a moment") from None
+
+    @Slot(object)
+    def read_ahead(self, req: ReadAheadRequest) -> None:
+        """While a tool call waits or runs: read what the next reply's prompt holds before its
+        result into sequence 0 (the reply then reads only the result). Best effort: nothing
+        is reported, a failure only means the reply reads more."""
+        engine = self.engine
+        if engine is None:
+            return
+        try:
+            prefix = result_prefix(engine.runtime.target, req.messages, req.tools, req.call)
+        except (DuetError, UnicodeError) as e:
+            log.info("reading ahead of a tool result: %s", e)
+            return
+        engine.read_ahead(prefix).add_done_callback(_log_read_ahead)
 
     @Slot(object)
     def save(self, req: SaveRequest) -> None:
@@ -333,6 +349,14 @@ class _Relay:
 
         rescue.add(save)
         return save
+
+
+def _log_read_ahead(future: Future) -> None:
+    error = future.exception()
+    if isinstance(error, DuetError):
+        log.info("reading ahead of a tool result: %s", error)
+    elif error is not None:
+        log.error("reading ahead of a tool result failed", exc_info=error)
 
 
 def _line(e: BaseException) -> str:

@@ -54,6 +54,26 @@ def align(ctx: Context, prompt: Sequence[int]) -> tuple[int, int, str | None]:
     return reuse, dropped, note
 
 
+def read_ahead(ctx: Context, tokens: Sequence[int], cancel: threading.Event | None = None) -> int:
+    """Read ``tokens``, the known beginning of a prompt to come, into ``ctx`` (keeping what it
+    shares with them): the prompt then finds them cached. The part of the answer's prompt
+    before a tool's result is read while the tool runs or waits for the person. Returns the
+    tokens read; a cancel leaves the context as it was before the read."""
+    keep = common_prefix(ctx.tokens, tokens)
+    if keep == len(tokens):
+        return 0
+    if len(tokens) >= ctx.n_ctx:
+        return 0  # the prompt will not fit either; its reply says so
+    ctx.rewind(keep)
+    try:
+        ctx.decode(tokens[keep:], logits="none", cancel=cancel)
+    except DecodeError:
+        if cancel is None or not cancel.is_set():
+            raise
+        return 0
+    return len(tokens) - keep
+
+
 class Generator:
     """Streams replies for one conversation on ``ctx`` (owned by one thread)."""
 
@@ -91,6 +111,10 @@ class Generator:
             raise ContextFullError(
                 f"the prompt ({len(prompt)} tokens) does not fit the context ({self.ctx.n_ctx})")
         return self._run(list(prompt), params, cancel or threading.Event(), grammar, logprobs)
+
+    def read_ahead(self, tokens: Sequence[int], cancel: threading.Event | None = None) -> int:
+        """:func:`read_ahead` on this generator's context."""
+        return read_ahead(self.ctx, tokens, cancel)
 
     # -- the loop -------------------------------------------------------------------------
     def _run(self, prompt: list[int], params: SamplingParams, cancel: threading.Event,

@@ -24,7 +24,7 @@ from engine.context import Context, Part, decode_batch
 from engine.decoding import Decoding, Grammar, Speculation
 from engine.errors import DuetError
 from engine.events import Done, PromptProgress, Stats
-from engine.generate import align
+from engine.generate import align, read_ahead
 from engine.sampling import SamplingParams
 
 if TYPE_CHECKING:
@@ -210,16 +210,22 @@ class Scheduler:
 
         return max(free, key=score)
 
+    def read_ahead(self, slot: int, tokens: Sequence[int]) -> int:
+        """Read ``tokens``, the known start of a prompt to come, into sequence ``slot`` unless a
+        reply runs there (what it held goes to the state cache first, as for a job)."""
+        s = self.slots[slot]
+        if s.job is not None:
+            return 0
+        if self.cache is not None:
+            self.cache.prepare(_contexts(s), tokens)
+        return read_ahead(s.ctx, tokens)
+
     def _begin(self, s: Slot, job: Job) -> None:
         if len(job.prompt) >= s.ctx.n_ctx:
             raise DuetError(f"the prompt ({len(job.prompt)} tokens) does not fit the context "
                             f"({s.ctx.n_ctx})")
-        contexts = [s.ctx]
-        draft = getattr(s.speculation, "draft_ctx", None)
-        if draft is not None:
-            contexts.append(draft)
         if self.cache is not None:
-            self.cache.prepare(contexts, job.prompt)
+            self.cache.prepare(_contexts(s), job.prompt)
         reuse, _, note = align(s.ctx, job.prompt)
         self._clock += 1
         s.job, s.pos, s.last_used = job, reuse, self._clock
@@ -254,3 +260,9 @@ class Scheduler:
         if self.on_finished is not None:
             self.on_finished(job, error)
         job.emit(error)
+
+
+def _contexts(s: Slot) -> list[Context]:
+    """The slot's context, and the draft model's when it drafts with one (saved alongside)."""
+    draft = s.speculation.draft_ctx if s.speculation is not None else None
+    return [s.ctx] if draft is None else [s.ctx, draft]

@@ -16,7 +16,7 @@ import threading
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from engine.errors import DuetError
 from engine.events import Done, Stats
@@ -86,6 +86,11 @@ class Engine:
             self._calls.append((fn, future))
             self._changed.notify_all()
         return future
+
+    def read_ahead(self, tokens: Sequence[int], slot: int = 0) -> Future:
+        """Read ``tokens``, the known start of a prompt to come, into sequence ``slot`` between
+        two steps (engine.generate.read_ahead); the future holds how many were read."""
+        return self.call(lambda: self.scheduler.read_ahead(slot, tokens))
 
     def set_idle(self, work: Callable[[], bool]) -> None:
         """Work done in short steps while no job runs or waits: ``work()`` does one step and

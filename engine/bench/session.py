@@ -58,6 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--check-tokens", type=int, default=32,
                    help="greedy tokens compared after restore")
+    p.add_argument("--tool-turns", action="store_true",
+                   help="also a conversation with tool turns (issue 25: it reopens as fast)")
     p.add_argument("--out", type=Path, default=Path("bench-out"))
 
 
@@ -119,6 +121,24 @@ def conversation(model: Any, n_tokens: int, question: str = QUESTION) -> list[An
     else:
         log.warning("the repository's text ran out before %d tokens", n_tokens)
     return msgs + [Message("user", question)]
+
+
+def with_tool_turns(messages: list[Any]) -> list[Any]:
+    """The same conversation with every other answer given by a tool: the assistant calls
+    ``describe`` (the name it asked about), the answer comes back as the tool's result, and
+    the assistant says one line; the last question is kept."""
+    from engine.chat import Message, ToolCall
+
+    out: list[Message] = []
+    for i, m in enumerate(messages[:-1]):
+        if m.role == "assistant" and i % 4 == 1:
+            call = ToolCall(f"call_{i}", "describe", json.dumps({"question": messages[i - 1].content[:60]}))
+            out += [Message("assistant", "", tool_calls=(call,)),
+                    Message("tool", m.content, tool_call_id=call.id, name=call.name),
+                    Message("assistant", "The tool answered that.")]
+        else:
+            out.append(m)
+    return out + [messages[-1]]
 
 
 # ─── measurements ─────────────────────────────────────────────────────────────
@@ -202,7 +222,7 @@ def bench_kv_type(model: Any, args: argparse.Namespace, kv_type: str, messages: 
     kv_bytes = sections.get("kv.target", 0)
     per_token = model.kv_bytes_per_token(KV_BYTES_PER_ELEMENT[kv_type])
     return {
-        "kv_type": kv_type, "prompt_tokens": len(prompt), "history_tokens": n_hist,
+        "kv_type": kv_type, "conversation": "plain", "prompt_tokens": len(prompt), "history_tokens": n_hist,
         "new_tokens_after_restore": restored.n_prompt - restored.n_cached,
         "reprefill_ttft_s": _median(prefill), "restore_ttft_s": _median(restores),
         "continue_ttft_s": round(uninterrupted.ttft, 4),
@@ -250,11 +270,12 @@ def markdown(result: dict[str, Any]) -> str:
     env = result["environment"]
     out = [f"## Session save/reopen — {env['model']} (n_ctx {env['n_ctx']}, "
            f"{env['threads']} threads, {env['machine']})", "",
-           "| KV | history tok | re-prefill TTFT s | restore TTFT s | speedup | save s | load s "
-           "| file MB | bytes/token | identical |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "| KV | conversation | history tok | re-prefill TTFT s | restore TTFT s | speedup | save s "
+           "| load s | file MB | bytes/token | identical |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in result["kv"]:
-        out.append(f"| {r['kv_type']} | {r['history_tokens']} | {r['reprefill_ttft_s']:.2f} | "
+        out.append(f"| {r['kv_type']} | {r.get('conversation', 'plain')} | {r['history_tokens']} | "
+                   f"{r['reprefill_ttft_s']:.2f} | "
                    f"{r['restore_ttft_s']:.3f} | {r['speedup']:.0f}× | {r['save_s']:.3f} | "
                    f"{r['load_s']:.3f} | {r['file_bytes'] / 1e6:.1f} | "
                    f"{r['bytes_per_token']:,.0f} | "
@@ -294,6 +315,10 @@ def run(args: argparse.Namespace) -> int:
     with Model(ModelSpec(resolve_model(args.model), n_gpu_layers=args.gpu_layers)) as model:
         messages = conversation(model, args.tokens)
         kv = [bench_kv_type(model, args, t, messages, args.out) for t in kv_types]
+        if args.tool_turns:  # the same, with tool turns, in the same run
+            tooled = with_tool_turns(messages)
+            kv += [{**bench_kv_type(model, args, t, tooled, args.out), "conversation": "tool turns"}
+                   for t in kv_types]
         regen = bench_regenerate(model, args, sizes) if sizes else []
         env = {"model": model.display_name, "model_file": model.path.name, "n_ctx": args.ctx,
                "threads": args.threads or default_threads(), "cpu_count": os.cpu_count(),

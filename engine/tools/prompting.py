@@ -1,16 +1,17 @@
 """A chat with tools as a prompt: the model's own template when it renders tools, else the
 fallback prompt (engine.tools.fallback); the format its calls are read back with; and the
-grammar that forces a call. The server's dialects and the tool rounds of the CLI and the
-window build their prompts here."""
+grammar that forces a call; and the part of the next prompt known before a tool's result.
+The server's dialects and the tool rounds of the CLI and the window build their prompts here."""
 
 from __future__ import annotations
 
 import threading
 from typing import Sequence
 
-from engine.chat import Message
+from engine.chat import Message, ToolCall
 from engine.constraint import Grammar
 from engine.model import Model
+from engine.prefix import common_prefix
 from engine.prompt import chat_tokens
 from engine.tools import Tool, ToolChoice, fallback
 from engine.tools.formats import GENERIC, Format, detect, grammar, renders_tools
@@ -34,3 +35,13 @@ def call_grammar(model: Model, fmt: Format, tools: Sequence[Tool], choice: ToolC
     if not tools or choice.mode not in ("required", "function"):
         return None
     return Grammar.compile(model, "lark", grammar(fmt, model, tools, choice))
+
+
+def result_prefix(model: Model, messages: Sequence[Message], tools: Sequence[Tool], call: ToolCall,
+                  *, cancel: threading.Event | None = None) -> list[int]:
+    """The tokens of the prompt after ``call``'s result that come before the result: those the
+    prompts with two different results share (whatever the template puts around a result).
+    ``messages`` end with the reply that made the call (and the results before this one)."""
+    a, b = (tool_prompt(model, [*messages, Message("tool", text, tool_call_id=call.id, name=call.name)],
+                        tools, cancel=cancel)[0] for text in ("0", "1"))
+    return a[:common_prefix(a, b)]

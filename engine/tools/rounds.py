@@ -5,25 +5,29 @@ not read: it is the answer). ``duet-cli generate --mcp-config`` and the window s
 
 A result is untrusted text: it goes back as a ``tool`` message, which the prompt renders as a
 message's text (never markup: engine.chat), and nothing in it can answer ``ask``. The next
-round's prompt shares the conversation so far with the context, so only the new reply's
-re-rendering and the results are read (Generator aligns on the cached prefix).
+round's prompt shares the conversation so far with the context (Generator aligns on the cached
+prefix), and the part of it before a result (the reply's calls as the template renders them)
+is read while the call waits and runs: the answer reads only the results.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol, Sequence
 
 from engine.chat import Message, ToolCall
-from engine.errors import DecodeError
+from engine.errors import DecodeError, DuetError
 from engine.events import Done, Event, Stats, Token
 from engine.mcp.content import ToolResult
 from engine.model import Model
 from engine.sampling import SamplingParams
 from engine.tools import MAX_ROUNDS, Tool, ToolChoice
-from engine.tools.prompting import call_grammar, tool_prompt
+from engine.tools.prompting import call_grammar, result_prefix, tool_prompt
 from engine.tools.scanner import Scanner
+
+log = logging.getLogger(__name__)
 
 REFUSED = "The person did not allow this call."
 
@@ -34,6 +38,8 @@ class Completer(Protocol):
     def complete(self, prompt: Sequence[int], params: SamplingParams,
                  cancel: threading.Event | None = None, *, grammar=None,
                  logprobs: int | None = None) -> Iterator[Event]: ...
+
+    def read_ahead(self, tokens: Sequence[int], cancel: threading.Event | None = None) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -126,11 +132,31 @@ def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, param
         history.append(said)
         added.append(said)
         for call in calls:
-            allowed = not cancel.is_set() and ask(call)
-            result = (offer.run(call, cancel) if allowed
-                      else ToolResult.error("cancelled" if cancel.is_set() else REFUSED))
+            allowed, result = _answer(gen, history, tools, call, offer, ask, cancel)
             yield CallAnswered(call, result, allowed)
             answer = Message("tool", result.text, tool_call_id=call.id, name=call.name)
             history.append(answer)
             added.append(answer)
     raise AssertionError("unreachable: the last reply reads no calls")
+
+
+def _answer(gen: Completer, history: Sequence[Message], tools: Sequence[Tool], call: ToolCall,
+            offer: Offer, ask: Callable[[ToolCall], bool],
+            cancel: threading.Event) -> tuple[bool, ToolResult]:
+    """Put ``call`` to the person and run it if allowed, in a thread, while the part of the
+    next prompt before its result is read (the answer then reads only the result)."""
+    answer: list[tuple[bool, ToolResult]] = []
+
+    def put() -> None:
+        allowed = not cancel.is_set() and ask(call)
+        answer.append((allowed, offer.run(call, cancel) if allowed
+                       else ToolResult.error("cancelled" if cancel.is_set() else REFUSED)))
+
+    worker = threading.Thread(target=put, name=f"tool-call-{call.name}", daemon=True)
+    worker.start()
+    try:
+        gen.read_ahead(result_prefix(gen.model, history, tools, call, cancel=cancel), cancel)
+    except DuetError as e:  # the answer's own prompt will say what is wrong
+        log.info("reading ahead of %s's result failed: %s", call.name, e)
+    worker.join()
+    return answer[0] if answer else (False, ToolResult.error(f"{call.name}: the call failed"))

@@ -18,6 +18,8 @@ from app.tool_turns import ToolTurnWidget
 from app.tools_panel import Tools
 from engine.conversation.tree import Turn
 from engine.mcp import HostLimits, McpConfig, ServerConfig, ToolHost
+from engine.mcp.offer import tools_of
+from engine.tools.prompting import result_prefix
 from engine.tools.rounds import REFUSED
 from tests.app.conftest import LONG_MS
 from tests.conftest import model_path
@@ -112,6 +114,14 @@ def test_an_allowed_call_runs_and_the_model_answers_from_its_result(chat, qtbot,
     assert answer.role == "assistant" and not answer.tool_calls and answer.text.strip(), \
         [(t.role, t.text, t.tool_calls, t.reason) for t in turns]
     assert "5" in answer.text, [(t.role, t.text) for t in turns]
+    # while the person chose, the prompt up to the result was read: the reply after it read
+    # only the result
+    conv = window.controller.current
+    upto = conv.turns.index(result)
+    prefix = result_prefix(window.model_info.engine.runtime.target, conv.engine_messages(upto),
+                           tools_of(tools.host.toolbox()), call_turn.tool_calls[0])
+    after = conv.turns[upto + 1].stats
+    assert after is not None and after.n_cached_tokens >= len(prefix)
     assert not widget.ask_row.isVisible() and widget.fold_button.isVisible()
     # the window can chat again
     assert window.controller.generating is None
@@ -226,3 +236,20 @@ def esc(qtbot: QtBot, window) -> None:
     from PySide6.QtCore import Qt
 
     qtbot.keyClick(window.composer.edit, Qt.Key.Key_Escape)
+
+
+def test_regenerating_the_answer_after_a_tool_result_keeps_the_tool_turn(chat, qtbot, window,
+                                                                         tools) -> None:
+    serve(tools, stdio_server("friendly", "friendly", only=("add",)))
+    send(window, "Use the add tool to add 2 and 3.")
+    qtbot.mouseClick(wait_for_call(qtbot, window).buttons["once"], qtbot_left())
+    wait_idle(qtbot, window)
+    conv = window.controller.current
+    first = tool_turns(window)[0]
+    index = conv.turns.index(first) + 1  # the answer that used the result
+    window.controller.regenerate(index)
+    wait_idle(qtbot, window)
+    assert conv.versions(index) == (2, 2)
+    assert conv.turns[index - 1] is first and first.text == "5"  # the result is not run again
+    window.controller.switch(index, -1)
+    assert conv.versions(index) == (1, 2) and conv.turns[index - 1] is first

@@ -12,12 +12,14 @@ from mcp_servers import INJECTION
 from mcp_testing import ready, stdio_server
 
 from engine.chat import Message
+from engine.events import Done
 from engine.cli import main
 from engine.generate import Generator
 from engine.mcp import McpConfig, ToolHost
 from engine.mcp.offer import offer
 from engine.sampling import SamplingParams
 from engine.tools import ToolChoice
+from engine.tools.prompting import result_prefix
 from engine.tools.rounds import REFUSED, CallAnswered, RoundsDone, Text, tool_rounds
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=64)
@@ -33,6 +35,9 @@ class Recording:
     def complete(self, prompt, params, cancel=None, **kw):
         self.prompts.append(list(prompt))
         return self.gen.complete(prompt, params, cancel, **kw)
+
+    def read_ahead(self, tokens, cancel=None):
+        return self.gen.read_ahead(tokens, cancel)
 
 
 def run(gen, host: ToolHost, *, allow: bool, choice: ToolChoice, max_rounds: int = 2):
@@ -97,6 +102,21 @@ def test_a_result_that_spells_chat_markup_stays_text_and_approves_nothing(smol_c
     assert gen.prompts[1][:len(gen.prompts[0])] == gen.prompts[0]
     assert not (tmp_path / "rec").exists()
     assert asked == ["inject"]  # the last reply reads no calls: nothing more is put to the person
+
+
+def test_the_answer_reads_only_the_result_the_rest_was_read_while_the_call_ran(smol_ctx, friendly) -> None:
+    gen = Recording(Generator(smol_ctx))
+    tools = offer(friendly)
+    events = list(tool_rounds(gen, ASK, tools, GREEDY, ask=lambda call: True, max_rounds=1,
+                              choice=ToolChoice("function", "add", parallel=False)))
+    dones = [e for e in events if isinstance(e, Done)]
+    end = events[-1]
+    assert isinstance(end, RoundsDone) and len(dones) == 2
+    said = end.messages[0]
+    prefix = result_prefix(smol_ctx.model, [*ASK, said], tools.tools, said.tool_calls[0])
+    assert gen.prompts[1][:len(prefix)] == prefix
+    # the answer found the call's re-rendering (and the markup before the result) cached
+    assert dones[1].stats.n_cached_tokens >= len(prefix) > len(gen.prompts[0])
 
 
 def test_a_cancelled_rounds_run_ends_without_calling(smol_ctx, friendly) -> None:
