@@ -1,11 +1,15 @@
 """``duet-cli bench tool-turn``: how soon the answer after a tool result starts, against a
 normal turn's, on the same model and context (medians over ``--repeats``).
 
-* **tool**: a question whose first reply is a call of the published MCP time server
-  (mcp-server-time, over stdio, through the tool host and engine.tools.rounds); from the moment
+* **tool**: a question whose first reply is a call of the published MCP time server's
+  ``get_current_time`` (mcp-server-time, over stdio, through the tool host and
+  engine.tools.rounds; forced, so the scenario does not hang on a greedy choice: the 1.5B chose
+  ``convert_time`` on one build, whose result is three times longer); from the moment
   the server's result is there to the first token of the answer that follows it. The call's
   re-rendering is read while the call runs (engine.tools.rounds), so the answer reads the result
   and what closes it; a read-ahead that outlasts the call is waited for, and counted.
+  ``--ask-after S``: the person answers the call S seconds after it is put (the window asks;
+  0, the default, is the command line's ``--allow-tool``).
 * **turn**: the same question answered in text, then a follow-up question; from the follow-up's
   request to its first token (the new message is new to the context).
 
@@ -35,9 +39,12 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p = bench_subparsers.add_parser("tool-turn", help="the answer after a tool result: time to first token")
     p.add_argument("--model", default="target", help="GGUF path or starter key (default: target)")
     p.add_argument("--ctx", type=int, default=4096)
-    p.add_argument("--reply-tokens", type=int, default=48, help="tokens of each timed reply")
+    p.add_argument("--reply-tokens", type=int, default=96,
+                   help="tokens of each reply (the forced call, written as pretty JSON, must fit)")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: one per core)")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--ask-after", type=float, default=0.0,
+                   help="seconds the person takes to allow the call (0: allowed at once)")
     p.add_argument("--out", type=Path, default=Path("bench-out"))
     p.set_defaults(func=run)
     return p
@@ -49,6 +56,11 @@ def _time_server() -> str:
     if found is None:
         raise SystemExit("mcp-server-time is not installed (pip install mcp-server-time)")
     return found
+
+
+def _allow(after_s: float) -> bool:
+    time.sleep(after_s)  # the person reading the call before allowing it
+    return True
 
 
 class Clocked:
@@ -109,8 +121,9 @@ def run(args: argparse.Namespace) -> int:
             gen.first.clear()
             results.clear()
             dones = [e for e in tool_rounds(gen, [Message("user", QUESTION)], clocked, params,
-                                            ask=lambda call: True, max_rounds=1,
-                                            choice=ToolChoice("required", parallel=False))
+                                            ask=lambda call: _allow(args.ask_after), max_rounds=1,
+                                            choice=ToolChoice("function", "get_current_time",
+                                                              parallel=False))
                      if isinstance(e, Done)]
             answer = dones[1].stats
             rows["tool"].append(gen.first[1] - results[0])
@@ -134,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
                                   "new_tokens_median": statistics.median(new_tokens[k])}
                               for k, v in rows.items()}
     ratio = result["tool"]["first_token_s_median"] / result["turn"]["first_token_s_median"]
-    result.update(model=model.display_name, ratio=ratio, target=TARGET, repeats=args.repeats)
+    result.update(model=model.display_name, ratio=ratio, target=TARGET, repeats=args.repeats,
+                  ask_after_s=args.ask_after)
     print(f"{'':6} {'first token (s)':>16} {'prompt read (s)':>16} {'new tokens':>11}")
     for k in rows:
         r = result[k]
