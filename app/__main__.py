@@ -62,7 +62,7 @@ def _install_file_open_handler(app: QApplication, window: MainWindow) -> None:
     class FileOpenFilter(QObject):
         def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
             if isinstance(event, QFileOpenEvent) and event.file():
-                window.controller.open_path(Path(event.file()))
+                window.controller.files.open_path(Path(event.file()))
                 return True
             return False
 
@@ -89,9 +89,9 @@ def create_window(args: argparse.Namespace) -> MainWindow:
     window.show()
     _install_file_open_handler(app, window)
     if args.file is not None:
-        window.controller.open_path(args.file)
+        window.controller.files.open_path(args.file)
     if args.reopen is not None:
-        window.controller.open_path(args.reopen, worker_lost_notice(args.worker_lost or
+        window.controller.files.open_path(args.reopen, worker_lost_notice(args.worker_lost or
                                                                     "an RPC worker went away"))
     elif args.worker_lost:
         window.controller.notice.emit(worker_lost_notice(args.worker_lost), "error")

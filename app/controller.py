@@ -1,18 +1,18 @@
-"""The chat flow: send, stream, stop, regenerate, edit, switch versions, continue, save, open.
+"""The chat flow: send, stream, stop, regenerate, edit, switch versions, continue, tool calls.
 
 Lives on the GUI thread. The state is the Qt-free model (``engine.conversation``): a
 ``Library`` of ``Conversation`` trees, which the views follow through its change callbacks.
 This controller changes the model and sends frozen requests to the worker through the
-``EngineClient``; what the worker emits comes back here (tokens, finished, saved, opened,
-failed). Notices and figures about a conversation are kept in that conversation's ``status``,
-so they are shown with it and never on another one.
+``EngineClient``; what the worker emits comes back here (tokens, finished, failed). The files
+(open, save, rename, delete) are ``self.files`` (app.files), the tool rounds ``self.tool_flow``
+(app.tool_flow). Notices and figures about a conversation are kept in that conversation's
+``status``, so they are shown with it and never on another one.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
@@ -21,14 +21,15 @@ from engine import paths
 from engine.chat import Message
 from engine.conversation.library import Library
 from engine.conversation.presets import Preset
-from engine.conversation.store import CUT, streaming_node, tree_from_json, tree_to_json
+from engine.conversation.store import CUT, streaming_node, tree_to_json
 from engine.conversation.tree import Conversation
 from engine.events import Stats
 from engine.sampling import SamplingParams
 
-from app.conversation import RecentFiles, saved_conversations, unique_path
+from app.conversation import RecentFiles, unique_path
 from app.engine_client import EngineClient
-from app.requests import Failure, Opened, Reply, RescuePlan, Saved, TokenBatch
+from app.files import ConversationFiles
+from app.requests import Failure, Reply, RescuePlan, TokenBatch
 from app.settings import SAMPLING_KEYS, Settings, sampling_params
 from app.tool_flow import ToolFlow, ToolSource
 
@@ -57,7 +58,18 @@ class ChatController(QObject):
         self.library = library or Library()
         self.can_chat: Callable[[], bool] = lambda: True
         self._live: dict[str, tuple[float, int, int]] = {}  # id → (first token at, tokens, drafted)
-        self._pending_notice: dict[str, str] = {}  # id → notice to show once it is opened
+        self.files = ConversationFiles(client, settings, recent, self.library, show=self._show,
+                                       new=self.new, notify=self._notify,
+                                       can_chat=lambda: self.can_chat(), parent=self)
+        f = self.files
+        for mine, theirs in ((self.current_changed, f.current_changed),
+                             (self.model_suggested, f.model_suggested),
+                             (self.conversation_saved, f.conversation_saved),
+                             (self.conversation_opened, f.conversation_opened),
+                             (self.message, f.message)):
+            theirs.connect(mine)
+        f.file_renamed.connect(self.file_renamed)
+        f.file_deleted.connect(self.file_deleted)
         # the MCP servers' tools (the window's Tools, once any server is set up)
         self.tools_source: Callable[[], ToolSource | None] = lambda: None
         self.tool_flow = ToolFlow(lambda: self.tools_source(),
@@ -70,8 +82,6 @@ class ChatController(QObject):
         w = client.worker
         w.tokens.connect(self.on_tokens)
         w.finished.connect(self.on_finished)
-        w.saved.connect(self.on_saved)
-        w.opened.connect(self.on_opened)
         w.failed.connect(self.on_failed)
         w.loaded.connect(self.on_model_loaded)
 
@@ -98,8 +108,7 @@ class ChatController(QObject):
     # -- the list --------------------------------------------------------------------------
     def start(self) -> None:
         """List the saved conversations and show a blank one (not listed until it is used)."""
-        for p in saved_conversations():
-            self.library.add(Conversation(p.stem, p), first=False, show=False)
+        self.files.list_saved()
         self.new()
 
     def new(self) -> Conversation:
@@ -125,65 +134,6 @@ class ChatController(QObject):
         else:
             self.client.open(conv.id, conv.path)
         self.library.show(conv)
-
-    def open_path(self, path: Path, notice: str | None = None) -> None:
-        """Show the conversation at ``path``; ``notice``: shown with it instead of the usual
-        one once it is read (a conversation saved when a lost worker ended the last run)."""
-        path = Path(path).resolve()
-        for conv in self.conversations:
-            if conv.path is not None and conv.path.resolve() == path:
-                if notice:
-                    self._notify(conv, notice, "error")
-                self._show(conv)
-                return
-        conv = Conversation(path.stem, path)
-        if notice:
-            self._pending_notice[conv.id] = notice
-        self.library.add(conv, show=False)
-        self._show(conv)
-
-    def rename(self, cid: str, title: str) -> None:
-        conv = self.by_id(cid)
-        title = " ".join(title.split())
-        if conv is None or not title:
-            return
-        if conv.path is not None and not conv.path.exists():  # named, not written yet
-            conv.path = unique_path(conv.path.parent, title)
-            title = conv.path.stem
-        elif conv.path is not None:
-            new_path = unique_path(conv.path.parent, title, keep=conv.path)
-            try:
-                conv.path.rename(new_path)
-            except OSError as e:
-                self._notify(conv, f"Cannot rename {conv.path.name}: {e.strerror}", "error")
-                return
-            self.recent.remove(conv.path)
-            self.recent.add(new_path)
-            self.file_renamed.emit(conv.path, new_path)
-            conv.path, title = new_path, new_path.stem
-        conv.rename(title)
-        self.current_changed.emit(self.current)
-
-    def delete(self, cid: str) -> None:
-        conv = self.by_id(cid)
-        if conv is None or conv.id == self.generating:
-            return
-        if conv.path is not None:
-            try:
-                conv.path.unlink(missing_ok=True)
-            except OSError as e:
-                self._notify(conv, f"Cannot delete {conv.path.name}: {e.strerror}", "error")
-                return
-            self.recent.remove(conv.path)
-            self.file_deleted.emit(conv.path)
-        shown = conv is self.current
-        self.library.remove(conv)
-        if shown:
-            listed = self.library.listed()
-            if listed:
-                self._show(listed[0])
-            else:
-                self.new()
 
     # -- chatting --------------------------------------------------------------------------
     def system_prompt(self, conv: Conversation) -> str:
@@ -293,7 +243,7 @@ class ChatController(QObject):
         if conv.id == self.generating:
             self._set_generating(None)
         if self.settings["autosave"]:
-            self.save(conv)
+            self.files.save(conv)
 
     def _start(self, conv: Conversation, messages: tuple[Message, ...],
                continue_text: str | None = None, *, first: bool = True) -> None:
@@ -312,17 +262,7 @@ class ChatController(QObject):
         tree = tree_to_json(conv, streaming=True)
         path = conv.path or unique_path(paths.conversations_dir(), conv.title,
                                         taken=(c.path for c in self.conversations if c.path))
-        return RescuePlan(path, self._file_settings(conv, tree), streaming_node(conv, tree))
-
-    def _file_settings(self, conv: Conversation, tree: dict) -> dict:
-        values = self.settings.values
-        meta = {"title": conv.title, "sampling": {k: values[k] for k in SAMPLING_KEYS},
-                "tree": tree}
-        if conv.preset:
-            meta["preset"] = conv.preset
-        if conv.settings:
-            meta["chat"] = dict(conv.settings)
-        return meta
+        return RescuePlan(path, self.files.file_settings(conv, tree), streaming_node(conv, tree))
 
     def _set_generating(self, cid: str | None) -> None:
         self.library.generating = cid
@@ -373,82 +313,12 @@ class ChatController(QObject):
         if reply.conversation_id == self.generating:
             self._set_generating(None)
         if conv is not None and self.settings["autosave"]:
-            self.save(conv)
+            self.files.save(conv)
         self.reply_finished.emit(reply)
-
-    # -- files -----------------------------------------------------------------------------
-    def save(self, conv: Conversation | None = None, path: Path | None = None) -> None:
-        conv = conv or self.current
-        if conv is None or conv.streaming is not None or not conv.turns:
-            return
-        if path is None:
-            if conv.path is None:  # the name is taken now, before the file exists
-                conv.path = unique_path(paths.conversations_dir(), conv.title,
-                                        taken=(c.path for c in self.conversations if c.path))
-            path = conv.path
-        self.client.save(conv.id, path, conv.engine_messages(),
-                         settings=self._file_settings(conv, tree_to_json(conv)),
-                         with_kv=self.settings["save_kv"])
-
-    def on_saved(self, saved: Saved) -> None:
-        conv = self.by_id(saved.conversation_id)
-        if conv is not None:
-            old = conv.path
-            conv.path, conv.dirty = saved.path, False
-            if old is not None and old != saved.path and old.exists() and \
-                    not any(c.path == old for c in self.conversations):
-                # Save as: the copy is the conversation shown; the file it came from stays
-                # in the list as it was last saved
-                self.library.add(Conversation(old.stem, old), first=False, show=False)
-            conv.rename(saved.path.stem)
-            if conv is self.current:
-                self.current_changed.emit(conv)
-        self.recent.add(saved.path)
-        kv = "with its KV state" if saved.with_kv else "text only"
-        self.message.emit(f"Saved {saved.path.name} ({kv})", 4000)
-        self.conversation_saved.emit(saved)
 
     def on_model_loaded(self, _info: object) -> None:
         for conv in self.conversations:
             conv.status.n_past = 0
-
-    def on_opened(self, res: Opened) -> None:
-        conv = self.by_id(res.conversation_id)
-        if conv is None:
-            return
-        if res.restored_kv:
-            conv.set_status(n_past=res.n_past, n_ctx=res.n_ctx)
-        self.recent.add(res.path)
-        shown = conv.loaded and conv.engine_messages() == res.messages
-        if shown:  # a cache restore of a conversation already on screen: keep its turns
-            if res.restored_kv:
-                self.message.emit(f"Restored the KV state of {res.path.name}", 4000)
-            self.conversation_opened.emit(res)
-            return
-        root = tree_from_json(res.settings.get("tree"), res.messages)
-        if root is not None:
-            conv.set_root(root)
-        else:
-            conv.set_messages(res.messages)
-        if isinstance(res.settings.get("preset"), str):
-            conv.preset = res.settings["preset"]
-        if isinstance(res.settings.get("chat"), dict):
-            conv.settings = dict(res.settings["chat"])
-        last = next((t for t in reversed(conv.turns) if t.stats is not None), None)
-        conv.set_status(stats=last.stats if last else None)
-        pending = self._pending_notice.pop(conv.id, None)
-        if pending:
-            self._notify(conv, pending, "error")
-        elif res.restored_kv:
-            self.message.emit(f"Reopened {res.path.name} with its saved KV state", 6000)
-        else:
-            why = res.note or ("no model is loaded" if not self.can_chat()
-                               else "the file holds no KV state")
-            self._notify(conv, f"Reopened {res.path.name} from its text ({why}); the next "
-                         "reply recomputes the prompt.", "info")
-        if res.model_path is not None and not self.can_chat():
-            self.model_suggested.emit(res.model_path)
-        self.conversation_opened.emit(res)
 
     def on_failed(self, failure: Failure) -> None:
         conv = self.by_id(failure.conversation_id)
@@ -463,18 +333,8 @@ class ChatController(QObject):
                     self._chat_failed(conv, failure)
             if failure.conversation_id == self.generating:
                 self._set_generating(None)
-        elif failure.op == "save":
-            self._notify(conv, f"Could not save the conversation: {failure.message}", "error")
-        elif failure.op == "open":
-            if conv is not None and not conv.loaded:
-                shown = conv is self.current
-                self.library.remove(conv)
-                if conv.path is not None:
-                    self.recent.remove(conv.path)
-                if shown:
-                    self.new()
-            self._notify(self.current, f"Could not open the conversation: {failure.message}",
-                         "error")
+        elif failure.op in ("save", "open"):
+            self.files.on_failed(failure)
         else:
             return
         self.request_failed.emit(failure)
@@ -490,7 +350,7 @@ class ChatController(QObject):
         self._notify(conv, f"The reply was cut: {message}. The conversation is saved; the "
                      "next reply processes it again.", "error")
         if conv.turns:
-            self.save(conv)
+            self.files.save(conv)
 
     def _chat_failed(self, conv: Conversation, failure: Failure) -> None:
         """A reply refused or failed: one line in the window. Refused before it produced

@@ -152,7 +152,7 @@ class MainWindow(QMainWindow):
         c.tools_source = lambda: self.findChild(Tools)
         self.sidebar.selected.connect(c.select)
         self.sidebar.new_requested.connect(c.new)
-        self.sidebar.delete_requested.connect(c.delete)
+        self.sidebar.delete_requested.connect(c.files.delete)
         search = self.sidebar.searcher  # the search index follows the files
         c.conversation_saved.connect(lambda saved: search.saved(saved.path))
         c.file_renamed.connect(search.renamed)
@@ -173,7 +173,7 @@ class MainWindow(QMainWindow):
         self._action(file, "&Open…", self.open_dialog, QKeySequence.StandardKey.Open)
         self.recent_menu = file.addMenu("Open &recent")
         self.recent_menu.aboutToShow.connect(self._fill_recent)
-        self._action(file, "&Save", lambda: c.save(), QKeySequence.StandardKey.Save)
+        self._action(file, "&Save", lambda: c.files.save(), QKeySequence.StandardKey.Save)
         self._action(file, "Save &as…", self.save_as_dialog, QKeySequence.StandardKey.SaveAs)
         file.addSeparator()
         self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
@@ -404,7 +404,7 @@ class MainWindow(QMainWindow):
         name, _ = QFileDialog.getOpenFileName(self, "Open a conversation",
                                               str(paths.conversations_dir()), CONVERSATION_FILTER)
         if name:
-            self.controller.open_path(Path(name))
+            self.controller.files.open_path(Path(name))
 
     def save_as_dialog(self) -> None:
         conv = self.controller.current
@@ -415,7 +415,7 @@ class MainWindow(QMainWindow):
                                               CONVERSATION_FILTER)
         if name:
             path = Path(name)
-            self.controller.save(conv, path if path.suffix == SUFFIX else path.with_suffix(SUFFIX))
+            self.controller.files.save(conv, path if path.suffix == SUFFIX else path.with_suffix(SUFFIX))
 
     def export_dialog(self) -> None:
         conv = self.controller.current
@@ -442,7 +442,7 @@ class MainWindow(QMainWindow):
             return
         title, ok = QInputDialog.getText(self, "Rename", "Title:", text=conv.title)
         if ok:
-            self.controller.rename(conv.id, title)
+            self.controller.files.rename(conv.id, title)
 
     def delete_dialog(self) -> None:
         conv = self.controller.current
@@ -450,12 +450,12 @@ class MainWindow(QMainWindow):
             return
         answer = QMessageBox.question(self, "Delete", f"Delete “{conv.title}”?")
         if answer == QMessageBox.StandardButton.Yes:
-            self.controller.delete(conv.id)
+            self.controller.files.delete(conv.id)
 
     def _fill_recent(self) -> None:
         self.recent_menu.clear()
         for path in self.recent.items:
-            self.recent_menu.addAction(str(path), partial(self.controller.open_path, path))
+            self.recent_menu.addAction(str(path), partial(self.controller.files.open_path, path))
         if not self.recent.items:
             self.recent_menu.addAction("(none)").setEnabled(False)
 
@@ -473,7 +473,7 @@ class MainWindow(QMainWindow):
         urls = event.mimeData().urls()
         for url in urls:
             if url.isLocalFile() and url.toLocalFile().endswith(SUFFIX):
-                self.controller.open_path(Path(url.toLocalFile()))
+                self.controller.files.open_path(Path(url.toLocalFile()))
         models = gguf_paths(urls)
         if models:
             self.models.handle_drop(models[0])

@@ -102,7 +102,7 @@ def gui_gaps(home: Path, model: Path) -> dict[str, float]:
     w.controller.new()
     wait_for(w.controller.conversation_saved, lambda: w.controller.send("Say hello."))
     beat.phase = "reopen"
-    wait_for(w.controller.conversation_opened, lambda: w.controller.open_path(saved.path))
+    wait_for(w.controller.conversation_opened, lambda: w.controller.files.open_path(saved.path))
     beat.timer.stop()
     w.close()
     return beat.gaps

@@ -124,7 +124,7 @@ def test_reopened_conversation_keeps_versions_stats_tint_and_context(qtbot, wind
     driver.finish(window.chat_view.widgets[-1].regen_button.click)
     conv.turns[-1].spans = [(0, 1)]
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as saved:
-        window.controller.save()
+        window.controller.files.save()
     path = saved.args[0].path
     stats = conv.turns[-1].stats
 
@@ -135,7 +135,7 @@ def test_reopened_conversation_keeps_versions_stats_tint_and_context(qtbot, wind
             other.load_models(smol_path)
         assert other.sidebar.list.count() == 1  # the saved one; no blank "New conversation"
         with qtbot.waitSignal(other.controller.conversation_opened, timeout=LONG_MS) as opened:
-            other.controller.open_path(path)
+            other.controller.files.open_path(path)
         assert opened.args[0].restored_kv
         again = other.controller.current
         assert again.versions(1) == (2, 2) and again.turns[-1].stats == stats

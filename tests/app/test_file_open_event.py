@@ -12,7 +12,7 @@ def test_file_open_event_reaches_the_controller(qtbot, monkeypatch, tmp_path):
     opened = []
     window = create_window(parse_args(["--no-autoload"]))
     qtbot.addWidget(window)
-    monkeypatch.setattr(window.controller, "open_path", opened.append)
+    monkeypatch.setattr(window.controller.files, "open_path", opened.append)
     target = tmp_path / "chat.duet"
     QApplication.sendEvent(QApplication.instance(), QFileOpenEvent(str(target)))
     assert opened == [Path(target)]

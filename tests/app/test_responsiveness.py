@@ -62,7 +62,7 @@ def test_gui_thread_never_calls_llama_cpp(qtbot, window, driver, settings, smol_
     # restores nothing from the file)
     window.controller.library.remove(first)
     with qtbot.waitSignal(window.controller.conversation_opened, timeout=LONG_MS) as opened:
-        window.controller.open_path(path)
+        window.controller.files.open_path(path)
     assert opened.args[0].restored_kv, opened.args[0].note
     gui = threading.main_thread().name
     used = {name for name, _ in native_calls}

@@ -114,11 +114,11 @@ def test_the_index_follows_saved_renamed_and_deleted_conversations(
     with qtbot.waitSignal(w.sidebar.searcher.found, timeout=60_000):
         w.sidebar.search.setText("they")  # both are in the index now
     owls, rivers = sorted(c.library.listed(), key=lambda conv: conv.title)
-    c.rename(owls.id, "Birds of the night")
-    c.delete(rivers.id)
+    c.files.rename(owls.id, "Birds of the night")
+    c.files.delete(rivers.id)
     with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
         moles = _saved(ctx, "Moles", "Moles?", ("They dig.",))
-    c.on_saved(Saved("the worker's answer", moles, with_kv=False))
+    c.files.on_saved(Saved("the worker's answer", moles, with_kv=False))
     w.sidebar.searcher.close()  # waits for the updates sent to the index
     with sqlite3.connect(SearchIndex().db) as conn:
         indexed = sorted(row[0] for row in conn.execute("SELECT path FROM files"))

@@ -35,7 +35,7 @@ def test_autosave_then_reopen_restores_the_kv_state(qtbot, window, driver, smol_
     window.controller.new()
     _autosaved(qtbot, window, driver, "Unrelated: name a colour.")
     with qtbot.waitSignal(window.controller.conversation_opened, timeout=LONG_MS) as opened:
-        window.controller.open_path(path)
+        window.controller.files.open_path(path)
     res = opened.args[0]
     assert res.restored_kv and res.note is None
     assert "KV state" in window.status.currentMessage()
@@ -81,7 +81,7 @@ def test_reopen_falls_back_to_text_and_says_so(qtbot, window, driver, smol_path,
     driver.load(smol_path)
     driver.send("Say one word.")
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as saved:
-        window.controller.save()
+        window.controller.files.save()
     path = saved.args[0].path
     settings.set("n_ctx", 1024)  # another cache layout: the saved KV state cannot fit
     assert "next model load" in window.notice.text()
@@ -93,7 +93,7 @@ def test_reopen_falls_back_to_text_and_says_so(qtbot, window, driver, smol_path,
         other_driver = type(driver)(qtbot, other)
         other_driver.load(smol_path)
         with qtbot.waitSignal(other.controller.conversation_opened, timeout=LONG_MS) as opened:
-            other.controller.open_path(path)
+            other.controller.files.open_path(path)
         res = opened.args[0]
         assert not res.restored_kv and "context size" in res.note
         assert "from its text" in other.notice.text() and res.note in other.notice.text()
@@ -109,14 +109,14 @@ def test_save_without_kv_and_rename_and_delete(qtbot, window, driver, smol_path,
     driver.load(smol_path)
     driver.send("Hello there.")
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as saved:
-        window.controller.save()
+        window.controller.files.save()
     assert not saved.args[0].with_kv
     conv = window.controller.current
     old = conv.path
-    window.controller.rename(conv.id, "Greetings / test")
+    window.controller.files.rename(conv.id, "Greetings / test")
     assert conv.path.name == "Greetings test.duet" and conv.path.exists() and not old.exists()
     assert window.sidebar.list.currentItem().text() == "Greetings test"
-    window.controller.delete(conv.id)
+    window.controller.files.delete(conv.id)
     assert not conv.path.exists() and conv not in window.controller.conversations
     assert window.controller.current is not None  # something is shown
 
@@ -127,7 +127,7 @@ def test_corrupt_file_shows_a_message_and_the_app_keeps_working(qtbot, window, d
     junk.write_bytes(b"DUETSESS" + b"\xff" * 100)
     driver.load(smol_path)
     with qtbot.waitSignal(window.controller.request_failed, timeout=LONG_MS):
-        window.controller.open_path(junk)
+        window.controller.files.open_path(junk)
     assert "Could not open the conversation" in window.notice.text()
     assert all(c.path != junk.resolve() for c in window.controller.conversations)
     assert driver.send("Still there?").done.stats.n_tokens > 0
@@ -137,7 +137,7 @@ def test_command_line_file_opens_the_conversation(qtbot, window, driver, smol_pa
     driver.load(smol_path)
     driver.send("Name a planet.")
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as saved:
-        window.controller.save()
+        window.controller.files.save()
     path = saved.args[0].path
     args = parse_args([str(path), "--no-autoload"])
     assert args.file == path and args.no_autoload
@@ -160,12 +160,12 @@ def test_save_as_makes_a_copy_and_the_original_stays_listed(qtbot, window, drive
     driver.load(smol_path)
     driver.send("Say one word.")
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as saved:
-        window.controller.save()
+        window.controller.files.save()
     original = saved.args[0].path
     conv = window.controller.current
     copy = tmp_path / "copy.duet"
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS):
-        window.controller.save(conv, copy)  # what File > Save as… does with the chosen name
+        window.controller.files.save(conv, copy)  # what File > Save as… does with the chosen name
     assert window.controller.current is conv and conv.path == copy and conv.title == "copy"
     assert original.exists() and copy.exists()
     listed = [c for c in window.controller.conversations if c.path == original]

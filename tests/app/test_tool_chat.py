@@ -216,7 +216,7 @@ def test_tool_turns_are_saved_and_reopen_from_the_kv_state_without_running_again
     window.controller.new()
     window.controller.library.remove(conv)  # read from the file, not from memory
     with qtbot.waitSignal(window.controller.conversation_opened, timeout=LONG_MS) as opened:
-        window.controller.open_path(path)
+        window.controller.files.open_path(path)
     assert opened.args[0].restored_kv, opened.args[0].note
     assert [m.role for m in opened.args[0].messages][:5] == ["system", "user", "assistant", "tool",
                                                              "assistant"]
