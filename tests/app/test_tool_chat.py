@@ -75,7 +75,8 @@ def wait_for_call(qtbot: QtBot, window, n: int = 1) -> ToolTurnWidget:
                     timeout=LONG_MS)
     widgets = [w for w in window.chat_view.widgets if isinstance(w, ToolTurnWidget)]
     widget = widgets[n - 1]
-    assert widget.ask_row.isVisible()
+    assert not widget.ask_row.isHidden()  # its buttons are on (Qt shows a new widget queued)
+    qtbot.waitUntil(widget.ask_row.isVisible, timeout=LONG_MS)
     return widget
 
 
@@ -122,7 +123,7 @@ def test_an_allowed_call_runs_and_the_model_answers_from_its_result(chat, qtbot,
                            tools_of(tools.host.toolbox()), call_turn.tool_calls[0])
     after = conv.turns[upto + 1].stats
     assert after is not None and after.n_cached_tokens >= len(prefix)
-    assert not widget.ask_row.isVisible() and widget.fold_button.isVisible()
+    assert widget.ask_row.isHidden() and not widget.fold_button.isHidden()
     # the window can chat again
     assert window.controller.generating is None
 
