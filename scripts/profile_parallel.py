@@ -1,0 +1,113 @@
+"""Where the time of several replies at once goes: llama.cpp's decode, or the Python around it.
+
+``.venv/bin/python scripts/profile_parallel.py [--jobs 1,4] [--max-tokens 128]`` runs N short
+chat prompts at once on one in-process ``Engine`` (the target starter model, greedy, no drafting;
+no HTTP), after one warm-up round, and prints the wall time, the time inside ``decode_batch``
+and the rest. ``--prefill`` also times reading a 1,024-token prompt in slices of 64 to 512
+tokens. Run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PROMPTS = ("Write a Python function that merges two sorted lists.", "Explain what a mutex is.",
+           "Write a haiku about the sea.", "List five uses of a hash map.",
+           "What is a closure in JavaScript?", "Describe TCP slow start.",
+           "Write SQL to find duplicate emails.", "What does git rebase do?")
+
+
+def jobs_at_once(n: int, max_tokens: int) -> str:
+    import engine.scheduler as scheduler
+    from engine.chat import Message
+    from engine.context import ContextParams
+    from engine.events import Done
+    from engine.model import ModelSpec
+    from engine.prompt import chat_tokens
+    from engine.runtime import Runtime, RuntimeConfig, resolve_model
+    from engine.sampling import SamplingParams
+    from engine.service import Engine, Job
+
+    runtime = Runtime(RuntimeConfig(ModelSpec(resolve_model("target")),
+                                    context=ContextParams(n_ctx=2048 * n, n_parallel=n)))
+    engine = Engine(runtime)
+    inside = [0.0]
+    decode = scheduler.decode_batch
+
+    def timed(parts):  # noqa: ANN001, ANN202
+        t = time.perf_counter()
+        rows = decode(parts)
+        inside[0] += time.perf_counter() - t
+        return rows
+
+    scheduler.decode_batch = timed  # the scheduler looks it up at each step
+
+    def round_() -> tuple[float, int]:
+        ended: list[object] = []
+        all_done = threading.Event()
+
+        def emit(event: object) -> None:
+            if isinstance(event, (Done, Exception)):
+                ended.append(event)
+                if len(ended) == n:
+                    all_done.set()
+        t0 = time.perf_counter()
+        for text in PROMPTS[:n]:
+            engine.submit(Job(chat_tokens(runtime.target, [Message("user", text)]),
+                              SamplingParams(temperature=0.0, max_tokens=max_tokens), emit))
+        all_done.wait()
+        return time.perf_counter() - t0, sum(e.stats.n_tokens for e in ended if isinstance(e, Done))
+
+    try:
+        round_()  # warm-up
+        inside[0] = 0.0
+        wall, tokens = round_()
+    finally:
+        scheduler.decode_batch = decode
+        engine.close()
+    return (f"{n} at once: wall {wall:.2f} s, {tokens} tokens, {tokens / wall:.2f} tok/s; "
+            f"decode {inside[0]:.2f} s, the rest {wall - inside[0]:.2f} s")
+
+
+def prefill_slices() -> list[str]:
+    from engine.context import Context, ContextParams
+    from engine.model import Model
+    from engine.runtime import resolve_model
+
+    out = []
+    with Model(resolve_model("target")) as model, Context(model, ContextParams(n_ctx=2048)) as ctx:
+        tokens = model.tokenize_text((REPO / "engine" / "scheduler.py").read_text())[:1024]
+        for size in (64, 128, 256, 512):
+            ctx.clear()
+            t = time.perf_counter()
+            for lo in range(0, len(tokens), size):
+                last = lo + size >= len(tokens)
+                ctx.decode(tokens[lo:lo + size], logits="last" if last else "none")
+            took = time.perf_counter() - t
+            out.append(f"prefill {len(tokens)} tokens in slices of {size}: {took:.2f} s, "
+                       f"{len(tokens) / took:.1f} tok/s")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--jobs", default="1,4", help="comma-separated numbers of replies at once")
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--prefill", action="store_true", help="also time prompt slices")
+    args = p.parse_args(argv)
+    sys.path.insert(0, str(REPO))
+    for n in (int(x) for x in args.jobs.split(",")):
+        print(jobs_at_once(n, args.max_tokens), flush=True)
+    if args.prefill:
+        for line in prefill_slices():
+            print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
