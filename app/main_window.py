@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from functools import partial
 from typing import Callable, cast
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
-from PySide6.QtWidgets import (QApplication, QFileDialog, QInputDialog, QMainWindow, QMessageBox,
+from PySide6.QtWidgets import (QApplication, QMainWindow, QMessageBox,
                                QMenu, QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
-from engine import paths
-from engine.conversation.export import export
 from engine.errors import DuetError
 from engine.mcp import config as mcp_config
 from engine.model import check_gguf_file
 
-from app import theme
+from app import file_dialogs, theme
 from app.chat_view import ChatView
 from app.composer import Composer
 from app.controller import ChatController
@@ -45,7 +42,6 @@ from app.tools_panel import Tools, open_tools_dialog, tools_for
 log = logging.getLogger(__name__)
 
 ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "duet.svg"
-CONVERSATION_FILTER = f"Duet conversations (*{SUFFIX});;All files (*)"
 
 
 
@@ -98,8 +94,8 @@ class MainWindow(QMainWindow):
     # -- layout ----------------------------------------------------------------------------
     def _build(self) -> None:
         self.sidebar = Sidebar(self)
-        self.sidebar.open_requested.connect(self.open_dialog)
-        self.sidebar.rename_requested.connect(self.rename_dialog)
+        self.sidebar.open_requested.connect(lambda: file_dialogs.open_conversation(self))
+        self.sidebar.rename_requested.connect(lambda cid: file_dialogs.rename(self, cid))
         self.models = ModelsPanel(self)
         self.models.load_requested.connect(self.load_models)
         self.models.cancel_requested.connect(lambda: self.client.cancel("load"))
@@ -170,18 +166,20 @@ class MainWindow(QMainWindow):
         bar = self.menuBar()
         file = bar.addMenu("&File")
         self._action(file, "&New conversation", c.new, QKeySequence.StandardKey.New)
-        self._action(file, "&Open…", self.open_dialog, QKeySequence.StandardKey.Open)
+        self._action(file, "&Open…", lambda: file_dialogs.open_conversation(self),
+                     QKeySequence.StandardKey.Open)
         self.recent_menu = file.addMenu("Open &recent")
-        self.recent_menu.aboutToShow.connect(self._fill_recent)
+        self.recent_menu.aboutToShow.connect(lambda: file_dialogs.fill_recent(self))
         self._action(file, "&Save", lambda: c.files.save(), QKeySequence.StandardKey.Save)
-        self._action(file, "Save &as…", self.save_as_dialog, QKeySequence.StandardKey.SaveAs)
+        self._action(file, "Save &as…", lambda: file_dialogs.save_as(self),
+                     QKeySequence.StandardKey.SaveAs)
         file.addSeparator()
         self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         conv = bar.addMenu("&Conversation")
-        self._action(conv, "&Rename…", lambda: self.rename_dialog(c.current.id if c.current else None),
+        self._action(conv, "&Rename…", lambda: file_dialogs.rename(self, c.current.id if c.current else None),
                      QKeySequence("F2"))
-        self._action(conv, "&Delete", self.delete_dialog)
-        self._action(conv, "&Export the branch shown…", self.export_dialog)
+        self._action(conv, "&Delete", lambda: file_dialogs.delete(self))
+        self._action(conv, "&Export the branch shown…", lambda: file_dialogs.export_shown(self))
         self._action(conv, "&Find…", self.sidebar.search.setFocus, QKeySequence.StandardKey.Find)
         self._action(conv, "S&top the reply or tool call", c.stop, QKeySequence("Esc"))
         model = bar.addMenu("&Model")
@@ -398,66 +396,6 @@ class MainWindow(QMainWindow):
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
         return dialog
-
-    # -- conversation dialogs --------------------------------------------------------------
-    def open_dialog(self) -> None:
-        name, _ = QFileDialog.getOpenFileName(self, "Open a conversation",
-                                              str(paths.conversations_dir()), CONVERSATION_FILTER)
-        if name:
-            self.controller.files.open_path(Path(name))
-
-    def save_as_dialog(self) -> None:
-        conv = self.controller.current
-        if conv is None or not conv.turns:
-            return
-        start = conv.path or paths.conversations_dir() / (conv.title + SUFFIX)
-        name, _ = QFileDialog.getSaveFileName(self, "Save the conversation", str(start),
-                                              CONVERSATION_FILTER)
-        if name:
-            path = Path(name)
-            self.controller.files.save(conv, path if path.suffix == SUFFIX else path.with_suffix(SUFFIX))
-
-    def export_dialog(self) -> None:
-        conv = self.controller.current
-        if conv is None or not conv.turns:
-            return
-        start = Path.home() / (conv.title + ".md")
-        name, chosen = QFileDialog.getSaveFileName(
-            self, "Export the conversation", str(start),
-            "Markdown, the branch shown (*.md);;JSON, every version (*.json)")
-        if name:
-            path = Path(name)
-            if not path.suffix:
-                path = path.with_suffix(".json" if "json" in chosen.lower() else ".md")
-            try:
-                export(conv, path)
-            except OSError as e:
-                self.notice.show_message(f"Cannot export to {path.name}: {e.strerror}", "error")
-                return
-            self.status.showMessage(f"Exported {path.name}", 4000)
-
-    def rename_dialog(self, cid: str | None) -> None:
-        conv = self.controller.by_id(cid)
-        if conv is None:
-            return
-        title, ok = QInputDialog.getText(self, "Rename", "Title:", text=conv.title)
-        if ok:
-            self.controller.files.rename(conv.id, title)
-
-    def delete_dialog(self) -> None:
-        conv = self.controller.current
-        if conv is None:
-            return
-        answer = QMessageBox.question(self, "Delete", f"Delete “{conv.title}”?")
-        if answer == QMessageBox.StandardButton.Yes:
-            self.controller.files.delete(conv.id)
-
-    def _fill_recent(self) -> None:
-        self.recent_menu.clear()
-        for path in self.recent.items:
-            self.recent_menu.addAction(str(path), partial(self.controller.files.open_path, path))
-        if not self.recent.items:
-            self.recent_menu.addAction("(none)").setEnabled(False)
 
     def _about(self) -> None:
         QMessageBox.about(self, "About Duet", "Duet: a desktop chat for local GGUF models, with "
