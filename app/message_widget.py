@@ -179,7 +179,6 @@ class MessageWidget(QFrame):
         if turn.tool_calls:
             self.calls_label.setText(calls_text(turn.tool_calls))
 
-
     def _toggle_thinking(self, on: bool) -> None:
         self.think_body.setVisible(on)
         text = self.think_button.text()

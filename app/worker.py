@@ -112,27 +112,24 @@ class EngineWorker(QObject):
         with self._guard("chat", req.conversation_id):
             engine = self._engine()
             model = engine.runtime.target
-            dropped = 0
-            if req.continue_text is not None:  # the reply goes on from its text (Continue)
-                prompt = chat_tokens(model, req.messages) + model.tokenize_text(req.continue_text)
-            else:
-                n_ctx = engine.runtime.ctx.n_ctx
-                budget = n_ctx - min(req.sampling.max_tokens, n_ctx // 4)
-                try:
+            n_ctx = engine.runtime.ctx.n_ctx
+            dropped, scanner = 0, None
+            try:
+                if req.continue_text is not None:  # the reply goes on from its text (Continue)
+                    prompt = chat_tokens(model, req.messages) + model.tokenize_text(req.continue_text)
+                elif req.tools or any(m.role == "tool" or m.tool_calls for m in req.messages):
+                    # a chat with tools: the template shows them, the reply is read for calls
+                    prompt, fmt = tool_prompt(model, req.messages, req.tools, cancel=req.cancel)
+                    scanner = Scanner(fmt, [t.name for t in req.tools] if req.read_calls else [])
+                else:
+                    budget = n_ctx - min(req.sampling.max_tokens, n_ctx // 4)
                     prompt, dropped = fit_messages(model, req.messages, budget, cancel=req.cancel)
-                except DecodeError:
-                    if not req.cancel.is_set():
-                        raise
-                    self.finished.emit(Reply(req.conversation_id, Done("cancelled", "", (), Stats()),
-                                             0, n_ctx))
-                    return
-            scanner = None
-            if req.continue_text is None and (req.tools or any(m.role == "tool" or m.tool_calls
-                                                               for m in req.messages)):
-                # a chat with tools: the template shows them, the reply is read for calls
-                prompt, fmt = tool_prompt(model, req.messages, req.tools, cancel=req.cancel)
-                scanner = Scanner(fmt, [t.name for t in req.tools] if req.read_calls else [])
-                dropped = 0
+            except DecodeError:
+                if not req.cancel.is_set():
+                    raise
+                self.finished.emit(Reply(req.conversation_id, Done("cancelled", "", (), Stats()),
+                                         0, n_ctx))
+                return
             relay = _Relay(self, req, dropped, scanner)
             try:
                 engine.submit(Job(prompt, req.sampling, relay.emit, cancel=req.cancel, slot=0,
