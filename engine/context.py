@@ -278,6 +278,21 @@ class Context(NativeOwner):
             self.clear()
         return True
 
+    def copy_from(self, other: Context, n: int) -> bool:
+        """Hold the first ``n`` tokens of ``other``, a sequence of the same llama context, in
+        place of what this one held (llama_memory_seq_cp: in the one cache the sequences share,
+        the cells are shared, nothing is computed). False, and this sequence cleared, when the
+        memory cannot copy a part (e.g. a recurrent model)."""
+        if other._llama is not self._llama or other is self or not 0 < n <= other.n_past:
+            raise ValueError("copy_from needs another sequence of the same context")
+        self.clear()
+        lib.llama_memory_seq_cp(self._mem, other.seq, self.seq, 0, n)
+        if self.kv_pos_max() != n - 1:
+            self.clear()
+            return False
+        self.tokens = list(other.tokens[:n])
+        return True
+
     def clear(self) -> None:
         self.model.check_workers()
         lib.llama_memory_seq_rm(self._mem, self.seq, -1, -1)
@@ -375,12 +390,17 @@ ggml_null_abort = ctypes.cast(None, lib.ggml_abort_callback)  # type: ignore[arg
 
 
 def _flash_attn_type(params: ContextParams, n_gpu_layers: int) -> int:
-    """Flash attention: as asked; needed for a quantized V cache; otherwise off when everything
-    runs on the CPU (measured on a 2-core x86 CPU with the 1.5B target: a 33-token verify took
-    472 ms without it, 593 ms with llama.cpp's automatic choice) and automatic with a GPU."""
+    """Flash attention: as asked; needed for a quantized V cache; automatic with a GPU. When
+    everything runs on the CPU it is off for one sequence (measured on a 2-core x86 CPU with
+    the 1.5B target: a 16-token verify took 378-415 ms without it, 428-444 ms with it) and on
+    for several: their cells share one cache, and the CPU kernel skips the cells of the other
+    sequences where plain attention multiplies them too (the same CPU, four 450-token prompts
+    then 128 steps of the four: 48.0 and 48.7 s with it, 50.9 and 50.1 s without; four short
+    prompts and 256 steps: the same within noise; `scripts/profile_parallel.py --jobs 4
+    --suite --flash-attn on|off`)."""
     if params.flash_attn is not None:
         return lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if params.flash_attn else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
-    if params.type_v not in ("f16", "f32"):
+    if params.type_v not in ("f16", "f32") or (n_gpu_layers == 0 and params.n_parallel > 1):
         return lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
     return lib.LLAMA_FLASH_ATTN_TYPE_DISABLED if n_gpu_layers == 0 else lib.LLAMA_FLASH_ATTN_TYPE_AUTO
 

@@ -25,6 +25,7 @@ from engine.decoding import Decoding, Grammar, Speculation
 from engine.errors import DuetError
 from engine.events import Done, PromptProgress, Stats
 from engine.generate import align, read_ahead
+from engine.prefix import common_prefix, dropped_span
 from engine.sampling import SamplingParams
 
 if TYPE_CHECKING:
@@ -195,8 +196,6 @@ class Scheduler:
         """A free slot for ``job``: the one it is pinned to, else the free one that reuses the
         most of its prompt less what it would throw away of another conversation (every prompt
         shares the template's opening, which says nothing); ties: the least recently used."""
-        from engine.prefix import common_prefix
-
         if job.slot is not None:
             s = self.slots[job.slot]
             return s if s.job is None else None
@@ -226,6 +225,7 @@ class Scheduler:
                             f"({s.ctx.n_ctx})")
         if self.cache is not None:
             self.cache.prepare(_contexts(s), job.prompt)
+        self._borrow(s, job.prompt)
         reuse, _, note = align(s.ctx, job.prompt)
         self._clock += 1
         s.job, s.pos, s.last_used = job, reuse, self._clock
@@ -233,6 +233,19 @@ class Scheduler:
                               speculation=s.speculation if job.speculate else None,
                               grammar=job.grammar, logprobs=job.logprobs, n_cached=reuse)
         s.decoding.note = note
+
+    def _borrow(self, s: Slot, prompt: Sequence[int]) -> None:
+        """When another sequence holds more of ``prompt`` than ``s`` does (the system prompt
+        and tools that an agent's parallel requests share), ``s`` takes that prefix from it:
+        a copy of cells in the shared cache, where reading it again would cost a prefill."""
+        if dropped_span(s.ctx.tokens, prompt) is not None:
+            return  # a cache shift keeps more of this sequence's own conversation
+        own = common_prefix(s.ctx.tokens, prompt)
+        n, src = max(((common_prefix(o.ctx.tokens, prompt), o) for o in self.slots if o is not s),
+                     key=lambda x: x[0], default=(0, s))
+        n = min(n, len(prompt) - 1)  # the last prompt token is decoded for its logits
+        if n > own:
+            s.ctx.copy_from(src.ctx, n)
 
     def _finish(self, s: Slot, reason: str | None = None) -> None:
         d, job = s.decoding, s.job

@@ -3,7 +3,9 @@
 ``.venv/bin/python scripts/profile_parallel.py [--jobs 1,4] [--max-tokens 128]`` runs N short
 chat prompts at once on one in-process ``Engine`` (the target starter model, greedy, no drafting;
 no HTTP), after one warm-up round, and prints the wall time, the time inside ``decode_batch``
-and the rest. ``--prefill`` also times reading a 1,024-token prompt in slices of 64 to 512
+and the rest. ``--suite`` takes the prompts of ``duet-cli bench parallel`` instead (about 450
+tokens each, so reading them is most of the time); ``--flash-attn on|off`` overrides the
+context's choice. ``--prefill`` also times reading a 1,024-token prompt in slices of 64 to 512
 tokens. Run it on a quiet machine.
 """
 
@@ -22,7 +24,8 @@ PROMPTS = ("Write a Python function that merges two sorted lists.", "Explain wha
            "Write SQL to find duplicate emails.", "What does git rebase do?")
 
 
-def jobs_at_once(n: int, max_tokens: int) -> str:
+def jobs_at_once(n: int, max_tokens: int, prompts: tuple[str, ...] = PROMPTS,
+                 flash_attn: bool | None = None) -> str:
     import engine.scheduler as scheduler
     from engine.chat import Message
     from engine.context import ContextParams
@@ -34,7 +37,8 @@ def jobs_at_once(n: int, max_tokens: int) -> str:
     from engine.service import Engine, Job
 
     runtime = Runtime(RuntimeConfig(ModelSpec(resolve_model("target")),
-                                    context=ContextParams(n_ctx=2048 * n, n_parallel=n)))
+                                    context=ContextParams(n_ctx=2048, n_parallel=n,
+                                                          flash_attn=flash_attn)))
     engine = Engine(runtime)
     inside = [0.0]
     decode = scheduler.decode_batch
@@ -47,7 +51,7 @@ def jobs_at_once(n: int, max_tokens: int) -> str:
 
     scheduler.decode_batch = timed  # the scheduler looks it up at each step
 
-    def round_() -> tuple[float, int]:
+    def round_(texts: tuple[str, ...]) -> tuple[float, int]:
         ended: list[object] = []
         all_done = threading.Event()
 
@@ -57,16 +61,16 @@ def jobs_at_once(n: int, max_tokens: int) -> str:
                 if len(ended) == n:
                     all_done.set()
         t0 = time.perf_counter()
-        for text in PROMPTS[:n]:
+        for text in texts:
             engine.submit(Job(chat_tokens(runtime.target, [Message("user", text)]),
                               SamplingParams(temperature=0.0, max_tokens=max_tokens), emit))
         all_done.wait()
         return time.perf_counter() - t0, sum(e.stats.n_tokens for e in ended if isinstance(e, Done))
 
     try:
-        round_()  # warm-up
+        round_(("Hi",) * n)  # warm-up (other prompts: the measured ones are read in the round)
         inside[0] = 0.0
-        wall, tokens = round_()
+        wall, tokens = round_(prompts[:n])
     finally:
         scheduler.decode_batch = decode
         engine.close()
@@ -99,10 +103,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", default="1,4", help="comma-separated numbers of replies at once")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--prefill", action="store_true", help="also time prompt slices")
+    p.add_argument("--suite", action="store_true", help="the prompts of bench parallel")
+    p.add_argument("--flash-attn", choices=("on", "off"), default=None)
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
+    prompts = PROMPTS
+    if args.suite:
+        from engine.bench.prompts import load_prompts
+
+        prompts = tuple(p.text for p in load_prompts())
+    fa = None if args.flash_attn is None else args.flash_attn == "on"
     for n in (int(x) for x in args.jobs.split(",")):
-        print(jobs_at_once(n, args.max_tokens), flush=True)
+        print(jobs_at_once(n, args.max_tokens, prompts, fa), flush=True)
     if args.prefill:
         for line in prefill_slices():
             print(line, flush=True)

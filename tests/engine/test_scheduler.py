@@ -193,3 +193,31 @@ def test_ngram_drafts_in_a_batch_keep_each_reply_exact(smol_path, alone, same_or
         for r, want, p in zip(replies, solo, prompts):
             same_or_near_tie(rt.target, p, r.done.token_ids, want.token_ids)
         engine.close()
+
+
+def test_a_prefix_another_sequence_holds_is_copied_not_read_again(smol_path, same_or_near_tie):
+    rules = "You answer in one short sentence. " + "Be exact and plain; never guess. " * 20
+    prompts = []
+    with runtime(smol_path, n_parallel=1) as rt:
+        for q in QUESTIONS[:2]:
+            prompts.append(chat_tokens(rt.target, [Message("system", rules), Message("user", q)]))
+        solo = [list(rt.generator.complete(p, GREEDY))[-1] for p in prompts]
+    shared = next(i for i, (a, b) in enumerate(zip(*prompts)) if a != b)
+    assert shared > 150
+    with runtime(smol_path, n_parallel=2) as rt:
+        engine = Engine(rt, reserved=1)  # the first job runs in sequence 0, the second in 1
+        first = Reply(prompts[0], slot=0)
+        engine.submit(first.job)
+        same_or_near_tie(rt.target, prompts[0], first.done.token_ids, solo[0].token_ids)
+        held = list(rt.ctx.sequences[0].tokens)
+        second = Reply(prompts[1])
+        engine.submit(second.job)
+        assert second.done.stats.n_cached_tokens == shared  # the rules came from sequence 0
+        same_or_near_tie(rt.target, prompts[1], second.done.token_ids, solo[1].token_ids)
+        assert rt.ctx.sequences[0].tokens == held  # the lender keeps what it held...
+        assert rt.ctx.sequences[0].kv_pos_max() == len(held) - 1
+        again = Reply(prompts[0], slot=0)  # ...and reuses it whole
+        engine.submit(again.job)
+        assert again.done.stats.n_cached_tokens == len(prompts[0]) - 1
+        same_or_near_tie(rt.target, prompts[0], again.done.token_ids, solo[0].token_ids)
+        engine.close()
