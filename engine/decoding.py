@@ -12,7 +12,7 @@ several) decodes ``plan()``'s tokens and hands the rows back to ``take``:
         events, keep = d.take(rows, verify_s)      # keep: tokens the sequence keeps cached
 
 Each pass decodes the pending token (sampled, not yet in the cache) with a draft behind it: the
-tokens a grammar forces next, else what the speculation proposes. ``take`` accepts the longest
+tokens a grammar forces next, then what the speculation proposes after them. ``take`` accepts the longest
 prefix of the draft equal to the target's own picks (engine.speculative.accept), so the reply is
 the one plain decoding gives, with or without drafts and grammars.
 """
@@ -87,6 +87,7 @@ class Decoding:
         self.out = _Output(model, params)
         self.stats = _Counters(len(prompt), n_cached)
         self._draft = Draft()
+        self._forced: tuple[int, ...] = ()
 
     @property
     def n_tokens(self) -> int:
@@ -113,20 +114,20 @@ class Decoding:
         tokens behind it (``room``: what the context and max_tokens leave; ``width``: tokens
         of other sequences in the same pass)."""
         room = min(room, self.params.max_tokens - self.out.n_tokens - 1)
-        self._draft = self._propose(room, width) if room > 0 else Draft()
-        return [self.history[-1], *self._draft.tokens]
+        self._forced, self._draft = self._propose(room, width) if room > 0 else ((), Draft())
+        return [self.history[-1], *self._forced, *self._draft.tokens]
 
     def take(self, rows: np.ndarray, verify_s: float = 0.0) -> tuple[list[Event], int]:
         """The rows of the pass ``plan`` asked for (one row without a draft; else one per
         token). Returns the events and how many tokens the sequence keeps cached."""
-        draft, s = self._draft, self.stats
+        forced, draft, s = self._forced, self._draft, self.stats
         s.passes += 1
         base = len(self.history)
-        if not draft.tokens:
+        tokens = forced + draft.tokens
+        if not tokens:
             token = self.sampler.pick(rows[0], self.history)
             self._emit([(token, None, rows[0])])
             return self.out.flush_events(), base
-        tokens = draft.tokens
 
         def pick(i: int) -> int:  # after accept, the grammar has taken the accepted tokens
             if i > 0 and self.grammar is not None:
@@ -139,10 +140,14 @@ class Decoding:
         s.proposed += len(tokens)
         s.accepted += n
         s.draft_s += draft.seconds
-        s.used[draft.source] = s.used.get(draft.source, 0) + 1
-        if self.speculation is not None and draft.source != "grammar":
-            self.speculation.observe(draft, n, verify_s)
-        emitted = [(t, draft.source, rows[i]) for i, t in enumerate(tokens[:n])]
+        for source, part in (("grammar", forced), (draft.source, draft.tokens)):
+            if part:
+                s.used[source] = s.used.get(source, 0) + 1
+        if self.speculation is not None and draft.tokens:  # its own part, and its share of the pass
+            share = (len(draft.tokens) + 1) / (len(tokens) + 1)
+            self.speculation.observe(draft, max(n - len(forced), 0), verify_s * share)
+        sources = ["grammar"] * len(forced) + [draft.source] * len(draft.tokens)
+        emitted = [(t, sources[i], rows[i]) for i, t in enumerate(tokens[:n])]
         self._emit(emitted + [(verdict.next_token, None, rows[n])], advanced=n)
         return self.out.flush_events(), base + n
 
@@ -158,22 +163,22 @@ class Decoding:
         return replace(done, note=self.note) if self.note else done
 
     # -- internals ------------------------------------------------------------------------
-    def _propose(self, room: int, width: int = 0) -> Draft:
-        """The grammar's forced tokens when there are any; else the speculation's draft, cut
-        where the grammar would refuse it."""
+    def _propose(self, room: int, width: int = 0) -> tuple[tuple[int, ...], Draft]:
+        """The tokens the grammar forces next (no choice to make: they are taken as they are
+        verified, "jump forward"), then the speculation's draft from there, cut where the
+        grammar would refuse it. The drafter plans knowing the forced tokens widen the pass."""
         g = self.grammar
-        if g is not None:
-            forced = g.forced()[:room]
-            if forced:
-                return Draft(tuple(forced), "grammar")
-        if self.speculation is None:
-            return Draft()
-        draft = self.speculation.plan(self.history, room, self.sampler, width)
+        forced = tuple(g.forced()[:room]) if g is not None else ()
+        if self.speculation is None or len(forced) >= room:
+            return forced, Draft()
+        draft = self.speculation.plan(self.history + list(forced), room - len(forced),
+                                      self.sampler, width + len(forced))
         if g is not None and draft.tokens:
-            n = g.valid_prefix(draft.tokens)
+            n = g.valid_prefix(forced + draft.tokens) - len(forced)
             if n < len(draft.tokens):
+                n = max(n, 0)
                 draft = replace(draft, tokens=draft.tokens[:n], survival=draft.survival[:n])
-        return draft
+        return forced, draft
 
     def _emit(self, tokens: list[tuple[int, str | None, np.ndarray]], advanced: int = 0) -> None:
         """Record emitted tokens (the first ``advanced`` already taken by the grammar)."""

@@ -60,6 +60,13 @@ def test_the_same_reply_with_and_without_speculation_and_forced_tokens_batched(s
     assert spec.stats.drafters_used.get("grammar", 0) > 0 and len(forced) > 5
     assert spec.stats.target_passes < plain.stats.target_passes  # keys and punctuation batched
     assert "".join(e.text for e in forced) in spec.text or forced  # they are part of the reply
+    steps, step = [], []  # the drafters of each pass: forced keys, then the n-gram's copy of a name
+    for e in (e for e in events if isinstance(e, Token)):
+        step.append(e.drafter)
+        if e.step_end:
+            steps.append(step)
+            step = []
+    assert any("grammar" in s and "ngram" in s for s in steps)
 
 
 def test_sampled_replies_follow_the_schema_too(smol, people):
