@@ -136,7 +136,7 @@ def find_model(opts: CheckOptions) -> tuple[Path, str]:
 def runtime_config(path: Path, opts: CheckOptions, drafter: str) -> RuntimeConfig:
     """Greedy replies with ``drafter`` (ngram, or model: ``path`` as its own draft) forced on:
     adaptive off, so drafts are always tried."""
-    from engine.context import ContextParams
+    from engine.context_params import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import RuntimeConfig
     from engine.sampling import SamplingParams

@@ -25,7 +25,7 @@ from typing import Any, Literal, Mapping
 from PySide6.QtCore import QObject, Signal
 
 from engine import params, paths
-from engine.context import ContextParams
+from engine.context_params import ContextParams
 from engine.errors import DuetError
 from engine.localfile import read_json, write_json
 from engine.model import ModelSpec

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Callable
 
 from engine import params, paths
 from engine.catalog import CATALOG
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.errors import DuetError, LoadCancelled, ModelLoadError
 from engine.generate import Generator
 from engine.model import Model, ModelSpec

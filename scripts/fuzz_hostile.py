@@ -272,7 +272,8 @@ def _valid_session(folder: Path, model_path: Path | None) -> tuple[bytes, Any]:
             kv_target=KVState((1, 2, 3), 512, "f16", "f16", Probe((((5, 1.0),),))))
         write_session(path, meta, {"kv.target": bytes(range(256)) * 64})
         return path.read_bytes(), None
-    from engine.context import Context, ContextParams
+    from engine.context import Context
+    from engine.context_params import ContextParams
     from engine.model import Model
     from engine.prompt import chat_tokens
     from engine.session import store

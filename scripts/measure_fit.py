@@ -35,7 +35,8 @@ def rss() -> int:
 
 def child(path: str, n_ctx: int) -> None:
     from engine import backend
-    from engine.context import Context, ContextParams
+    from engine.context import Context
+    from engine.context_params import ContextParams
     from engine.model import Model
 
     backend.init()

@@ -28,7 +28,7 @@ def jobs_at_once(n: int, max_tokens: int, prompts: tuple[str, ...] = PROMPTS,
                  flash_attn: bool | None = None) -> str:
     import engine.scheduler as scheduler
     from engine.chat import Message
-    from engine.context import ContextParams
+    from engine.context_params import ContextParams
     from engine.events import Done
     from engine.model import ModelSpec
     from engine.prompt import chat_tokens
@@ -79,7 +79,8 @@ def jobs_at_once(n: int, max_tokens: int, prompts: tuple[str, ...] = PROMPTS,
 
 
 def prefill_slices() -> list[str]:
-    from engine.context import Context, ContextParams
+    from engine.context import Context
+    from engine.context_params import ContextParams
     from engine.model import Model
     from engine.runtime import resolve_model
 

@@ -138,7 +138,7 @@ def record(path: str, model: str, max_tokens: int, suite: int = 0, threads: int 
     from engine.bench.prompts import load_prompts
     from engine.bench.suite import build_suite, select
     from engine.chat import Message
-    from engine.context import ContextParams
+    from engine.context_params import ContextParams
     from engine.events import collect
     from engine.model import ModelSpec
     from engine.prompt import chat_tokens

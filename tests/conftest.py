@@ -61,7 +61,8 @@ def gemma():
 
 @pytest.fixture
 def smol_ctx(smol):
-    from engine.context import Context, ContextParams
+    from engine.context import Context
+    from engine.context_params import ContextParams
 
     with Context(smol, ContextParams(n_ctx=1024)) as ctx:
         yield ctx
@@ -78,7 +79,8 @@ def same_or_near_tie():
     near-tie may go either way; a real fault parts where the model is sure."""
     import numpy as np
 
-    from engine.context import Context, ContextParams
+    from engine.context import Context
+    from engine.context_params import ContextParams
 
     def check(model, prompt, got, want, scores=None) -> None:
         got, want = list(got), list(want)

@@ -81,7 +81,8 @@ def _ttft(gen: Generator, prompt: list[int], params: SamplingParams) -> tuple[fl
 
 def measure_switch(model: Model, args: argparse.Namespace) -> dict[str, Any]:
     from engine.chat import Message
-    from engine.context import Context, ContextParams
+    from engine.context import Context
+    from engine.context_params import ContextParams
     from engine.generate import Generator
     from engine.prompt import chat_tokens
     from engine.sampling import SamplingParams
@@ -130,7 +131,8 @@ def measure_switch(model: Model, args: argparse.Namespace) -> dict[str, Any]:
 
 def measure_overflow(model: Model, args: argparse.Namespace, *, shift: bool) -> dict[str, Any]:
     from engine.chat import Message
-    from engine.context import Context, ContextParams
+    from engine.context import Context
+    from engine.context_params import ContextParams
     from engine.generate import Generator
     from engine.prompt import chat_tokens, fit_messages
     from engine.sampling import SamplingParams

@@ -16,7 +16,7 @@ from pathlib import Path
 from engine.bench.prompts import load_prompts
 from engine.bench.timing import RunTiming, median, peak_rss_mb, time_duet, time_llama
 from engine.chat import Message
-from engine.context import ContextParams
+from engine.context_params import ContextParams
 from engine.model import ModelSpec
 from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig, resolve_model

@@ -29,7 +29,7 @@ from engine.bench.process import free_port, start_worker
 from engine.bench.prompts import load_prompts
 from engine.bench.timing import median, time_duet
 from engine.chat import Message
-from engine.context import ContextParams
+from engine.context_params import ContextParams
 from engine.errors import DuetError
 from engine.rpc import parse_endpoint
 from engine.model import ModelSpec

@@ -106,7 +106,7 @@ def combine(runs: list[dict], prompts: list[BenchPrompt]) -> dict:
 
 # -- the servers --------------------------------------------------------------------------
 def start_duet(args: argparse.Namespace) -> tuple[BackgroundServer, Engine]:
-    from engine.context import ContextParams
+    from engine.context_params import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import Runtime, RuntimeConfig, resolve_model
     from engine.sampling import SamplingParams
@@ -129,7 +129,7 @@ def start_duet(args: argparse.Namespace) -> tuple[BackgroundServer, Engine]:
 def llama_modes(args: argparse.Namespace, prompts: list[BenchPrompt]
                 ) -> tuple[dict[str, dict], dict[str, str]]:
     """Each llama-server mode's rows, and why the modes that failed did."""
-    from engine.context import ContextParams
+    from engine.context_params import ContextParams
     from engine.runtime import resolve_model
 
     target = resolve_model(args.model)
@@ -248,7 +248,7 @@ def markdown(report: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.context import ContextParams
+    from engine.context_params import ContextParams
     from engine.runtime import resolve_model
 
     prompts = load_prompts(ids=tuple(x for x in args.prompts.split(",") if x))

@@ -175,7 +175,8 @@ def _median(xs: Sequence[float]) -> float:
 def bench_kv_type(model: Any, args: argparse.Namespace, kv_type: str, messages: list[Any],
                   workdir: Path) -> dict[str, Any]:
     """Re-prefill vs save → reopen → answer, for one KV cache type."""
-    from engine.context import KV_BYTES_PER_ELEMENT, Context, ContextParams
+    from engine.context import Context
+    from engine.context_params import KV_BYTES_PER_ELEMENT, ContextParams
     from engine.generate import Generator
     from engine.prefix import common_prefix
     from engine.prompt import chat_tokens
@@ -242,7 +243,8 @@ def bench_kv_type(model: Any, args: argparse.Namespace, kv_type: str, messages: 
 def bench_regenerate(model: Any, args: argparse.Namespace, sizes: Sequence[int]
                      ) -> list[dict[str, Any]]:
     """TTFT of regenerating the last reply (same messages again) at growing prompt sizes."""
-    from engine.context import Context, ContextParams
+    from engine.context import Context
+    from engine.context_params import ContextParams
     from engine.generate import Generator
 
     rows = []
@@ -301,7 +303,7 @@ def _targets(kv: list[dict[str, Any]]) -> dict[str, bool]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.context import default_threads
+    from engine.context_params import default_threads
     from engine.model import Model, ModelSpec
     from engine.runtime import resolve_model
 

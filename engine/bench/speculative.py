@@ -26,7 +26,7 @@ from engine.bench.prompts import BenchPrompt, load_prompts
 from engine.bench.report import chart, markdown_table, suite_chart, suite_markdown, summarize
 from engine.bench.timing import first_difference, median, time_duet, time_llama, time_stream
 from engine.chat import Message
-from engine.context import ContextParams
+from engine.context_params import ContextParams
 from engine.errors import DuetError
 from engine.events import Done, Token, collect
 from engine.model import ModelSpec

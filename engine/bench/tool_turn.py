@@ -86,7 +86,8 @@ class Clocked:
 
 def run(args: argparse.Namespace) -> int:
     from engine.chat import Message
-    from engine.context import Context, ContextParams
+    from engine.context import Context
+    from engine.context_params import ContextParams
     from engine.events import Done
     from engine.generate import Generator
     from engine.mcp import McpConfig, ServerConfig, ToolHost

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import params, paths
-from engine.context import ContextParams
+from engine.context_params import ContextParams
 from engine.localfile import write_json
 from engine.sampling import SamplingParams
 from engine.session.fingerprint import file_fingerprint

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.model import Model, ModelSpec
 from engine.sampling import Sampler
 from engine.speculative import calibration

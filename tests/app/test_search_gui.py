@@ -18,7 +18,8 @@ from app.requests import Saved
 from app.search import ConversationSearch
 from app.settings import Settings
 from engine import paths
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.conversation.search_index import SearchIndex
 from engine.conversation.store import tree_to_json
 from engine.conversation.tree import Conversation

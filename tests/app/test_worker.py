@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from engine.chat import Message
-from engine.context import ContextParams
+from engine.context_params import ContextParams
 from engine.model import ModelSpec
 from engine.runtime import RuntimeConfig
 from engine.sampling import SamplingParams

@@ -33,7 +33,7 @@ SCRIPT = textwrap.dedent("""
     from PySide6.QtCore import QCoreApplication
 
     from engine import rescue
-    from engine.context import ContextParams
+    from engine.context_params import ContextParams
     from engine.conversation.store import streaming_node, tree_to_json
     from engine.conversation.tree import Conversation
     from engine.model import ModelSpec
@@ -144,7 +144,7 @@ LONG_MS = 180_000
 
 def _cut_file(smol_path: Path, folder: Path, text: str) -> Path:
     """A conversation saved the way the rescue hook saves it (a local model stands in)."""
-    from engine.context import ContextParams
+    from engine.context_params import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import Runtime, RuntimeConfig
 

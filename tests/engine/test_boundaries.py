@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from engine.context import ContextParams
+from engine.context_params import ContextParams
 from engine.sampling import Sampler, SamplingParams
 from engine.speculative.params import SpeculativeParams
 

@@ -8,7 +8,8 @@ import pytest
 
 from engine.chat import Message
 from engine.constraint import Grammar, GrammarError, check_schema
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.events import Done, Token
 from engine.generate import Generator
 from engine.runtime import Runtime, RuntimeConfig

@@ -8,7 +8,8 @@ decodes only the new tail; the draft model's context follows the same way.
 from __future__ import annotations
 
 from engine.chat import Message
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.events import Done, Token
 from engine.generate import Generator
 from engine.prefix import dropped_span

@@ -4,7 +4,8 @@ a file without a tree still opens as a linear chat."""
 from __future__ import annotations
 
 from engine.cli import main
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.conversation.store import tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation
 from engine.events import Done, Stats

@@ -5,7 +5,8 @@ import threading
 import pytest
 
 from engine.chat import Message
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.errors import ContextFullError, ModelLoadError
 from engine.events import Done, PromptProgress, Token
 from engine.generate import Generator

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from engine import params
-from engine.context import ContextParams
+from engine.context_params import ContextParams
 from engine.conversation.presets import Preset
 from engine.params import ParamError
 from engine.runtime import add_runtime_arguments, runtime_config

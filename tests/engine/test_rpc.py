@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.chat import Message
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.errors import ModelLoadError, WorkerLostError
 from engine.events import Done, Token
 from engine.model import Model, ModelSpec

@@ -9,7 +9,7 @@ import pytest
 
 from engine import context as context_module
 from engine.chat import Message
-from engine.context import ContextParams
+from engine.context_params import ContextParams
 from engine.events import Done, Token
 from engine.model import ModelSpec
 from engine.prompt import chat_tokens

@@ -11,7 +11,8 @@ from typing import Callable, Iterator
 import pytest
 
 from engine.chat import ToolCall
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.conversation.export import matches
 from engine.conversation.search_index import SearchIndex
 from engine.conversation.store import tree_to_json

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.state_cache import MIN_SAVE, StateCache
 
 TEXT_A = "The quick brown fox jumps over the lazy dog while the cat watches from the fence. " * 5

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.conversation.tree import Conversation
 from engine.events import Done, Stats
 from engine.generate import Generator

@@ -25,7 +25,7 @@ def margins(model: str, n_ctx: int, solo: dict[str, Reply],
             mismatched: dict[str, dict[str, int]], seen: dict[str, set[str]],
             limit: int = 50) -> list[dict]:
     from engine.chat import Message
-    from engine.context import ContextParams
+    from engine.context_params import ContextParams
     from engine.model import ModelSpec
     from engine.prompt import chat_tokens
     from engine.runtime import Runtime, RuntimeConfig, resolve_model

@@ -10,7 +10,7 @@ from engine.bench.report import geomean, summarize
 from engine.bench.suite import build_suite, suite_hash
 from engine.chat import Message
 from engine.cli import main
-from engine.context import ContextParams
+from engine.context_params import ContextParams
 from engine.prompt import chat_tokens
 from engine.sampling import SamplingParams
 

@@ -72,7 +72,7 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
                  cache_bytes: int = 256 << 20, cors: tuple[str, ...] = (), drafter: str = "auto",
                  adaptive: bool = True, n_ctx: int = N_CTX, max_tokens: int = 16,
                  threads: int = 1, alias: str = "test"):
-    from engine.context import ContextParams
+    from engine.context_params import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import Runtime, RuntimeConfig
     from engine.sampling import SamplingParams

@@ -11,7 +11,8 @@ import pytest
 from engine.bench import session as bench
 from engine.chat import Message
 from engine.cli import main
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.generate import Generator
 from engine.prompt import chat_tokens
 from engine.sampling import SamplingParams

@@ -11,7 +11,8 @@ import pytest
 
 from engine.chat import ToolCall
 from engine.cli import main
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.conversation.store import tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation, Turn
 from engine.events import Done, Stats

@@ -15,7 +15,8 @@ from blake3 import blake3
 import engine.session.format as fmt
 from engine import localfile
 from engine.chat import Message
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.errors import SessionError
 from engine.prompt import chat_tokens
 from engine.session import inspect, read_meta, read_session, store, write_session

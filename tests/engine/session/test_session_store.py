@@ -13,7 +13,8 @@ import pytest
 
 from engine.chat import Message, ToolCall
 from engine.cli import main
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.errors import SessionError
 from engine.events import Done
 from engine.generate import Generator

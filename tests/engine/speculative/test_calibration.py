@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.context import Context, ContextParams
+from engine.context import Context
+from engine.context_params import ContextParams
 from engine.model import Model
 from engine.speculative import calibration
 from engine.speculative.calibration import CostCheck, calibrate, measure_cost

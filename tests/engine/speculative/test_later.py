@@ -21,7 +21,7 @@ from engine.speculative.later import steps
 from engine.speculative.draft_model import CURVE_SIZES
 from engine.speculative.params import SpeculativeParams
 from engine.speculative.tuning import TUNING
-from engine.context import ContextParams
+from engine.context_params import ContextParams
 
 GREEDY = SamplingParams(temperature=0, max_tokens=16)
 

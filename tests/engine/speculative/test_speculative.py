@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine.chat import Message
-from engine.context import ContextParams
+from engine.context_params import ContextParams
 from engine.events import Done, Token
 from engine.model import Model, ModelSpec
 from engine.prompt import chat_tokens
