@@ -49,7 +49,7 @@ EXIT_WORKER_LOST = 75  # EX_TEMPFAIL: the process exits with it when a worker di
 PROTO_MAJOR = 7  # RPC_PROTO_MAJOR_VERSION of the vendored ggml-rpc
 _CMD_HELLO = 14
 _CAPS = 24  # RPC_CONN_CAPS_SIZE
-_DEV_TYPE_CPU = 0
+DEV_TYPE_CPU = 0
 _NO_RPC = ("this llama.cpp build has no RPC backend; rebuild it with scripts/bootstrap.sh "
            "(without DUET_NO_RPC set)")
 
@@ -368,51 +368,3 @@ def install_abort_handler() -> None:
     if _installed is None:
         lib().set_abort_callback(ctypes.cast(_on_ggml_abort, ctypes.c_void_p))
         _installed = _on_ggml_abort
-
-
-# -- the worker ---------------------------------------------------------------------------
-
-_MEM_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
-                           ctypes.POINTER(ctypes.c_size_t))
-_GET_MEMORY_SLOT = 2  # ggml_backend_device_i: get_name, get_description, get_memory, ...
-
-
-def serve(endpoint: str, n_threads: int, mem_bytes: int | None = None,
-          cache_dir: Path | None = None) -> None:
-    """Serve this machine's CPU backend at ``endpoint`` until the process ends (blocks).
-
-    ``mem_bytes`` caps the memory the worker advertises (clients split the model in proportion
-    to it). ggml-rpc asks the CPU device itself, so the cap replaces the get_memory entry of the
-    CPU device's interface in this process (a worker-only patch of a writable static struct)."""
-    rpc = lib()
-    cpu = rpc.dev_by_type(_DEV_TYPE_CPU)
-    if not cpu:
-        raise DuetError("llama.cpp found no CPU device to serve")
-    if mem_bytes is not None:
-        _cap_memory(cpu, mem_bytes)
-    devices = (ctypes.c_void_p * 1)(cpu)
-    cache = os.fsencode(cache_dir) if cache_dir is not None else None
-    rpc.start_server(endpoint.encode(), cache, max(1, n_threads), 1, devices)
-    raise DuetError(f"the RPC worker could not listen on {endpoint} (address in use?)")
-
-
-def _cap_memory(device: int, cap: int) -> None:
-    rpc = lib()
-    real = ctypes.cast(device, ctypes.POINTER(ctypes.c_void_p))[_GET_MEMORY_SLOT]
-    original = _MEM_CB(real)
-
-    def get_memory(dev: int | None, free: Any, total: Any) -> None:
-        original(dev, free, total)
-        free[0] = min(free[0], cap)
-        total[0] = cap
-
-    callback = _MEM_CB(get_memory)
-    ctypes.cast(device, ctypes.POINTER(ctypes.c_void_p))[_GET_MEMORY_SLOT] = ctypes.cast(
-        callback, ctypes.c_void_p)
-    _keep.append(callback)
-    free, total = ctypes.c_size_t(), ctypes.c_size_t()
-    rpc.dev_memory(device, ctypes.byref(free), ctypes.byref(total))
-    log.info("advertising %.1f GiB (of which %.1f free)", total.value / 2**30, free.value / 2**30)
-
-
-_keep: list[object] = []

@@ -7,6 +7,7 @@ while the main thread waits for Ctrl+C or SIGTERM, so either ends the worker pro
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
 import signal
@@ -14,6 +15,7 @@ import socket
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from engine.errors import DuetError
 from engine.net import is_loopback
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     def serve() -> None:
         try:
-            rpc.serve(endpoint, threads, mem, args.cache)
+            serve_backend(endpoint, threads, mem, args.cache)
         except DuetError as e:
             failed.append(str(e))
         stop.set()
@@ -99,3 +101,55 @@ def _wait_listening(host: str, port: int, stop: threading.Event) -> bool:
             log.debug("not listening yet: %s", e)
             stop.wait(0.05)
     return False
+
+
+# -- llama.cpp's RPC server, through ctypes ---------------------------------------------
+
+_MEM_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
+                           ctypes.POINTER(ctypes.c_size_t))
+_GET_MEMORY_SLOT = 2  # ggml_backend_device_i: get_name, get_description, get_memory, ...
+
+
+def serve_backend(endpoint: str, n_threads: int, mem_bytes: int | None = None,
+                  cache_dir: Path | None = None) -> None:
+    """Serve this machine's CPU backend at ``endpoint`` until the process ends (blocks).
+
+    ``mem_bytes`` caps the memory the worker advertises (clients split the model in proportion
+    to it). ggml-rpc asks the CPU device itself, so the cap replaces the get_memory entry of the
+    CPU device's interface in this process (a worker-only patch of a writable static struct)."""
+    from engine.rpc import DEV_TYPE_CPU, lib
+
+    rpc = lib()
+    cpu = rpc.dev_by_type(DEV_TYPE_CPU)
+    if not cpu:
+        raise DuetError("llama.cpp found no CPU device to serve")
+    if mem_bytes is not None:
+        _cap_memory(cpu, mem_bytes)
+    devices = (ctypes.c_void_p * 1)(cpu)
+    cache = os.fsencode(cache_dir) if cache_dir is not None else None
+    rpc.start_server(endpoint.encode(), cache, max(1, n_threads), 1, devices)
+    raise DuetError(f"the RPC worker could not listen on {endpoint} (address in use?)")
+
+
+def _cap_memory(device: int, cap: int) -> None:
+    from engine.rpc import lib
+
+    rpc = lib()
+    real = ctypes.cast(device, ctypes.POINTER(ctypes.c_void_p))[_GET_MEMORY_SLOT]
+    original = _MEM_CB(real)
+
+    def get_memory(dev: int | None, free: Any, total: Any) -> None:
+        original(dev, free, total)
+        free[0] = min(free[0], cap)
+        total[0] = cap
+
+    callback = _MEM_CB(get_memory)
+    ctypes.cast(device, ctypes.POINTER(ctypes.c_void_p))[_GET_MEMORY_SLOT] = ctypes.cast(
+        callback, ctypes.c_void_p)
+    _keep.append(callback)
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    rpc.dev_memory(device, ctypes.byref(free), ctypes.byref(total))
+    log.info("advertising %.1f GiB (of which %.1f free)", total.value / 2**30, free.value / 2**30)
+
+
+_keep: list[object] = []
