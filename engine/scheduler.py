@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from engine.context import Context, Part, decode_batch
 from engine.decoding import Decoding, Grammar, Speculation
@@ -156,7 +156,7 @@ class Scheduler:
             budget -= n
         return parts, owners
 
-    def _take(self, s: Slot, part: Part, rows, share_s: float) -> None:  # noqa: ANN001
+    def _take(self, s: Slot, part: Part, rows: Any, share_s: float) -> None:
         d, job = s.decoding, s.job
         assert d is not None and job is not None
         if d.started:

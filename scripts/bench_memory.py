@@ -18,6 +18,7 @@ import socket
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -37,7 +38,7 @@ def rss_mib() -> tuple[float, float]:
     return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
 
 
-def wait(signal: SignalInstance, action) -> tuple:  # noqa: ANN001
+def wait(signal: SignalInstance, action: Callable[[], object]) -> tuple:
     loop, got = QEventLoop(), []
 
     def done(*args: object) -> None:

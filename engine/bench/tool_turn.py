@@ -28,7 +28,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 QUESTION = "What time is it in Tokyo right now?"
 FOLLOW_UP = "And what is the time difference between Tokyo and Paris?"
@@ -70,7 +70,7 @@ class Clocked:
         self.gen, self.model = gen, gen.model
         self.first: list[float] = []
 
-    def complete(self, prompt, params, cancel=None, **kw):  # noqa: ANN001, ANN201
+    def complete(self, prompt: Any, params: Any, cancel: Any = None, **kw: Any) -> Iterator[Any]:
         from engine.events import Token
 
         seen = False
@@ -80,7 +80,7 @@ class Clocked:
                 self.first.append(time.perf_counter())
             yield ev
 
-    def read_ahead(self, tokens, cancel=None) -> int:  # noqa: ANN001
+    def read_ahead(self, tokens: Any, cancel: Any = None) -> int:
         return self.gen.read_ahead(tokens, cancel)
 
 
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         tools = offer(host)
         results: list[float] = []  # when each result was there
 
-        def run_call(call, cancel):  # noqa: ANN001, ANN202
+        def run_call(call: Any, cancel: Any) -> Any:
             result = tools.run(call, cancel)
             results.append(time.perf_counter())
             return result
