@@ -12,9 +12,9 @@ several) decodes ``plan()``'s tokens and hands the rows back to ``take``:
         events, keep = d.take(rows, verify_s)      # keep: tokens the sequence keeps cached
 
 Each pass decodes the pending token (sampled, not yet in the cache) with a draft behind it: the
-tokens a grammar forces next, then what the speculation proposes after them. ``take`` accepts the longest
-prefix of the draft equal to the target's own picks (engine.speculative.accept), so the reply is
-the one plain decoding gives, with or without drafts and grammars.
+tokens a grammar forces next, then what the speculation proposes after them. ``take`` accepts
+the longest prefix of the draft equal to the target's own picks (engine.speculative.accept), so
+the reply is the one plain decoding gives, with or without drafts and grammars.
 """
 
 from __future__ import annotations
@@ -174,9 +174,8 @@ class Decoding:
         draft = self.speculation.plan(self.history + list(forced), room - len(forced),
                                       self.sampler, width + len(forced))
         if g is not None and draft.tokens:
-            n = g.valid_prefix(forced + draft.tokens) - len(forced)
+            n = max(g.valid_prefix(forced + draft.tokens) - len(forced), 0)
             if n < len(draft.tokens):
-                n = max(n, 0)
                 draft = replace(draft, tokens=draft.tokens[:n], survival=draft.survival[:n])
         return forced, draft
 
