@@ -103,7 +103,7 @@ class EngineWorker(QObject):
             log.info("loaded %s in %.2f s (drafter %s)", info.target_name, info.load_s, info.drafter)
             self.loaded.emit(info)
             if later is not None:
-                self.engine.set_idle(CurveProgress(later, self.progress.emit))
+                self.engine.add_idle(CurveProgress(later, self.progress.emit))
 
     @Slot(object)
     def chat(self, req: ChatRequest) -> None:

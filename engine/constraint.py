@@ -73,6 +73,19 @@ def tokenizer(model: Model) -> Any:
         return tok
 
 
+def prepare(model: Model) -> bool:
+    """Build ``model``'s vocabulary for llguidance now, as idle work of the engine's thread
+    (engine.service.Engine.add_idle), so that the first request with a schema or a forced tool
+    call does not wait for it (about a second on the 151k-token Qwen vocabulary). False: done."""
+    tokenizer(model)
+    return False
+
+
+def is_prepared(model: Model) -> bool:
+    with _tokenizers_lock:
+        return id(model) in _tokenizers
+
+
 def _token_bytes(model: Model, token: int) -> bytes:
     """A token's bytes as llguidance reads them: control tokens (and user-defined ones that look
     like ``<...>``) prefixed with 0xff, so that no text can spell them."""

@@ -62,7 +62,7 @@ class Engine:
         self._changed = threading.Condition()
         self._closing = False
         self._gate = gate
-        self._idle: Callable[[], bool] | None = None
+        self._idle: deque[Callable[[], bool]] = deque()
         self._thread = threading.Thread(target=self._loop, name="duet-engine", daemon=True)
         self._thread.start()
 
@@ -92,12 +92,12 @@ class Engine:
         two steps (engine.generate.read_ahead); the future holds how many were read."""
         return self.call(lambda: self.scheduler.read_ahead(slot, tokens))
 
-    def set_idle(self, work: Callable[[], bool]) -> None:
-        """Work done in short steps while no job runs or waits: ``work()`` does one step and
-        returns whether more remains (measuring the verify cost after a load). A job that
-        arrives waits for one step at most."""
+    def add_idle(self, work: Callable[[], bool]) -> None:
+        """Work done in short steps while no job runs or waits, after the work added before:
+        ``work()`` does one step and returns whether more remains (measuring the verify cost
+        after a load). A job that arrives waits for one step at most."""
         with self._changed:
-            self._idle = work
+            self._idle.append(work)
             self._changed.notify_all()
 
     @property
@@ -144,7 +144,7 @@ class Engine:
             with self._changed:
                 self._changed.wait_for(lambda: self._closing or self._pending or self._calls
                                        or self.scheduler.active or self.scheduler.waiting
-                                       or self._idle is not None)
+                                       or bool(self._idle))
                 if self._closing:
                     break
                 while self._pending:
@@ -169,15 +169,17 @@ class Engine:
             future.set_exception(DuetError("the engine has stopped"))
 
     def _idle_step(self) -> None:
-        if self._idle is None:
+        if not self._idle:
             return
         try:
-            more = self._idle()
+            more = self._idle[0]()
         except Exception:  # a bug: the idle work is dropped, the engine goes on
             log.exception("the engine's idle work failed")
             more = False
         if not more:
-            self._idle = None
+            with self._changed:
+                self._idle.popleft()
+                self._changed.notify_all()
 
     def _run_call(self, fn: Callable[[], Any], future: Future) -> None:
         if not future.set_running_or_notify_cancel():

@@ -121,3 +121,16 @@ def test_a_retried_request_is_drafted_from_the_reply_it_got_before(server_factor
     assert first["predicted_n"] == 16  # long enough to draft
     assert again["draft_n"] >= 8 and again["draft_n_accepted"] >= 4, again
     assert again["draft_n_accepted"] > first["draft_n_accepted"], (first, again)
+
+
+def test_the_grammar_vocabulary_is_built_while_the_server_waits(server_factory, smol_path):
+    """The first request with a schema does not wait for llguidance's view of the vocabulary:
+    the engine builds it while no request runs."""
+    from engine import constraint
+
+    server, s = server_factory(smol_path, drafter="none")
+    try:
+        assert s.engine.wait_until(lambda _: constraint.is_prepared(s.model), 120)
+    finally:
+        server.close()
+        s.engine.close()

@@ -1,5 +1,5 @@
 """The verify cost measured after the load (engine.speculative.later), step by step between
-replies (engine.service.Engine.set_idle), on the real SmolLM2."""
+replies (engine.service.Engine.add_idle), on the real SmolLM2."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_a_job_runs_before_the_idle_work_goes_on(smol_path: Path) -> None:
 
     with Runtime(config(smol_path, "none")) as rt:
         engine = Engine(rt)
-        engine.set_idle(idle)
+        engine.add_idle(idle)
         assert idled.wait(60)
         prompt = chat_tokens(rt.target, [Message("user", "Name a fruit.")])
         engine.submit(Job(prompt, GREEDY, emit))
