@@ -9,7 +9,8 @@ slots (``--parallel N`` / ``-np N``), after one warm-up request of a prompt no c
 - late (N > 1): N - 1 clients start, and once each streams, one more client sends its prompt:
   its time to first token is what a newcomer waits while the others stream.
 
-Medians over ``--repeats`` fresh servers. Only 127.0.0.1 is contacted.
+Medians over ``--repeats`` fresh servers; in each repeat every configuration runs once, in
+turns. Only 127.0.0.1 is contacted.
 """
 
 from __future__ import annotations
@@ -160,24 +161,28 @@ def run(args: argparse.Namespace) -> int:
     counts = [int(x) for x in args.clients.split(",") if x]
     modes = [m for m in (args.modes.split(",") if args.modes else [*DUET_MODES, *LLAMA_MODES])
              if m in DUET_MODES or args.llama_server is not None]
-    results: dict[str, dict[int, dict]] = {}
-    for mode in modes:
-        for n in counts:
-            runs, lates, rss = [], [], []
-            for _ in range(args.repeats):
+    runs: dict[tuple[str, int], list[dict]] = {}
+    lates: dict[tuple[str, int], list[float]] = {}
+    rss: dict[tuple[str, int], list[int]] = {}
+    for _ in range(args.repeats):  # the modes take turns, so that a drift hits them alike
+        for mode in modes:
+            for n in counts:
                 proc, port = _server(mode, n, args, model)
                 with proc:
                     _ask(port, WARM_UP, 8)
-                    runs.append(together(port, texts[:n], args.max_tokens))
+                    runs.setdefault((mode, n), []).append(together(port, texts[:n], args.max_tokens))
                     if n > 1:
-                        lates.append(late(port, texts[n:2 * n] or texts[:n], args.max_tokens))
-                    rss.append(rss_bytes(proc.pid) or 0)
-            row = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-            row["late_ttft_s"] = statistics.median(lates) if lates else None
-            row["rss_mb"] = statistics.median(rss) / 2**20
-            results.setdefault(mode, {})[n] = row
-            log.info("%s, %d clients: %.2f tok/s, first token %.2f s", mode, n,
-                     row["aggregate_tps"], row["ttft_s"])
+                        lates.setdefault((mode, n), []).append(
+                            late(port, texts[n:2 * n] or texts[:n], args.max_tokens))
+                    rss.setdefault((mode, n), []).append(rss_bytes(proc.pid) or 0)
+    results: dict[str, dict[int, dict]] = {}
+    for (mode, n), rs in runs.items():
+        row = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+        row["late_ttft_s"] = statistics.median(lates[mode, n]) if (mode, n) in lates else None
+        row["rss_mb"] = statistics.median(rss[mode, n]) / 2**20
+        results.setdefault(mode, {})[n] = row
+        log.info("%s, %d clients: %.2f tok/s, first token %.2f s", mode, n,
+                 row["aggregate_tps"], row["ttft_s"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(markdown(results, args), encoding="utf-8")
     print(args.out)
