@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from functools import partial
 from typing import Any, Mapping
 
 from PySide6.QtCore import QObject, Signal
 
-from engine import constraint
 from engine.errors import DuetError
 
 
@@ -92,7 +90,6 @@ class LocalServer(QObject):
             raise DuetError("load a model first")
         model_id, aliases = model_names(engine.runtime)
         app = create_app(engine, ServerConfig(model_id, aliases, api_key=key))
-        engine.add_idle(partial(constraint.prepare, engine.runtime.target))  # agents send schemas
         server = BackgroundServer(app, host, values["server_port"])
         self._running = server
         self.address = f"{server.url}/v1"

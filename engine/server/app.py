@@ -11,6 +11,7 @@ shape, never with a traceback.
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -20,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from engine import constraint
 from engine.server import anthropic, ollama, ollama_models, openai, openapi
 from engine.server.core import DuetServer, ServerConfig
 from engine.service import Engine
@@ -114,4 +116,6 @@ def create_app(engine: Engine, config: ServerConfig) -> Starlette:
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected})
     app.state.duet = DuetServer(engine, config)
     app.state.openapi = openapi.document(config.model_id, app.state.duet.n_ctx)
+    # agents send schemas: the first one does not wait for llguidance's view of the vocabulary
+    engine.add_idle(partial(constraint.prepare, engine.runtime.target))
     return app

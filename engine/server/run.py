@@ -7,13 +7,11 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from functools import partial
 from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
 
-from engine import constraint
 from engine.net import is_loopback
 from engine.runtime import Runtime
 from engine.server.app import ServerConfig, create_app
@@ -42,7 +40,6 @@ def build(runtime: Runtime, config: ServerConfig, *, max_queue: int = 8,
           gate: threading.Event | None = None) -> tuple[Engine, Starlette]:
     """The engine thread (which owns ``runtime`` from now on) and the app over it."""
     engine = Engine(runtime, max_queue=max_queue, gate=gate)
-    engine.add_idle(partial(constraint.prepare, runtime.target))  # agents send schemas
     return engine, create_app(engine, config)
 
 
