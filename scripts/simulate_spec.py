@@ -130,11 +130,12 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(map(math.log, values)) / len(values))
 
 
-def record(path: str, model: str, max_tokens: int, suite: int = 0, threads: int = 0) -> None:
+def record(path: str, model: str, max_tokens: int, suite: int = 0, threads: int = 0,
+           categories: tuple[str, ...] = ()) -> None:
     """Plain greedy traces into ``path`` (rewritten after each prompt; the prompts it already
     holds are kept). With ``suite`` (N > 0: the first N of each category; -1: all), the
-    benchmark suite's prompts, each multi-turn one as the bench runs it: its earlier turns'
-    prompts and replies are kept under ``earlier``."""
+    benchmark suite's prompts (of ``categories``, all when empty), each multi-turn one as the
+    bench runs it: its earlier turns' prompts and replies are kept under ``earlier``."""
     from engine.bench.prompts import load_prompts
     from engine.bench.suite import build_suite, select
     from engine.chat import Message
@@ -147,7 +148,7 @@ def record(path: str, model: str, max_tokens: int, suite: int = 0, threads: int 
     from engine.speculative.params import SpeculativeParams
 
     if suite:
-        chosen = select(build_suite(), per_category=max(0, suite))
+        chosen = select(build_suite(), categories, per_category=max(0, suite))
         prompts = [(p.id, p.category, p.turns) for p in chosen]
     else:
         prompts = [(bp.id, bp.id, (bp.text,)) for bp in load_prompts()]
@@ -187,6 +188,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=300)
     ap.add_argument("--suite", type=int, default=0, metavar="N",
                     help="record N prompts per category of the benchmark suite (-1: all)")
+    ap.add_argument("--categories", default="", help="record only these suite categories (comma-separated)")
     ap.add_argument("--threads", type=int, default=0, help="threads when recording (0: one per core)")
     ap.add_argument("--cost", default=CPU)
     ap.add_argument("--half", choices=HALVES, help="replay only this half of the suite")
@@ -204,7 +206,8 @@ def main() -> None:
 
     logsetup.configure()
     if args.record:
-        record(args.traces, args.model, args.max_tokens, args.suite, args.threads)
+        record(args.traces, args.model, args.max_tokens, args.suite, args.threads,
+               tuple(c for c in args.categories.split(",") if c))
         return
     from engine.model import Model, ModelSpec
     from engine.runtime import resolve_model

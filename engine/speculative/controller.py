@@ -105,13 +105,16 @@ def best_length(cost: CostModel, survival: Sequence[float], width: int = 0) -> i
 
 
 class CopyOdds:
-    """P(a copy goes on) after ``agree`` tokens of agreement: this reply's count at agreements
-    of that order (a power of two), on top of ``prior_weight`` pseudo-counts at Laplace's rule of
-    succession, ``(agree + 1) / (agree + 2)``; times how often copies went on past the two
-    tokens before (``(went on + 1) / (copies + 1)``: edits recur at the same places)."""
+    """P(a copy goes on) after ``agree`` tokens of agreement (counted up to ``agree_cap``): this
+    reply's count at agreements of that order (a power of two), on top of ``prior_weight``
+    pseudo-counts at Laplace's rule of succession, ``(agree + 1) / (agree + 2)``; times how often
+    copies went on past the two tokens before (``(went on + 1) / (copies + 1)``: edits recur at
+    the same places). Counted without a cap, the prior alone would call a long copy nearly sure
+    to go on (0.94 after 15 tokens): a passage that an answer quotes in part was drafted 15
+    tokens at a time; past the cap only the reply's own count says more."""
 
     def __init__(self, tuning: Tuning = TUNING) -> None:
-        self.weight = tuning.prior_weight
+        self.weight, self.cap = tuning.prior_weight, tuning.agree_cap
         self.reset()
 
     def reset(self) -> None:
@@ -120,12 +123,14 @@ class CopyOdds:
 
     def observe(self, agree: int, hit: bool, after: tuple[int, int] | None = None) -> None:
         """Score one prediction; ``after``: the two tokens before it, where a copy was going on."""
+        agree = min(agree, self.cap)
         for counts in (self._by_agree.setdefault(agree.bit_length(), [0, 0]),
                        self._after.setdefault(after, [0, 0]) if after is not None else [0, 0]):
             counts[0] += hit
             counts[1] += 1
 
     def p(self, agree: int) -> float:
+        agree = min(agree, self.cap)
         hits, n = self._by_agree.get(agree.bit_length(), (0, 0))
         return (hits + self.weight * (agree + 1) / (agree + 2)) / (n + self.weight)
 

@@ -21,11 +21,13 @@ class Tuning:
     # rebuilding it at a reply's start costs about 13 ms. Replay of each prompt sent a second
     # time: 2.496 (1.128 with none kept).
     memory_tokens: int = 4096
-    # Agreement is counted up to this many tokens, and a match only in remembered text is drafted
-    # once as many of the reply's own tokens agree with it: with the prompt's end counted, a
-    # rename sent after a bug fix of the same code drafted the old reply and ran 24.4 tok/s
-    # against 38.4 (1.5B, 200 tokens, docs/benchmarks/speculative.md). Replay: 8, 16 or 32 alike.
-    agree_cap: int = 16
+    # Agreement is counted up to this many tokens: the copy odds' prior stops growing there (and
+    # longer copies share one count), and a match only in remembered text is drafted once as
+    # many of the reply's own tokens agree with it (with the prompt's end counted, a rename sent
+    # after a bug fix of the same code drafted the old reply and ran 24.4 tok/s against 38.4,
+    # docs/benchmarks/speculative.md). Replay: 4 -> 1.1290, 6 -> 1.1200, 8 -> 1.1340,
+    # 12 -> 1.1340, 16 -> 1.1280 (a passage an answer quotes in part was drafted 15 at a time).
+    agree_cap: int = 8
     # Pseudo-predictions at the copy odds' prior before the reply's own count. Replay: 2 ->
     # 1.1113, 4 -> 1.1280, 8 -> 1.1246.
     prior_weight: float = 4.0

@@ -3,10 +3,12 @@ against CPU and GPU curves, and the copy odds."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from engine.speculative.controller import CopyOdds, CostModel, best_length
+from engine.speculative.tuning import TUNING
 
 # 1.5B target on the 2-core CPU: batch of n tokens -> seconds.
 CPU = CostModel(((1, 0.032), (4, 0.085), (8, 0.174), (16, 0.215), (32, 0.364)))
@@ -76,7 +78,7 @@ def test_draft_length_follows_survival_and_the_cost_curve() -> None:
 
 
 def test_copy_odds_start_from_the_rule_of_succession_and_follow_the_reply() -> None:
-    odds = CopyOdds()
+    odds = CopyOdds(replace(TUNING, agree_cap=64))
     assert odds.p(0) == pytest.approx(1 / 2) and odds.p(30) == pytest.approx(31 / 32)
     for _ in range(50):
         odds.observe(20, False)  # this reply does not go on copying at agreements of 16-31
@@ -84,6 +86,18 @@ def test_copy_odds_start_from_the_rule_of_succession_and_follow_the_reply() -> N
     assert odds.p(2) == pytest.approx(3 / 4) and odds.p(32) == pytest.approx(33 / 34)  # the others untouched
     odds.reset()
     assert odds.p(20) == pytest.approx(21 / 22)
+
+
+def test_past_the_agreement_cap_only_the_reply_says_a_copy_is_surer() -> None:
+    odds = CopyOdds(replace(TUNING, agree_cap=8))
+    cap = 9 / 10  # the rule of succession at 8 tokens of agreement
+    assert odds.p(8) == pytest.approx(cap) and odds.p(15) == odds.p(40) == pytest.approx(cap)
+    survival = odds.survival(7, [1.0] * 15, [(1, 2)] * 15)
+    assert survival[-1] < 0.25  # not 8 / 23 (0.35): a long copy is not drafted on hope alone
+    for _ in range(40):
+        odds.observe(100, True)  # this reply's long copies hold: they share one count
+    assert odds.p(9) > 0.97 and odds.p(9) == odds.p(300)
+    assert odds.p(4) == pytest.approx(5 / 6)  # shorter agreements keep their own count
 
 
 def test_a_copy_that_broke_after_two_tokens_is_trusted_less_past_them() -> None:
