@@ -7,8 +7,11 @@ same body to both servers:
   so nobody on the project wrote it) and a JSON schema for its top-level functions (name,
   parameters, one-line summary) in ``response_format``; rated by the server's own generation
   rate (``timings.predicted_per_second``) and checked against the schema;
-- tool turn: a question, a tool to answer it (``tools``), the call the model makes, the tool's
-  result sent back, and the answer that uses it; rated by the two requests' wall time.
+- tool turn: a question and a tool to answer it (``tools``), then the conversation sent back with
+  the call and the tool's result, as an agent sends it; rated by the two requests' wall time. The
+  second body is the same on both servers whatever the first reply was (the call is the bench's
+  own ``CALL``), so both do the same work even where one server's parser misses the call the
+  model wrote; whether the first reply came back as a parsed call is reported beside the time.
 
 Duet runs plain (``--drafter none``) and with its default drafter; llama-server with ``--jinja``
 and each of its n-gram modes (its grammar constrains the reply in every mode). Only 127.0.0.1.
@@ -55,6 +58,8 @@ TOOL = {"type": "function", "function": {
                    "properties": {"city": {"type": "string", "description": "the city's name"}}}}}
 QUESTION = "What is the weather like in Lisbon right now? Use the tool."
 RESULT = json.dumps({"city": "Lisbon", "temperature_c": 19, "sky": "clear", "wind_kmh": 12})
+CALL: dict[str, Any] = {"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": json.dumps({"city": "Lisbon"})}}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -62,6 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="target", help="GGUF path or starter key")
     p.add_argument("--llama-server", type=Path, default=None, help="llama-server binary to compare")
     p.add_argument("--modes", default="", help="comma-separated modes (default: all)")
+    p.add_argument("--parts", default="extraction,tool", help="which of extraction,tool to run")
     p.add_argument("--max-tokens", type=int, default=400)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--ctx", type=int, default=4096)
@@ -83,23 +89,25 @@ def extraction_body(max_tokens: int) -> dict[str, Any]:
 
 
 def tool_turn(port: int, max_tokens: int) -> dict[str, Any]:
-    """The call, then the answer with the result: wall time of both, and whether a call came."""
+    """The call, then the answer with the result: wall time of both, whether the first reply was
+    a parsed call, and the tokens each reply took (the same on both servers means the same work)."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
     t0 = time.perf_counter()
     first = _post_raw(port, {"messages": messages, "tools": [TOOL], "temperature": 0,
                              "max_tokens": max_tokens})
-    msg = first["choices"][0]["message"]
-    calls = msg.get("tool_calls") or []
-    if not calls:
-        return {"seconds": time.perf_counter() - t0, "called": False, "answer": msg.get("content") or ""}
-    messages += [{"role": "assistant", "content": msg.get("content") or "", "tool_calls": calls},
-                 {"role": "tool", "tool_call_id": calls[0].get("id", ""), "content": RESULT}]
+    calls = first["choices"][0]["message"].get("tool_calls") or []
+    called = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] \
+        == [(CALL["function"]["name"], json.loads(CALL["function"]["arguments"]))]
+    messages += [{"role": "assistant", "content": "", "tool_calls": [CALL]},
+                 {"role": "tool", "tool_call_id": CALL["id"], "content": RESULT}]
     second = _post_raw(port, {"messages": messages, "tools": [TOOL], "temperature": 0,
                               "max_tokens": max_tokens})
+    seconds = time.perf_counter() - t0
     answer = second["choices"][0]["message"]
     again = "".join(f"\n(called {c['function']['name']}({c['function']['arguments']}) again)"
                     for c in answer.get("tool_calls") or [])
-    return {"seconds": time.perf_counter() - t0, "called": True,
+    tokens = [r["usage"]["completion_tokens"] for r in (first, second)]
+    return {"seconds": seconds, "called": called, "tokens": tokens,
             "answer": (answer.get("content") or "") + again}
 
 
@@ -148,24 +156,30 @@ def run(args: argparse.Namespace) -> int:
     body = extraction_body(args.max_tokens)
     wanted = args.modes.split(",") if args.modes else [*DUET_MODES, *LLAMA_MODES]
     modes = [m for m in wanted if m in DUET_MODES or (m in LLAMA_MODES and args.llama_server)]
+    parts = set(args.parts.split(","))
     rows: dict[str, dict[str, Any]] = {}
     for mode in modes:
         tps, texts, turns = [], [], []
         for _ in range(args.repeats):
-            proc, port = _server(mode, args, model)
-            with proc:
-                _post_raw(port, {"messages": [{"role": "user", "content": WARM_UP}], "max_tokens": 8})
-                r = _post_raw(port, body)
-                tps.append(float((r.get("timings") or {}).get("predicted_per_second", 0.0)))
-                texts.append(r["choices"][0]["message"].get("content") or "")
-            proc2, port2 = _server(mode, args, model)  # the tool turn on its own fresh server
-            with proc2:
-                _post_raw(port2, {"messages": [{"role": "user", "content": WARM_UP}], "max_tokens": 8})
-                turns.append(tool_turn(port2, 200))
-        rows[mode] = {"tps": statistics.median(tps), "valid": all(_valid(t) for t in texts),
-                      "text": texts[-1], "tool_s": statistics.median(t["seconds"] for t in turns),
-                      "called": all(t["called"] for t in turns), "answer": turns[-1]["answer"]}
-        log.info("%s: extraction %.2f tok/s, tool turn %.1f s", mode, rows[mode]["tps"], rows[mode]["tool_s"])
+            if "extraction" in parts:
+                proc, port = _server(mode, args, model)
+                with proc:
+                    _post_raw(port, {"messages": [{"role": "user", "content": WARM_UP}], "max_tokens": 8})
+                    r = _post_raw(port, body)
+                    tps.append(float((r.get("timings") or {}).get("predicted_per_second", 0.0)))
+                    texts.append(r["choices"][0]["message"].get("content") or "")
+            if "tool" in parts:
+                proc, port = _server(mode, args, model)  # the tool turn on its own fresh server
+                with proc:
+                    _post_raw(port, {"messages": [{"role": "user", "content": WARM_UP}], "max_tokens": 8})
+                    turns.append(tool_turn(port, 200))
+        rows[mode] = {"tps": statistics.median(tps) if tps else None,
+                      "valid": all(_valid(t) for t in texts), "text": texts[-1] if texts else "",
+                      "tool_s": statistics.median(t["seconds"] for t in turns) if turns else None,
+                      "called": all(t["called"] for t in turns),
+                      "tokens": turns[-1]["tokens"] if turns else [],
+                      "answer": turns[-1]["answer"] if turns else ""}
+        log.info("%s: extraction %s tok/s, tool turn %s s", mode, rows[mode]["tps"], rows[mode]["tool_s"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(markdown(rows, args), encoding="utf-8")
     print(args.out)
@@ -178,14 +192,35 @@ def markdown(rows: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
              f"`duet-cli bench structured --max-tokens {args.max_tokens} --repeats {args.repeats}"
              + (" --llama-server PATH`" if args.llama_server else "`"), "", args.note, "",
              f"Extraction: the functions of `{MODULE}` (from `{START}` on) as a JSON schema'd list; "
-             "tool turn: the call and the answer that uses its result (wall time of both requests).", "",
-             "| mode | extraction tok/s | valid JSON | same text as duet-plain | tool turn (s) | called the tool |",
-             "|---|---|---|---|---|---|"]
+             "tool turn: the request with the tool, then the conversation sent back with the call and its "
+             "result (the same second body to every server), wall time of both requests.", "",
+             "| mode | extraction tok/s | valid JSON | same text as duet-plain | tool turn (s) "
+             "| tokens (call, answer) | first reply parsed as the call |",
+             "|---|---|---|---|---|---|---|"]
     for mode, r in rows.items():
         same = "–" if plain is None else ("yes" if r["text"] == plain else "no")
-        lines.append(f"| {mode} | {r['tps']:.2f} | {'yes' if r['valid'] else 'no'} | {same} | "
-                     f"{r['tool_s']:.1f} | {'yes' if r['called'] else 'no'} |")
+        tps = "–" if r["tps"] is None else f"{r['tps']:.2f}"
+        tool = "–" if r["tool_s"] is None else f"{r['tool_s']:.2f}"
+        lines.append(f"| {mode} | {tps} | {'yes' if r['valid'] else 'no'} | {same} | {tool} | "
+                     f"{', '.join(map(str, r['tokens'])) or '–'} | {'yes' if r['called'] else 'no'} |")
+    lines += ["", *_ratios(rows)]
     for mode, r in rows.items():
         lines += ["", f"<details><summary>{mode}: the extraction and the tool turn's answer</summary>", "",
                   "```", r["text"], "```", "", "```", r["answer"], "```", "</details>"]
     return "\n".join(lines) + "\n"
+
+
+def _ratios(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """Duet's best mode against llama-server's best, for each part both sides ran."""
+    def best(side: str, key: str, pick: Any) -> tuple[str, float] | None:
+        found = [(m, r[key]) for m, r in rows.items() if m.startswith(side) and r[key] is not None]
+        return pick(found, key=lambda mr: mr[1]) if found else None
+
+    out = []
+    duet, server = best("duet", "tps", max), best("server", "tps", max)
+    if duet and server:
+        out.append(f"Extraction: {duet[0]} {duet[1] / server[1]:.2f}× {server[0]} (tok/s).")
+    duet, server = best("duet", "tool_s", min), best("server", "tool_s", min)
+    if duet and server:
+        out.append(f"Tool turn: {duet[0]} {server[1] / duet[1]:.2f}× {server[0]} (inverse of wall time).")
+    return out
