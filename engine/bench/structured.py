@@ -26,6 +26,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +97,7 @@ def tool_turn(port: int, max_tokens: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     first = _post_raw(port, {"messages": messages, "tools": [TOOL], "temperature": 0,
                              "max_tokens": max_tokens})
-    calls = first["choices"][0]["message"].get("tool_calls") or []
-    called = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] \
-        == [(CALL["function"]["name"], json.loads(CALL["function"]["arguments"]))]
+    called = [_named(c) for c in first["choices"][0]["message"].get("tool_calls") or []] == [_named(CALL)]
     messages += [{"role": "assistant", "content": "", "tool_calls": [CALL]},
                  {"role": "tool", "tool_call_id": CALL["id"], "content": RESULT}]
     second = _post_raw(port, {"messages": messages, "tools": [TOOL], "temperature": 0,
@@ -109,6 +109,10 @@ def tool_turn(port: int, max_tokens: int) -> dict[str, Any]:
     tokens = [r["usage"]["completion_tokens"] for r in (first, second)]
     return {"seconds": seconds, "called": called, "tokens": tokens,
             "answer": (answer.get("content") or "") + again}
+
+
+def _named(call: dict[str, Any]) -> tuple[str, Any]:
+    return call["function"]["name"], json.loads(call["function"]["arguments"])
 
 
 def _post_raw(port: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -139,6 +143,15 @@ def _server(mode: str, args: argparse.Namespace, model: Path) -> tuple[Any, int]
     return start_server(cmd, port, mode, timeout_s=300), port
 
 
+@contextmanager
+def _warm_server(mode: str, args: argparse.Namespace, model: Path) -> Iterator[int]:
+    """A fresh server for ``mode``, after one warm-up request; yields its port."""
+    proc, port = _server(mode, args, model)
+    with proc:
+        _post_raw(port, {"messages": [{"role": "user", "content": WARM_UP}], "max_tokens": 8})
+        yield port
+
+
 def _valid(text: str) -> bool:
     import jsonschema
 
@@ -157,21 +170,19 @@ def run(args: argparse.Namespace) -> int:
     wanted = args.modes.split(",") if args.modes else [*DUET_MODES, *LLAMA_MODES]
     modes = [m for m in wanted if m in DUET_MODES or (m in LLAMA_MODES and args.llama_server)]
     parts = set(args.parts.split(","))
+    if not parts <= {"extraction", "tool"}:
+        raise client.Failed(f"unknown parts: {args.parts} (extraction, tool)")
     rows: dict[str, dict[str, Any]] = {}
     for mode in modes:
         tps, texts, turns = [], [], []
         for _ in range(args.repeats):
             if "extraction" in parts:
-                proc, port = _server(mode, args, model)
-                with proc:
-                    _post_raw(port, {"messages": [{"role": "user", "content": WARM_UP}], "max_tokens": 8})
+                with _warm_server(mode, args, model) as port:
                     r = _post_raw(port, body)
                     tps.append(float((r.get("timings") or {}).get("predicted_per_second", 0.0)))
                     texts.append(r["choices"][0]["message"].get("content") or "")
             if "tool" in parts:
-                proc, port = _server(mode, args, model)  # the tool turn on its own fresh server
-                with proc:
-                    _post_raw(port, {"messages": [{"role": "user", "content": WARM_UP}], "max_tokens": 8})
+                with _warm_server(mode, args, model) as port:  # the tool turn on its own fresh server
                     turns.append(tool_turn(port, 200))
         rows[mode] = {"tps": statistics.median(tps) if tps else None,
                       "valid": all(_valid(t) for t in texts), "text": texts[-1] if texts else "",
