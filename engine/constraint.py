@@ -184,8 +184,25 @@ class Matcher:
             self._m.consume_token(token)
 
     def forced(self) -> list[int]:
-        """The tokens the grammar allows and nothing else, in order, from here."""
-        return [] if self._m.is_stopped() else list(self._m.compute_ff_tokens())
+        """The tokens the grammar allows and nothing else, in order, from here: llguidance's
+        fast-forward tokens, each kept while the mask at its place allows it alone (whatever the
+        logits, the sampler picks it: a pass needs no logits for them)."""
+        if self._m.is_stopped():
+            return []
+        from llguidance.numpy import fill_next_token_bitmask
+
+        kept = []
+        for token in self._m.compute_ff_tokens():
+            fill_next_token_bitmask(self._m, self._bits)
+            words = self._bits[0].view(np.uint32)
+            hit = np.flatnonzero(words)
+            if len(hit) != 1 or hit[0] != token >> 5 or int(words[hit[0]]) != 1 << (token & 31):
+                break
+            self._m.consume_token(token)
+            kept.append(token)
+        if kept:
+            self._m.rollback(len(kept))
+        return kept
 
     def valid_prefix(self, tokens: Sequence[int]) -> int:
         """How many of ``tokens`` the grammar allows in a row from here (nothing is taken)."""

@@ -24,14 +24,16 @@ from engine.model import Model
 
 log = logging.getLogger(__name__)
 
+Logits = Literal["last", "all", "none"] | int  # which tokens' logits a decode returns
+
 @dataclass(frozen=True)
 class Part:
     """One sequence's share of a batch: ``tokens`` appended to ``ctx``, with logits for the
-    last token, all of them or none."""
+    last token, all of them, none, or the last ``n`` (an int: a draft behind forced tokens)."""
 
     ctx: Context
     tokens: Sequence[int]
-    logits: Literal["last", "all", "none"] = "last"
+    logits: Logits = "last"
 
 
 class _Llama:
@@ -146,11 +148,12 @@ class Context(NativeOwner):
         return lib.llama_memory_seq_pos_max(self._mem, self.seq)
 
     # -- decoding -------------------------------------------------------------------------
-    def decode(self, tokens: Sequence[int], *, logits: Literal["last", "all", "none"] = "last",
+    def decode(self, tokens: Sequence[int], *, logits: Logits = "last",
                cancel: threading.Event | None = None) -> int:
         """Append ``tokens`` to the sequence. Returns how many logits rows the call produced.
 
-        ``logits="all"`` needs the tokens to fit one batch (verification of a draft). A long
+        ``logits``: for the last token, all, none, or the last ``n`` (int). More than one row
+        needs the tokens to fit one batch (verification of a draft). A long
         prompt is split into batches; ``cancel`` aborts between (and inside) them, leaving the
         context as it was before the call.
         """
@@ -160,8 +163,9 @@ class Context(NativeOwner):
         if n > self.n_free:
             raise ContextFullError(
                 f"the context is full: {self.n_past} + {n} tokens exceed its {self.n_ctx}")
-        if logits == "all" and n > self.n_batch:
-            raise ValueError(f"cannot return logits for {n} tokens in one batch of {self.n_batch}")
+        rows = _rows(logits, n)
+        if rows > 1 and n > self.n_batch:
+            raise ValueError(f"cannot return logits for {rows} tokens in one batch of {self.n_batch}")
         shared = self._shared
         self.model.check_workers()
         start = self.n_past
@@ -172,14 +176,13 @@ class Context(NativeOwner):
             for lo in range(0, n, self.n_batch):
                 chunk = tokens[lo:lo + self.n_batch]
                 last_chunk = lo + self.n_batch >= n
-                want = logits == "all" or (logits == "last" and last_chunk)
-                _fill(shared.batch, [(self, chunk, logits if last_chunk else "none")])
+                _fill(shared.batch, [(self, chunk, rows if last_chunk else 0)])
                 rc = lib.llama_decode(shared.handle, shared.batch)
                 if rc != 0:
                     self._restore(start)
                     raise _decode_error(rc)
                 self.tokens.extend(chunk)
-                shared.n_outputs = len(chunk) if logits == "all" else int(want)
+                shared.n_outputs = rows if last_chunk else 0
         finally:
             if cancel is not None:
                 lib.llama_set_abort_callback(shared.handle, ggml_null_abort, None)
@@ -298,13 +301,13 @@ def decode_batch(parts: Sequence[Part]) -> list[np.ndarray]:
                                    f"tokens exceed its {p.ctx.n_ctx}")
     parts[0].ctx.model.check_workers()
     starts = [p.ctx.n_past for p in parts]
-    _fill(shared.batch, [(p.ctx, p.tokens, p.logits) for p in parts])
+    _fill(shared.batch, [(p.ctx, p.tokens, _rows(p.logits, len(p.tokens))) for p in parts])
     rc = lib.llama_decode(shared.handle, shared.batch)
     if rc != 0:
         for p, start in zip(parts, starts):
             p.ctx._restore(start)
         raise _decode_error(rc)
-    counts = [len(p.tokens) if p.logits == "all" else int(p.logits == "last") for p in parts]
+    counts = [_rows(p.logits, len(p.tokens)) for p in parts]
     shared.n_outputs = sum(counts)
     n_vocab = parts[0].ctx.n_vocab
     buf = np.ctypeslib.as_array(lib.llama_get_logits(shared.handle),
@@ -317,17 +320,24 @@ def decode_batch(parts: Sequence[Part]) -> list[np.ndarray]:
     return out
 
 
-def _fill(b: Any, parts: Sequence[tuple[Context, Sequence[int], str]]) -> None:
-    """Write ``parts`` (sequence, tokens, which logits) into batch ``b``."""
+def _rows(logits: Logits, n: int) -> int:
+    """How many of ``n`` tokens' logits ``logits`` asks for (always the last ones)."""
+    if isinstance(logits, int):
+        return max(0, min(logits, n))
+    return {"all": n, "last": 1, "none": 0}[logits]
+
+
+def _fill(b: Any, parts: Sequence[tuple[Context, Sequence[int], int]]) -> None:
+    """Write ``parts`` (sequence, tokens, how many of the last tokens get logits) into ``b``."""
     n = 0
-    for ctx, chunk, logits in parts:
+    for ctx, chunk, rows in parts:
         pos0 = ctx.n_past
         for i, tok in enumerate(chunk):
             b.token[n] = tok
             b.pos[n] = pos0 + i
             b.n_seq_id[n] = 1
             b.seq_id[n][0] = ctx.seq
-            b.logits[n] = logits == "all" or (logits == "last" and i == len(chunk) - 1)
+            b.logits[n] = i >= len(chunk) - rows
             n += 1
     b.n_tokens = n
 

@@ -147,8 +147,8 @@ class Generator:
             else:
                 tokens = d.plan(ctx.n_free - 1)
                 t = time.perf_counter()
-                ctx.decode(tokens, logits="all" if len(tokens) > 1 else "last")
-                rows = ctx.logits_rows() if len(tokens) > 1 else ctx.logits()[None, :]
+                ctx.decode(tokens, logits=d.rows)
+                rows = ctx.logits_rows()
                 events, keep = d.take(rows, time.perf_counter() - t)
                 ctx.rewind(keep)
                 yield from events

@@ -140,7 +140,7 @@ class Scheduler:
             # beside this reply: the tokens planned so far and one for each reply still to plan
             width = sum(len(p.tokens) for p in parts) + len(streaming) - 1 - i
             tokens = d.plan(min(s.ctx.n_free - 1, budget - len(busy)), width)
-            parts.append(Part(s.ctx, tokens, "all" if len(tokens) > 1 else "last"))
+            parts.append(Part(s.ctx, tokens, d.rows))
             owners.append(s)
             budget -= len(tokens)
         slice_ = PREFILL_SHARED if streaming else PREFILL_ALONE

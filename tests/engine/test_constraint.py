@@ -70,6 +70,41 @@ def test_the_same_reply_with_and_without_speculation_and_forced_tokens_batched(s
     assert any("grammar" in s and "ngram" in s for s in steps)
 
 
+def test_each_forced_token_is_the_only_one_its_mask_allows(smol, people):
+    m = people.matcher()
+    forced = m.forced()
+    assert len(forced) >= 2 and m.forced() == forced  # looking ahead takes nothing
+    for token in forced:
+        mask = m.mask()
+        assert mask.sum() == 1 and mask[token]
+        m.advance(token)
+
+
+class _Rows(Context):
+    """A context that notes, for each pass of more than one token, which logits it asked for."""
+
+    asked: list = []
+
+    def decode(self, tokens, *, logits="last", cancel=None):
+        if len(tokens) > 1 and logits != "none":
+            self.asked.append((len(tokens), logits))
+        return super().decode(tokens, logits=logits, cancel=cancel)
+
+
+def test_forced_tokens_are_decoded_without_logits_and_change_no_token(smol, people):
+    ctx = _Rows(smol, ContextParams(n_ctx=1024))
+    # with log-probabilities every row is computed, and each forced token checked against it
+    checked = reply(Generator(ctx), people.matcher(), logprobs=2)[-1]
+    assert any(rows == n > 1 for n, rows in ctx.asked[1:])
+    ctx.asked.clear()
+    ctx.clear()
+    batched = reply(Generator(ctx), people.matcher())[-1]
+    assert batched.token_ids == checked.token_ids
+    prompt = ctx.asked.pop(0)  # the prompt: its last token's logits
+    assert prompt[1] == "last" and len(ctx.asked) > 5
+    assert all(rows == 1 for _, rows in ctx.asked)  # forced runs: the row after the last one
+
+
 def test_sampled_replies_follow_the_schema_too(smol, people):
     gen = Generator(Context(smol, ContextParams(n_ctx=1024)))
     for seed in range(3):
