@@ -1,7 +1,7 @@
 """``duet-cli bench structured``: the requests agents send, Duet against llama-server.
 
 Two requests, each on a fresh server per repeat (after one warm-up of an unrelated prompt), the
-same body to both servers:
+same body to both servers, the modes in turns (each repeat runs every mode once):
 
 - extraction: a standard-library module's source (cut at run time by engine.bench.stdlib_text,
   so nobody on the project wrote it) and a JSON schema for its top-level functions (name,
@@ -172,19 +172,23 @@ def run(args: argparse.Namespace) -> int:
     parts = set(args.parts.split(","))
     if not parts <= {"extraction", "tool"}:
         raise client.Failed(f"unknown parts: {args.parts} (extraction, tool)")
-    rows: dict[str, dict[str, Any]] = {}
-    for mode in modes:
-        tps, texts, turns = [], [], []
-        for _ in range(args.repeats):
+    runs: dict[str, dict[str, list]] = {m: {"tps": [], "texts": [], "turns": []} for m in modes}
+    for _ in range(args.repeats):  # the modes in turns: the machine's drift is shared by all
+        for mode in modes:
             if "extraction" in parts:
                 with _warm_server(mode, args, model) as port:
                     r = _post_raw(port, body)
-                    tps.append(float((r.get("timings") or {}).get("predicted_per_second", 0.0)))
-                    texts.append(r["choices"][0]["message"].get("content") or "")
+                    runs[mode]["tps"].append(
+                        float((r.get("timings") or {}).get("predicted_per_second", 0.0)))
+                    runs[mode]["texts"].append(r["choices"][0]["message"].get("content") or "")
             if "tool" in parts:
                 with _warm_server(mode, args, model) as port:  # the tool turn on its own fresh server
-                    turns.append(tool_turn(port, 200))
-        rows[mode] = {"tps": statistics.median(tps) if tps else None,
+                    runs[mode]["turns"].append(tool_turn(port, 200))
+    rows: dict[str, dict[str, Any]] = {}
+    for mode in modes:
+        tps, texts, turns = runs[mode]["tps"], runs[mode]["texts"], runs[mode]["turns"]
+        rows[mode] = {"tps": statistics.median(tps) if tps else None, "tps_runs": tps,
+                      "tool_runs": [t["seconds"] for t in turns],
                       "valid": all(_valid(t) for t in texts), "text": texts[-1] if texts else "",
                       "tool_s": statistics.median(t["seconds"] for t in turns) if turns else None,
                       "called": all(t["called"] for t in turns),
@@ -205,13 +209,14 @@ def markdown(rows: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
              f"Extraction: the functions of `{MODULE}` (from `{START}` on) as a JSON schema'd list; "
              "tool turn: the request with the tool, then the conversation sent back with the call and its "
              "result (the same second body to every server), wall time of both requests.", "",
-             "| mode | extraction tok/s | valid JSON | same text as duet-plain | tool turn (s) "
+             "| mode | extraction tok/s (each run) | valid JSON | same text as duet-plain "
+             "| tool turn, s (each run) "
              "| tokens (call, answer) | first reply parsed as the call |",
              "|---|---|---|---|---|---|---|"]
     for mode, r in rows.items():
         same = "–" if plain is None else ("yes" if r["text"] == plain else "no")
-        tps = "–" if r["tps"] is None else f"{r['tps']:.2f}"
-        tool = "–" if r["tool_s"] is None else f"{r['tool_s']:.2f}"
+        tps = "–" if r["tps"] is None else f"{r['tps']:.2f} ({_each(r['tps_runs'])})"
+        tool = "–" if r["tool_s"] is None else f"{r['tool_s']:.2f} ({_each(r['tool_runs'])})"
         lines.append(f"| {mode} | {tps} | {'yes' if r['valid'] else 'no'} | {same} | {tool} | "
                      f"{', '.join(map(str, r['tokens'])) or '–'} | {'yes' if r['called'] else 'no'} |")
     lines += ["", *_ratios(rows)]
@@ -219,6 +224,10 @@ def markdown(rows: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
         lines += ["", f"<details><summary>{mode}: the extraction and the tool turn's answer</summary>", "",
                   "```", r["text"], "```", "", "```", r["answer"], "```", "</details>"]
     return "\n".join(lines) + "\n"
+
+
+def _each(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values)
 
 
 def _ratios(rows: dict[str, dict[str, Any]]) -> list[str]:
