@@ -221,3 +221,36 @@ def test_a_prefix_another_sequence_holds_is_copied_not_read_again(smol_path, sam
         assert again.done.stats.n_cached_tokens == len(prompts[0]) - 1
         same_or_near_tie(rt.target, prompts[0], again.done.token_ids, solo[0].token_ids)
         engine.close()
+
+
+def test_a_schema_reply_beside_another_asks_no_logits_for_its_forced_tokens(smol_path, alone, same_or_near_tie,
+                                                                            monkeypatch):
+    from engine.constraint import Grammar
+    from engine.generate import Generator
+
+    schema = {"type": "object", "required": ["rivers"], "additionalProperties": False,
+              "properties": {"rivers": {"type": "array", "maxItems": 3, "items": {
+                  "type": "object", "required": ["name", "continent"], "additionalProperties": False,
+                  "properties": {"name": {"type": "string"}, "continent": {"type": "string"}}}}}}
+    prompts, solo = alone
+    asked: list[tuple[int, object]] = []
+    real = context_module.decode_batch
+
+    def spy(parts):
+        asked.extend((len(p.tokens), p.logits) for p in parts if len(p.tokens) > 1)
+        return real(parts)
+
+    with runtime(smol_path, n_parallel=2) as rt:
+        grammar = Grammar.compile(rt.target, "json_schema", schema)
+        by_itself = list(Generator(rt.ctx.sequences[1]).complete(prompts[0], GREEDY, grammar=grammar.matcher()))[-1]
+        monkeypatch.setattr("engine.scheduler.decode_batch", spy)
+        engine = Engine(rt)
+        shaped, other = Reply(prompts[0], grammar=grammar.matcher()), Reply(prompts[1])
+        engine.submit(shaped.job)
+        engine.submit(other.job)
+        same_or_near_tie(rt.target, prompts[0], shaped.done.token_ids, by_itself.token_ids)
+        same_or_near_tie(rt.target, prompts[1], other.done.token_ids, solo[1].token_ids)
+        engine.close()
+    assert shaped.done.stats.drafters_used.get("grammar", 0) > 0
+    forced_passes = [(n, rows) for n, rows in asked if isinstance(rows, int) and rows < n]
+    assert forced_passes and all(rows == 1 for _, rows in forced_passes)
