@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 Logits = Literal["last", "all", "none"] | int  # which tokens' logits a decode returns
 
+
 @dataclass(frozen=True)
 class Part:
     """One sequence's share of a batch: ``tokens`` appended to ``ctx``, with logits for the

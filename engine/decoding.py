@@ -195,7 +195,7 @@ class Decoding:
     def _emit(self, tokens: list[tuple[int, str | None, np.ndarray | None]], advanced: int = 0) -> None:
         """Record emitted tokens (the first ``advanced`` already taken by the grammar)."""
         for i, (token, source, row) in enumerate(tokens):
-            lp = logprob(row, token, self.logprobs) if self.logprobs is not None and row is not None else None
+            lp = None if self.logprobs is None or row is None else logprob(row, token, self.logprobs)
             if self.grammar is not None and i >= advanced:
                 self.grammar.advance(token)
             self.history.append(token)
