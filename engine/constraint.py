@@ -2,8 +2,10 @@
 llguidance.
 
 Why llguidance rather than xgrammar (measured here on the 151,936-token Qwen vocabulary, one
-core; docs/benchmarks/structured.md): both compute a next-token mask well under 1% of a decode
-step of the 1.5B (median 16 µs, p99 176 µs for a JSON schema), but xgrammar needs torch and
+core): both compute a next-token mask well under 1% of a decode step of the 1.5B (median 16 µs,
+p99 176 µs for a JSON schema; llguidance's whole work per token on the structured bench's
+extraction, scripts/mask_cost.py and docs/benchmarks/structured.md: median 44-82 µs, about
+0.1% of a step), but xgrammar needs torch and
 transformers (gigabytes) and took 14 s to over 60 s to compile some hostile schemas that
 llguidance refuses or compiles in milliseconds; llguidance's regular expressions run on a
 derivative-based engine (no backtracking) with a per-mask fuel cap, it checks a draft without

@@ -1,0 +1,77 @@
+"""What constraining costs per token: llguidance's work for each token of the structured bench's
+extraction (engine.bench.structured's schema, the reply greedy decoding gives) on the target
+starter model's 151,936-token vocabulary, against one decode step of the model.
+
+``.venv/bin/python scripts/mask_cost.py`` on a quiet machine. Per token, the work the decoding
+loop asks of the grammar (engine.decoding, engine.sampling): the tokens it forces from there
+(``Matcher.forced``, which checks each one's mask), the full next-token mask (the sampler needs
+it when the model's own first choice is refused; an upper bound), and taking the token. Prints
+the median and 99th percentile in microseconds, and the median as a share of a decode step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# duet-plain's extraction reply (docs/benchmarks/structured.md), the text the tokens are taken from
+REPLY = ('{"functions": [{"name": "rgb_to_yiq", "parameters": ["r", "g", "b"], "summary": "Converts '
+         'RGB values to YIQ values."}, {"name": "yiq_to_rgb", "parameters": ["y", "i", "q"], "summary": '
+         '"Converts YIQ values to RGB values."}, {"name": "rgb_to_hls", "parameters": ["r", "g", "b"], '
+         '"summary": "Converts RGB values to HLS values."}]}')
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--rounds", type=int, default=5, help="walks through the reply")
+    args = p.parse_args(argv)
+    sys.path.insert(0, str(REPO))
+    from engine.bench.structured import SCHEMA
+    from engine.constraint import Grammar
+    from engine.context import Context
+    from engine.context_params import ContextParams
+    from engine.model import Model, ModelSpec
+    from engine.runtime import resolve_model
+
+    with Model(ModelSpec(resolve_model("target"))) as model:
+        grammar = Grammar.compile(model, "json_schema", SCHEMA)
+        grammar.matcher()  # llguidance's view of the vocabulary, built once per model
+        per_token: list[float] = []
+        for _ in range(args.rounds):
+            m, rest = grammar.matcher(), REPLY.encode()
+            while rest:
+                t = time.perf_counter()
+                forced = m.forced()
+                m.mask()
+                per_token.append(time.perf_counter() - t)
+                # the forced run, or the next token of the reply's text as the tokenizer cuts it
+                taken = forced or model.tokenize(rest.decode(), add_special=False)[:1]
+                for token in taken:
+                    if not m.allows(token):
+                        raise SystemExit(f"the schema refuses {model.piece(token)!r}")
+                    m.advance(token)
+                    piece = model.piece(token)
+                    if not rest.startswith(piece):
+                        raise SystemExit(f"{piece!r} is not the reply's text")
+                    rest = rest[len(piece):]
+        with Context(model, ContextParams(n_ctx=2048)) as ctx:
+            ctx.decode(list(range(1000, 1500)), logits="last")
+            steps = []
+            for _ in range(10):
+                t = time.perf_counter()
+                ctx.decode([2000], logits="last")
+                steps.append(time.perf_counter() - t)
+                ctx.rewind(500)
+    med, p99 = statistics.median(per_token), statistics.quantiles(per_token, n=100)[98]
+    step = statistics.median(steps)
+    print(f"{len(per_token)} grammar steps: median {med * 1e6:.0f} µs, p99 {p99 * 1e6:.0f} µs; "
+          f"one decode step {step * 1e3:.1f} ms: the median is {100 * med / step:.2f}% of it")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
