@@ -91,7 +91,6 @@ class Decoding:
         self.stats = _Counters(len(prompt), n_cached)
         self._draft = Draft()
         self._forced: tuple[int, ...] = ()
-        self._skip = 0  # leading rows of the pass with no logits (the forced tokens')
 
     @property
     def n_tokens(self) -> int:
@@ -119,18 +118,23 @@ class Decoding:
         of other sequences in the same pass)."""
         room = min(room, self.params.max_tokens - self.out.n_tokens - 1)
         self._forced, self._draft = self._propose(room, width) if room > 0 else ((), Draft())
-        self._skip = len(self._forced) if self.logprobs is None else 0
         return [self.history[-1], *self._forced, *self._draft.tokens]
 
     @property
     def rows(self) -> int:
         """How many of the planned pass's last tokens need logits (``take`` wants their rows)."""
-        return len(self._forced) + len(self._draft.tokens) + 1 - self._skip
+        return len(self._forced) + len(self._draft.tokens) + 1 - self._skipped
+
+    @property
+    def _skipped(self) -> int:
+        """Leading rows of the pass with no logits: the forced tokens' (unless log-probabilities
+        are reported)."""
+        return len(self._forced) if self.logprobs is None else 0
 
     def take(self, rows: np.ndarray, verify_s: float = 0.0) -> tuple[list[Event], int]:
         """The logits rows of the pass ``plan`` asked for (its last ``rows`` tokens'). Returns
         the events and how many tokens the sequence keeps cached."""
-        forced, draft, s, skip = self._forced, self._draft, self.stats, self._skip
+        forced, draft, s, skip = self._forced, self._draft, self.stats, self._skipped
         s.passes += 1
         base = len(self.history)
         tokens = forced + draft.tokens

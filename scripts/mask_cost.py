@@ -1,6 +1,6 @@
 """What constraining costs per token: llguidance's work for each token of the structured bench's
 extraction (engine.bench.structured's schema, the reply greedy decoding gives) on the target
-starter model's 151,936-token vocabulary, against one decode step of the model.
+starter model's 151,936-token vocabulary, against one decode step of the model (as the drafter's calibration times it).
 
 ``.venv/bin/python scripts/mask_cost.py`` on a quiet machine. Per token, the work the decoding
 loop asks of the grammar (engine.decoding, engine.sampling): the tokens it forces from there
@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from engine.context_params import ContextParams
     from engine.model import Model, ModelSpec
     from engine.runtime import resolve_model
+    from engine.speculative.calibration import measure_cost
 
     with Model(ModelSpec(resolve_model("target"))) as model:
         grammar = Grammar.compile(model, "json_schema", SCHEMA)
@@ -59,15 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                         raise SystemExit(f"{piece!r} is not the reply's text")
                     rest = rest[len(piece):]
         with Context(model, ContextParams(n_ctx=2048)) as ctx:
-            ctx.decode(list(range(1000, 1500)), logits="last")
-            steps = []
-            for _ in range(10):
-                t = time.perf_counter()
-                ctx.decode([2000], logits="last")
-                steps.append(time.perf_counter() - t)
-                ctx.rewind(500)
+            step = measure_cost(ctx, (1,)).verify_cost(1)  # the drafter's own step measurement
     med, p99 = statistics.median(per_token), statistics.quantiles(per_token, n=100)[98]
-    step = statistics.median(steps)
     print(f"{len(per_token)} grammar steps: median {med * 1e6:.0f} µs, p99 {p99 * 1e6:.0f} µs; "
           f"one decode step {step * 1e3:.1f} ms: the median is {100 * med / step:.2f}% of it")
     return 0
