@@ -126,14 +126,16 @@ def _common(server: DuetServer, body: _Request, data: dict) -> tuple[SamplingPar
 def options(server: DuetServer, given: dict[str, Any]) -> SamplingParams:
     """Ollama's ``options``, read through the parameter table."""
     for name, value in given.items():
-        if name in READ or name in LOAD_OPTIONS or name in NO_EFFECT or value is None:
+        if name in READ or name in LOAD_OPTIONS or name in NO_EFFECT:
+            continue
+        if name != "num_ctx" and name not in NEUTRAL_OPTIONS:
+            raise bad_request(f"options.{name} is not supported by this server", f"options.{name}")
+        if value is None:  # not set
             continue
         if name == "num_ctx":
             if type(value) is not int or value > server.n_ctx:
                 raise bad_request(f"options.num_ctx: this server's context is {server.n_ctx} "
                                   "tokens", "options.num_ctx")
-        elif name not in NEUTRAL_OPTIONS:
-            raise bad_request(f"options.{name} is not supported by this server", f"options.{name}")
         elif value not in NEUTRAL_OPTIONS[name] or type(value) is bool:
             raise bad_request(f"options.{name} is not supported by this server (only "
                               f"{NEUTRAL_OPTIONS[name][-1]!r})", f"options.{name}")

@@ -154,6 +154,7 @@ def test_errors_come_in_ollama_shape(served):
     ("/api/chat", {"model": "test", "messages": ASK, "format": "yaml"}, "format"),
     ("/api/chat", {"model": "test", "messages": ASK, "format": {"type": "nonsense"}}, "format"),
     ("/api/chat", {"messages": ASK}, "model"),
+    ("/api/chat", {"model": "test", "messages": ASK, "options": {"nonsense": None}}, "nonsense"),
     ("/api/generate", {"model": "test", "prompt": "x", "suffix": "y"}, "suffix"),
     ("/api/generate", {"model": "test", "prompt": "x", "context": [1, 2]}, "context"),
     ("/api/generate", {"model": "test", "prompt": "x", "raw": True, "system": "s"}, "raw"),

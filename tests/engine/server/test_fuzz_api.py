@@ -16,12 +16,15 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import negative_data_rejection
 
+from engine.params import row
+from engine.sampling import SamplingParams
 from engine.server.openapi import OPERATIONS
 
 API_KEY = "test-key-0123"  # the key conftest.start_server sets
 EXAMPLES = 40  # per operation and mode
 MAX_REPLY = 4  # tokens: what a fuzzed request may generate at most
-LENGTH_FIELDS = ("max_tokens", "max_completion_tokens", "num_predict")
+LONGEST = row(SamplingParams, "max_tokens").spec.maximum
+LENGTH_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "num_predict")
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +45,13 @@ def api_schema(fuzzed):
 
 
 def _clamp(body: object) -> None:
-    """Cut the reply-length fields of a body (and of its Ollama options) to MAX_REPLY."""
+    """Cut the reply-length fields of a body (and of its Ollama options) to MAX_REPLY. A value
+    past the field's range stays: it is what a negative case sends, to be refused."""
     if not isinstance(body, dict):
         return
     for key in LENGTH_FIELDS:
         value = body.get(key)
-        if type(value) is int and value > MAX_REPLY:
+        if type(value) is int and MAX_REPLY < value <= LONGEST:
             body[key] = MAX_REPLY
     _clamp(body.get("options"))
 
