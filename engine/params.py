@@ -32,7 +32,7 @@ from typing import Any, Callable, Literal, Mapping
 from engine.errors import DuetError
 
 Applies = Literal["request", "load"]
-DIALECTS = ("openai", "ollama", "anthropic")
+DIALECTS = ("openai", "ollama", "anthropic", "responses")  # "responses": OpenAI's Responses API
 
 
 class ParamError(DuetError, ValueError):

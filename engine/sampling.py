@@ -68,7 +68,7 @@ class SamplingParams(Params):
     max_tokens: int = param(
         1024, "Max reply tokens", "Longest reply, in tokens.", minimum=1, maximum=1 << 20,
         api={"openai": ("max_completion_tokens", "max_tokens"), "ollama": ("num_predict",),
-             "anthropic": ("max_tokens",)}, step=1)
+             "anthropic": ("max_tokens",), "responses": ("max_output_tokens",)}, step=1)
     stop: tuple[str, ...] = param(
         (), "Stop strings", "The reply ends before the first of these strings.", max_items=16,
         api={"openai": ("stop",), "ollama": ("stop",), "anthropic": ("stop_sequences",)},

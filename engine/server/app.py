@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine import constraint
-from engine.server import anthropic, ollama, ollama_models, openai, openapi
+from engine.server import anthropic, ollama, ollama_models, openai, openai_responses, openapi
 from engine.server.core import DuetServer, ServerConfig
 from engine.service import Engine
 from engine.server.errors import ApiError
@@ -60,6 +60,7 @@ async def openapi_document(request: Request) -> Response:
 ROUTES = (
     Route("/v1/chat/completions", openai.chat_completions, methods=["POST"]),
     Route("/v1/completions", openai.completions, methods=["POST"]),
+    Route("/v1/responses", openai_responses.responses, methods=["POST"]),
     Route("/v1/models", models, methods=["GET"]),
     Route("/v1/messages", anthropic.messages, methods=["POST"]),
     Route("/v1/messages/count_tokens", anthropic.count_tokens, methods=["POST"]),

@@ -12,15 +12,16 @@ from pydantic import BaseModel
 
 from engine.params import api_properties
 from engine.sampling import SamplingParams
-from engine.server import anthropic, ollama, ollama_models, schema
+from engine.server import anthropic, ollama, ollama_models, openai_responses, schema
 from engine.server.turn import ReplyParams
 
-PREFIX = {"openai": "OpenAI", "anthropic": "Anthropic", "ollama": "Ollama"}
+PREFIX = {"openai": "OpenAI", "responses": "Responses", "anthropic": "Anthropic", "ollama": "Ollama"}
 ERRORS: dict[str, dict[str, Any]] = {
     "openai": {"type": "object", "required": ["error"], "properties": {"error": {
         "type": "object", "required": ["message", "type"], "properties": {
             "message": {"type": "string"}, "type": {"type": "string"},
             "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}}},
+    "responses": {"$ref": "#/components/schemas/OpenAIError"},
     "anthropic": {"type": "object", "required": ["type", "error"], "properties": {
         "type": {"const": "error"}, "error": {
             "type": "object", "required": ["type", "message"], "properties": {
@@ -51,6 +52,8 @@ OPERATIONS = (
               schema.ChatRequest, REPLY, streams=True),
     Operation("/v1/completions", "post", "openai", "A text completion (OpenAI)",
               schema.CompletionRequest, SAMPLING, streams=True),
+    Operation("/v1/responses", "post", "responses", "A response (OpenAI Responses)",
+              openai_responses.ResponsesRequest, REPLY, streams=True),
     Operation("/v1/models", "get", "openai", "The served model (OpenAI)"),
     Operation("/v1/messages", "post", "anthropic", "A message (Anthropic Messages)",
               anthropic.MessagesRequest, SAMPLING, streams=True),
@@ -97,8 +100,8 @@ def document(model_id: str, n_ctx: int) -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {"title": "Duet", "version": importlib.metadata.version("duet"),
-                 "description": "A local language model server that speaks the OpenAI, Anthropic "
-                                "Messages and Ollama APIs."},
+                 "description": "A local language model server that speaks the OpenAI (chat "
+                                "completions and Responses), Anthropic Messages and Ollama APIs."},
         "paths": paths,
         "components": {"schemas": components, "securitySchemes": {
             "bearer": {"type": "http", "scheme": "bearer"},

@@ -128,7 +128,7 @@ class Shaper:
     # -- logprobs -------------------------------------------------------------------------
     def logprobs(self, tokens: Sequence[Token]) -> dict:
         if self.chat:
-            return {"content": [self._entry(t) for t in tokens]}
+            return {"content": [self.entry(t) for t in tokens]}
         out: dict[str, list] = {"tokens": [], "token_logprobs": [], "top_logprobs": [],
                                 "text_offset": []}
         for t in tokens:
@@ -141,7 +141,7 @@ class Shaper:
             self._offset += len(piece)
         return out
 
-    def _entry(self, t: Token) -> dict:
+    def entry(self, t: Token) -> dict:
         lp = t.logprob
         assert lp is not None
         return {**self._token(t.id, lp.logprob),

@@ -36,7 +36,9 @@ class ReplyParams(Params):
     top_logprobs: int = param(0, "Top log-probabilities", "How many of the most likely tokens "
                               "to return at each position, with their log-probabilities.",
                               minimum=0, maximum=20, api={"openai": ("top_logprobs",),
-                                                          "ollama": ("top_logprobs",)}, cli=None)
+                                                          "ollama": ("top_logprobs",),
+                                                          "responses": ("top_logprobs",)},
+                              cli=None)
 
 
 @dataclass(frozen=True)
