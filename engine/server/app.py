@@ -24,6 +24,7 @@ from starlette.routing import Route
 from engine import constraint
 from engine.server import anthropic, ollama, ollama_models, openai, openai_responses, openapi
 from engine.server.core import DuetServer, ServerConfig
+from engine.server.response_store import ResponseStore
 from engine.service import Engine
 from engine.server.errors import ApiError
 
@@ -116,6 +117,7 @@ def create_app(engine: Engine, config: ServerConfig) -> Starlette:
         middleware=middleware,
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected})
     app.state.duet = DuetServer(engine, config)
+    app.state.responses = ResponseStore()  # for the Responses API's previous_response_id
     app.state.openapi = openapi.document(config.model_id, app.state.duet.n_ctx)
     # agents send schemas: the first one does not wait for llguidance's view of the vocabulary
     engine.add_idle(partial(constraint.prepare, engine.runtime.target))

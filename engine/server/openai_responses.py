@@ -5,19 +5,15 @@ or not, a thin adapter over engine.server.turn. It is what the openai SDK's
 Taken: ``input`` (a string, or items: messages with text parts, ``function_call`` and
 ``function_call_output``), ``instructions``, function ``tools`` and ``tool_choice``,
 ``text.format`` (json_schema, json_object), ``top_logprobs`` with ``include:
-["message.output_text.logprobs"]``, and the sampling fields under the parameter table's
-"responses" names (``max_output_tokens``, ``temperature``, ``top_p``). Duet keeps no responses:
-``store`` is answered false, and ``previous_response_id``, ``conversation`` and ``background``
-are refused with a 400 that says to send the whole conversation, as agents that run with
-``store: false`` do. Errors have OpenAI's shape."""
+["message.output_text.logprobs"]``, ``previous_response_id`` (the conversation of a response
+this server kept, engine.server.response_store; ``store: false`` keeps none), and the sampling
+fields under the parameter table's "responses" names (``max_output_tokens``, ``temperature``,
+``top_p``). ``conversation`` and ``background`` are refused with a 400. Errors have OpenAI's
+shape."""
 
 from __future__ import annotations
 
-import json
-import logging
-import time
-import uuid
-from typing import Annotated, Any, AsyncIterator, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag
 from starlette.requests import Request
@@ -27,12 +23,10 @@ from engine.chat import Message, ToolCall
 from engine.server import schema
 from engine.server.core import DuetServer, Gone
 from engine.server.errors import ApiError, bad_request
-from engine.server.responses import Shaper as ChatShaper
-from engine.server.turn import (Call, Chat, End, Piece, Text, Turn, collect, pieces,
-                                reply_params, sampling)
+from engine.server.openai_responses_reply import Shaper, events
+from engine.server.response_store import ResponseStore
+from engine.server.turn import Chat, collect, pieces, reply_params, sampling
 from engine.tools import Tool, ToolChoice
-
-log = logging.getLogger(__name__)
 
 LOGPROBS = "message.output_text.logprobs"
 INCLUDE = frozenset({LOGPROBS, "reasoning.encrypted_content"})  # the second: nothing to include
@@ -118,23 +112,22 @@ class ResponsesRequest(schema._Body):
     store: bool | None = None
     metadata: dict[str, str] | None = None
     reasoning: dict[str, Any] | None = None  # these models answer at once: nothing to set
-    previous_response_id: str | None = Field(default=None, json_schema_extra={"type": "null"})
+    previous_response_id: str | None = None
     conversation: Any = Field(default=None, json_schema_extra={"type": "null"})
     background: bool = Field(default=False, json_schema_extra={"enum": [False]})
 
 
 # -- from the Responses API's terms to Duet's ----------------------------------------------
-def _messages(body: ResponsesRequest) -> list[Message]:
-    out: list[Message] = []
-    if body.instructions:
-        out.append(Message("system", body.instructions))
+def _messages(body: ResponsesRequest, before: tuple[Message, ...]) -> tuple[Message, ...]:
+    """The messages ``body.input`` adds to the conversation ``before`` it."""
     if isinstance(body.input, str):
         if not body.input:
             raise bad_request("input is empty", "input")
-        return out + [Message("user", body.input)]
+        return (Message("user", body.input),)
     if not body.input:
         raise bad_request("input: at least one item is required", "input")
-    names: dict[str, str] = {}  # call_id -> function name
+    out = list(before)
+    names = {c.id: c.name for m in before for c in m.tool_calls}  # call_id -> function name
     for i, item in enumerate(body.input):
         if isinstance(item, MessageItem):
             role = "system" if item.role == "developer" else item.role
@@ -143,7 +136,7 @@ def _messages(body: ResponsesRequest) -> list[Message]:
             # a reply's text and its calls are separate items here, one message in Duet's terms
             call = ToolCall(item.call_id, item.name, item.arguments)
             names[item.call_id] = item.name
-            last = out[-1] if out else None
+            last = out[-1] if len(out) > len(before) else None
             if last is not None and last.role == "assistant":
                 out[-1] = Message("assistant", last.content, tool_calls=(*last.tool_calls, call))
             else:
@@ -158,7 +151,7 @@ def _messages(body: ResponsesRequest) -> list[Message]:
     if out[-1].role == "assistant" and not out[-1].tool_calls:
         raise bad_request("input: the last item is the assistant's (continuing an assistant's "
                           "message is not supported)", "input")
-    return out
+    return tuple(out[len(before):])
 
 
 def _text(content: str | list[InputText]) -> str:
@@ -186,12 +179,10 @@ def _response_format(body: ResponsesRequest) -> tuple[Literal["json_schema"], An
     return ("json_schema", f.schema_)
 
 
-def _refuse_state(body: ResponsesRequest) -> None:
-    """Duet keeps no responses: a request that points at one is refused, not half-answered."""
-    for name in ("previous_response_id", "conversation"):
-        if getattr(body, name) is not None:
-            raise bad_request(f"{name} is not supported: this server keeps no responses (store "
-                              "is false); send the whole conversation in input", name)
+def _refuse(body: ResponsesRequest) -> None:
+    if body.conversation is not None:
+        raise bad_request("conversation is not supported: give previous_response_id, or send "
+                          "the whole conversation in input", "conversation")
     if body.background:
         raise bad_request("background is not supported: ask with stream true to follow a long "
                           "reply", "background")
@@ -201,16 +192,35 @@ def _refuse_state(body: ResponsesRequest) -> None:
                               f"{', '.join(sorted(INCLUDE))})", f"include.{i}")
 
 
-def _chat(server: DuetServer, data: Any) -> tuple[ResponsesRequest, Chat]:
+def _before(store: ResponseStore, body: ResponsesRequest) -> tuple[Message, ...]:
+    """The conversation up to ``previous_response_id`` (its instructions are not carried over,
+    as OpenAI has it)."""
+    if body.previous_response_id is None:
+        return ()
+    before = store.conversation(body.previous_response_id)
+    if before is None:
+        raise ApiError(404, f"the response {body.previous_response_id!r} is not kept here (it was "
+                            "stored with store false, or before the server started, or pushed "
+                            "out); send the whole conversation in input",
+                       param="previous_response_id", code="previous_response_not_found")
+    return before
+
+
+def _chat(server: DuetServer, store: ResponseStore, data: Any) -> tuple[ResponsesRequest, Chat,
+                                                                         tuple[Message, ...]]:
+    """The request, its chat, and the messages its input adds (what is kept with its reply)."""
     body = schema.parse(ResponsesRequest, data)
     server.check_model(body.model)
-    _refuse_state(body)
+    _refuse(body)
+    before = _before(store, body)
+    new = _messages(body, before)
     tools, choice = _tools(body)
     reply = reply_params(data, "responses")
     logprobs = reply.top_logprobs if LOGPROBS in (body.include or ()) else None
-    return body, Chat(tuple(_messages(body)), sampling(data, "responses", server.defaults),
+    system = (Message("system", body.instructions),) if body.instructions else ()
+    return body, Chat(system + before + new, sampling(data, "responses", server.defaults),
                       tools, choice, _response_format(body), logprobs,
-                      param_names={"messages": "input", "response_format": "text.format"})
+                      param_names={"messages": "input", "response_format": "text.format"}), new
 
 
 # -- the route ----------------------------------------------------------------------------
@@ -218,12 +228,13 @@ async def responses(request: Request) -> Response:
     server: DuetServer = request.app.state.duet
     server.check_auth(request)
     data = await server.read_json(request)
-    body, chat = _chat(server, data)
+    store: ResponseStore = request.app.state.responses
+    body, chat, new = _chat(server, store, data)
     turn = await server.prepare(chat)
-    shaper = Shaper(server, body, turn)
+    shaper = Shaper(server, body, turn, store if body.store is not False else None, new)
     stream = pieces(await server.run(request, turn), turn)
     if body.stream:
-        return StreamingResponse(_events(stream, shaper), media_type="text/event-stream",
+        return StreamingResponse(events(stream, shaper), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     try:
         text, calls, tokens, end = await collect(stream)
@@ -232,171 +243,3 @@ async def responses(request: Request) -> Response:
     return JSONResponse(shaper.full(text, calls, tokens, end))
 
 
-# -- replies ------------------------------------------------------------------------------
-class Shaper:
-    """The response object and stream events of one reply, under one response id."""
-
-    def __init__(self, server: DuetServer, body: ResponsesRequest, turn: Turn) -> None:
-        self.id = "resp_" + uuid.uuid4().hex
-        self.created = int(time.time())
-        self.model_id = server.config.model_id
-        self.body = body
-        self.turn = turn
-        self.tokens = ChatShaper("chat", self.model_id, server.model)  # logprob entries
-        self.output: list[dict] = []  # the items so far
-        self.seq = 0
-        self.text: list[str] = []  # of the message item being streamed
-        self.logprobs: list[dict] = []
-        self.pending = ""  # white space that opens no message before a call
-
-    def response(self, status: str, end: End | None = None) -> dict:
-        b = self.body
-        fmt = (b.text.format.model_dump(by_alias=True, exclude_none=True)
-               if b.text is not None and b.text.format is not None else {"type": "text"})
-        choice = (b.tool_choice.model_dump() if isinstance(b.tool_choice, NamedFunction)
-                  else b.tool_choice or "auto")
-        s = self.turn.sampling
-        incomplete = None
-        if end is not None and end.finish == "length":
-            status, incomplete = "incomplete", {"reason": "max_output_tokens"}
-        return {
-            "id": self.id, "object": "response", "created_at": self.created, "status": status,
-            "error": None, "incomplete_details": incomplete, "instructions": b.instructions,
-            "max_output_tokens": s.max_tokens, "model": self.model_id,
-            "output": list(self.output), "parallel_tool_calls": b.parallel_tool_calls,
-            "previous_response_id": None, "reasoning": {"effort": None, "summary": None},
-            "store": False, "temperature": s.temperature, "top_p": s.top_p,
-            "text": {"format": fmt}, "tool_choice": choice,
-            "tools": [t.model_dump(exclude_none=True) for t in b.tools or ()],
-            "truncation": "disabled", "metadata": b.metadata or {},
-            "usage": _usage(end) if end is not None else None,
-        }
-
-    def full(self, text: str, calls: list[ToolCall], tokens: list, end: End) -> dict:
-        if text.strip() or tokens or not calls:
-            self.output.append(self._message(text, [self.tokens.entry(t) for t in tokens]))
-        self.output += [_call_item(c) for c in calls]
-        return self.response("completed", end)
-
-    # -- the stream -------------------------------------------------------------------------
-    def event(self, name: str, data: dict) -> bytes:
-        payload = json.dumps({"type": name, **data, "sequence_number": self.seq},
-                             ensure_ascii=False)
-        self.seq += 1
-        return f"event: {name}\ndata: {payload}\n\n".encode("utf-8")
-
-    def start(self) -> list[bytes]:
-        head = self.response("in_progress")
-        return [self.event("response.created", {"response": head}),
-                self.event("response.in_progress", {"response": head})]
-
-    def add_text(self, piece: Text) -> list[bytes]:
-        entries = [self.tokens.entry(t) for t in piece.tokens]
-        if not self._open() and not piece.text.strip() and not entries:
-            self.pending += piece.text
-            return []
-        out = [] if self._open() else self._open_message()
-        text, self.pending = self.pending + piece.text, ""
-        self.text.append(text)
-        self.logprobs += entries
-        if not text and not entries:
-            return out
-        item = self.output[-1]
-        return out + [self.event("response.output_text.delta", {
-            "item_id": item["id"], "output_index": len(self.output) - 1, "content_index": 0,
-            "delta": text, "logprobs": entries})]
-
-    def add_call(self, call: ToolCall) -> list[bytes]:
-        out, self.pending = self._close(), ""
-        item = _call_item(call)
-        index = len(self.output)
-        self.output.append(item)
-        where = {"item_id": item["id"], "output_index": index}
-        return out + [
-            self.event("response.output_item.added", {"output_index": index, "item": {
-                **item, "arguments": "", "status": "in_progress"}}),
-            self.event("response.function_call_arguments.delta", {**where,
-                                                                  "delta": call.arguments}),
-            self.event("response.function_call_arguments.done", {**where, "name": call.name,
-                                                                 "arguments": call.arguments}),
-            self.event("response.output_item.done", {"output_index": index, "item": item})]
-
-    def finish(self, end: End) -> list[bytes]:
-        out = self._close()
-        if not self.output:  # an empty reply: one message, as the whole body has
-            out += self._open_message()
-            self.text, self.pending = [self.pending], ""
-            out += self._close()
-        body = self.response("completed", end)
-        name = "response.completed" if body["status"] == "completed" else "response.incomplete"
-        return out + [self.event(name, {"response": body})]
-
-    def _open(self) -> bool:
-        return bool(self.output) and self.output[-1]["type"] == "message" and \
-            self.output[-1]["status"] == "in_progress"
-
-    def _open_message(self) -> list[bytes]:
-        item = {**self._message("", []), "status": "in_progress", "content": []}
-        self.output.append(item)
-        self.text, self.logprobs = [], []
-        index = len(self.output) - 1
-        return [self.event("response.output_item.added", {"output_index": index, "item": item}),
-                self.event("response.content_part.added", {
-                    "item_id": item["id"], "output_index": index, "content_index": 0,
-                    "part": _part("", [])})]
-
-    def _close(self) -> list[bytes]:
-        if not self._open():
-            return []
-        index = len(self.output) - 1
-        text = "".join(self.text)
-        item = self.output[index] = self._message(text, self.logprobs, self.output[index]["id"])
-        where = {"item_id": item["id"], "output_index": index, "content_index": 0}
-        return [self.event("response.output_text.done", {**where, "text": text,
-                                                         "logprobs": self.logprobs}),
-                self.event("response.content_part.done", {**where,
-                                                          "part": item["content"][0]}),
-                self.event("response.output_item.done", {"output_index": index, "item": item})]
-
-    @staticmethod
-    def _message(text: str, logprobs: list[dict], item_id: str | None = None) -> dict:
-        return {"type": "message", "id": item_id or "msg_" + uuid.uuid4().hex,
-                "status": "completed", "role": "assistant", "content": [_part(text, logprobs)]}
-
-
-def _part(text: str, logprobs: list[dict]) -> dict:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs}
-
-
-def _call_item(call: ToolCall) -> dict:
-    return {"type": "function_call", "id": "fc_" + call.id.removeprefix("call_"),
-            "call_id": call.id, "name": call.name, "arguments": call.arguments,
-            "status": "completed"}
-
-
-def _usage(end: End) -> dict:
-    s = end.done.stats
-    return {"input_tokens": s.n_prompt_tokens, "output_tokens": s.n_tokens,
-            "total_tokens": s.n_prompt_tokens + s.n_tokens,
-            "input_tokens_details": {"cached_tokens": s.n_cached_tokens, "cache_write_tokens": 0},
-            "output_tokens_details": {"reasoning_tokens": 0}}
-
-
-async def _events(stream: AsyncIterator[Piece], shaper: Shaper) -> AsyncIterator[bytes]:
-    try:
-        for e in shaper.start():
-            yield e
-        async for p in stream:
-            if isinstance(p, Text):
-                for e in shaper.add_text(p):
-                    yield e
-            elif isinstance(p, Call):
-                for e in shaper.add_call(p.call):
-                    yield e
-            elif isinstance(p, End):
-                for e in shaper.finish(p):
-                    yield e
-    except ApiError as e:
-        yield shaper.event("error", {"code": e.code, "message": e.message, "param": e.param})
-    except Gone:
-        log.info("a client disconnected; its generation is cancelled")

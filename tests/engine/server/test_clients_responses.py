@@ -85,7 +85,6 @@ def test_logprobs_come_with_each_token_when_included(served):
 
 
 @pytest.mark.parametrize(("body", "param"), [
-    ({"input": "hi", "previous_response_id": "resp_1"}, "previous_response_id"),
     ({"input": "hi", "background": True}, "background"),
     ({"input": "hi", "include": ["file_search_call.results"]}, "include.0"),
     ({"input": [{"type": "function_call_output", "call_id": "c1", "output": "x"}]}, "input.0.call_id"),
@@ -105,8 +104,57 @@ def test_bad_requests_get_a_400_naming_the_field(served, body, param):
 
 
 def test_the_sdk_reports_a_refusal_as_its_error(served):
-    with pytest.raises(openai.BadRequestError, match="previous_response_id"):
-        create(served, input="hi", previous_response_id="resp_1")
+    with pytest.raises(openai.BadRequestError, match="background"):
+        create(served, input="hi", background=True)
+
+
+def test_previous_response_id_continues_the_kept_conversation(served):
+    first = create(served, instructions="Be brief.", input="My name is Ada.", max_output_tokens=8)
+    assert first.store is True
+    second = create(served, previous_response_id=first.id, input="What is my name?",
+                    max_output_tokens=8)
+    whole = create(served, input=[
+        {"role": "user", "content": "My name is Ada."},
+        {"role": "assistant", "content": first.output_text},
+        {"role": "user", "content": "What is my name?"}], max_output_tokens=8)
+    # the same prompt, token for token (the first request's instructions are not carried over,
+    # as OpenAI has it): sent whole right after, all of it but its last token is in the cache
+    assert second.previous_response_id == first.id
+    assert second.usage.input_tokens == whole.usage.input_tokens
+    assert whole.usage.input_tokens_details.cached_tokens >= whole.usage.input_tokens - 1
+    third = create(served, previous_response_id=second.id, input="And again?", max_output_tokens=4)
+    assert third.usage.input_tokens > second.usage.input_tokens + second.usage.output_tokens
+
+
+def test_a_response_stored_false_or_unknown_is_not_found(served):
+    unkept = create(served, input="Hello.", max_output_tokens=4, store=False)
+    assert unkept.store is False
+    for rid in (unkept.id, "resp_nothing"):
+        with pytest.raises(openai.NotFoundError, match="not kept"):
+            create(served, previous_response_id=rid, input="Go on.", max_output_tokens=4)
+
+
+def test_a_streamed_response_is_kept_too(served):
+    events = list(create(served, input="My name is Ada.", max_output_tokens=6, stream=True))
+    rid = events[-1].response.id
+    follow = create(served, previous_response_id=rid, input="Who am I?", max_output_tokens=4)
+    assert follow.usage.input_tokens_details.cached_tokens > 0
+
+
+def test_the_store_keeps_each_message_once_and_drops_the_least_recently_used():
+    """A walk through a chain uses its responses from the newest to the first, so that past the
+    size a continuation goes before the response it continues (which others may continue)."""
+    from engine.chat import Message
+    from engine.server.response_store import ResponseStore
+
+    store = ResponseStore(max_chars=100)
+    store.put("a", None, (Message("user", "x" * 30), Message("assistant", "y" * 10)))
+    store.put("b", "a", (Message("user", "z" * 30), Message("assistant", "w" * 10)))
+    assert [m.content[0] for m in store.conversation("b")] == ["x", "y", "z", "w"]
+    assert store.chars == 80
+    store.put("c", None, (Message("user", "v" * 30),))
+    assert store.conversation("b") is None and store.conversation("a") is not None
+    assert store.conversation("c") is not None and len(store) == 2 and store.chars == 70
 
 
 # -- function calls and schemas, on the starter 1.5B -------------------------------------------

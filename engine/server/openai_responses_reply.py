@@ -1,0 +1,209 @@
+"""The Responses API's reply (engine.server.openai_responses): the response object, and its
+typed server-sent events (``response.created`` ... ``response.completed`` or
+``response.incomplete``), each with its ``sequence_number``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, AsyncIterator
+
+from engine.chat import Message, ToolCall
+from engine.server.core import DuetServer, Gone
+from engine.server.errors import ApiError
+from engine.server.response_store import ResponseStore
+from engine.server.responses import Shaper as ChatShaper
+from engine.server.turn import Call, End, Piece, Text, Turn
+
+if TYPE_CHECKING:
+    from engine.server.openai_responses import ResponsesRequest
+
+log = logging.getLogger(__name__)
+
+
+# -- the reply ------------------------------------------------------------------------------
+class Shaper:
+    """The response object and stream events of one reply, under one response id."""
+
+    def __init__(self, server: DuetServer, body: ResponsesRequest, turn: Turn,
+                 store: ResponseStore | None, new: tuple[Message, ...]) -> None:
+        self.id = "resp_" + uuid.uuid4().hex
+        self.store, self.new = store, new  # where the reply is kept, with the input it answers
+        self.created = int(time.time())
+        self.model_id = server.config.model_id
+        self.body = body
+        self.turn = turn
+        self.tokens = ChatShaper("chat", self.model_id, server.model)  # logprob entries
+        self.output: list[dict] = []  # the items so far
+        self.seq = 0
+        self.text: list[str] = []  # of the message item being streamed
+        self.logprobs: list[dict] = []
+        self.pending = ""  # white space that opens no message before a call
+
+    def response(self, status: str, end: End | None = None) -> dict:
+        b = self.body
+        fmt = (b.text.format.model_dump(by_alias=True, exclude_none=True)
+               if b.text is not None and b.text.format is not None else {"type": "text"})
+        choice = (b.tool_choice if isinstance(b.tool_choice, str) or b.tool_choice is None
+                  else b.tool_choice.model_dump()) or "auto"
+        s = self.turn.sampling
+        incomplete = None
+        if end is not None and end.finish == "length":
+            status, incomplete = "incomplete", {"reason": "max_output_tokens"}
+        return {
+            "id": self.id, "object": "response", "created_at": self.created, "status": status,
+            "error": None, "incomplete_details": incomplete, "instructions": b.instructions,
+            "max_output_tokens": s.max_tokens, "model": self.model_id,
+            "output": list(self.output), "parallel_tool_calls": b.parallel_tool_calls,
+            "previous_response_id": b.previous_response_id,
+            "reasoning": {"effort": None, "summary": None}, "store": self.store is not None,
+            "temperature": s.temperature, "top_p": s.top_p,
+            "text": {"format": fmt}, "tool_choice": choice,
+            "tools": [t.model_dump(exclude_none=True) for t in b.tools or ()],
+            "truncation": "disabled", "metadata": b.metadata or {},
+            "usage": _usage(end) if end is not None else None,
+        }
+
+    def full(self, text: str, calls: list[ToolCall], tokens: list, end: End) -> dict:
+        if text.strip() or tokens or not calls:
+            self.output.append(self._message(text, [self.tokens.entry(t) for t in tokens]))
+        self.output += [_call_item(c) for c in calls]
+        self._keep()
+        return self.response("completed", end)
+
+    # -- the stream -------------------------------------------------------------------------
+    def event(self, name: str, data: dict) -> bytes:
+        payload = json.dumps({"type": name, **data, "sequence_number": self.seq},
+                             ensure_ascii=False)
+        self.seq += 1
+        return f"event: {name}\ndata: {payload}\n\n".encode("utf-8")
+
+    def start(self) -> list[bytes]:
+        head = self.response("in_progress")
+        return [self.event("response.created", {"response": head}),
+                self.event("response.in_progress", {"response": head})]
+
+    def add_text(self, piece: Text) -> list[bytes]:
+        entries = [self.tokens.entry(t) for t in piece.tokens]
+        if not self._open() and not piece.text.strip() and not entries:
+            self.pending += piece.text
+            return []
+        out = [] if self._open() else self._open_message()
+        text, self.pending = self.pending + piece.text, ""
+        self.text.append(text)
+        self.logprobs += entries
+        if not text and not entries:
+            return out
+        item = self.output[-1]
+        return out + [self.event("response.output_text.delta", {
+            "item_id": item["id"], "output_index": len(self.output) - 1, "content_index": 0,
+            "delta": text, "logprobs": entries})]
+
+    def add_call(self, call: ToolCall) -> list[bytes]:
+        out, self.pending = self._close(), ""
+        item = _call_item(call)
+        index = len(self.output)
+        self.output.append(item)
+        where = {"item_id": item["id"], "output_index": index}
+        return out + [
+            self.event("response.output_item.added", {"output_index": index, "item": {
+                **item, "arguments": "", "status": "in_progress"}}),
+            self.event("response.function_call_arguments.delta", {**where,
+                                                                  "delta": call.arguments}),
+            self.event("response.function_call_arguments.done", {**where, "name": call.name,
+                                                                 "arguments": call.arguments}),
+            self.event("response.output_item.done", {"output_index": index, "item": item})]
+
+    def finish(self, end: End) -> list[bytes]:
+        out = self._close()
+        if not self.output:  # an empty reply: one message, as the whole body has
+            out += self._open_message()
+            self.text, self.pending = [self.pending], ""
+            out += self._close()
+        self._keep()
+        body = self.response("completed", end)
+        name = "response.completed" if body["status"] == "completed" else "response.incomplete"
+        return out + [self.event(name, {"response": body})]
+
+    def _keep(self) -> None:
+        """The reply, kept with the input it answers, for a later ``previous_response_id``."""
+        if self.store is None:
+            return
+        text = "".join(p["text"] for o in self.output if o["type"] == "message"
+                       for p in o["content"])
+        calls = tuple(ToolCall(o["call_id"], o["name"], o["arguments"]) for o in self.output
+                      if o["type"] == "function_call")
+        self.store.put(self.id, self.body.previous_response_id,
+                       (*self.new, Message("assistant", text, tool_calls=calls)))
+
+    def _open(self) -> bool:
+        return bool(self.output) and self.output[-1]["type"] == "message" and \
+            self.output[-1]["status"] == "in_progress"
+
+    def _open_message(self) -> list[bytes]:
+        item = {**self._message("", []), "status": "in_progress", "content": []}
+        self.output.append(item)
+        self.text, self.logprobs = [], []
+        index = len(self.output) - 1
+        return [self.event("response.output_item.added", {"output_index": index, "item": item}),
+                self.event("response.content_part.added", {
+                    "item_id": item["id"], "output_index": index, "content_index": 0,
+                    "part": _part("", [])})]
+
+    def _close(self) -> list[bytes]:
+        if not self._open():
+            return []
+        index = len(self.output) - 1
+        text = "".join(self.text)
+        item = self.output[index] = self._message(text, self.logprobs, self.output[index]["id"])
+        where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        return [self.event("response.output_text.done", {**where, "text": text,
+                                                         "logprobs": self.logprobs}),
+                self.event("response.content_part.done", {**where,
+                                                          "part": item["content"][0]}),
+                self.event("response.output_item.done", {"output_index": index, "item": item})]
+
+    @staticmethod
+    def _message(text: str, logprobs: list[dict], item_id: str | None = None) -> dict:
+        return {"type": "message", "id": item_id or "msg_" + uuid.uuid4().hex,
+                "status": "completed", "role": "assistant", "content": [_part(text, logprobs)]}
+
+
+def _part(text: str, logprobs: list[dict]) -> dict:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs}
+
+
+def _call_item(call: ToolCall) -> dict:
+    return {"type": "function_call", "id": "fc_" + call.id.removeprefix("call_"),
+            "call_id": call.id, "name": call.name, "arguments": call.arguments,
+            "status": "completed"}
+
+
+def _usage(end: End) -> dict:
+    s = end.done.stats
+    return {"input_tokens": s.n_prompt_tokens, "output_tokens": s.n_tokens,
+            "total_tokens": s.n_prompt_tokens + s.n_tokens,
+            "input_tokens_details": {"cached_tokens": s.n_cached_tokens, "cache_write_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0}}
+
+
+async def events(stream: AsyncIterator[Piece], shaper: Shaper) -> AsyncIterator[bytes]:
+    try:
+        for e in shaper.start():
+            yield e
+        async for p in stream:
+            if isinstance(p, Text):
+                for e in shaper.add_text(p):
+                    yield e
+            elif isinstance(p, Call):
+                for e in shaper.add_call(p.call):
+                    yield e
+            elif isinstance(p, End):
+                for e in shaper.finish(p):
+                    yield e
+    except ApiError as e:
+        yield shaper.event("error", {"code": e.code, "message": e.message, "param": e.param})
+    except Gone:
+        log.info("a client disconnected; its generation is cancelled")
