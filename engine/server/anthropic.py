@@ -17,7 +17,7 @@ from typing import Annotated, Any, AsyncIterator, Literal, cast
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from engine.chat import Message, ToolCall
 from engine.events import Done
@@ -25,7 +25,7 @@ from engine.sampling import SamplingParams
 from engine.server import schema
 from engine.server.core import DuetServer, Gone
 from engine.server.errors import ApiError, bad_request
-from engine.server.turn import Call, Chat, End, Piece, Text, Turn, collect, pieces, prepare, sampling
+from engine.server.turn import Call, Chat, End, Piece, Text, Turn, prepare, sampling
 from engine.tools import Tool, ToolChoice
 
 log = logging.getLogger(__name__)
@@ -192,15 +192,10 @@ async def messages(request: Request) -> Response:
     body, chat = _chat(server, data, MessagesRequest)
     turn = await server.prepare(chat)
     shaper = Shaper(server, turn)
-    stream = pieces(await server.run(request, turn), turn)
-    if isinstance(body, MessagesRequest) and body.stream:
-        return StreamingResponse(_events(stream, shaper), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    try:
-        text, calls, _, end = await collect(stream)
-    except Gone:
-        return Response(status_code=499)
-    return JSONResponse(shaper.full(text, calls, end))
+    streamed = isinstance(body, MessagesRequest) and body.stream
+    return await server.answer(request, turn,
+                               (lambda reply: _events(reply, shaper)) if streamed else None,
+                               lambda text, calls, _, end: shaper.full(text, calls, end))
 
 
 async def count_tokens(request: Request) -> Response:

@@ -10,23 +10,25 @@ import json
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from engine.chat import Message
 from engine.errors import DuetError
-from engine.events import Done
+from engine.events import Done, Token
 from engine.model import Model
 from engine.prompt import chat_tokens
 from engine.service import Engine, Job, QueueFull
 from engine.server.errors import ApiError, bad_request
-from engine.server.turn import Chat, Turn, prepare
+from engine.server.turn import Chat, End, Piece, Turn, collect, pieces, prepare
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.1  # how often a waiting handler checks whether its client is still there
+SSE = "text/event-stream"
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,23 @@ class DuetServer:
         once (a full queue answers 429 before anything is sent)."""
         job, events = self.submit(turn)
         return _watched(request, job, events)
+
+    async def answer(self, request: Request, turn: Turn,
+                     stream: Callable[[AsyncIterator[Piece]], AsyncIterator[bytes]] | None,
+                     whole: Callable[[str, list[Any], list[Token], End], Any],
+                     media_type: str = SSE) -> Response:
+        """Runs ``turn`` and answers in a dialect's shape: streamed through ``stream`` when it is
+        given, else one JSON body that ``whole`` makes of the reply's text, calls, tokens with
+        log-probabilities and end (no answer, 499, to a client that left)."""
+        reply = pieces(await self.run(request, turn), turn)
+        if stream is not None:
+            return StreamingResponse(stream(reply), media_type=media_type,
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        try:
+            text, calls, tokens, end = await collect(reply)
+        except Gone:
+            return Response(status_code=499)
+        return JSONResponse(whole(text, calls, tokens, end))
 
 
 async def _watched(request: Request, job: Job, events: asyncio.Queue) -> AsyncIterator[object]:

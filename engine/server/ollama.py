@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator, Literal
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from engine import params
 from engine.chat import Message, ToolCall
@@ -29,7 +29,7 @@ from engine.server import schema
 from engine.server.core import DuetServer, Gone
 from engine.server.errors import ApiError, bad_request
 from engine.server.responses import Shaper as OpenAIShaper
-from engine.server.turn import Call, Chat, End, Piece, Text, Turn, collect, pieces, reply_params
+from engine.server.turn import Call, Chat, End, Piece, Text, Turn, reply_params
 from engine.tools import Tool
 
 log = logging.getLogger(__name__)
@@ -244,14 +244,9 @@ def _loaded(server: DuetServer, reply: dict) -> dict:
 
 async def _respond(request: Request, server: DuetServer, replies: Replies, stream: bool,
                    turn: Turn) -> Response:
-    reply = pieces(await server.run(request, turn), turn)
-    if stream:
-        return StreamingResponse(_lines(reply, replies), media_type="application/x-ndjson")
-    try:
-        text, calls, tokens, end = await collect(reply)
-    except Gone:
-        return Response(status_code=499)
-    return JSONResponse(replies.body(text, calls, tokens, end))
+    return await server.answer(request, turn,
+                               (lambda reply: _lines(reply, replies)) if stream else None,
+                               replies.body, media_type="application/x-ndjson")
 
 
 async def _lines(reply: AsyncIterator[Piece], replies: Replies) -> AsyncIterator[bytes]:

@@ -8,7 +8,7 @@ from typing import Any, AsyncIterator
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response
 
 from engine.chat import ROLES, Message, ToolCall
 from engine.constraint import Grammar, GrammarError
@@ -16,8 +16,7 @@ from engine.server import schema
 from engine.server.core import DuetServer, Gone
 from engine.server.errors import ApiError, bad_request
 from engine.server.responses import Shaper, sse
-from engine.server.turn import (Call, Chat, End, Piece, Text, Turn, collect, pieces,
-                                reply_params, sampling)
+from engine.server.turn import Call, Chat, End, Piece, Text, Turn, reply_params, sampling
 from engine.tools import Tool, ToolChoice
 
 log = logging.getLogger(__name__)
@@ -160,17 +159,8 @@ def _completion_prompt(server: DuetServer, body: schema.CompletionRequest) -> li
 
 async def _respond(request: Request, server: DuetServer, shaper: Shaper, body: schema._Request,
                    turn: Turn) -> Response:
-    events = await server.run(request, turn)
-    stream = pieces(events, turn)
-    if body.stream:
-        return StreamingResponse(_stream(stream, shaper, body.include_usage),
-                                 media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    try:
-        text, calls, tokens, end = await collect(stream)
-    except Gone:
-        return Response(status_code=499)
-    return JSONResponse(shaper.full(text, calls, tokens, end))
+    stream = (lambda reply: _stream(reply, shaper, body.include_usage)) if body.stream else None
+    return await server.answer(request, turn, stream, shaper.full)
 
 
 async def _stream(stream: AsyncIterator[Piece], shaper: Shaper,

@@ -17,15 +17,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response
 
 from engine.chat import Message, ToolCall
 from engine.server import schema
-from engine.server.core import DuetServer, Gone
+from engine.server.core import DuetServer
 from engine.server.errors import ApiError, bad_request
 from engine.server.openai_responses_reply import Shaper, events
 from engine.server.response_store import ResponseStore
-from engine.server.turn import Chat, collect, pieces, reply_params, sampling
+from engine.server.turn import Chat, reply_params, sampling
 from engine.tools import Tool, ToolChoice
 
 LOGPROBS = "message.output_text.logprobs"
@@ -232,14 +232,8 @@ async def responses(request: Request) -> Response:
     body, chat, new = _chat(server, store, data)
     turn = await server.prepare(chat)
     shaper = Shaper(server, body, turn, store if body.store is not False else None, new)
-    stream = pieces(await server.run(request, turn), turn)
-    if body.stream:
-        return StreamingResponse(events(stream, shaper), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    try:
-        text, calls, tokens, end = await collect(stream)
-    except Gone:
-        return Response(status_code=499)
-    return JSONResponse(shaper.full(text, calls, tokens, end))
+    return await server.answer(request, turn,
+                               (lambda reply: events(reply, shaper)) if body.stream else None,
+                               shaper.full)
 
 
