@@ -34,9 +34,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Prompt tokens decoded per step: alone, a slice as large as a batch (fewest passes); beside
-# replies that stream, a small slice, so that each of their steps stays short.
+# replies that stream, a smaller slice, so that each of their steps stays short. A pass costs
+# about 29 ms more than its tokens on the 2-core CPU (1,024 prompt tokens read in slices of 64:
+# 160 tok/s; of 128 to 512: 166, scripts/profile_parallel.py --prefill): slices of 128 lose 4%
+# to that (64: 7%) and hold a streaming reply's step to about 0.8 s; four clients at once,
+# in-process, in turns: 24.06 against 22.64 tok/s with 64 (three pairs, 1.02-1.07x).
 PREFILL_ALONE = 256
-PREFILL_SHARED = 64
+PREFILL_SHARED = 128
 
 
 @dataclass(eq=False)
