@@ -14,7 +14,7 @@ from engine.chat import Message, ToolCall
 from engine.server.core import DuetServer, Gone
 from engine.server.errors import ApiError
 from engine.server.response_store import ResponseStore
-from engine.server.responses import Shaper as ChatShaper
+from engine.server.responses import logprob_entry
 from engine.server.turn import Call, End, Piece, Text, Turn
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class Shaper:
         self.model_id = server.config.model_id
         self.body = body
         self.turn = turn
-        self.tokens = ChatShaper("chat", self.model_id, server.model)  # logprob entries
+        self.model = server.model  # token texts for logprobs
         self.output: list[dict] = []  # the items so far
         self.seq = 0
         self.text: list[str] = []  # of the message item being streamed
@@ -68,7 +68,7 @@ class Shaper:
 
     def full(self, text: str, calls: list[ToolCall], tokens: list, end: End) -> dict:
         if text.strip() or tokens or not calls:
-            self.output.append(self._message(text, [self.tokens.entry(t) for t in tokens]))
+            self.output.append(self._message(text, [logprob_entry(self.model, t) for t in tokens]))
         self.output += [_call_item(c) for c in calls]
         self._keep()
         return self.response("completed", end)
@@ -86,7 +86,7 @@ class Shaper:
                 self.event("response.in_progress", {"response": head})]
 
     def add_text(self, piece: Text) -> list[bytes]:
-        entries = [self.tokens.entry(t) for t in piece.tokens]
+        entries = [logprob_entry(self.model, t) for t in piece.tokens]
         if not self._open() and not piece.text.strip() and not entries:
             self.pending += piece.text
             return []

@@ -128,7 +128,7 @@ class Shaper:
     # -- logprobs -------------------------------------------------------------------------
     def logprobs(self, tokens: Sequence[Token]) -> dict:
         if self.chat:
-            return {"content": [self.entry(t) for t in tokens]}
+            return {"content": [logprob_entry(self.model, t) for t in tokens]}
         out: dict[str, list] = {"tokens": [], "token_logprobs": [], "top_logprobs": [],
                                 "text_offset": []}
         for t in tokens:
@@ -141,18 +141,22 @@ class Shaper:
             self._offset += len(piece)
         return out
 
-    def entry(self, t: Token) -> dict:
-        lp = t.logprob
-        assert lp is not None
-        return {**self._token(t.id, lp.logprob),
-                "top_logprobs": [self._token(i, v) for i, v in lp.top]}
-
-    def _token(self, token: int, logprob: float) -> dict:
-        raw = self.model.piece(token)
-        return {"token": raw.decode("utf-8", "replace"), "logprob": logprob, "bytes": list(raw)}
-
     def _text(self, token: int) -> str:
         return self.model.piece(token).decode("utf-8", "replace")
+
+
+def logprob_entry(model: Any, t: Token) -> dict:
+    """A token's log-probability and its alternatives, as OpenAI's chat completions and its
+    Responses API both give them."""
+    lp = t.logprob
+    assert lp is not None
+    return {**_token(model, t.id, lp.logprob),
+            "top_logprobs": [_token(model, i, v) for i, v in lp.top]}
+
+
+def _token(model: Any, token: int, logprob: float) -> dict:
+    raw = model.piece(token)
+    return {"token": raw.decode("utf-8", "replace"), "logprob": logprob, "bytes": list(raw)}
 
 
 def sse(obj: dict | str) -> bytes:
