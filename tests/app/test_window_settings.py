@@ -187,8 +187,18 @@ def test_measuring_the_verify_cost_again_shows_its_progress(qtbot, window, drive
     with qtbot.waitSignal(window.model_loaded, timeout=LONG_MS) as loaded:
         window.recalibrate()  # forgets the curves and reloads: measured again, with progress
     assert loaded.args[0].measuring and label.isVisibleTo(window)
-    qtbot.waitUntil(lambda: not label.isVisibleTo(window), timeout=LONG_MS)
-    steps = [p for p in driver.relay.of("progress") if p.op == "calibrate"]
+
+    def measured() -> list:
+        """The measurement's steps as the relay got them since the reload. The relay and the
+        window take the worker's signal each through its own queued call, so the label can be
+        hidden before the relay has the last step: the test waits for both."""
+        events = driver.relay.events
+        start = next((i for i, (n, _, _) in enumerate(events) if n == "loaded"), len(events))
+        return [o for n, _, o in events[start:] if n == "progress" and o.op == "calibrate"]
+
+    qtbot.waitUntil(lambda: not label.isVisibleTo(window)
+                    and any(p.done == p.total for p in measured()), timeout=LONG_MS)
+    steps = measured()
     assert [p.done for p in steps] == sorted(p.done for p in steps) and len(steps) > 1
     assert steps[-1].done == steps[-1].total and "Speculative decoding is on" in steps[-1].text
     assert "Speculative decoding is on" in window.status.currentMessage()
