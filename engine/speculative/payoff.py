@@ -31,7 +31,14 @@ class PayoffLedger:
     def record(self, n_drafted: int, n_accepted: int, seconds: float = 0.0) -> float:
         """Book one verified draft (``seconds``: what drafting and verifying took, 0 if not
         measured); return its gain in seconds, negative where it lost time."""
-        gain = (n_accepted + 1) * self.cost.verify_cost(1) - (seconds or self.cost.pass_cost(n_drafted))
+        return self._book((n_accepted + 1) * self.cost.verify_cost(1) - (seconds or self.cost.pass_cost(n_drafted)))
+
+    def wasted(self, seconds: float) -> float:
+        """Book a proposal that cost ``seconds`` and offered nothing to verify (a draft model
+        unsure of its first token still decoded the tokens it had not seen): a loss."""
+        return self._book(-seconds)
+
+    def _book(self, gain: float) -> float:
         self.saved_s += gain
         if gain > 0:
             self.losses, self.spell = 0, self.tuning.loss_streak

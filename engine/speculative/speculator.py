@@ -97,6 +97,8 @@ class Speculation:
                 draft = self.model.propose(history, k, sampler)
                 if len(draft.tokens) >= k_min:
                     return draft
+                if adaptive:
+                    self.ledgers["model"].wasted(draft.seconds)
         return Draft()
 
     def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None:

@@ -94,3 +94,24 @@ def test_a_draft_model_drafts_its_length_or_all_it_is_asked() -> None:
     assert len(gpu.plan([1, 2], 3, GREEDY).tokens) == 3  # no more than the room left
     asked = Speculation(SpeculativeParams(drafter="model", draft_max=8), CPU, model=model, draft_cost_s=0.020)
     assert not asked.model_len and len(asked.plan([1, 2], 64, GREEDY).tokens) == 8
+
+
+def test_a_draft_model_that_offers_nothing_goes_quiet_as_a_losing_one_does() -> None:
+    class Unsure:
+        """Decodes what it has not seen (time spent), then is too unsure to draft a token."""
+        asked = 0
+
+        def propose(self, history: list[int], k: int, sampler: Sampler) -> Draft:
+            self.asked += 1
+            return Draft((), source="model", seconds=0.020)
+
+    for adaptive in (True, False):
+        model = Unsure()
+        spec = Speculation(SpeculativeParams(drafter="model", adaptive=adaptive), CPU, model=model,
+                           draft_cost_s=0.020)
+        for _ in range(20):
+            assert spec.plan([1, 2], 64, GREEDY).tokens == ()
+        if adaptive:  # two empty proposals, then quiet for 2, again 2, quiet for 4, ...
+            assert model.asked < 12 and spec.ledgers["model"].saved_s < 0
+        else:
+            assert model.asked == 20
