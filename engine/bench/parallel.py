@@ -48,6 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--ctx", type=int, default=2048, help="context per slot")
     p.add_argument("--threads", type=int, default=0, help="0: all cores")
+    p.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to the GPU, both servers (-1: all)")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "parallel.md")
     p.add_argument("--note", default="", help="a line about the run for the report")
     p.set_defaults(func=run)
@@ -59,14 +60,19 @@ def _server(mode: str, n: int, args: argparse.Namespace, model: Path) -> tuple[A
     port = free_port()
     threads = args.threads or os.cpu_count() or 1
     if mode in DUET_MODES:
-        cmd = [str(Path(sys.executable).parent / "duet-cli"), "serve", "--model", str(model), "--port", str(port),
+        cmd = [sys.executable, "-m", "engine", "serve", "--model", str(model), "--port", str(port),
                "--parallel", str(n), "--ctx", str(args.ctx), "--threads", str(threads),
-               "--max-queue", str(2 * n), *DUET_MODES[mode]]
+               "--gpu-layers", str(args.gpu_layers), "--max-queue", str(2 * n), *DUET_MODES[mode]]
     else:
         cmd = [str(args.llama_server), "-m", str(model), "-t", str(threads), "-c", str(args.ctx * n),
-               "-np", str(n), "--host", "127.0.0.1", "--port", str(port), "--no-webui",
+               "-np", str(n), "-ngl", _ngl(args.gpu_layers), "--host", "127.0.0.1", "--port", str(port), "--no-webui",
                *LLAMA_MODES[mode]]
     return start_server(cmd, port, mode, timeout_s=300), port
+
+
+def _ngl(gpu_layers: int) -> str:
+    """llama-server's -ngl: a negative count is "all" (its own -1 means "auto", fit to memory)."""
+    return "all" if gpu_layers < 0 else str(gpu_layers)
 
 
 def _ask(port: int, text: str, max_tokens: int) -> client.Reply:

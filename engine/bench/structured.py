@@ -134,7 +134,7 @@ def _server(mode: str, args: argparse.Namespace, model: Path) -> tuple[Any, int]
     port = free_port()
     threads = args.threads or os.cpu_count() or 1
     if mode in DUET_MODES:
-        cmd = [str(Path(sys.executable).parent / "duet-cli"), "serve", "--model", str(model),
+        cmd = [sys.executable, "-m", "engine", "serve", "--model", str(model),
                "--port", str(port), "--ctx", str(args.ctx), "--threads", str(threads), *DUET_MODES[mode]]
     else:
         cmd = [str(args.llama_server), "-m", str(model), "-t", str(threads), "-c", str(args.ctx),

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Duet's figures on a CUDA machine, where neither the models nor a package index can be reached
+# (docs/benchmarks/gpu.md). Everything it needs comes in a folder (IN, default .gpu-in/):
+#   llama.cpp-cuda.tar.xz  llama.cpp's shared libraries and llama-server, built for the GPU
+#                          (or llama.cpp.tar.xz, its source, built here with CUDA when absent)
+#   llama_cpp_py.tar.xz    llama-cpp-python's Python files (its libraries are the ones above)
+#   wheels/*.whl           Duet's dependencies the machine lacks, for its Python
+#   *.hdr                  GGUF headers: scripts/shape_twin.py makes the same-shape twins here
+# It works in GPU (default /tmp/duet-gpu); stages already done there are skipped, so a second call on the
+# same machine goes on where the first stopped.
+# Results go to OUT (default /tmp/gpu-out): machine.txt, curve.md, parallel.md, spec.md.
+#   scripts/gpu_bench.sh [curve] [parallel] [spec]     (default: all three)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+IN=${IN:-$PWD/.gpu-in}
+GPU=${GPU:-/tmp/duet-gpu}
+OUT=${OUT:-/tmp/gpu-out}
+PY=${PY:-python3}
+mkdir -p "$OUT" "$GPU/site" "$GPU/models"
+say() { echo "[$(date +%T)] $*" | tee -a "$OUT/log.txt"; }
+
+# llama.cpp for CUDA: the carried build, else from source with every core
+if [ ! -x "$GPU/bin/llama-server" ]; then
+  if [ -f "$IN/llama.cpp-cuda.tar.xz" ]; then
+    say "unpacking the carried CUDA build"
+    tar -xJf "$IN/llama.cpp-cuda.tar.xz" -C "$GPU"
+  else
+    say "building llama.cpp with CUDA"
+    tar -xJf "$IN/llama.cpp.tar.xz" -C "$GPU"
+    cmake -S "$GPU/llama.cpp" -B "$GPU/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
+      -DBUILD_SHARED_LIBS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_RPC=ON \
+      -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native >"$OUT/cmake.txt" 2>&1 &&
+      cmake --build "$GPU/build" -j "$(nproc)" --target llama-server >>"$OUT/cmake.txt" 2>&1 &&
+      mkdir -p "$GPU/bin" && cp -a "$GPU"/build/bin/llama-server "$GPU"/build/bin/*.so* "$GPU/bin/" ||
+      { say "the build failed (cmake.txt)"; exit 1; }
+  fi
+fi
+# cuBLAS and the CUDA runtime: wherever this machine keeps them
+for lib in libcublas.so.13 libcudart.so.13; do
+  dir=$(find /usr/local /opt /usr/lib -name "$lib" -print -quit 2>/dev/null | xargs -r dirname)
+  [ -n "$dir" ] && export LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}"
+done
+export LD_LIBRARY_PATH="$GPU/bin:${LD_LIBRARY_PATH:-}"
+
+if [ ! -d "$GPU/site/llama_cpp" ]; then
+  say "installing the Python packages"
+  $PY -m pip install -q --no-index --no-deps --no-compile --target "$GPU/site" "$IN"/wheels/*.whl || exit 1
+  tar -xJf "$IN/llama_cpp_py.tar.xz" -C "$GPU/site"
+  mkdir -p "$GPU/site/llama_cpp/lib" && cp -a "$GPU"/bin/*.so* "$GPU/site/llama_cpp/lib/"
+fi
+export PYTHONPATH="$GPU/site:$PWD" PYTHONUNBUFFERED=1 DUET_HOME="$GPU/home"
+
+for hdr in "$IN"/*.hdr; do
+  twin="$GPU/models/$(basename "$hdr" .hdr).gguf"
+  [ -f "$twin" ] || $PY scripts/shape_twin.py "$hdr" "$twin" | tee -a "$OUT/log.txt"
+done
+TARGET="$GPU/models/target.gguf"
+DRAFT="$GPU/models/draft.gguf"
+
+{ nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv,noheader
+  lscpu | grep -E "^Model name|^CPU\(s\)"; $PY -V; "$GPU/bin/llama-server" --version 2>&1 | tail -2
+} >"$OUT/machine.txt" 2>&1
+
+stages=${*:-curve parallel spec}
+for stage in $stages; do
+  [ -f "$GPU/done-$stage" ] && { say "$stage: done in an earlier call"; continue; }
+  say "$stage"
+  case $stage in
+    curve)
+      $PY scripts/verify_curve.py "$TARGET" "$DRAFT" --gpu-layers -1 >"$OUT/curve.md" 2>"$OUT/curve.err" ;;
+    parallel)
+      $PY -m engine bench parallel --model "$TARGET" --llama-server "$GPU/bin/llama-server" --gpu-layers -1 \
+        --clients "${CLIENTS:-1,4}" --repeats "${REPEATS:-3}" --max-tokens "${MAX_TOKENS:-128}" --out "$OUT/parallel.md" \
+        --note "twin of the 1.5B (random weights), all layers on the GPU" >"$OUT/parallel.txt" 2>&1 ;;
+    spec)  # a draft model with nothing to offer (random weights): adaptive speculation must not cost
+      for mode in none model none model; do
+        $PY -m engine generate --model "$TARGET" --draft "$DRAFT" --gpu-layers -1 --drafter "$mode" \
+          --max-tokens "${SPEC_TOKENS:-256}" --json "Write a long story." 2>>"$OUT/spec.err" | tee -a "$OUT/spec.jsonl" |
+          $PY -c "import json,sys; r=json.load(sys.stdin); print('$mode', r['tokens_per_s'], r['stats'])" \
+          | tee -a "$OUT/spec.md"
+      done ;;
+  esac && touch "$GPU/done-$stage"
+done
+say "finished"

@@ -1,0 +1,54 @@
+"""The verify-cost curve of each model given: what one pass over n tokens (all logits, as a
+verification) costs, in ms and in single steps, as Duet's own calibration measures it
+(engine.speculative.calibration.measure_cost) at the drafter's context depth.
+
+    .venv/bin/python scripts/verify_curve.py target draft --gpu-layers -1
+
+The step ratio of a draft and its target is the draft model's cost per drafted token; the curve's
+flatness is what makes long drafts pay (a GPU) or not (a 2-core CPU: 16 tokens cost ~9 steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("models", nargs="+", help="GGUF paths or starter keys")
+    p.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to the GPU (-1: all)")
+    p.add_argument("--sizes", default="1,2,4,8,16,32,64")
+    p.add_argument("--ctx", type=int, default=2048)
+    args = p.parse_args(argv)
+    sys.path.insert(0, str(REPO))
+    from engine.context import Context
+    from engine.context_params import ContextParams
+    from engine.model import Model, ModelSpec
+    from engine.runtime import resolve_model
+    from engine.speculative.calibration import measure_cost
+
+    sizes = [int(n) for n in args.sizes.split(",")]
+    steps: dict[str, float] = {}
+    print(f"| model | {' | '.join(f'{n} tokens' for n in sizes)} |\n|---|{'---|' * len(sizes)}")
+    for name in args.models:
+        path = resolve_model(name)
+        with Model(ModelSpec(path, n_gpu_layers=args.gpu_layers)) as model, \
+                Context(model, ContextParams(n_ctx=args.ctx)) as ctx:
+            cost = measure_cost(ctx, sizes)
+        one = cost.verify_cost(1)
+        steps[path.name] = one
+        cells = [f"{1000 * s:.2f} ms ({s / one:.1f})" for _, s in cost.verify_s]
+        print(f"| {path.name} | {' | '.join(cells)} |")
+    if len(steps) > 1:
+        first = next(iter(steps.values()))
+        print("\nstep cost relative to the first model: "
+              + ", ".join(f"{k} {v / first:.2f}" for k, v in steps.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
