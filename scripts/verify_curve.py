@@ -6,6 +6,8 @@ verification) costs, in ms and in single steps, as Duet's own calibration measur
 
 The step ratio of a draft and its target is the draft model's cost per drafted token; the curve's
 flatness is what makes long drafts pay (a GPU) or not (a 2-core CPU: 16 tokens cost ~9 steps).
+Each curve is also printed as ``--cost`` for scripts/simulate_spec.py, which replays recorded
+traces of the real models against it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("models", nargs="+", help="GGUF paths or starter keys")
     p.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to the GPU (-1: all)")
-    p.add_argument("--sizes", default="1,2,4,8,16,32,64")
+    p.add_argument("--sizes", default="", help="comma-separated (default: the drafter's calibration sizes)")
     p.add_argument("--ctx", type=int, default=2048)
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
@@ -31,8 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     from engine.runtime import resolve_model
     from engine.speculative.calibration import measure_cost
 
-    sizes = [int(n) for n in args.sizes.split(",")]
+    from engine.speculative.tuning import TUNING
+
+    sizes = [int(n) for n in args.sizes.split(",")] if args.sizes else list(TUNING.calibration_sizes)
     steps: dict[str, float] = {}
+    costs: list[str] = []  # for scripts/simulate_spec.py
     print(f"| model | {' | '.join(f'{n} tokens' for n in sizes)} |\n|---|{'---|' * len(sizes)}")
     for name in args.models:
         path = resolve_model(name)
@@ -43,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         steps[path.name] = one
         cells = [f"{1000 * s:.2f} ms ({s / one:.1f})" for _, s in cost.verify_s]
         print(f"| {path.name} | {' | '.join(cells)} |")
+        costs.append(f"{path.name}: --cost " + ",".join(f"{n}:{s:.6f}" for n, s in cost.verify_s))
+    print("\n" + "\n".join(costs))
     if len(steps) > 1:
         first = next(iter(steps.values()))
         print("\nstep cost relative to the first model: "
