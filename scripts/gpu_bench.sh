@@ -8,8 +8,9 @@
 #   *.hdr                  GGUF headers: scripts/shape_twin.py makes the same-shape twins here
 # It works in GPU (default /tmp/duet-gpu); stages already done there are skipped, so a second call on the
 # same machine goes on where the first stopped.
-# Results go to OUT (default /tmp/gpu-out): machine.txt, curve.md, parallel.md, spec.md.
-#   scripts/gpu_bench.sh [curve] [parallel] [spec]     (default: all three)
+# Results go to OUT (default /tmp/gpu-out): machine.txt, curve.md, parallel.md, spec.md, profile.txt.
+#   scripts/gpu_bench.sh [curve] [parallel] [spec] [profile]     (default: all)
+# CPU_ONLY=1 runs it without a GPU (to try the script itself).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 IN=${IN:-$PWD/.gpu-in}
@@ -19,28 +20,29 @@ PY=${PY:-python3}
 mkdir -p "$OUT" "$GPU/site" "$GPU/models"
 say() { echo "[$(date +%T)] $*" | tee -a "$OUT/log.txt"; }
 
-# llama.cpp for CUDA: the carried build, else from source with every core
-if [ ! -x "$GPU/bin/llama-server" ]; then
-  if [ -f "$IN/llama.cpp-cuda.tar.xz" ]; then
-    say "unpacking the carried CUDA build"
-    tar -xJf "$IN/llama.cpp-cuda.tar.xz" -C "$GPU"
-  else
-    say "building llama.cpp with CUDA"
-    tar -xJf "$IN/llama.cpp.tar.xz" -C "$GPU"
+build() {  # llama.cpp from source with CUDA, every core
+  say "building llama.cpp with CUDA"
+  rm -rf "$GPU/bin" "$GPU/build" "$GPU/site" && mkdir -p "$GPU/site" && tar -xJf "$IN/llama.cpp.tar.xz" -C "$GPU" &&
     cmake -S "$GPU/llama.cpp" -B "$GPU/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
       -DBUILD_SHARED_LIBS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_RPC=ON \
       -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native >"$OUT/cmake.txt" 2>&1 &&
-      cmake --build "$GPU/build" -j "$(nproc)" --target llama-server >>"$OUT/cmake.txt" 2>&1 &&
-      mkdir -p "$GPU/bin" && cp -a "$GPU"/build/bin/llama-server "$GPU"/build/bin/*.so* "$GPU/bin/" ||
-      { say "the build failed (cmake.txt)"; exit 1; }
-  fi
-fi
+    cmake --build "$GPU/build" -j "$(nproc)" --target llama-server >>"$OUT/cmake.txt" 2>&1 &&
+    mkdir -p "$GPU/bin" && cp -a "$GPU"/build/bin/llama-server "$GPU"/build/bin/*.so* "$GPU/bin/" ||
+    { say "the build failed (cmake.txt)"; exit 1; }
+}
+uses_gpu() { "$GPU/bin/llama-server" --list-devices 2>&1 | tee "$OUT/devices.txt" | grep -q CUDA; }
+
 # cuBLAS and the CUDA runtime: wherever this machine keeps them
 for lib in libcublas.so.13 libcudart.so.13; do
   dir=$(find /usr/local /opt /usr/lib -name "$lib" -print -quit 2>/dev/null | xargs -r dirname)
   [ -n "$dir" ] && export LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}"
 done
 export LD_LIBRARY_PATH="$GPU/bin:${LD_LIBRARY_PATH:-}"
+# llama.cpp for CUDA: the carried build (built elsewhere for this GPU), else from source
+if [ ! -x "$GPU/bin/llama-server" ] && [ -f "$IN/llama.cpp-cuda.tar.xz" ]; then
+  say "unpacking the carried CUDA build" && tar -xJf "$IN/llama.cpp-cuda.tar.xz" -C "$GPU"
+fi
+[ -n "${CPU_ONLY:-}" ] || uses_gpu || { say "no CUDA device through the carried build (devices.txt)"; build; uses_gpu || exit 1; }
 
 if [ ! -d "$GPU/site/llama_cpp" ]; then
   say "installing the Python packages"
@@ -61,7 +63,7 @@ DRAFT="$GPU/models/draft.gguf"
   lscpu | grep -E "^Model name|^CPU\(s\)"; $PY -V; "$GPU/bin/llama-server" --version 2>&1 | tail -2
 } >"$OUT/machine.txt" 2>&1
 
-stages=${*:-curve parallel spec}
+stages=${*:-curve spec profile parallel}
 for stage in $stages; do
   [ -f "$GPU/done-$stage" ] && { say "$stage: done in an earlier call"; continue; }
   say "$stage"
@@ -69,7 +71,7 @@ for stage in $stages; do
     curve)
       $PY scripts/verify_curve.py "$TARGET" "$DRAFT" --gpu-layers -1 >"$OUT/curve.md" 2>"$OUT/curve.err" ;;
     parallel)
-      $PY -m engine bench parallel --model "$TARGET" --llama-server "$GPU/bin/llama-server" --gpu-layers -1 \
+      $PY -m engine -v bench parallel --model "$TARGET" --llama-server "$GPU/bin/llama-server" --gpu-layers -1 \
         --clients "${CLIENTS:-1,4}" --repeats "${REPEATS:-3}" --max-tokens "${MAX_TOKENS:-128}" --out "$OUT/parallel.md" \
         --note "twin of the 1.5B (random weights), all layers on the GPU" >"$OUT/parallel.txt" 2>&1 ;;
     spec)  # a draft model with nothing to offer (random weights): adaptive speculation must not cost
@@ -79,6 +81,11 @@ for stage in $stages; do
           $PY -c "import json,sys; r=json.load(sys.stdin); print('$mode', r['tokens_per_s'], r['stats'])" \
           | tee -a "$OUT/spec.md"
       done ;;
+    profile)  # where a plain reply's time goes when a step is a few ms
+      $PY -m cProfile -o "$GPU/profile.prof" -m engine generate --model "$TARGET" --gpu-layers -1 \
+        --drafter none --temperature 0 --max-tokens 512 "Write a long story." >/dev/null 2>&1 &&
+        $PY -c "import pstats; pstats.Stats('$GPU/profile.prof').sort_stats('tottime').print_stats(40)" \
+        >"$OUT/profile.txt" ;;
   esac && touch "$GPU/done-$stage"
 done
 say "finished"
