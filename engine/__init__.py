@@ -2,3 +2,13 @@
 
 This package never imports Qt; the GUI (``app``) consumes the engine's event stream.
 """
+
+import importlib.metadata
+
+
+def version() -> str:
+    """Duet's version: the installed package's, or "0" when run from a source tree not installed."""
+    try:
+        return importlib.metadata.version("duet")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"

@@ -8,7 +8,6 @@ through an ``httpx2`` client that carries the configured headers.
 
 from __future__ import annotations
 
-import importlib.metadata
 import re
 from contextlib import AsyncExitStack
 from typing import TextIO
@@ -21,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
+import engine
 from engine.mcp.config import ServerConfig, redact
 from engine.mcp.toolbox import ToolInfo
 
@@ -30,14 +30,7 @@ MAX_LINE = 300
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
 
-def _version() -> str:
-    try:
-        return importlib.metadata.version("duet")
-    except importlib.metadata.PackageNotFoundError:
-        return "0"
-
-
-CLIENT_INFO = types.Implementation(name="duet", version=_version())
+CLIENT_INFO = types.Implementation(name="duet", version=engine.version())
 
 
 def leaf(exc: BaseException) -> BaseException:

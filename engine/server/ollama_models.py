@@ -5,7 +5,6 @@ says which Duet answers."""
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 from datetime import datetime, timezone
 from typing import Any
@@ -14,6 +13,7 @@ from pydantic import ConfigDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+import engine
 from engine import params
 from engine.backend import lib
 from engine.sampling import SamplingParams
@@ -112,4 +112,4 @@ def _parameters(defaults: SamplingParams) -> str:
 
 
 async def version(request: Request) -> Response:
-    return JSONResponse({"version": importlib.metadata.version("duet")})
+    return JSONResponse({"version": engine.version()})

@@ -4,12 +4,12 @@ dialect, request bodies from their pydantic models, the sampling fields from the
 
 from __future__ import annotations
 
-import importlib.metadata
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
+import engine
 from engine.params import api_properties
 from engine.sampling import SamplingParams
 from engine.server import anthropic, ollama, ollama_models, openai_responses, schema
@@ -99,7 +99,7 @@ def document(model_id: str, n_ctx: int) -> dict[str, Any]:
         paths.setdefault(op.path, {})[op.method] = entry
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Duet", "version": importlib.metadata.version("duet"),
+        "info": {"title": "Duet", "version": engine.version(),
                  "description": "A local language model server that speaks the OpenAI (chat "
                                 "completions and Responses), Anthropic Messages and Ollama APIs."},
         "paths": paths,
