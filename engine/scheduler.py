@@ -41,6 +41,19 @@ log = logging.getLogger(__name__)
 # in-process, in turns: 24.06 against 22.64 tok/s with 64 (three pairs, 1.02-1.07x).
 PREFILL_ALONE = 256
 PREFILL_SHARED = 128
+# ... or more where this machine reads more than that in the time a slice of 128 takes on that
+# CPU, which a streaming reply already waits there: a GPU reads a 450-token prompt in one pass of
+# about 10 ms where slices of 128 took four passes (a newcomer's first token beside three
+# streaming replies: docs/benchmarks/gpu.md). The rate is measured on the passes themselves.
+SHARED_SLICE_S = 0.8
+
+
+def shared_slice(s_per_token: float | None) -> int:
+    """Prompt tokens per pass beside streaming replies, at a measured reading rate (the batch's
+    room caps it)."""
+    if not s_per_token:
+        return PREFILL_SHARED
+    return max(PREFILL_SHARED, int(SHARED_SLICE_S / s_per_token))
 
 
 @dataclass(eq=False)
@@ -80,6 +93,7 @@ class Scheduler:
         self.waiting: deque[Job] = deque()
         self.on_finished = on_finished
         self._clock = 0
+        self.s_per_token: float | None = None  # of the last pass of PREFILL_SHARED tokens or more
 
     @property
     def active(self) -> int:
@@ -128,6 +142,8 @@ class Scheduler:
             return True
         elapsed = time.perf_counter() - t
         total = sum(len(p.tokens) for p in parts)
+        if total >= PREFILL_SHARED:
+            self.s_per_token = elapsed / total
         for s, part, r in zip(owners, parts, rows):
             self._take(s, part, r, elapsed * len(part.tokens) / total)
         return True
@@ -147,7 +163,7 @@ class Scheduler:
             parts.append(Part(s.ctx, tokens, d.rows))
             owners.append(s)
             budget -= len(tokens)
-        slice_ = PREFILL_SHARED if streaming else PREFILL_ALONE
+        slice_ = shared_slice(self.s_per_token) if streaming else PREFILL_ALONE
         for s in busy:
             d = s.decoding
             if d is None or d.started or budget <= 0:

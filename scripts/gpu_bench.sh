@@ -72,7 +72,7 @@ for stage in $stages; do
       $PY scripts/verify_curve.py "$TARGET" "$DRAFT" --gpu-layers -1 >"$OUT/curve.md" 2>"$OUT/curve.err" ;;
     parallel)
       $PY -m engine -v bench parallel --model "$TARGET" --llama-server "$GPU/bin/llama-server" --gpu-layers -1 \
-        --clients "${CLIENTS:-1,4}" --repeats "${REPEATS:-3}" --max-tokens "${MAX_TOKENS:-128}" --out "$OUT/parallel.md" \
+        --modes "${MODES:-}" --clients "${CLIENTS:-1,4}" --repeats "${REPEATS:-3}" --max-tokens "${MAX_TOKENS:-128}" --out "$OUT/parallel.md" \
         --note "twin of the 1.5B (random weights), all layers on the GPU" >"$OUT/parallel.txt" 2>&1 ;;
     spec)  # a draft model with nothing to offer (random weights): adaptive speculation must not cost
       for mode in none model none model; do

@@ -116,7 +116,8 @@ def test_a_cancelled_reply_frees_its_slot_and_leaves_the_others_alone(smol_path,
         engine.close()
 
 
-def test_a_new_prompt_is_read_in_slices_while_another_reply_streams(smol_path, batches):
+def test_a_new_prompt_is_read_in_slices_while_another_reply_streams(smol_path, batches, monkeypatch):
+    monkeypatch.setattr("engine.scheduler.SHARED_SLICE_S", 0.0)  # the 135M reads fast: slices of 128
     with runtime(smol_path, n_parallel=2, n_ctx=1024) as rt:
         engine = Engine(rt)
         streaming = Reply(chat_tokens(rt.target, [Message("user", QUESTIONS[0])]),
@@ -254,3 +255,11 @@ def test_a_schema_reply_beside_another_asks_no_logits_for_its_forced_tokens(smol
     assert shaped.done.stats.drafters_used.get("grammar", 0) > 0
     forced_passes = [(n, rows) for n, rows in asked if isinstance(rows, int) and rows < n]
     assert forced_passes and all(rows == 1 for _, rows in forced_passes)
+
+
+def test_slices_beside_streaming_replies_grow_with_the_measured_reading_rate() -> None:
+    from engine.scheduler import PREFILL_SHARED, SHARED_SLICE_S, shared_slice
+
+    assert shared_slice(None) == PREFILL_SHARED  # nothing measured yet
+    assert shared_slice(1 / 100) == PREFILL_SHARED  # a slow CPU: never below the slice of 128
+    assert shared_slice(1 / 20000) == int(SHARED_SLICE_S * 20000)  # a GPU: what it reads meanwhile
