@@ -236,7 +236,7 @@ class Scheduler:
         if s.job is not None:
             return 0
         if self.cache is not None:
-            self.cache.prepare(_contexts(s), tokens)
+            self.cache.prepare(_contexts(s), tokens, self.s_per_token)
         return read_ahead(s.ctx, tokens)
 
     def _begin(self, s: Slot, job: Job) -> None:
@@ -244,7 +244,7 @@ class Scheduler:
             raise DuetError(f"the prompt ({len(job.prompt)} tokens) does not fit the context "
                             f"({s.ctx.n_ctx})")
         if self.cache is not None:
-            self.cache.prepare(_contexts(s), job.prompt)
+            self.cache.prepare(_contexts(s), job.prompt, self.s_per_token)
         self._borrow(s, job.prompt)
         reuse, _, note = align(s.ctx, job.prompt)
         self._clock += 1

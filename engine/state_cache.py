@@ -43,6 +43,7 @@ class CacheStats:
     restores: int = 0
     saves: int = 0
     evictions: int = 0
+    unsaved: int = 0  # states not saved: reading their tokens again costs less here (a GPU)
     restore_s: float = 0.0
     save_s: float = 0.0
 
@@ -64,18 +65,27 @@ class StateCache:
         self._next_id = 0
         self.used_bytes = 0
         self.stats = CacheStats()
+        self.save_s_per_token: float | None = None  # what the last save took
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def prepare(self, ctxs: Sequence[Context], prompt: Sequence[int]) -> int:
+    def prepare(self, ctxs: Sequence[Context], prompt: Sequence[int],
+                read_s_per_token: float | None = None) -> int:
         """Make the target ``ctxs[0]`` (and a draft ``ctxs[1]``) hold the best available prefix
-        of ``prompt``; return its length."""
+        of ``prompt``; return its length. ``read_s_per_token``: what reading a prompt token
+        costs here, measured; the live state is not saved where its last save cost more per
+        token (a GPU copies a sequence out one run of cells at a time, and sequences decoded
+        together interleave theirs: 70 ms to save 580 tokens it reads again in 20)."""
         target = ctxs[0]
         live = common_prefix(target.tokens, prompt)
         if target.n_past - live >= MIN_SAVE and self.max_bytes > 0 \
                 and dropped_span(target.tokens, prompt) is None:  # a cache shift keeps it
-            self._save(ctxs)  # first: saving may evict
+            if read_s_per_token is None or self.save_s_per_token is None \
+                    or self.save_s_per_token < read_s_per_token:
+                self._save(ctxs)  # first: saving may evict
+            else:
+                self.stats.unsaved += 1
         best_id, best = None, live
         for key, entry in self._entries.items():
             n = common_prefix(entry[0][0], prompt)
@@ -121,7 +131,9 @@ class StateCache:
                 self._drop(key)
         t = time.perf_counter()
         entry = tuple((tuple(ctx.tokens), ctx.state_bytes()) for ctx in ctxs)
-        self.stats.save_s += time.perf_counter() - t
+        elapsed = time.perf_counter() - t
+        self.stats.save_s += elapsed
+        self.save_s_per_token = elapsed / max(len(tokens), 1)
         size = _size(entry)
         if size > self.max_bytes:
             log.info("a state of %d tokens (%d bytes) exceeds the cache budget", len(tokens), size)

@@ -62,3 +62,21 @@ def test_the_cache_keeps_the_most_recent_states_within_its_budget(smol, contexts
     assert len(cache) == 1 and cache.stats.evictions == 1
     assert cache.used_bytes <= cache.max_bytes
     assert cache.prepare([target], b) == len(b) and target.tokens == b  # B is the one kept
+
+
+def test_a_state_is_not_saved_where_reading_its_tokens_again_costs_less(smol, contexts):
+    target = contexts[0]
+    a, b = smol.tokenize(TEXT_A), smol.tokenize(TEXT_B)
+    target.decode(a)
+    cache = StateCache(64 << 20)
+    assert cache.prepare([target], b, read_s_per_token=1e-9) <= 1  # no save measured yet: saved
+    assert cache.stats.saves == 1 and cache.save_s_per_token
+    target.rewind(0)
+    target.decode(b)
+    # what the save took per token, against reading at 1000x that cost (a CPU) or a thousandth (a GPU)
+    assert cache.prepare([target], a, read_s_per_token=cache.save_s_per_token * 1000) == len(a)
+    assert cache.stats.saves == 2 and cache.stats.unsaved == 0
+    target.rewind(0)
+    target.decode(b)
+    cache.prepare([target], a + b, read_s_per_token=cache.save_s_per_token / 1000)
+    assert cache.stats.saves == 2 and cache.stats.unsaved == 1 and len(cache) == 2
