@@ -3,11 +3,11 @@
 This package never imports Qt; the GUI (``app``) consumes the engine's event stream.
 """
 
-import importlib.metadata
-
 
 def version() -> str:
     """Duet's version: the installed package's, or "0" when run from a source tree not installed."""
+    import importlib.metadata  # only where a version is shown, not at every start
+
     try:
         return importlib.metadata.version("duet")
     except importlib.metadata.PackageNotFoundError:

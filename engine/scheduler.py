@@ -42,9 +42,9 @@ log = logging.getLogger(__name__)
 PREFILL_ALONE = 256
 PREFILL_SHARED = 128
 # ... or more where this machine reads more than that in the time a slice of 128 takes on that
-# CPU, which a streaming reply already waits there: a GPU reads a 450-token prompt in one pass of
-# about 10 ms where slices of 128 took four passes (a newcomer's first token beside three
-# streaming replies: docs/benchmarks/gpu.md). The rate is measured on the passes themselves.
+# CPU, which a streaming reply already waits there: a GPU reads a 450-token prompt in one pass
+# where slices of 128 made four (on the H200 the aggregate moved within its run-to-run spread,
+# docs/benchmarks/gpu.md). The rate is measured on the passes themselves.
 SHARED_SLICE_S = 0.8
 
 

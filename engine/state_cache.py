@@ -76,7 +76,8 @@ class StateCache:
         of ``prompt``; return its length. ``read_s_per_token``: what reading a prompt token
         costs here, measured; the live state is not saved where its last save cost more per
         token (a GPU copies a sequence out one run of cells at a time, and sequences decoded
-        together interleave theirs: 70 ms to save 580 tokens it reads again in 20)."""
+        together interleave theirs: a newcomer on an H200 waited 0.10 s for such a save of a
+        580-token conversation, 0.01 s without it, docs/benchmarks/gpu.md)."""
         target = ctxs[0]
         live = common_prefix(target.tokens, prompt)
         if target.n_past - live >= MIN_SAVE and self.max_bytes > 0 \
