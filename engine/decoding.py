@@ -47,7 +47,8 @@ class Speculation(Protocol):
 
     def begin(self, prompt: Sequence[int]) -> None: ...
 
-    def plan(self, history: Sequence[int], room: int, sampler: Sampler, width: int = 0) -> Draft: ...
+    def plan(self, history: Sequence[int], room: int, sampler: Sampler, width: int = 0,
+             forced: int = 0) -> Draft: ...
 
     def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None: ...
 
@@ -189,7 +190,7 @@ class Decoding:
         if self.speculation is None or len(forced) >= room:
             return forced, Draft()
         draft = self.speculation.plan(self.history + list(forced), room - len(forced),
-                                      self.sampler, width + len(forced))
+                                      self.sampler, width + len(forced), len(forced))
         if g is not None and draft.tokens:
             n = max(g.valid_prefix(forced + draft.tokens) - len(forced), 0)
             if n < len(draft.tokens):

@@ -77,14 +77,16 @@ class Speculation:
         if self.ngram is not None:
             self.ngram.begin(prompt)
 
-    def plan(self, history: Sequence[int], room: int, sampler: Sampler, width: int = 0) -> Draft:
-        """A draft for the next pass; ``width``: tokens other sequences already put in it."""
+    def plan(self, history: Sequence[int], room: int, sampler: Sampler, width: int = 0,
+             forced: int = 0) -> Draft:
+        """A draft for the next pass; ``width``: tokens other sequences already put in it;
+        ``forced``: how many of the history's last tokens a grammar forced (in this pass)."""
         k_max = min(self.params.draft_max, room)
         adaptive, k_min = self.params.adaptive, self.params.draft_min
         if k_max < k_min or (adaptive and self.cost is None):
             return Draft()
         if self.ngram is not None:
-            draft = _end_at_eog(self.ngram.propose(history, k_max), self.eog_ids)
+            draft = _end_at_eog(self.ngram.propose(history, k_max, forced), self.eog_ids)
             k = best_length(self.cost, draft.survival, width) \
                 if adaptive and self.cost is not None else len(draft.tokens)
             if k >= k_min and (not adaptive or self.ledgers["ngram"].allows()):

@@ -261,3 +261,31 @@ def test_remembered_text_needs_the_reply_to_agree_with_it() -> None:
     assert d.propose(new_prompt, 8).tokens == ()
     assert not set(d.propose(new_prompt + old_reply[:n - 1], 8).tokens) & set(old_reply)
     assert d.propose(new_prompt + old_reply[:n], 8).tokens == tuple(old_reply[n:n + 8])
+
+
+def test_tokens_a_grammar_forced_are_neither_agreement_nor_scored() -> None:
+    """A list of items whose keys a grammar forces and whose values the model chooses: after an
+    item's keys, the item before is a copy of the keys only. Counted, the keys made the copy of
+    its values look sure; not counted, the copy stands on the one free token that agrees."""
+    keys, values = [50, 51, 52, 53, 54, 55], [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    prompt = [90, 91, 92]
+
+    def reply_with(forced: bool) -> tuple[NgramDrafter, Draft]:
+        d = wide()
+        d.begin(prompt)
+        history = list(prompt)
+        for item in values[:2]:  # two items: keys forced (each in its own pass), values free
+            history += keys
+            d.propose(history, 4, forced=len(keys) if forced else 0)
+            for tok in item:
+                history.append(tok)
+                d.propose(history, 4)
+        history += keys
+        return d, d.propose(history, 3, forced=len(keys) if forced else 0)
+
+    counted, free = reply_with(False)[1], reply_with(True)[1]
+    assert counted.tokens == free.tokens == (4, 5, 6)  # the same copy is drafted
+    assert counted.match_len > free.match_len == 0
+    assert free.survival[0] < counted.survival[0]
+    scored = [sum(n for _, n in d.odds._by_agree.values()) for d in (reply_with(f)[0] for f in (False, True))]
+    assert scored[1] <= 6 < scored[0]  # with forced keys, only the six values were scored
