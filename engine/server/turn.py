@@ -20,6 +20,7 @@ from engine.sampling import SamplingParams
 from engine.server.errors import bad_request
 from engine.tools import NAME, Tool, ToolChoice
 from engine.tools.formats import Format
+from engine.tools.lazy import LazyGrammar
 from engine.tools.prompting import call_grammar, tool_prompt
 from engine.tools.scanner import Scanner
 
@@ -59,7 +60,7 @@ class Chat:
 class Turn:
     prompt: list[int]
     sampling: SamplingParams
-    grammar: Grammar | None
+    grammar: Grammar | LazyGrammar | None
     logprobs: int | None
     fmt: Format | None  # how tool calls are read back (None: no tools, all text)
     names: tuple[str, ...] = ()
@@ -78,7 +79,7 @@ def prepare(model: Any, chat: Chat) -> Turn:
     except UnicodeError:
         raise bad_request("the messages are not valid Unicode text",
                           names.get("messages", "messages")) from None
-    grammar = None
+    grammar: Grammar | LazyGrammar | None = None
     try:
         if chat.response is not None:
             grammar = Grammar.compile(model, *chat.response)

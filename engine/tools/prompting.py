@@ -1,7 +1,8 @@
 """A chat with tools as a prompt: the model's own template when it renders tools, else the
 fallback prompt (engine.tools.fallback); the format its calls are read back with; and the
-grammar that forces a call; and the part of the next prompt known before a tool's result.
-The server's dialects and the tool rounds of the CLI and the window build their prompts here."""
+grammar that forces a call (or, under auto, holds a call to its schema once it starts); and the
+part of the next prompt known before a tool's result. The server's dialects and the tool rounds
+of the CLI and the window build their prompts here."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from engine.prefix import common_prefix
 from engine.prompt import chat_tokens
 from engine.tools import Tool, ToolChoice, fallback
 from engine.tools.formats import GENERIC, Format, detect, grammar, renders_tools
+from engine.tools.lazy import LazyGrammar, lazy_grammar
 
 
 def tool_prompt(model: Model, messages: Sequence[Message], tools: Sequence[Tool], *,
@@ -29,11 +31,15 @@ def tool_prompt(model: Model, messages: Sequence[Message], tools: Sequence[Tool]
     return chat_tokens(model, msgs, tools=specs, cancel=cancel), fmt
 
 
-def call_grammar(model: Model, fmt: Format, tools: Sequence[Tool], choice: ToolChoice) -> Grammar | None:
-    """The grammar of a reply made only of calls, for ``required`` or a named function; None
-    when the model is free (auto, none). Raises GrammarError for a schema it cannot compile."""
-    if not tools or choice.mode not in ("required", "function"):
+def call_grammar(model: Model, fmt: Format, tools: Sequence[Tool],
+                 choice: ToolChoice) -> Grammar | LazyGrammar | None:
+    """The grammar of a reply made only of calls, for ``required`` or a named function; under
+    ``auto``, the same from where a call starts (engine.tools.lazy); None without tools.
+    Raises GrammarError for a schema it cannot compile."""
+    if not tools or choice.mode == "none":
         return None
+    if choice.mode == "auto":
+        return lazy_grammar(model, fmt, tools, choice.parallel)
     return Grammar.compile(model, "lark", grammar(fmt, model, tools, choice))
 
 

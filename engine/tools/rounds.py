@@ -103,7 +103,9 @@ def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, param
             yield cut
             yield RoundsDone(tuple(added), cut, replies - 1)
             return
-        forced = call_grammar(gen.model, fmt, tools, choice) if replies == 1 and callable_names else None
+        # required or a named function holds for the first reply; then the model is free
+        asked = choice if replies == 1 else ToolChoice("auto", parallel=choice.parallel)
+        forced = call_grammar(gen.model, fmt, tools, asked) if callable_names else None
         scanner = Scanner(fmt, callable_names)
         text: list[str] = []
         calls: list[ToolCall] = []

@@ -1,0 +1,93 @@
+"""The grammar of a call under tool_choice auto (engine.tools.lazy), on the real 1.5B's vocabulary
+and template: free text until a call of an offered function starts, then its schema; a start the
+grammar refuses stays text; and a real reply, the same with and without speculation."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from engine.chat import Message
+from engine.context import Context
+from engine.context_params import ContextParams
+from engine.events import Done
+from engine.generate import Generator
+from engine.sampling import SamplingParams
+from engine.speculative.params import SpeculativeParams
+from engine.speculative.speculator import build_speculation
+from engine.tools import Tool
+from engine.tools.formats import HERMES, detect, parse
+from engine.tools.lazy import LazyMatcher, lazy_grammar
+from engine.tools.prompting import tool_prompt
+
+WEATHER = Tool("get_weather", "The current weather in a city.",
+               {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}})
+TIME = Tool("get_time", "The time in a city.", {"type": "object", "properties": {"city": {"type": "string"}}})
+
+
+@pytest.fixture(scope="module")
+def lazy(qwen_target):
+    assert detect(qwen_target.chat_template) is HERMES
+    return lazy_grammar(qwen_target, HERMES, [WEATHER, TIME])
+
+
+def write(model, m: LazyMatcher, text: str) -> None:
+    """The model writes ``text``: each token is checked, then taken, as a reply's are."""
+    for t in model.tokenize(text, add_special=False, parse_special=True):
+        assert m.allows(t), f"{model.token_text(t)!r} refused after {text!r}"
+        m.advance(t)
+
+
+def test_text_is_free_until_a_call_of_an_offered_function_starts(qwen_target, lazy):
+    m = lazy.matcher()
+    write(qwen_target, m, "Let me look that up.\n```json\n{\n  \"name\": \"get_weat")
+    assert not m.active and m.forced() == [] and m.mask().all() and not m.done
+    write(qwen_target, m, "her\"")
+    assert m.active  # from here the schema holds
+    brace = qwen_target.tokenize("}", add_special=False)[0]
+    assert not m.allows(brace)  # a call without its arguments is refused
+    write(qwen_target, m, ', "arguments": {"')
+    town, city = (qwen_target.tokenize(w, add_special=False)[0] for w in ("town", "city"))
+    assert not m.allows(town) and m.allows(city)  # only the schema's keys
+    write(qwen_target, m, 'city": "Lisbon"}}\n```')
+    assert m.allows(next(iter(qwen_target.eog_ids)))  # the call is whole: the reply may end
+
+
+def test_json_naming_no_offered_function_stays_text(qwen_target, lazy):
+    m = lazy.matcher()
+    write(qwen_target, m, 'Here it is:\n```json\n{"name": "Alice", "age": 36}\n```\n{"name": "get_weather"')
+    assert not m.active  # a bare object counts only where it opens the reply
+
+
+def test_a_start_the_grammar_refuses_stays_text_and_a_later_call_is_held(qwen_target, lazy):
+    m = lazy.matcher()
+    write(qwen_target, m, '<tool_call>[{"name": "get_weather"')  # the tag, then a list: not its form
+    assert not m.active
+    write(qwen_target, m, '}]</tool_call>\n<tool_call>\n{"name": "get_time"')
+    assert m.active
+
+
+def test_a_reply_that_calls_is_held_to_the_schema_the_same_with_speculation(qwen_target):
+    """The 1.5B asked for the weather under auto writes the call as a fenced block; the grammar
+    takes over at the name, and with n-gram drafts the reply is token for token the same."""
+    prompt, fmt = tool_prompt(qwen_target, [Message("user", "What is the weather like in Lisbon "
+                                                    "right now? Use the tool.")], [WEATHER])
+    lazy = lazy_grammar(qwen_target, fmt, [WEATHER])
+    params = SamplingParams(temperature=0, max_tokens=80)
+    replies, matchers = [], []
+    for drafter in ("none", "ngram"):
+        ctx = Context(qwen_target, ContextParams(n_ctx=1024))
+        spec = build_speculation(qwen_target, ctx, None, SpeculativeParams(drafter=drafter, adaptive=False),
+                                 measure=False) if drafter != "none" else None
+        matchers.append(lazy.matcher())
+        done = list(Generator(ctx, spec).complete(prompt, params, grammar=matchers[-1]))[-1]
+        assert isinstance(done, Done)
+        replies.append(done)
+        ctx.close()
+    assert replies[0].token_ids == replies[1].token_ids and replies[1].stats.proposed > 0
+    assert all(m.active for m in matchers)
+    _, calls = parse(fmt, replies[0].text, ["get_weather"])
+    assert [c.name for c in calls] == ["get_weather"]
+    jsonschema.validate(json.loads(calls[0].arguments), WEATHER.parameters)
