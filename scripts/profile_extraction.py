@@ -17,7 +17,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def one_run(drafter: str) -> str:
+def one_run(mode: str) -> str:
+    """``mode``: a drafter, with ``:step`` for forced tokens picked one a pass (no jump forward,
+    as llama-server decodes under a grammar)."""
     from engine.bench.structured import SCHEMA, extraction_body
     from engine.chat import Message
     from engine.constraint import Grammar
@@ -27,6 +29,11 @@ def one_run(drafter: str) -> str:
     from engine.sampling import SamplingParams
     from engine.speculative.params import SpeculativeParams
 
+    from engine.constraint import Matcher
+
+    drafter, _, how = mode.partition(":")
+    if how == "step":
+        Matcher.forced = lambda self: []  # type: ignore[method-assign]
     text = extraction_body(400)["messages"][0]["content"]
     config = RuntimeConfig(target=ModelSpec(resolve_model("target")),
                            context=ContextParams(n_ctx=4096),
@@ -35,18 +42,28 @@ def one_run(drafter: str) -> str:
         grammar = Grammar.compile(rt.target, "json_schema", SCHEMA).matcher()
         done = list(rt.generator.chat([Message("user", text)],
                                       SamplingParams(temperature=0, max_tokens=400), grammar=grammar))[-1]
+    if how == "step":
+        Matcher.forced = FORCED  # type: ignore[method-assign]
     s = done.stats
-    return (f"{drafter}: {s.n_tokens} tokens, {s.n_tokens / s.gen_s:.2f} tok/s, "
+    return (f"{mode}: {s.n_tokens} tokens, {s.n_tokens / s.gen_s:.2f} tok/s, "
             f"{s.target_passes} passes, drafted {s.proposed} accepted {s.accepted} {s.drafters_used}")
 
 
+FORCED = None
+
+
 def main(argv: list[str] | None = None) -> int:
+    global FORCED
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--modes", default="none,auto", help="comma-separated drafters")
+    p.add_argument("--modes", default="none,auto",
+                   help="comma-separated drafters; DRAFTER:step picks forced tokens one a pass")
     p.add_argument("--turns", type=int, default=3)
     p.add_argument("--only-forced", action="store_true", help="no draft after forced tokens")
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
+    from engine.constraint import Matcher
+
+    FORCED = Matcher.forced
     if args.only_forced:
         from engine.decoding import Decoding
         from engine.speculative.draft import Draft
