@@ -163,6 +163,11 @@ class Matcher:
         return bool(self._m.is_stopped())
 
     @property
+    def accepting(self) -> bool:
+        """The text so far is complete under the grammar (it may end here)."""
+        return bool(self._m.is_accepting())
+
+    @property
     def failed(self) -> str | None:
         """Why the grammar can no longer go on (a mask past its limits), or None."""
         return _line(self._m.get_error()) if self._m.is_error() else None

@@ -6,7 +6,8 @@ bare object opening the reply, then ``{"name": "<function>"``), the rest of the 
 grammar of calls (engine.tools.formats.grammar): the arguments validate against the function's
 schema, and the tokens the grammar forces are decoded without a choice. llama.cpp's lazy
 grammars start on the same kind of pattern. Text before the call is free; a start the grammar
-refuses stays text, and the reply stays free.
+refuses stays text, and the reply stays free. Once the call is whole the reply is free again
+(text, or another call, held in turn), unless only one call is allowed: then it ends there.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class LazyGrammar:
     grammar: Grammar
     trigger: re.Pattern[str]
     window: int
+    parallel: bool = True
 
     def matcher(self) -> LazyMatcher:
         return LazyMatcher(self)
@@ -49,7 +51,7 @@ def lazy_grammar(model: Model, fmt: Format, tools: Sequence[Tool], parallel: boo
     trigger = re.compile("(?:" + "|".join(starts) + r")\{" + _WS + '"name"' + _WS + ":" + _WS
                          + '"(?:' + names + ')"')
     window = len(fmt.opener) + len("```json\n") + 5 * 40 + len('{"name":""[') + max(len(t.name) for t in tools)
-    return LazyGrammar(compiled, trigger, window)
+    return LazyGrammar(compiled, trigger, window, parallel)
 
 
 class LazyMatcher:
@@ -62,6 +64,7 @@ class LazyMatcher:
         self._text = ""
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._from = 0  # where a call's start is looked for (past a start the grammar refused)
+        self.held = 0  # calls the grammar took over
 
     @property
     def active(self) -> bool:
@@ -92,12 +95,14 @@ class LazyMatcher:
         return self._active.valid_prefix(tokens) if self._active is not None else len(tokens)
 
     def advance(self, token: int) -> None:
-        if self._active is not None:
-            self._active.advance(token)
-            return
         if token in self._model.eog_ids:
             return
         self._text += self._decoder.decode(self._model.special_piece(token))
+        if self._active is not None:
+            self._active.advance(token)
+            if self._lazy.parallel and self._active.accepting:  # the call is whole: free again
+                self._active, self._from = None, len(self._text)
+            return
         found = self._lazy.trigger.search(self._text, max(self._from, len(self._text) - self._lazy.window))
         if found is None:
             return
@@ -108,4 +113,4 @@ class LazyMatcher:
         if matcher.valid_prefix(tokens) == len(tokens):
             for t in tokens:
                 matcher.advance(t)
-            self._active = matcher
+            self._active, self.held = matcher, self.held + 1

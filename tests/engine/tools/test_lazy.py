@@ -45,14 +45,23 @@ def test_text_is_free_until_a_call_of_an_offered_function_starts(qwen_target, la
     write(qwen_target, m, "Let me look that up.\n```json\n{\n  \"name\": \"get_weat")
     assert not m.active and m.forced() == [] and m.mask().all() and not m.done
     write(qwen_target, m, "her\"")
-    assert m.active  # from here the schema holds
+    assert m.active and m.held == 1  # from here the schema holds
     brace = qwen_target.tokenize("}", add_special=False)[0]
     assert not m.allows(brace)  # a call without its arguments is refused
     write(qwen_target, m, ', "arguments": {"')
     town, city = (qwen_target.tokenize(w, add_special=False)[0] for w in ("town", "city"))
     assert not m.allows(town) and m.allows(city)  # only the schema's keys
     write(qwen_target, m, 'city": "Lisbon"}}\n```')
-    assert m.allows(next(iter(qwen_target.eog_ids)))  # the call is whole: the reply may end
+    assert not m.active and m.mask().all()  # the call is whole: the reply is free again
+    write(qwen_target, m, '\nAnd the time:\n<tool_call>\n{"name": "get_time"')
+    assert m.active  # a second call is held in turn
+
+
+def test_with_one_call_allowed_the_reply_ends_after_it(qwen_target):
+    m = lazy_grammar(qwen_target, HERMES, [WEATHER], parallel=False).matcher()
+    write(qwen_target, m, '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lisbon"}}\n</tool_call>')
+    newline = qwen_target.tokenize("\n", add_special=False)[0]
+    assert m.active and not m.allows(newline) and m.allows(next(iter(qwen_target.eog_ids)))
 
 
 def test_json_naming_no_offered_function_stays_text(qwen_target, lazy):
@@ -87,7 +96,7 @@ def test_a_reply_that_calls_is_held_to_the_schema_the_same_with_speculation(qwen
         replies.append(done)
         ctx.close()
     assert replies[0].token_ids == replies[1].token_ids and replies[1].stats.proposed > 0
-    assert all(m.active for m in matchers)
+    assert [m.held for m in matchers] == [1, 1]
     _, calls = parse(fmt, replies[0].text, ["get_weather"])
     assert [c.name for c in calls] == ["get_weather"]
     jsonschema.validate(json.loads(calls[0].arguments), WEATHER.parameters)
