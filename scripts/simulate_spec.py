@@ -191,6 +191,8 @@ def main() -> None:
     ap.add_argument("--categories", default="", help="record only these suite categories (comma-separated)")
     ap.add_argument("--threads", type=int, default=0, help="threads when recording (0: one per core)")
     ap.add_argument("--cost", default=CPU)
+    ap.add_argument("--decide-cost", default="", metavar="CURVE",
+                    help="the curve the speculator chooses lengths by (default: --cost, which times the replay)")
     ap.add_argument("--half", choices=HALVES, help="replay only this half of the suite")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a constant of engine/speculative/tuning.py, changed")
@@ -214,6 +216,8 @@ def main() -> None:
     from engine.speculative.controller import CostModel
 
     cost = CostModel(tuple((int(a), float(b)) for a, b in (p.split(":") for p in args.cost.split(","))))
+    decide = CostModel(tuple((int(a), float(b)) for a, b in (p.split(":") for p in args.decide_cost.split(",")))) \
+        if args.decide_cost else cost
     overrides = dict(s.split("=", 1) for s in args.set)
     vocab = None if args.no_renames else Model(ModelSpec(resolve_model(args.model), vocab_only=True))
     by_category: dict[str, list[float]] = {}
@@ -221,7 +225,7 @@ def main() -> None:
     for name, tr in json.load(open(args.traces)).items():
         if args.half and half(name) != args.half:
             continue
-        spec = speculator(cost, vocab, overrides)
+        spec = speculator(decide, vocab, overrides)
         for prompt, output in tr.get("earlier", []):
             replay(spec, cost, prompt, output)
         r = replay(spec, cost, tr["prompt"], tr["output"])
