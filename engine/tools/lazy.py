@@ -65,6 +65,7 @@ class LazyMatcher:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._from = 0  # where a call's start is looked for (past a start the grammar refused)
         self.held = 0  # calls the grammar took over
+        self._all: np.ndarray | None = None  # the mask while free (a sampled reply asks for it)
 
     @property
     def active(self) -> bool:
@@ -84,7 +85,9 @@ class LazyMatcher:
     def mask(self) -> np.ndarray:
         if self._active is not None:
             return self._active.mask()
-        return np.ones(self._model.n_vocab, dtype=bool)
+        if self._all is None:
+            self._all = np.ones(self._model.n_vocab, dtype=bool)
+        return self._all
 
     def forced(self) -> list[int]:
         return self._active.forced() if self._active is not None else []
