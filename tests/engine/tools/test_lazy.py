@@ -78,13 +78,16 @@ def test_a_start_the_grammar_refuses_stays_text_and_a_later_call_is_held(qwen_ta
     assert m.active
 
 
-def test_a_reply_that_calls_is_held_to_the_schema_the_same_with_speculation(qwen_target):
+@pytest.mark.parametrize("params", [SamplingParams(temperature=0, max_tokens=80),
+                                    SamplingParams(temperature=0.7, seed=11, max_tokens=80)],
+                         ids=["greedy", "seeded"])
+def test_a_reply_that_calls_is_held_to_the_schema_the_same_with_speculation(qwen_target, params):
     """The 1.5B asked for the weather under auto writes the call as a fenced block; the grammar
-    takes over at the name, and with n-gram drafts the reply is token for token the same."""
+    takes over at the name, and with n-gram drafts the reply is token for token the same (a
+    seeded sampled one too: each position's draw is fixed by the seed)."""
     prompt, fmt = tool_prompt(qwen_target, [Message("user", "What is the weather like in Lisbon "
                                                     "right now? Use the tool.")], [WEATHER])
     lazy = lazy_grammar(qwen_target, fmt, [WEATHER])
-    params = SamplingParams(temperature=0, max_tokens=80)
     replies, matchers = [], []
     for drafter in ("none", "ngram"):
         ctx = Context(qwen_target, ContextParams(n_ctx=1024))
