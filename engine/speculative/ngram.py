@@ -108,7 +108,7 @@ class NgramDrafter:
         seq = (*self._tokens[-2:], *tokens[:-1])
         after = list(zip(seq, seq[1:], strict=False))  # the two tokens before each drafted one
         return Draft(tuple(tokens), source=self.name, match_len=first.agree,
-                     survival=self.odds.survival(first.agree, trust, after))
+                     survival=self.odds.survival(first.agree, trust, after, first.near))
 
     def reset(self) -> None:
         """Forget the history, the remembered text and the learned edits."""

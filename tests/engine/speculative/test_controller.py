@@ -88,6 +88,18 @@ def test_copy_odds_start_from_the_rule_of_succession_and_follow_the_reply() -> N
     assert odds.p(20) == pytest.approx(21 / 22)
 
 
+def test_a_copy_the_lookup_found_counts_one_agreeing_token_less_below_the_cap() -> None:
+    """The lookup chose the source because its last tokens agree: below the cap one of them is
+    no evidence; a copy resumed where one broke off, and any copy at the cap, keep the rule."""
+    odds = CopyOdds(replace(TUNING, agree_cap=8))
+    assert odds.p(2, near=False) == pytest.approx(2 / 4) and odds.p(2, near=True) == pytest.approx(3 / 4)
+    assert odds.p(5, near=False) == pytest.approx(5 / 7)
+    assert odds.p(8, near=False) == odds.p(20, near=False) == odds.p(8) == pytest.approx(9 / 10)
+    found, resumed = (odds.survival(2, [1.0] * 4, [(1, 2)] * 4, near) for near in (False, True))
+    assert all(f < r for f, r in zip(found, resumed, strict=True))
+    assert found[0] == pytest.approx(2 / 4) and found[1] == pytest.approx(2 / 4 * 3 / 5)
+
+
 def test_past_the_agreement_cap_only_the_reply_says_a_copy_is_surer() -> None:
     odds = CopyOdds(replace(TUNING, agree_cap=8))
     cap = 9 / 10  # the rule of succession at 8 tokens of agreement
