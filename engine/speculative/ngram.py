@@ -17,7 +17,9 @@ Tokens a grammar forced (``propose``'s ``forced``) are copied like any other but
 whether the reply copies: every copy of the same structure agrees on them. They are neither
 scored nor counted as agreement. Measured on the JSON extraction of ``duet-cli bench
 structured``: counted, the schema's keys made each item's values look like a sure copy of the
-item before (first-token odds 0.89), and 15-token drafts failed at once.
+item before (first-token odds 0.89), and 15-token drafts failed at once. For the same reason, in
+a reply a grammar shapes a copy resumed next to where one broke off (each item resumes the one
+before around its values) gets the odds of one the lookup found (engine.speculative.controller).
 """
 from __future__ import annotations
 
@@ -108,7 +110,7 @@ class NgramDrafter:
         seq = (*self._tokens[-2:], *tokens[:-1])
         after = list(zip(seq, seq[1:], strict=False))  # the two tokens before each drafted one
         return Draft(tuple(tokens), source=self.name, match_len=first.agree,
-                     survival=self.odds.survival(first.agree, trust, after, first.near))
+                     survival=self.odds.survival(first.agree, trust, after, first.near and not self._forced))
 
     def reset(self) -> None:
         """Forget the history, the remembered text and the learned edits."""

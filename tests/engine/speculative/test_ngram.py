@@ -289,3 +289,22 @@ def test_tokens_a_grammar_forced_are_neither_agreement_nor_scored() -> None:
     assert free.survival[0] < counted.survival[0]
     scored = [sum(n for _, n in d.odds._by_agree.values()) for d in (reply_with(f)[0] for f in (False, True))]
     assert scored[1] <= 6 < scored[0]  # with forced keys, only the six values were scored
+
+
+def test_under_a_grammar_a_copy_resumed_near_a_break_counts_as_one_the_lookup_found() -> None:
+    """In a reply a grammar shapes, every item resumes the one before next to where it broke
+    off (the structure around the values is the same): such a copy gets the lookup's discount."""
+    source = list(range(100, 140))
+    reply = [7] + source[:10] + [99] + source[11:14]  # breaks at source[10], resumes after it
+
+    def draft(grammar: bool) -> Draft:
+        d = wide()
+        d.begin(source)
+        d.propose(source + reply[:1], 4, forced=1 if grammar else 0)  # the reply's first token forced
+        out = d.propose(source + reply, 4)
+        assert d._next is not None and d._next.near  # the copy resumed next to the break
+        return out
+
+    free, constrained = draft(False), draft(True)
+    assert free.tokens == constrained.tokens == tuple(source[14:18])
+    assert constrained.survival[0] < free.survival[0]
