@@ -58,6 +58,7 @@ class NgramDrafter:
     _age: int  # tokens since the anchor was set or confirmed
     _broke: tuple[int, int] | None  # (source, reply) positions where a copy broke off
     _forced: set[int]  # positions in ``_tokens`` of tokens a grammar forced
+    _last_forced: int  # the last of them (-1: none)
 
     def __init__(self, vocab: Model | None = None, *, ngram_min: int = 2, ngram_max: int = 5,
                  odds: CopyOdds | None = None, tuning: Tuning = TUNING) -> None:
@@ -110,7 +111,7 @@ class NgramDrafter:
         seq = (*self._tokens[-2:], *tokens[:-1])
         after = list(zip(seq, seq[1:], strict=False))  # the two tokens before each drafted one
         return Draft(tuple(tokens), source=self.name, match_len=first.agree,
-                     survival=self.odds.survival(first.agree, trust, after, first.near and not self._forced))
+                     survival=self.odds.survival(first.agree, trust, after, first.near and not self._shaped()))
 
     def reset(self) -> None:
         """Forget the history, the remembered text and the learned edits."""
@@ -122,6 +123,7 @@ class NgramDrafter:
     def _reindex(self, memory: list[int]) -> None:
         """Start over with ``memory`` as the remembered text and no history."""
         self._tokens, self._index, self._mem_len, self._age, self._forced = [], {}, 0, 0, set()
+        self._last_forced = -1
         self._reply_from = self._next = self._anchor = self._broke = None
         self._append(memory)
         self._mem_len = len(memory)
@@ -143,6 +145,7 @@ class NgramDrafter:
             free = e < last - forced
             if not free:
                 self._forced.add(e)
+                self._last_forced = e
             prev = self._next
             hit = prev is not None and prev.token == tok
             scoring = self._reply_from is not None and e >= self._reply_from
@@ -229,6 +232,10 @@ class NgramDrafter:
         own, are enough to draft from it."""
         own = len(self._tokens) - self._reply_from if self._reply_from is not None else 0
         return min(agree, own) >= self.tuning.agree_cap
+
+    def _shaped(self) -> bool:
+        """Whether a grammar forced tokens in the reply being written."""
+        return self._reply_from is not None and self._last_forced >= self._reply_from
 
     def _agreement(self, src: int) -> int:
         """How many of the ``agree_cap`` tokens before ``src`` equal the end of the history (in a
