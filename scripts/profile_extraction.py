@@ -22,38 +22,34 @@ def one_run(mode: str) -> str:
     as llama-server decodes under a grammar)."""
     from engine.bench.structured import SCHEMA, extraction_body
     from engine.chat import Message
-    from engine.constraint import Grammar
+    from engine.constraint import Grammar, Matcher
     from engine.context_params import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import Runtime, RuntimeConfig, resolve_model
     from engine.sampling import SamplingParams
     from engine.speculative.params import SpeculativeParams
 
-    from engine.constraint import Matcher
-
     drafter, _, how = mode.partition(":")
+    original = Matcher.forced
     if how == "step":
         Matcher.forced = lambda self: []  # type: ignore[method-assign]
     text = extraction_body(400)["messages"][0]["content"]
     config = RuntimeConfig(target=ModelSpec(resolve_model("target")),
                            context=ContextParams(n_ctx=4096),
                            speculative=SpeculativeParams(drafter=drafter))
-    with Runtime(config) as rt:
-        grammar = Grammar.compile(rt.target, "json_schema", SCHEMA).matcher()
-        done = list(rt.generator.chat([Message("user", text)],
-                                      SamplingParams(temperature=0, max_tokens=400), grammar=grammar))[-1]
-    if how == "step":
-        Matcher.forced = FORCED  # type: ignore[method-assign]
+    try:
+        with Runtime(config) as rt:
+            grammar = Grammar.compile(rt.target, "json_schema", SCHEMA).matcher()
+            done = list(rt.generator.chat([Message("user", text)],
+                                          SamplingParams(temperature=0, max_tokens=400), grammar=grammar))[-1]
+    finally:
+        Matcher.forced = original  # type: ignore[method-assign]
     s = done.stats
     return (f"{mode}: {s.n_tokens} tokens, {s.n_tokens / s.gen_s:.2f} tok/s, "
             f"{s.target_passes} passes, drafted {s.proposed} accepted {s.accepted} {s.drafters_used}")
 
 
-FORCED = None
-
-
 def main(argv: list[str] | None = None) -> int:
-    global FORCED
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--modes", default="none,auto",
                    help="comma-separated drafters; DRAFTER:step picks forced tokens one a pass")
@@ -61,9 +57,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only-forced", action="store_true", help="no draft after forced tokens")
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    from engine.constraint import Matcher
-
-    FORCED = Matcher.forced
     if args.only_forced:
         from engine.decoding import Decoding
         from engine.speculative.draft import Draft
