@@ -8,8 +8,9 @@
 #   *.hdr                  GGUF headers: scripts/shape_twin.py makes the same-shape twins here
 # It works in GPU (default /tmp/duet-gpu); stages already done there are skipped, so a second call on the
 # same machine goes on where the first stopped.
-# Results go to OUT (default /tmp/gpu-out): machine.txt, curve.md, parallel.md, spec.md, profile.txt.
-#   scripts/gpu_bench.sh [curve] [parallel] [spec] [profile]     (default: all)
+# Results go to OUT (default /tmp/gpu-out): machine.txt, curve.md, parallel.md, spec.md, profile.txt,
+# structured.md, grammar.txt.
+#   scripts/gpu_bench.sh [curve] [parallel] [spec] [profile] [structured] [grammar]   (default: the first four)
 # CPU_ONLY=1 runs it without a GPU (to try the script itself).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -86,6 +87,15 @@ for stage in $stages; do
         --drafter none --temperature 0 --max-tokens 512 "Write a long story." >/dev/null 2>&1 &&
         $PY -c "import pstats; pstats.Stats('$GPU/profile.prof').sort_stats('tottime').print_stats(40)" \
         >"$OUT/profile.txt" ;;
+    structured)  # the JSON-schema extraction, Duet against llama-server's grammar (the twin writes noise in its strings)
+      $PY -m engine -v bench structured --model "$TARGET" --llama-server "$GPU/bin/llama-server" --gpu-layers -1 \
+        --parts extraction --modes "${MODES:-duet-plain,duet-auto,server-plain,server-ngram-mod}" \
+        --repeats "${REPEATS:-3}" --out "$OUT/structured.md" \
+        --note "twin of the 1.5B (random weights), all layers on the GPU" >"$OUT/structured.txt" 2>&1 ;;
+    grammar)  # what llguidance costs against a step of a few ms: per grammar step, then in the loop
+      { $PY scripts/mask_cost.py --model "$TARGET" --gpu-layers -1
+        $PY scripts/profile_extraction.py --model "$TARGET" --gpu-layers -1 --turns 3 \
+          --modes none,none:free,none:step,auto; } >"$OUT/grammar.txt" 2>"$OUT/grammar.err" ;;
   esac && touch "$GPU/done-$stage"
 done
 say "finished"

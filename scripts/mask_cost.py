@@ -28,6 +28,8 @@ REPLY = ('{"functions": [{"name": "rgb_to_yiq", "parameters": ["r", "g", "b"], "
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--rounds", type=int, default=5, help="walks through the reply")
+    p.add_argument("--model", default="target", help="GGUF path or starter key (the same vocabulary)")
+    p.add_argument("--gpu-layers", type=int, default=0, help="layers of the step's model on the GPU (-1: all)")
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
     from engine.bench.structured import SCHEMA
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from engine.runtime import resolve_model
     from engine.speculative.calibration import measure_cost
 
-    with Model(ModelSpec(resolve_model("target"))) as model:
+    with Model(ModelSpec(resolve_model(args.model), n_gpu_layers=args.gpu_layers)) as model:
         grammar = Grammar.compile(model, "json_schema", SCHEMA)
         grammar.matcher()  # llguidance's view of the vocabulary, built once per model
         per_token: list[float] = []

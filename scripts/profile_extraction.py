@@ -17,9 +17,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def one_run(mode: str) -> str:
+def one_run(mode: str, model: str = "target", gpu_layers: int = 0) -> str:
     """``mode``: a drafter, with ``:step`` for forced tokens picked one a pass (no jump forward,
-    as llama-server decodes under a grammar)."""
+    as llama-server decodes under a grammar), or ``:free`` for the same prompt without the
+    schema (what the grammar costs, where the model writes the same number of tokens)."""
     from engine.bench.structured import SCHEMA, extraction_body
     from engine.chat import Message
     from engine.constraint import Grammar, Matcher
@@ -34,12 +35,12 @@ def one_run(mode: str) -> str:
     if how == "step":
         Matcher.forced = lambda self: []  # type: ignore[method-assign]
     text = extraction_body(400)["messages"][0]["content"]
-    config = RuntimeConfig(target=ModelSpec(resolve_model("target")),
+    config = RuntimeConfig(target=ModelSpec(resolve_model(model), n_gpu_layers=gpu_layers),
                            context=ContextParams(n_ctx=4096),
                            speculative=SpeculativeParams(drafter=drafter))
     try:
         with Runtime(config) as rt:
-            grammar = Grammar.compile(rt.target, "json_schema", SCHEMA).matcher()
+            grammar = None if how == "free" else Grammar.compile(rt.target, "json_schema", SCHEMA).matcher()
             done = list(rt.generator.chat([Message("user", text)],
                                           SamplingParams(temperature=0, max_tokens=400), grammar=grammar))[-1]
     finally:
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default="none,auto",
                    help="comma-separated drafters; DRAFTER:step picks forced tokens one a pass")
     p.add_argument("--turns", type=int, default=3)
+    p.add_argument("--model", default="target", help="GGUF path or starter key")
+    p.add_argument("--gpu-layers", type=int, default=0, help="layers on the GPU (-1: all)")
     p.add_argument("--only-forced", action="store_true", help="no draft after forced tokens")
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
@@ -70,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         Decoding._propose = forced_alone  # type: ignore[method-assign]
     for _ in range(args.turns):
         for mode in args.modes.split(","):
-            print(one_run(mode), flush=True)
+            print(one_run(mode, args.model, args.gpu_layers), flush=True)
     return 0
 
 

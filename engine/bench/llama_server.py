@@ -36,6 +36,12 @@ SERVER_MODES = {
 NGRAM_MODES = ("server-ngram-simple", "server-ngram-mod", "server-ngram-map-k")
 
 
+def ngl(gpu_layers: int) -> str:
+    """llama-server's -ngl for Duet's ``--gpu-layers``: a negative count is "all" (its own -1
+    means "auto", fit to memory)."""
+    return "all" if gpu_layers < 0 else str(gpu_layers)
+
+
 @contextmanager
 def llama_server(binary: Path, target: Path, mode: str, *, threads: int, ctx: int = 4096,
                  draft: Path | str = "") -> Iterator[int]:

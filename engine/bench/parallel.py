@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.bench import client
-from engine.bench.llama_server import WARM_UP
+from engine.bench.llama_server import WARM_UP, ngl
 from engine.bench.process import free_port, rss_bytes, start_server
 
 log = logging.getLogger(__name__)
@@ -65,14 +65,9 @@ def _server(mode: str, n: int, args: argparse.Namespace, model: Path) -> tuple[A
                "--gpu-layers", str(args.gpu_layers), "--max-queue", str(2 * n), *DUET_MODES[mode]]
     else:
         cmd = [str(args.llama_server), "-m", str(model), "-t", str(threads), "-c", str(args.ctx * n),
-               "-np", str(n), "-ngl", _ngl(args.gpu_layers), "--host", "127.0.0.1", "--port", str(port), "--no-webui",
+               "-np", str(n), "-ngl", ngl(args.gpu_layers), "--host", "127.0.0.1", "--port", str(port), "--no-webui",
                *LLAMA_MODES[mode]]
     return start_server(cmd, port, mode, timeout_s=300), port
-
-
-def _ngl(gpu_layers: int) -> str:
-    """llama-server's -ngl: a negative count is "all" (its own -1 means "auto", fit to memory)."""
-    return "all" if gpu_layers < 0 else str(gpu_layers)
 
 
 def _ask(port: int, text: str, max_tokens: int) -> client.Reply:

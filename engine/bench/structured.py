@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench import client
-from engine.bench.llama_server import WARM_UP
+from engine.bench.llama_server import WARM_UP, ngl
 from engine.bench.process import free_port, start_server
 from engine.bench.stdlib_text import excerpt
 
@@ -74,6 +74,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--ctx", type=int, default=4096)
     p.add_argument("--threads", type=int, default=0, help="0: all cores")
+    p.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to the GPU, both servers (-1: all)")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "structured.md")
     p.add_argument("--note", default="", help="a line about the run for the report")
     p.set_defaults(func=run)
@@ -135,11 +136,12 @@ def _server(mode: str, args: argparse.Namespace, model: Path) -> tuple[Any, int]
     threads = args.threads or os.cpu_count() or 1
     if mode in DUET_MODES:
         cmd = [sys.executable, "-m", "engine", "serve", "--model", str(model),
-               "--port", str(port), "--ctx", str(args.ctx), "--threads", str(threads), *DUET_MODES[mode]]
+               "--port", str(port), "--ctx", str(args.ctx), "--threads", str(threads),
+               "--gpu-layers", str(args.gpu_layers), *DUET_MODES[mode]]
     else:
         cmd = [str(args.llama_server), "-m", str(model), "-t", str(threads), "-c", str(args.ctx),
-               "-np", "1", "--jinja", "--host", "127.0.0.1", "--port", str(port), "--no-webui",
-               *LLAMA_MODES[mode]]
+               "-np", "1", "-ngl", ngl(args.gpu_layers), "--jinja", "--host", "127.0.0.1", "--port", str(port),
+               "--no-webui", *LLAMA_MODES[mode]]
     return start_server(cmd, port, mode, timeout_s=300), port
 
 
@@ -205,6 +207,7 @@ def markdown(rows: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
     plain = rows.get("duet-plain", {}).get("text")
     lines = ["# Structured output and tool calls", "",
              f"`duet-cli bench structured --max-tokens {args.max_tokens} --repeats {args.repeats}"
+             + (f" --gpu-layers {args.gpu_layers}" if args.gpu_layers else "")
              + (" --llama-server PATH`" if args.llama_server else "`"), "", args.note, "",
              f"Extraction: the functions of `{MODULE}` (from `{START}` on) as a JSON schema'd list; "
              "tool turn: the request with the tool, then the conversation sent back with the call and its "
