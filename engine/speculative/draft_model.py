@@ -67,4 +67,4 @@ def _confidence(logits: np.ndarray, sampler: Sampler, context: Sequence[int]) ->
     of the sampling distribution."""
     if sampler.params.greedy:
         return float(1.0 / np.exp(logits - logits.max()).sum())
-    return float(distribution(logits, sampler.params, context)[1][0])
+    return float(distribution(logits, sampler.params, context)[1].max())

@@ -130,7 +130,7 @@ def noisy_ranking(path, params, reply_ids):
             rt.ctx.decode([token])
             history.append(token)
         ids, vals = _truncate(penalties(rt.ctx.logits().copy(), params, history), params)
-    noisy = (vals - vals[0]) / params.temperature + gumbel(Sampler(params).seed, len(history), ids)
+    noisy = (vals - vals.max()) / params.temperature + gumbel(Sampler(params).seed, len(history), ids)
     order = np.argsort(-noisy)
     return [(int(ids[j]), float(noisy[j])) for j in order]
 
