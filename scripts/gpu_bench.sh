@@ -95,7 +95,10 @@ for stage in $stages; do
     grammar)  # what llguidance costs against a step of a few ms: per grammar step, then in the loop
       { $PY scripts/mask_cost.py --model "$TARGET" --gpu-layers -1
         $PY scripts/profile_extraction.py --model "$TARGET" --gpu-layers -1 --turns 3 \
-          --modes none,none:free,none:step,auto; } >"$OUT/grammar.txt" 2>"$OUT/grammar.err" ;;
+          --modes none,none:free,none:step,auto
+        echo "sampled (temperature 0.7, the default chain)"
+        $PY scripts/profile_extraction.py --model "$TARGET" --gpu-layers -1 --turns 3 --temperature 0.7 \
+          --modes none,none:free; } >"$OUT/grammar.txt" 2>"$OUT/grammar.err" ;;
   esac && touch "$GPU/done-$stage"
 done
 say "finished"

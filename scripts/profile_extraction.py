@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def one_run(mode: str, model: str = "target", gpu_layers: int = 0) -> str:
+def one_run(mode: str, model: str = "target", gpu_layers: int = 0, temperature: float = 0.0) -> str:
     """``mode``: a drafter, with ``:step`` for forced tokens picked one a pass (no jump forward,
     as llama-server decodes under a grammar), or ``:free`` for the same prompt without the
     schema (what the grammar costs, where the model writes the same number of tokens)."""
@@ -41,8 +41,8 @@ def one_run(mode: str, model: str = "target", gpu_layers: int = 0) -> str:
     try:
         with Runtime(config) as rt:
             grammar = None if how == "free" else Grammar.compile(rt.target, "json_schema", SCHEMA).matcher()
-            done = list(rt.generator.chat([Message("user", text)],
-                                          SamplingParams(temperature=0, max_tokens=400), grammar=grammar))[-1]
+            params = SamplingParams(temperature=temperature, max_tokens=400, seed=7)
+            done = list(rt.generator.chat([Message("user", text)], params, grammar=grammar))[-1]
     finally:
         Matcher.forced = original  # type: ignore[method-assign]
     s = done.stats
@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turns", type=int, default=3)
     p.add_argument("--model", default="target", help="GGUF path or starter key")
     p.add_argument("--gpu-layers", type=int, default=0, help="layers on the GPU (-1: all)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy; else seeded sampling")
     p.add_argument("--only-forced", action="store_true", help="no draft after forced tokens")
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         Decoding._propose = forced_alone  # type: ignore[method-assign]
     for _ in range(args.turns):
         for mode in args.modes.split(","):
-            print(one_run(mode, args.model, args.gpu_layers), flush=True)
+            print(one_run(mode, args.model, args.gpu_layers, args.temperature), flush=True)
     return 0
 
 
