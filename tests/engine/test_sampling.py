@@ -28,6 +28,15 @@ def test_seeded_sampling_reproducible_and_seed_sensitive():
     assert draws(s3, lg) != seq1
 
 
+@pytest.mark.parametrize("peak", [0.0, 12.0, 100.0])
+def test_top_k_keeps_the_k_best_however_far_the_best_stands_out(peak):
+    """A row where the best token stands 0, 12 or 100 above a spread of others."""
+    lg = logits(seed=5)
+    lg[17] = lg.max() + peak
+    ids, _ = distribution(lg, SamplingParams(temperature=1.0, top_k=9, top_p=1.0, min_p=0.0))
+    assert sorted(ids.tolist()) == sorted(np.argsort(-lg)[:9].tolist())
+
+
 def test_top_k_top_p_min_p_restrict_support():
     lg = logits()
     ids, probs = distribution(lg, SamplingParams(temperature=1.0, top_k=5, top_p=1.0, min_p=0.0))
