@@ -16,6 +16,7 @@ alone. An unseeded reply draws a fresh 64-bit seed.
 
 from __future__ import annotations
 
+import math
 import secrets
 from dataclasses import dataclass
 from typing import Protocol, Sequence
@@ -148,9 +149,13 @@ def distribution(logits: np.ndarray, params: SamplingParams,
 def logprob(logits: np.ndarray, token: int, top_n: int = 0) -> Logprob:
     """``token``'s log-probability under the softmax of ``logits`` (no penalty, chain or
     grammar), with the ``top_n`` most likely tokens."""
-    row = np.asarray(logits, dtype=np.float64)
-    peak = float(row.max())
-    lse = peak + float(np.log(np.exp(row - peak).sum()))
+    # in the row's float32, summed in float64: the same to about 1e-6, and no vocabulary-sized
+    # float64 temporaries (1.0 ms a token against 0.1 ms on the 2-core CPU)
+    row = np.asarray(logits, dtype=np.float32)
+    peak = row.max()
+    scaled = row - peak
+    np.exp(scaled, out=scaled)
+    lse = float(peak) + math.log(float(scaled.sum(dtype=np.float64)))
     top: tuple[tuple[int, float], ...] = ()
     if top_n > 0:
         n = min(top_n, row.shape[0])

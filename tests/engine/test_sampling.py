@@ -134,3 +134,15 @@ def test_a_seeded_draw_is_the_gumbel_max_over_the_tokens_the_chain_keeps(top_k, 
         kept = order[:top_k] if top_k else order
         noisy = (lg[kept] - lg[kept].max()) / p.temperature + gumbel(11, position, kept)
         assert sampler.pick(lg, [0] * position) == int(kept[np.argmax(noisy)])
+
+
+def test_a_logprob_is_the_log_softmax_with_the_most_likely_tokens_in_order():
+    from engine.sampling import logprob
+
+    lg = logits(seed=9, n=151936)
+    exact = lg.astype(np.float64) - np.logaddexp.reduce(lg.astype(np.float64))
+    lp = logprob(lg, 1234, top_n=5)
+    assert abs(lp.logprob - exact[1234]) < 1e-5
+    best = np.argsort(-exact)[:5]
+    assert [t for t, _ in lp.top] == best.tolist()
+    assert np.allclose([v for _, v in lp.top], exact[best], atol=1e-5)
