@@ -113,14 +113,18 @@ def penalties(logits: np.ndarray, params: SamplingParams, history: Sequence[int]
     return out
 
 
-def _truncate(scores: np.ndarray, params: SamplingParams) -> tuple[np.ndarray, np.ndarray]:
+def _truncate(scores: np.ndarray, params: SamplingParams,
+              top: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(token ids, scores) the chain keeps after top-k, top-p and min-p, scores descending; a
     chain that cuts nothing keeps every token in id order (sorting the whole vocabulary costs
-    about 10 ms a token, and the pick and the probabilities need no order)."""
+    about 10 ms a token, and the pick and the probabilities need no order). ``top``: the top-k's
+    ids, when already found."""
     n = scores.shape[0]
-    if not 0 < params.top_k < n and params.top_p >= 1.0 and params.min_p <= 0:
+    if top is None and not 0 < params.top_k < n and params.top_p >= 1.0 and params.min_p <= 0:
         return np.arange(n), scores.astype(np.float64)
-    if 0 < params.top_k < n:
+    if top is not None:
+        ids = top
+    elif 0 < params.top_k < n:
         ids = np.argpartition(scores, n - params.top_k)[n - params.top_k:]
     else:
         ids = np.arange(n)
@@ -208,22 +212,47 @@ class Sampler:
         p = self.params
         scores = penalties(logits, p, history)
         c = self.constraint if constrained else None
-        allowed = None
-        if c is not None:
-            if p.greedy:
-                best = int(np.argmax(scores))
-                if c.allows(best):  # the argmax over all tokens is the argmax over the allowed
-                    return best
-            # the allowed tokens' scores alone: cheaper to cut than the whole row with the rest
-            # set to -inf (partitioning around that many equal values is about 3x slower)
-            allowed = np.flatnonzero(c.mask())
-            if len(allowed):
-                scores = scores[allowed]
+        if c is None:
+            return int(np.argmax(scores)) if p.greedy else self._draw(scores, len(history))
         if p.greedy:
             best = int(np.argmax(scores))
-            return best if allowed is None or not len(allowed) else int(allowed[best])
-        ids, vals = _truncate(scores, p)
-        if allowed is not None and len(allowed):
-            ids = allowed[ids]
-        noisy = (vals - vals.max()) / max(p.temperature, 1e-6) + gumbel(self.seed, len(history), ids)
-        return int(ids[int(np.argmax(noisy))])
+            if c.allows(best):  # the argmax over all tokens is the argmax over the allowed
+                return best
+        mask = c.mask()
+        if not p.greedy:
+            top = _allowed_top_k(scores, mask, p.top_k)
+            if top is not None:
+                return self._draw(scores, len(history), top)
+        # the allowed tokens' scores alone: cheaper to cut than the whole row with the rest set
+        # to -inf (partitioning around that many equal values is about 3x slower)
+        allowed = np.flatnonzero(mask)
+        if not len(allowed):  # nothing allowed: the grammar has failed, as its matcher says next
+            allowed = np.arange(len(scores))
+        if p.greedy:
+            return int(allowed[np.argmax(scores[allowed])])
+        return int(allowed[self._draw(scores[allowed], len(history), ids=allowed)])
+
+    def _draw(self, scores: np.ndarray, position: int, top: np.ndarray | None = None,
+              ids: np.ndarray | None = None) -> int:
+        """The index into ``scores`` of the Gumbel-max draw among what the chain keeps (``top``:
+        the top-k already found; ``ids``: the token ids of ``scores``, when a subset)."""
+        kept, vals = _truncate(scores, self.params, top)
+        tokens = kept if ids is None else ids[kept]
+        noisy = (vals - vals.max()) / max(self.params.temperature, 1e-6) + gumbel(self.seed, position, tokens)
+        return int(kept[int(np.argmax(noisy))])
+
+
+def _allowed_top_k(scores: np.ndarray, mask: np.ndarray, k: int) -> np.ndarray | None:
+    """The ids of the ``k`` best scores ``mask`` allows, found among the ``2k`` best of all
+    (they are the first ``k`` allowed there, best first), or None when fewer than ``k`` of those
+    are allowed, no top-k applies or the mask allows less than half the vocabulary. Where a
+    grammar allows most tokens (inside a JSON string) this spares taking the allowed tokens'
+    scores out of the whole row: 303 against 170 µs a token with 99% allowed, on the 2-core CPU
+    (where most are refused the subset is cheaper: 45 µs with 1% allowed)."""
+    n = scores.shape[0]
+    if not 0 < 2 * k < n or 2 * int(np.count_nonzero(mask)) < n:  # less than half allowed:
+        return None  # the 2k best would often hold fewer than k of them
+    near = np.argpartition(scores, n - 2 * k)[n - 2 * k:]
+    near = near[np.argsort(-scores[near], kind="stable")]
+    near = near[mask[near]]
+    return near[:k] if len(near) >= k else None

@@ -105,10 +105,10 @@ def test_the_bounds_of_top_p_and_min_p_keep_the_most_likely_token(kw):
 
 
 class EveryThird:
-    """A grammar that allows the tokens whose id is a multiple of 3."""
+    """A grammar that allows the tokens whose id is a multiple of 3 (``most``: every other)."""
 
-    def __init__(self, n: int) -> None:
-        self.allowed = np.arange(n) % 3 == 0
+    def __init__(self, n: int, most: bool = False) -> None:
+        self.allowed = (np.arange(n) % 3 == 0) != most
 
     def allows(self, token: int) -> bool:
         return bool(self.allowed[token])
@@ -117,18 +117,20 @@ class EveryThird:
         return self.allowed
 
 
-@pytest.mark.parametrize("grammar", [False, True])
+@pytest.mark.parametrize("grammar", ["none", "a third", "two thirds"])
 @pytest.mark.parametrize("top_k", [0, 7])
 def test_a_seeded_draw_is_the_gumbel_max_over_the_tokens_the_chain_keeps(top_k, grammar):
     """The draw at each position is the largest score / temperature + the position's noise,
     among the tokens the grammar allows and, of those, the ``top_k`` best (all when 0): worked
-    out here by sorting every allowed token, as the chain's definition reads."""
+    out here by sorting every allowed token, as the chain's definition reads. (With two thirds
+    allowed the top-k is found among the best of all tokens, with a third in the allowed ones.)"""
     from engine.sampling import gumbel
 
     lg = logits(seed=3)
     p = SamplingParams(temperature=0.8, top_k=top_k, top_p=1.0, min_p=0.0, seed=11)
-    sampler = Sampler(p, EveryThird(len(lg)) if grammar else None)
-    allowed = np.flatnonzero(np.arange(len(lg)) % 3 == 0) if grammar else np.arange(len(lg))
+    grammar_ = None if grammar == "none" else EveryThird(len(lg), most=grammar == "two thirds")
+    sampler = Sampler(p, grammar_)
+    allowed = np.arange(len(lg)) if grammar_ is None else np.flatnonzero(grammar_.allowed)
     for position in range(40):
         order = allowed[np.argsort(-lg[allowed], kind="stable")]
         kept = order[:top_k] if top_k else order
