@@ -120,17 +120,12 @@ def _truncate(scores: np.ndarray, params: SamplingParams,
     about 10 ms a token, and the pick and the probabilities need no order). ``top``: the top-k's
     ids, when already found."""
     n = scores.shape[0]
-    if top is None and not 0 < params.top_k < n and params.top_p >= 1.0 and params.min_p <= 0:
-        return np.arange(n), scores.astype(np.float64)
-    if top is not None:
-        ids = top
-    elif 0 < params.top_k < n:
-        ids = np.argpartition(scores, n - params.top_k)[n - params.top_k:]
-    else:
-        ids = np.arange(n)
-    vals = scores[ids].astype(np.float64)
-    order = np.argsort(-vals, kind="stable")
-    ids, vals = ids[order], vals[order]
+    if top is None and not 0 < params.top_k < n:
+        if params.top_p >= 1.0 and params.min_p <= 0:
+            return np.arange(n), scores.astype(np.float64)
+        return _nucleus(scores, params)
+    ids = top if top is not None else np.argpartition(scores, n - params.top_k)[n - params.top_k:]
+    ids, vals = _descending(scores, ids)
     keep = len(ids)
     if params.top_p < 1.0 or params.min_p > 0:
         probs = np.exp(vals - vals[0])
@@ -140,6 +135,41 @@ def _truncate(scores: np.ndarray, params: SamplingParams,
         if params.min_p > 0:
             keep = min(keep, max(1, int(np.count_nonzero(probs >= params.min_p * probs[0]))))
     return ids[:keep], vals[:keep]
+
+
+def _descending(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    vals = scores[ids].astype(np.float64)
+    order = np.argsort(-vals, kind="stable")
+    return ids[order], vals[order]
+
+
+def _nucleus(scores: np.ndarray, params: SamplingParams) -> tuple[np.ndarray, np.ndarray]:
+    """Top-p and min-p over the whole vocabulary (no top-k): the prefix of the tokens by score
+    they keep, looked for among the best 64, then 1,024, then all, until one of the two cuts
+    falls inside (each keeps a prefix; the chain keeps the shorter). Sorting all 151,936
+    scores for it cost about 14 ms a token on the 2-core CPU."""
+    n = scores.shape[0]
+    peak = scores.max()
+    shifted = scores - peak
+    np.exp(shifted, out=shifted)
+    total = float(shifted.sum(dtype=np.float64))  # the softmax's sum, in float32 terms summed in float64
+    for m in (64, 1024, n):
+        m = min(m, n)
+        ids, vals = _descending(scores, np.argpartition(scores, n - m)[n - m:] if m < n else np.arange(n))
+        probs = np.exp(vals - vals[0]) / total
+        cuts = []
+        if params.top_p < 1.0:
+            mass = np.cumsum(probs)
+            if mass[-1] >= params.top_p or m == n:
+                cuts.append(int(np.searchsorted(mass, params.top_p)) + 1)
+        if params.min_p > 0:
+            above = int(np.count_nonzero(probs >= params.min_p * probs[0]))
+            if above < m or m == n:
+                cuts.append(max(1, above))
+        if cuts:
+            keep = min(min(cuts), m)
+            return ids[:keep], vals[:keep]
+    raise AssertionError("unreachable: every cut falls inside the whole vocabulary")
 
 
 def distribution(logits: np.ndarray, params: SamplingParams,

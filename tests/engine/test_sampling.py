@@ -148,3 +148,24 @@ def test_a_logprob_is_the_log_softmax_with_the_most_likely_tokens_in_order():
     best = np.argsort(-exact)[:5]
     assert [t for t, _ in lp.top] == best.tolist()
     assert np.allclose([v for _, v in lp.top], exact[best], atol=1e-5)
+
+
+@pytest.mark.parametrize("spread", [0.5, 3.0, 12.0])
+@pytest.mark.parametrize("kw", [dict(top_p=0.9), dict(top_p=0.999), dict(min_p=0.05), dict(min_p=1e-6),
+                                dict(top_p=0.95, min_p=0.05)])
+def test_without_a_top_k_top_p_and_min_p_keep_the_prefix_the_definition_gives(kw, spread):
+    """On a whole vocabulary whose scores are flat, spread or peaked: the tokens kept are the
+    prefix of all tokens sorted by score that the two cuts give, worked out by sorting."""
+    lg = np.random.default_rng(int(spread * 10)).normal(size=151936).astype(np.float32) * spread
+    p = SamplingParams(temperature=1.0, top_k=0, **{"top_p": 1.0, "min_p": 0.0, **kw})
+    order = np.argsort(-lg.astype(np.float64), kind="stable")
+    probs = np.exp(lg[order].astype(np.float64) - lg.max())
+    probs /= probs.sum()
+    keep = len(order)
+    if p.top_p < 1.0:
+        keep = min(keep, int(np.searchsorted(np.cumsum(probs), p.top_p)) + 1)
+    if p.min_p > 0:
+        keep = min(keep, max(1, int(np.count_nonzero(probs >= p.min_p * probs[0]))))
+    ids, got = distribution(lg, p)
+    assert sorted(ids.tolist()) == sorted(order[:keep].tolist())
+    assert np.isclose(got.sum(), 1.0)
