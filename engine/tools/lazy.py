@@ -24,7 +24,8 @@ from engine.model import Model
 from engine.tools import Tool, ToolChoice
 from engine.tools.formats import Format, grammar
 
-_WS = r"\s{0,40}"  # a run of whitespace in a call's start, bounded as the grammar bounds it
+_WS_MAX = 40  # a run of whitespace in a call's start, bounded as the grammar bounds it
+_WS = r"\s{0,%d}" % _WS_MAX
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ def lazy_grammar(model: Model, fmt: Format, tools: Sequence[Tool], parallel: boo
         starts.insert(0, re.escape(fmt.opener) + _WS + r"\[?" + _WS)
     trigger = re.compile("(?:" + "|".join(starts) + r")\{" + _WS + '"name"' + _WS + ":" + _WS
                          + '"(?:' + names + ')"')
-    window = len(fmt.opener) + len("```json\n") + 5 * 40 + len('{"name":""[') + max(len(t.name) for t in tools)
+    runs = 5  # the runs of whitespace the pattern allows
+    window = len(fmt.opener) + len("```json\n") + runs * _WS_MAX + len('{"name":""[') + max(len(t.name) for t in tools)
     return LazyGrammar(compiled, trigger, window, parallel)
 
 
