@@ -6,7 +6,9 @@ same body to both servers, the modes in turns (each repeat runs every mode once)
 - extraction: a standard-library module's source (cut at run time by engine.bench.stdlib_text,
   so nobody on the project wrote it) and a JSON schema for its top-level functions (name,
   parameters, one-line summary) in ``response_format``; rated by the server's own generation
-  rate (``timings.predicted_per_second``) and checked against the schema;
+  rate (``timings.predicted_per_second``) and by its generation time (``predicted_ms``: the
+  time to the whole object, which also counts the tokens a layout spends), and checked
+  against the schema;
 - tool turn: a question and a tool to answer it (``tools``), then the conversation sent back with
   the call and the tool's result, as an agent sends it; rated by the two requests' wall time. The
   second body is the same on both servers whatever the first reply was (the call is the bench's
@@ -174,14 +176,17 @@ def run(args: argparse.Namespace) -> int:
     parts = set(args.parts.split(","))
     if not parts <= {"extraction", "tool"}:
         raise client.Failed(f"unknown parts: {args.parts} (extraction, tool)")
-    runs: dict[str, dict[str, list]] = {m: {"tps": [], "texts": [], "turns": []} for m in modes}
+    runs: dict[str, dict[str, list]] = {m: {"tps": [], "gen_s": [], "n": [], "texts": [], "turns": []}
+                                       for m in modes}
     for _ in range(args.repeats):  # the modes in turns: the machine's drift is shared by all
         for mode in modes:
             if "extraction" in parts:
                 with _warm_server(mode, args, model) as port:
                     r = _post_raw(port, body)
-                    runs[mode]["tps"].append(
-                        float((r.get("timings") or {}).get("predicted_per_second", 0.0)))
+                    timings = r.get("timings") or {}
+                    runs[mode]["tps"].append(float(timings.get("predicted_per_second", 0.0)))
+                    runs[mode]["gen_s"].append(float(timings.get("predicted_ms", 0.0)) / 1000)
+                    runs[mode]["n"].append(int(r["usage"]["completion_tokens"]))
                     runs[mode]["texts"].append(r["choices"][0]["message"].get("content") or "")
             if "tool" in parts:
                 with _warm_server(mode, args, model) as port:  # the tool turn on its own fresh server
@@ -189,7 +194,10 @@ def run(args: argparse.Namespace) -> int:
     rows: dict[str, dict[str, Any]] = {}
     for mode in modes:
         tps, texts, turns = runs[mode]["tps"], runs[mode]["texts"], runs[mode]["turns"]
+        gen_s = runs[mode]["gen_s"]
         rows[mode] = {"tps": statistics.median(tps) if tps else None, "tps_runs": tps,
+                      "gen_s": statistics.median(gen_s) if gen_s else None, "gen_runs": gen_s,
+                      "n": runs[mode]["n"][-1] if gen_s else None,
                       "tool_runs": [t["seconds"] for t in turns],
                       "valid": all(_valid(t) for t in texts), "text": texts[-1] if texts else "",
                       "tool_s": statistics.median(t["seconds"] for t in turns) if turns else None,
@@ -212,15 +220,17 @@ def markdown(rows: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
              f"Extraction: the functions of `{MODULE}` (from `{START}` on) as a JSON schema'd list; "
              "tool turn: the request with the tool, then the conversation sent back with the call and its "
              "result (the same second body to every server), wall time of both requests.", "",
-             "| mode | extraction tok/s (each run) | valid JSON | same text as duet-plain "
-             "| tool turn, s (each run) "
+             "| mode | extraction tok/s (each run) | extraction, s to the object (each run) | its tokens "
+             "| valid JSON | same text as duet-plain | tool turn, s (each run) "
              "| tokens (call, answer) | first reply parsed as the call |",
-             "|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|"]
     for mode, r in rows.items():
         same = "–" if plain is None else ("yes" if r["text"] == plain else "no")
         tps = "–" if r["tps"] is None else f"{r['tps']:.2f} ({_each(r['tps_runs'])})"
         tool = "–" if r["tool_s"] is None else f"{r['tool_s']:.2f} ({_each(r['tool_runs'])})"
-        lines.append(f"| {mode} | {tps} | {'yes' if r['valid'] else 'no'} | {same} | {tool} | "
+        gen = "–" if r["gen_s"] is None else f"{r['gen_s']:.2f} ({_each(r['gen_runs'])})"
+        lines.append(f"| {mode} | {tps} | {gen} | {r['n'] or '–'} | {'yes' if r['valid'] else 'no'} "
+                     f"| {same} | {tool} | "
                      f"{', '.join(map(str, r['tokens'])) or '–'} | {'yes' if r['called'] else 'no'} |")
     lines += ["", *_ratios(rows)]
     for mode, r in rows.items():
@@ -243,6 +253,10 @@ def _ratios(rows: dict[str, dict[str, Any]]) -> list[str]:
     duet, server = best("duet", "tps", max), best("server", "tps", max)
     if duet and server:
         out.append(f"Extraction: {duet[0]} {duet[1] / server[1]:.2f}× {server[0]} (tok/s).")
+    duet, server = best("duet", "gen_s", min), best("server", "gen_s", min)
+    if duet and server:
+        out.append(f"Extraction: {duet[0]} {server[1] / duet[1]:.2f}× {server[0]} "
+                   "(inverse of the time to the object).")
     duet, server = best("duet", "tool_s", min), best("server", "tool_s", min)
     if duet and server:
         out.append(f"Tool turn: {duet[0]} {server[1] / duet[1]:.2f}× {server[0]} (inverse of wall time).")

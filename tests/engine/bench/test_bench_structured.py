@@ -68,7 +68,10 @@ def test_the_second_request_is_the_same_whatever_the_first_reply(
 
 
 def test_the_ratios_set_each_sides_best_mode_against_the_others() -> None:
-    rows = {"duet-plain": {"tps": 20.0, "tool_s": 6.0}, "duet-auto": {"tps": 22.0, "tool_s": 6.6},
-            "server-plain": {"tps": 16.0, "tool_s": 6.3}, "server-ngram-mod": {"tps": 11.0, "tool_s": 7.0}}
+    rows = {"duet-plain": {"tps": 20.0, "gen_s": 5.0, "tool_s": 6.0},
+            "duet-auto": {"tps": 22.0, "gen_s": 4.0, "tool_s": 6.6},
+            "server-plain": {"tps": 16.0, "gen_s": 9.0, "tool_s": 6.3},
+            "server-ngram-mod": {"tps": 11.0, "gen_s": 8.0, "tool_s": 7.0}}
     assert _ratios(rows) == ["Extraction: duet-auto 1.38× server-plain (tok/s).",
+                             "Extraction: duet-auto 2.00× server-ngram-mod (inverse of the time to the object).",
                              "Tool turn: duet-plain 1.05× server-plain (inverse of wall time)."]
