@@ -50,7 +50,7 @@ class Speculation(Protocol):
     def plan(self, history: Sequence[int], room: int, sampler: Sampler, width: int = 0,
              forced: int = 0) -> Draft: ...
 
-    def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None: ...
+    def observe(self, draft: Draft, n_accepted: int, verify_s: float, lone: bool = True) -> None: ...
 
 
 class Grammar(Protocol):
@@ -132,14 +132,17 @@ class Decoding:
         are reported)."""
         return len(self._forced) if self.logprobs is None else 0
 
-    def take(self, rows: np.ndarray, verify_s: float = 0.0) -> tuple[list[Event], int]:
-        """The logits rows of the pass ``plan`` asked for (its last ``rows`` tokens'). Returns
+    def take(self, rows: np.ndarray, verify_s: float = 0.0, lone: bool = True) -> tuple[list[Event], int]:
+        """The logits rows of the pass ``plan`` asked for (its last ``rows`` tokens'), what the
+        pass took (this sequence's share of it) and whether it was alone in the pass. Returns
         the events and how many tokens the sequence keeps cached."""
         forced, draft, s, skip = self._forced, self._draft, self.stats, self._skipped
         s.passes += 1
         base = len(self.history)
         tokens = forced + draft.tokens
         if not tokens:
+            if self.speculation is not None:  # a plain step: what one costs now
+                self.speculation.observe(draft, 0, verify_s, lone)
             token = self.sampler.pick(rows[0], self.history)
             self._emit([(token, None, rows[0])])
             return self.out.flush_events(), base
@@ -162,7 +165,7 @@ class Decoding:
                 s.used[source] = s.used.get(source, 0) + 1
         if self.speculation is not None and draft.tokens:  # its own part, and its share of the pass
             share = (len(draft.tokens) + 1) / (len(tokens) + 1)
-            self.speculation.observe(draft, max(n - len(forced), 0), verify_s * share)
+            self.speculation.observe(draft, max(n - len(forced), 0), verify_s * share, lone and not forced)
         sources = ["grammar"] * len(forced) + [draft.source] * len(draft.tokens)
         emitted = [(t, sources[i], rows[i - skip] if i >= skip else None)
                    for i, t in enumerate(tokens[:n])]

@@ -145,7 +145,7 @@ class Scheduler:
         if total >= PREFILL_SHARED:
             self.s_per_token = elapsed / total
         for s, part, r in zip(owners, parts, rows):
-            self._take(s, part, r, elapsed * len(part.tokens) / total)
+            self._take(s, part, r, elapsed * len(part.tokens) / total, len(parts) == 1)
         return True
 
     def _batch(self, busy: list[Slot]) -> tuple[list[Part], list[Slot]]:
@@ -176,11 +176,11 @@ class Scheduler:
             budget -= n
         return parts, owners
 
-    def _take(self, s: Slot, part: Part, rows: Any, share_s: float) -> None:
+    def _take(self, s: Slot, part: Part, rows: Any, share_s: float, lone: bool) -> None:
         d, job = s.decoding, s.job
         assert d is not None and job is not None
         if d.started:
-            events, keep = d.take(rows, share_s)
+            events, keep = d.take(rows, share_s, lone)
             s.ctx.rewind(keep)
         else:
             s.pos += len(part.tokens)

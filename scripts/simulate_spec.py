@@ -91,8 +91,7 @@ def replay(spec: Speculation, cost: CostModel, prompt: list[int], output: list[i
         passes += 1
         proposed += k
         accepted += n
-        if k:
-            spec.observe(draft, n, 0.0)
+        spec.observe(draft, n, cost.verify_cost(k + 1))  # as the engine times every lone pass
         step = output[i:i + n + 1]
         history += step
         i += len(step)

@@ -1,16 +1,18 @@
 """The verify-cost curve: what one target pass over n tokens costs on this machine. Measured once
 per model, settings, machine, llama.cpp build and RPC layout (about a minute for a 1.5B on two
-cores), then cached in ``cache_dir()/verify-cost.json``; ``CostCheck`` has a curve that is far
-from what passes really cost (taken on a busy machine) measured again at the next load.
+cores), then cached in ``cache_dir()/verify-cost.json``; ``CostTrack`` follows what passes cost
+now, and has a curve far from it (taken on a busy machine) measured again at the next load.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import logging
 import os
 import statistics
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -173,20 +175,44 @@ def forget(ctx: Context | None, sizes: Sequence[int] = TUNING.calibration_sizes)
             log.warning("could not update the verify-cost cache: %s", e)
 
 
-class CostCheck:
-    """Calls ``on_mismatch(ratio)`` once the median of measured / predicted over the last
-    ``cost_check_passes`` passes is off by more than ``cost_check_factor`` either way."""
+class CostTrack:
+    """What passes cost now against the curve. Its shape drifts within a day (a 2-token pass at
+    1.6 steps in a cached curve, 1.9 an hour later, a single step unchanged:
+    docs/benchmarks/speculative.md, "The curve's shape drifts"), so lengths are chosen by
+    ``cost``: the curve with each of its points scaled by the median of measured / predicted
+    over the last ``cost_check_passes`` lone passes of that size, once ``calibration_repeats``
+    of them were timed (one hiccup in that many moves nothing); a batch size not timed that
+    often by the nearest size that was (a batch's cost departs from the curve as its
+    neighbours' do), the single step's before any. ``on_mismatch(ratio)`` is called once when
+    the steps' or the batches' median over that many passes is off by more than
+    ``cost_check_factor`` (a curve taken on a busy machine): the cached curve is then measured
+    again at the next load."""
 
-    def __init__(self, cost: CostModel, on_mismatch: Callable[[float], None]) -> None:
-        self.cost, self.on_mismatch, self.reported = cost, on_mismatch, False
-        self.ratios: list[float] = []
+    def __init__(self, curve: CostModel, on_mismatch: Callable[[float], None] | None = None) -> None:
+        self.curve = self.cost = curve
+        self.on_mismatch, self.reported = on_mismatch, False
+        self.sizes = {n: deque[float](maxlen=TUNING.cost_check_passes) for n, _ in curve.verify_s}
+        self.batches = deque[float](maxlen=TUNING.cost_check_passes)
 
     def observe(self, n_tokens: int, seconds: float) -> None:
-        if self.reported or seconds <= 0:
+        """One pass over ``n_tokens`` that took ``seconds``, nothing else in it."""
+        if seconds <= 0:
             return
-        self.ratios.append(seconds / self.cost.verify_cost(n_tokens))
-        ratio = statistics.median(self.ratios[-TUNING.cost_check_passes:])
-        if len(self.ratios) >= TUNING.cost_check_passes and not (
-                1 / TUNING.cost_check_factor <= ratio <= TUNING.cost_check_factor):
+        ratio = seconds / self.curve.verify_cost(n_tokens)
+        if n_tokens in self.sizes:
+            self.sizes[n_tokens].append(ratio)
+        if n_tokens > 1:
+            self.batches.append(ratio)
+        steps = self.sizes[1]
+        step = statistics.median(steps) if steps else 1.0
+        timed = {n: statistics.median(r) for n, r in self.sizes.items()
+                 if n > 1 and len(r) >= TUNING.calibration_repeats}
+        scale = {n: step if n == 1 or not timed else timed[min(timed, key=lambda m: abs(math.log(m / n)))]
+                 for n in self.sizes}
+        self.cost = CostModel(tuple((n, t * scale[n]) for n, t in self.curve.verify_s),
+                              self.curve.draft_s_per_token, self.curve.draft_s_per_pass)
+        full = [statistics.median(r) for r in (steps, self.batches) if len(r) == r.maxlen]
+        off = [r for r in full if not 1 / TUNING.cost_check_factor <= r <= TUNING.cost_check_factor]
+        if off and not self.reported and self.on_mismatch is not None:
             self.reported = True
-            self.on_mismatch(ratio)
+            self.on_mismatch(off[0])

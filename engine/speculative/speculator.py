@@ -34,12 +34,13 @@ log = logging.getLogger(__name__)
 class Speculation:
     """The generator's ``Speculation`` over one or two drafters (``params.adaptive`` off: drafts
     as long as asked, never held back), and what it owns: the draft model and its context (when
-    one is used), why a configured draft model was refused, the check of the cost curve."""
+    one is used), why a configured draft model was refused. ``track`` follows what passes cost
+    now against the curve (engine.speculative.calibration.CostTrack); the n-gram drafter's
+    lengths and ledger go by it."""
 
     draft_model: Model | None = None
     draft_ctx: Context | None = None
     draft_problem: str | None = None
-    cost_check: calibration.CostCheck | None = None
 
     def __init__(self, params: SpeculativeParams, cost: CostModel | None, *,
                  ngram: NgramDrafter | None = None, model: ModelDrafter | None = None,
@@ -59,8 +60,10 @@ class Speculation:
         self.cost = cost
         self.ledgers: dict[str, PayoffLedger] = {}
         self.model_len = 0  # the draft model's length where it can pay
+        self.track: calibration.CostTrack | None = None
         if cost is None:
             return
+        self.track = calibration.CostTrack(cost)
         self.ledgers["ngram"] = PayoffLedger(cost, self.tuning)
         if self.model is not None:
             model_cost = cost.with_draft_cost(draft_cost_s, draft_pass_s)
@@ -83,12 +86,12 @@ class Speculation:
         ``forced``: how many of the history's last tokens a grammar forced (in this pass)."""
         k_max = min(self.params.draft_max, room)
         adaptive, k_min = self.params.adaptive, self.params.draft_min
-        if k_max < k_min or (adaptive and self.cost is None):
+        if k_max < k_min or (adaptive and self.track is None):
             return Draft()
         if self.ngram is not None:
             draft = _end_at_eog(self.ngram.propose(history, k_max, forced), self.eog_ids)
-            k = best_length(self.cost, draft.survival, width) \
-                if adaptive and self.cost is not None else len(draft.tokens)
+            k = best_length(self.track.cost, draft.survival, width) \
+                if adaptive and self.track is not None else len(draft.tokens)
             if k >= k_min and (not adaptive or self.ledgers["ngram"].allows()):
                 return replace(draft, tokens=draft.tokens[:k], survival=draft.survival[:k])
         if self.model is not None and (self.model_len or self.name == "model"):
@@ -103,11 +106,15 @@ class Speculation:
                     self.ledgers["model"].wasted(draft.seconds)
         return Draft()
 
-    def observe(self, draft: Draft, n_accepted: int, verify_s: float) -> None:
-        if self.params.adaptive and draft.source in self.ledgers:
+    def observe(self, draft: Draft, n_accepted: int, verify_s: float, lone: bool = True) -> None:
+        """A pass done: its draft (empty for a plain step), how much of it was accepted, what
+        the pass took (or this draft's share of it); ``lone``: nothing else was in the pass."""
+        if lone and self.track is not None:
+            self.track.observe(len(draft.tokens) + 1, verify_s)
+            if "ngram" in self.ledgers:
+                self.ledgers["ngram"].cost = self.track.cost
+        if self.params.adaptive and draft.tokens and draft.source in self.ledgers:
             self.ledgers[draft.source].record(len(draft.tokens), n_accepted, draft.seconds + verify_s)
-        if self.cost_check is not None:
-            self.cost_check.observe(len(draft.tokens) + 1, verify_s)
 
     def reset(self) -> None:
         if self.ngram is not None:
@@ -184,11 +191,11 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
 def check_cost(spec: Speculation, ctx: Context) -> None:
     """Watch the passes of ``spec`` (whose cost is known) against its curve: a curve far off is
     forgotten, and measured again at the next load."""
-    assert spec.cost is not None
+    assert spec.track is not None
 
     def mismatch(ratio: float) -> None:
         log.warning("verification passes cost %.1fx what the calibration measured (taken while "
                     "the machine was busy?): it is measured again at the next load", ratio)
         calibration.forget(ctx)
 
-    spec.cost_check = calibration.CostCheck(spec.cost, mismatch)
+    spec.track.on_mismatch = mismatch

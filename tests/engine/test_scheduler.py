@@ -263,3 +263,28 @@ def test_slices_beside_streaming_replies_grow_with_the_measured_reading_rate() -
     assert shared_slice(None) == PREFILL_SHARED  # nothing measured yet
     assert shared_slice(1 / 100) == PREFILL_SHARED  # a slow CPU: never below the slice of 128
     assert shared_slice(1 / 20000) == int(SHARED_SLICE_S * 20000)  # a GPU: what it reads meanwhile
+
+
+def test_what_passes_cost_is_followed_only_on_passes_a_reply_had_to_itself(smol_path, alone):
+    """The tracked curve (engine.speculative.calibration.CostTrack) hears a pass's time only
+    where nothing else was in it: a pass shared with another reply or a prompt's slice costs
+    what its whole batch costs, not what this reply's tokens would alone."""
+    prompts, _ = alone
+    with runtime(smol_path, n_parallel=2, drafter="ngram") as rt:
+        heard: list[list[int]] = [[], []]
+        for i, spec in enumerate(rt.speculations):
+            assert spec is not None and spec.track is not None
+            real = spec.track.observe
+            spec.track.observe = lambda n, s, real=real, i=i: (heard[i].append(n), real(n, s))[1]
+        engine = Engine(rt)
+        first = Reply(prompts[0], slot=0)
+        engine.submit(first.job)
+        passes = first.done.stats.target_passes
+        lone = len(heard[0])
+        assert lone == passes - 1 and 1 in heard[0]  # every pass after the prompt's, plain steps too
+        together = [Reply(prompts[1], slot=0), Reply(prompts[2], slot=1)]
+        for r in together:
+            engine.submit(r.job)
+        shared = sum(r.done.stats.target_passes - 1 for r in together)
+        engine.close()
+    assert len(heard[0]) - lone + len(heard[1]) < shared  # the passes they shared were not heard

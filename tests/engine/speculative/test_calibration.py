@@ -10,7 +10,7 @@ from engine.context import Context
 from engine.context_params import ContextParams
 from engine.model import Model
 from engine.speculative import calibration
-from engine.speculative.calibration import CostCheck, calibrate, measure_cost
+from engine.speculative.calibration import CostTrack, calibrate, measure_cost
 from engine.speculative.controller import CostModel
 from engine.speculative.tuning import TUNING
 
@@ -72,14 +72,39 @@ def test_a_curve_is_measured_once_then_cached_until_forgotten(smol: Model, tmp_p
 def test_a_curve_far_from_what_passes_cost_is_reported_once() -> None:
     cost = CostModel(((1, 1.0), (2, 1.5), (65, 33.0)))
     seen: list[float] = []
-    check = CostCheck(cost, seen.append)
+    check = CostTrack(cost, seen.append)
     for _ in range(TUNING.cost_check_passes):
         check.observe(5, 1.1 * cost.verify_cost(5))  # 10% off: the machine's own drift
+        check.observe(1, 0.9 * cost.verify_cost(1))
     assert seen == []
-    busy = CostCheck(cost, seen.append)  # calibrated while the cores were busy: passes cost 1/3
+    busy = CostTrack(cost, seen.append)  # calibrated while the cores were busy: passes cost 1/3
     for _ in range(3 * TUNING.cost_check_passes):
         busy.observe(3, cost.verify_cost(3) / 3)
     assert seen == [pytest.approx(1 / 3)]
+    slow = CostTrack(cost, seen.append)  # steps three times the curve's: reported too
+    for _ in range(TUNING.cost_check_passes):
+        slow.observe(1, 3.0)
+    assert seen[1:] == [pytest.approx(3.0)]
+
+
+def test_the_tracked_curve_takes_each_size_from_its_own_passes_once_timed_enough() -> None:
+    curve = CostModel(((1, 1.0), (2, 1.5), (4, 2.5), (16, 7.0)))
+    track = CostTrack(curve)
+    for _ in range(4):
+        track.observe(1, 1.1)  # steps 10% dearer: the whole curve with them, its shape kept
+    assert [s for _, s in track.cost.verify_s] == pytest.approx([1.1, 1.65, 2.75, 7.7])
+    track.observe(2, 1.5 * 1.3)
+    track.observe(2, 1.5 * 5.0)  # a hiccup
+    assert track.cost.verify_cost(2) == pytest.approx(1.65)  # two passes of a size: not yet
+    track.observe(2, 1.5 * 1.3)
+    assert track.cost.verify_cost(2) == pytest.approx(1.95)  # the median of three: the hiccup ignored
+    assert track.cost.verify_cost(4) == pytest.approx(2.5 * 1.3)  # its nearest timed size's
+    assert track.cost.verify_cost(16) == pytest.approx(7.0 * 1.3)
+    for _ in range(3):
+        track.observe(16, 7.0 * 0.8)
+    assert track.cost.verify_cost(16) == pytest.approx(5.6)
+    assert track.cost.verify_cost(4) == pytest.approx(2.5 * 1.3)  # 2 is nearer 4 than 16 is
+    assert track.cost.verify_cost(1) == pytest.approx(1.1) and track.curve is curve
 
 
 def test_calibrate_takes_medians_with_the_sizes_taking_turns() -> None:

@@ -43,7 +43,7 @@ def test_a_runtime_without_a_curve_decodes_plainly_until_it_is_measured(smol_pat
     with Runtime(config(smol_path, "auto", smol_path), measure=False) as rt:
         spec, later = rt.speculation, rt.later
         assert spec is not None and later is not None
-        assert spec.cost is None and spec.cost_check is None  # nothing measured at the load
+        assert spec.cost is None and spec.track is None  # nothing measured at the load
         assert later.total == steps(TUNING.calibration_sizes) + steps(CURVE_SIZES)
         history = [5, 6, 7, 8, 5, 6, 7]  # a copy the n-gram drafter would offer
         spec.begin(history)
@@ -54,7 +54,8 @@ def test_a_runtime_without_a_curve_decodes_plainly_until_it_is_measured(smol_pat
             n += 1
         assert n == later.total == later.done and later.finished
         assert rt.ctx.n_past == 3
-        assert spec.cost is not None and spec.cost_check is not None
+        assert spec.cost is not None and spec.track is not None \
+            and spec.track.on_mismatch is not None
         assert calibration.lookup(rt.ctx) == spec.cost  # cached under the real context's key
         assert calibration.lookup(spec.draft_ctx, CURVE_SIZES) is not None
     with Runtime(config(smol_path, "auto", smol_path), measure=False) as again:

@@ -34,6 +34,20 @@ def test_a_copy_is_drafted_long_and_guesses_that_fail_are_not() -> None:
     assert sum(1 for k in planned if k) <= 3, planned
 
 
+def test_lengths_follow_what_passes_cost_now() -> None:
+    source = list(range(100, 200))
+    history = source + source[:40]
+    spec = Speculation(SpeculativeParams(drafter="ngram"), CPU, ngram=NgramDrafter())
+    spec.begin(source)
+    before = len(spec.plan(history, 64, GREEDY).tokens)
+    for n, seconds in CPU.verify_s:  # every batch now costs what 8 steps did (steps as measured)
+        for _ in range(3):
+            spec.observe(Draft(tuple(range(n - 1))), 0, seconds if n == 1 else 8 * seconds)
+    spec.begin(source)
+    after = len(spec.plan(history, 64, GREEDY).tokens)
+    assert before >= 15 and after < before
+
+
 def test_not_adaptive_drafts_all_it_can() -> None:
     source = list(range(100, 200))
     params = SpeculativeParams(drafter="ngram", adaptive=False, draft_max=8)
