@@ -47,12 +47,15 @@ class Tuning:
     # Context before the batches are timed: a curve measured after 64 tokens drafted too long
     # where replies run (replay: 2.00x against 2.21x on a rename edit, 1.09x against 1.18x on
     # docstrings). Medians of this many rounds: one hiccup in 3 moves no point; a round of the
-    # 1.5B's curve takes about 6 s.
+    # 1.5B's curve takes about 6 s. While replies run, a size's point follows its passes once as
+    # many were timed (engine.speculative.calibration.CostTrack).
     calibration_depth: int = 512
     calibration_repeats: int = 3
     # A curve off by more than this factor (the median over as many passes) is measured again:
     # this VM's speed drifts by about 10% between runs, and a curve off by less than 2x changes
-    # the chosen lengths little.
+    # the chosen lengths little. The followed curve takes its medians over as many passes of a
+    # size: the last few seconds of drafting, so it follows the machine's spells (replay of a
+    # curve that drifted: 1.136x -> 1.154x, docs/benchmarks/speculative.md).
     cost_check_factor: float = 2.0
     cost_check_passes: int = 16
 
