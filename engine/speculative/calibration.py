@@ -85,20 +85,6 @@ def cached_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
     return cost
 
 
-def calibrate(measure: Callable[[int], float], sizes: Sequence[int],
-              repeats: int = TUNING.calibration_repeats) -> CostModel:
-    """A CostModel from ``measure(n)`` (seconds to decode n tokens): medians of ``repeats`` rounds,
-    the sizes taking turns, so a drift of the machine's speed shifts the curve without bending it."""
-    if repeats < 1 or 1 not in sizes:
-        raise ValueError("calibration needs repeats >= 1 and the size 1")
-    order = sorted(set(int(s) for s in sizes))
-    times: dict[int, list[float]] = {n: [] for n in order}
-    for _ in range(repeats):
-        for n in order:
-            times[n].append(float(measure(n)))
-    return CostModel(tuple((n, statistics.median(times[n])) for n in order))
-
-
 def measure_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> CostModel:
     """Time target decodes of n tokens (all logits, as in verification) after
     ``calibration_depth`` tokens of context (less in a small context); the context is cleared."""

@@ -10,7 +10,7 @@ from engine.context import Context
 from engine.context_params import ContextParams
 from engine.model import Model
 from engine.speculative import calibration
-from engine.speculative.calibration import CostTrack, calibrate, measure_cost
+from engine.speculative.calibration import CostTrack, measure_cost
 from engine.speculative.controller import CostModel
 from engine.speculative.tuning import TUNING
 
@@ -107,16 +107,24 @@ def test_the_tracked_curve_takes_each_size_from_its_own_passes_once_timed_enough
     assert track.cost.verify_cost(1) == pytest.approx(1.1) and track.curve is curve
 
 
-def test_calibrate_takes_medians_with_the_sizes_taking_turns() -> None:
-    calls: list[int] = []
-    spikes = iter([0.5, 0.0, 0.5] + [0.0] * 10)  # hiccups at the first call and the third
+def test_the_sizes_take_turns_and_each_point_is_a_median(smol: Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hiccup of the machine in one round moves no point: each is the median of three, the
+    sizes taking turns so that a drift shifts the curve without bending it."""
+    clock = [0.0]
+    spikes = iter([0.5, 0.0, 0.5] + [0.0] * 10)  # hiccups at the first timed decode and the third
+    monkeypatch.setattr(calibration.time, "perf_counter", lambda: clock[0])
+    with Context(smol, ContextParams(n_ctx=2048)) as ctx:
+        seen = timed_batches(ctx)
+        decode = ctx.decode
 
-    def measure(n: int) -> float:
-        calls.append(n)
-        return 0.03 + 0.01 * (n - 1) + next(spikes)
+        def slow(tokens: list[int], **kw: str) -> None:
+            decode(tokens, **kw)
+            if kw.get("logits") == "all":
+                clock[0] += 0.03 + 0.01 * (len(tokens) - 1) + next(spikes)
 
-    m = calibrate(measure, sizes=(4, 1, 2), repeats=3)
-    assert calls == [1, 2, 4] * 3
-    assert m.verify_s == ((1, pytest.approx(0.03)), (2, pytest.approx(0.04)), (4, pytest.approx(0.06)))
+        ctx.decode = slow
+        cost = measure_cost(ctx, sizes=(4, 1, 2))
+    assert [n for _, n in seen] == [1, 2, 4] * 3
+    assert [s for _, s in cost.verify_s] == pytest.approx([0.03, 0.04, 0.06])
     with pytest.raises(ValueError):
-        calibrate(measure, sizes=(2, 4))
+        calibration.Measurement(ctx, sizes=(2, 4))
