@@ -7,8 +7,8 @@ now, and has a curve far from it (taken on a busy machine) measured again at the
 from __future__ import annotations
 
 import json
-import math
 import logging
+import math
 import os
 import statistics
 import time
