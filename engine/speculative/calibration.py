@@ -165,39 +165,42 @@ class CostTrack:
     """What passes cost now against the curve. Its shape drifts within a day (a 2-token pass at
     1.6 steps in a cached curve, 1.9 an hour later, a single step unchanged:
     docs/benchmarks/speculative.md, "The curve's shape drifts"), so lengths are chosen by
-    ``cost``: the curve with each of its points scaled by the median of measured / predicted
-    over the last ``cost_check_passes`` lone passes of that size, once ``calibration_repeats``
-    of them were timed (one hiccup in that many moves nothing); a batch size not timed that
-    often by the nearest size that was (a batch's cost departs from the curve as its
-    neighbours' do), the single step's before any. ``on_mismatch(ratio)`` is called once when
-    the steps' or the batches' median over that many passes is off by more than
-    ``cost_check_factor`` (a curve taken on a busy machine): the cached curve is then measured
-    again at the next load."""
+    ``cost``: the curve with its single step scaled by the median of measured / predicted over
+    the last ``cost_check_passes`` lone steps, and each batch size by that times the median of
+    its own last passes' ratio over the steps' at the time (its shape), once
+    ``calibration_repeats`` of them were timed (one hiccup in that many moves nothing); a size
+    not timed that often takes the shape of the nearest size that was (a batch departs from the
+    curve as its neighbours do), the step's before any. A spell that slows every pass alike
+    (a cold start, a neighbour on the cores) passes with the steps, which never stop, even where
+    it stops drafting. ``on_mismatch(ratio)`` is called once when the steps' or the batches'
+    median over that many passes is off by more than ``cost_check_factor`` (a curve taken on a
+    busy machine): the cached curve is then measured again at the next load."""
 
     def __init__(self, curve: CostModel, on_mismatch: Callable[[float], None] | None = None) -> None:
         self.curve = self.cost = curve
         self.on_mismatch, self.reported = on_mismatch, False
-        self.sizes = {n: deque[float](maxlen=TUNING.cost_check_passes) for n, _ in curve.verify_s}
+        self.steps = deque[float](maxlen=TUNING.cost_check_passes)
         self.batches = deque[float](maxlen=TUNING.cost_check_passes)
+        self.shapes = {n: deque[float](maxlen=TUNING.cost_check_passes) for n, _ in curve.verify_s if n > 1}
 
     def observe(self, n_tokens: int, seconds: float) -> None:
         """One pass over ``n_tokens`` that took ``seconds``, nothing else in it."""
         if seconds <= 0:
             return
         ratio = seconds / self.curve.verify_cost(n_tokens)
-        if n_tokens in self.sizes:
-            self.sizes[n_tokens].append(ratio)
-        if n_tokens > 1:
+        step = statistics.median(self.steps) if self.steps else 1.0
+        if n_tokens == 1:
+            self.steps.append(ratio)
+            step = statistics.median(self.steps)
+        else:
             self.batches.append(ratio)
-        steps = self.sizes[1]
-        step = statistics.median(steps) if steps else 1.0
-        timed = {n: statistics.median(r) for n, r in self.sizes.items()
-                 if n > 1 and len(r) >= TUNING.calibration_repeats}
-        scale = {n: step if n == 1 or not timed else timed[min(timed, key=lambda m: abs(math.log(m / n)))]
-                 for n in self.sizes}
-        self.cost = CostModel(tuple((n, t * scale[n]) for n, t in self.curve.verify_s),
-                              self.curve.draft_s_per_token, self.curve.draft_s_per_pass)
-        full = [statistics.median(r) for r in (steps, self.batches) if len(r) == r.maxlen]
+            if n_tokens in self.shapes:
+                self.shapes[n_tokens].append(ratio / step)
+        timed = {n: statistics.median(r) for n, r in self.shapes.items() if len(r) >= TUNING.calibration_repeats}
+        self.cost = CostModel(tuple(
+            (n, t * step * (1.0 if n == 1 or not timed else timed[min(timed, key=lambda m: abs(math.log(m / n)))]))
+            for n, t in self.curve.verify_s), self.curve.draft_s_per_token, self.curve.draft_s_per_pass)
+        full = [statistics.median(r) for r in (self.steps, self.batches) if len(r) == r.maxlen]
         off = [r for r in full if not 1 / TUNING.cost_check_factor <= r <= TUNING.cost_check_factor]
         if off and not self.reported and self.on_mismatch is not None:
             self.reported = True

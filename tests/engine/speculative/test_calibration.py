@@ -107,6 +107,18 @@ def test_the_tracked_curve_takes_each_size_from_its_own_passes_once_timed_enough
     assert track.cost.verify_cost(1) == pytest.approx(1.1) and track.curve is curve
 
 
+def test_a_spell_that_slows_every_pass_alike_passes_with_the_steps() -> None:
+    curve = CostModel(((1, 1.0), (2, 1.5), (16, 7.0)))
+    track = CostTrack(curve)
+    for _ in range(3):  # a cold start: every pass twice as slow as the curve
+        track.observe(1, 2.0)
+        track.observe(16, 14.0)
+    assert track.cost.verify_cost(16) == pytest.approx(14.0)
+    for _ in range(TUNING.cost_check_passes):  # the steps are back; no draft was verified since
+        track.observe(1, 1.0)
+    assert track.cost.verify_cost(16) == pytest.approx(7.0) and track.cost.verify_cost(2) == pytest.approx(1.5)
+
+
 def test_the_sizes_take_turns_and_each_point_is_a_median(smol: Model, monkeypatch: pytest.MonkeyPatch) -> None:
     """A hiccup of the machine in one round moves no point: each is the median of three, the
     sizes taking turns so that a drift shifts the curve without bending it."""
