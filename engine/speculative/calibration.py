@@ -182,26 +182,37 @@ class CostTrack:
         self.steps = deque[float](maxlen=TUNING.cost_check_passes)
         self.batches = deque[float](maxlen=TUNING.cost_check_passes)
         self.shapes = {n: deque[float](maxlen=TUNING.cost_check_passes) for n, _ in curve.verify_s if n > 1}
+        self._step, self._shape = 1.0, {n: 1.0 for n, _ in curve.verify_s}  # what ``cost`` was built with
 
     def observe(self, n_tokens: int, seconds: float) -> None:
         """One pass over ``n_tokens`` that took ``seconds``, nothing else in it."""
         if seconds <= 0:
             return
         ratio = seconds / self.curve.verify_cost(n_tokens)
-        step = statistics.median(self.steps) if self.steps else 1.0
+        shape = self._shape
         if n_tokens == 1:
             self.steps.append(ratio)
             step = statistics.median(self.steps)
         else:
+            step = self._step
             self.batches.append(ratio)
             if n_tokens in self.shapes:
                 self.shapes[n_tokens].append(ratio / step)
-        timed = {n: statistics.median(r) for n, r in self.shapes.items() if len(r) >= TUNING.calibration_repeats}
-        self.cost = CostModel(tuple(
-            (n, t * step * (1.0 if n == 1 or not timed else timed[min(timed, key=lambda m: abs(math.log(m / n)))]))
-            for n, t in self.curve.verify_s), self.curve.draft_s_per_token, self.curve.draft_s_per_pass)
+                timed = {n: statistics.median(r) for n, r in self.shapes.items()
+                         if len(r) >= TUNING.calibration_repeats}
+                shape = {n: 1.0 if n == 1 or not timed else timed[min(timed, key=lambda m: abs(math.log(m / n)))]
+                         for n in shape}
+        if step != self._step or shape != self._shape:  # rebuilt only where a median moved
+            self._step, self._shape = step, shape
+            self.cost = CostModel(tuple((n, t * step * shape[n]) for n, t in self.curve.verify_s),
+                                  self.curve.draft_s_per_token, self.curve.draft_s_per_pass)
+        self._check()
+
+    def _check(self) -> None:
+        if self.reported or self.on_mismatch is None:
+            return
         full = [statistics.median(r) for r in (self.steps, self.batches) if len(r) == r.maxlen]
         off = [r for r in full if not 1 / TUNING.cost_check_factor <= r <= TUNING.cost_check_factor]
-        if off and not self.reported and self.on_mismatch is not None:
+        if off:
             self.reported = True
             self.on_mismatch(off[0])
