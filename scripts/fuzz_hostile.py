@@ -201,8 +201,7 @@ def opened_tokens(path: Path) -> tuple[int, ...]:
 
 SETTINGS = {"version": 1, "values": {"temperature": 0.7, "top_k": 40, "seed": -1, "theme": "dark",
                                      "threads": 0, "autosave": True, "system_prompt": "Be brief."}}
-COST = {"[\"/m.gguf\", 1, 2]": json.dumps({"version": 1, "verify_s": [[1, 0.03], [8, 0.05]],
-                                           "draft_s_per_token": 0.0})}
+COST = {"[\"/m.gguf\", 1, 2]": [[1, 0.03], [8, 0.05]]}
 RECENT = {"version": 1, "files": ["/a.duet", "/b.duet"]}
 
 
@@ -231,8 +230,7 @@ def local_checkers() -> list[tuple[str, Any, Callable[[Path], None]]]:
     from app.conversation import RecentFiles
     from app.settings import DEFAULTS, load
     from engine.localfile import read_json
-    from engine.speculative.controller import CostModel
-    from engine.speculative.calibration import _check_cost_cache
+    from engine.speculative.calibration import _check_cost_cache, curve_from_points
 
     def settings(path: Path) -> None:
         values = load(path)
@@ -241,11 +239,10 @@ def local_checkers() -> list[tuple[str, Any, Callable[[Path], None]]]:
     def cost(path: Path) -> None:
         entries = read_json(path, _check_cost_cache) or {}
         for value in entries.values():
-            if isinstance(value, str):
-                try:
-                    CostModel.from_json(value)
-                except ValueError:
-                    pass
+            try:
+                curve_from_points(value)
+            except ValueError:
+                pass
 
     def recent(path: Path) -> None:
         assert all(isinstance(p, Path) for p in RecentFiles(path).items)

@@ -1,18 +1,16 @@
 """The verify-cost curve: what one target pass over n tokens costs on this machine. Measured once
 per model, settings, machine, llama.cpp build and RPC layout (about a minute for a 1.5B on two
-cores), then cached in ``cache_dir()/verify-cost.json``; ``CostTrack`` follows what passes cost
-now, and has a curve far from it (taken on a busy machine) measured again at the next load.
+cores), then cached in ``cache_dir()/verify-cost.json`` as ``[[n, seconds], ...]`` per key; what
+passes cost now is followed by ``engine.speculative.controller.CostTrack``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import statistics
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -48,26 +46,34 @@ def _check_cost_cache(obj: object) -> None:
         raise ValueError("it is not an object")
 
 
+def curve_from_points(raw: object) -> CostModel:
+    """A cached curve, ``[[n, seconds], ...]``; ValueError on anything else."""
+    if not isinstance(raw, list) or not all(isinstance(p, list) and len(p) == 2 and type(p[0]) is int
+                                            and type(p[1]) in (int, float) for p in raw):
+        raise ValueError("not a list of [batch size, seconds]")
+    return CostModel(tuple((n, float(s)) for n, s in raw))
+
+
 def lookup(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> CostModel | None:
     """The cached verify-cost curve of ``ctx``'s model here, or None (never measured, or bad)."""
     entries = read_json(_cache_file(), _check_cost_cache) or {}
-    text = entries.get(_cache_key(ctx, sizes))
-    if isinstance(text, str):
-        try:
-            cost = CostModel.from_json(text)
-            if [n for n, _ in cost.verify_s] == sorted(set(sizes)):
-                return cost
-            log.warning("ignoring a cached verify cost measured at other batch sizes")
-        except ValueError as e:
-            log.warning("ignoring a bad cached verify cost: %s", e)
-    return None
+    raw = entries.get(_cache_key(ctx, sizes))
+    try:
+        cost = curve_from_points(raw) if raw is not None else None
+    except ValueError as e:
+        log.warning("ignoring a bad cached verify cost: %s", e)
+        return None
+    if cost is not None and [n for n, _ in cost.verify_s] != sorted(set(sizes)):
+        log.warning("ignoring a cached verify cost measured at other batch sizes")
+        return None
+    return cost
 
 
 def store(ctx: Context, cost: CostModel, sizes: Sequence[int] = TUNING.calibration_sizes) -> None:
     """Cache ``cost`` as the curve of ``ctx``'s model and settings here."""
     entries = read_json(_cache_file(), _check_cost_cache) or {}
     try:
-        write_json(_cache_file(), {**entries, _cache_key(ctx, sizes): cost.to_json()}, durable=False)
+        write_json(_cache_file(), {**entries, _cache_key(ctx, sizes): [list(p) for p in cost.verify_s]}, durable=False)
     except (OSError, ValueError) as e:
         log.warning("could not cache the verify cost: %s", e)
 
@@ -159,60 +165,3 @@ def forget(ctx: Context | None, sizes: Sequence[int] = TUNING.calibration_sizes)
             write_json(_cache_file(), kept, durable=False)
         except (OSError, ValueError) as e:
             log.warning("could not update the verify-cost cache: %s", e)
-
-
-class CostTrack:
-    """What passes cost now against the curve. Its shape drifts within a day (a 2-token pass at
-    1.6 steps in a cached curve, 1.9 an hour later, a single step unchanged:
-    docs/benchmarks/speculative.md, "The curve's shape drifts"), so lengths are chosen by
-    ``cost``: the curve with its single step scaled by the median of measured / predicted over
-    the last ``cost_check_passes`` lone steps, and each batch size by that times the median of
-    its own last passes' ratio over the steps' at the time (its shape), once
-    ``calibration_repeats`` of them were timed (one hiccup in that many moves nothing); a size
-    not timed that often takes the shape of the nearest size that was (a batch departs from the
-    curve as its neighbours do), the step's before any. A spell that slows every pass alike
-    (a cold start, a neighbour on the cores) passes with the steps, which never stop, even where
-    it stops drafting. ``on_mismatch(ratio)`` is called once when the steps' or the batches'
-    median over that many passes is off by more than ``cost_check_factor`` (a curve taken on a
-    busy machine): the cached curve is then measured again at the next load."""
-
-    def __init__(self, curve: CostModel, on_mismatch: Callable[[float], None] | None = None) -> None:
-        self.curve = self.cost = curve
-        self.on_mismatch, self.reported = on_mismatch, False
-        self.steps = deque[float](maxlen=TUNING.cost_check_passes)
-        self.batches = deque[float](maxlen=TUNING.cost_check_passes)
-        self.shapes = {n: deque[float](maxlen=TUNING.cost_check_passes) for n, _ in curve.verify_s if n > 1}
-        self._step, self._shape = 1.0, {n: 1.0 for n, _ in curve.verify_s}  # what ``cost`` was built with
-
-    def observe(self, n_tokens: int, seconds: float) -> None:
-        """One pass over ``n_tokens`` that took ``seconds``, nothing else in it."""
-        if seconds <= 0:
-            return
-        ratio = seconds / self.curve.verify_cost(n_tokens)
-        shape = self._shape
-        if n_tokens == 1:
-            self.steps.append(ratio)
-            step = statistics.median(self.steps)
-        else:
-            step = self._step
-            self.batches.append(ratio)
-            if n_tokens in self.shapes:
-                self.shapes[n_tokens].append(ratio / step)
-                timed = {n: statistics.median(r) for n, r in self.shapes.items()
-                         if len(r) >= TUNING.calibration_repeats}
-                shape = {n: 1.0 if n == 1 or not timed else timed[min(timed, key=lambda m: abs(math.log(m / n)))]
-                         for n in shape}
-        if step != self._step or shape != self._shape:  # rebuilt only where a median moved
-            self._step, self._shape = step, shape
-            self.cost = CostModel(tuple((n, t * step * shape[n]) for n, t in self.curve.verify_s),
-                                  self.curve.draft_s_per_token, self.curve.draft_s_per_pass)
-        self._check()
-
-    def _check(self) -> None:
-        if self.reported or self.on_mismatch is None:
-            return
-        full = [statistics.median(r) for r in (self.steps, self.batches) if len(r) == r.maxlen]
-        off = [r for r in full if not 1 / TUNING.cost_check_factor <= r <= TUNING.cost_check_factor]
-        if off:
-            self.reported = True
-            self.on_mismatch(off[0])

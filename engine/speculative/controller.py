@@ -7,16 +7,15 @@ machine, engine.speculative.calibration) and emits ``1 + sum(survival[:k])`` tok
 """
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Sequence
+import statistics
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.speculative.tuning import TUNING, Tuning
 
-__all__ = ["CopyOdds", "CostModel", "best_length"]
-
-_JSON_VERSION = 1
+__all__ = ["CopyOdds", "CostModel", "CostTrack", "best_length"]
 
 
 @dataclass(frozen=True)
@@ -64,23 +63,6 @@ class CostModel:
             return self.verify_cost(width + 1)
         return self.verify_cost(width + k + 1) + k * self.draft_s_per_token + self.draft_s_per_pass
 
-    def to_json(self) -> str:
-        return json.dumps({"version": _JSON_VERSION, "verify_s": [[n, s] for n, s in self.verify_s]})
-
-    @classmethod
-    def from_json(cls, text: str) -> CostModel:
-        """Parse ``to_json`` output; ValueError on anything malformed (the caller recalibrates)."""
-        try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise ValueError(f"cost model cache is not usable JSON: {exc}"[:200]) from None
-        ok = isinstance(data, dict) and data.get("version") == _JSON_VERSION
-        raw = data.get("verify_s") if ok else None
-        if not isinstance(raw, list) or not all(isinstance(p, list) and len(p) == 2 and type(p[0]) is int
-                                                and type(p[1]) in (int, float) for p in raw):
-            raise ValueError("cost model cache has an unknown format or bad calibration points")
-        return cls(tuple((n, float(s)) for n, s in raw))
-
 
 def best_length(cost: CostModel, survival: Sequence[float], width: int = 0) -> int:
     """The draft length with the most expected tokens per second given ``survival``, or 0 where
@@ -102,6 +84,58 @@ def best_length(cost: CostModel, survival: Sequence[float], width: int = 0) -> i
         if rate > best_rate:
             best_k, best_rate = k, rate
     return best_k
+
+
+class CostTrack:
+    """The curve as passes cost now (``cost``): its shape drifts within a day
+    (docs/benchmarks/speculative.md, "The curve's shape drifts"). The single step is scaled by
+    the median measured / predicted of the last ``cost_check_passes`` lone steps; each batch
+    size also by its shape, the median of its own passes' ratio over the steps', once
+    ``calibration_repeats`` of them were timed (the nearest timed size's before that), so a
+    spell that slows every pass alike moves the steps alone. ``on_mismatch(ratio)`` is called
+    once when the steps' or the batches' median is off by more than ``cost_check_factor`` (a
+    curve taken on a busy machine: measured again at the next load)."""
+
+    def __init__(self, curve: CostModel, on_mismatch: Callable[[float], None] | None = None) -> None:
+        self.curve = self.cost = curve
+        self.on_mismatch, self.reported = on_mismatch, False
+        self.steps = deque[float](maxlen=TUNING.cost_check_passes)
+        self.batches = deque[float](maxlen=TUNING.cost_check_passes)
+        self.shapes = {n: deque[float](maxlen=TUNING.cost_check_passes) for n, _ in curve.verify_s if n > 1}
+        self._step, self._shape = 1.0, {n: 1.0 for n, _ in curve.verify_s}  # what ``cost`` was built with
+
+    def observe(self, n_tokens: int, seconds: float) -> None:
+        """One pass over ``n_tokens`` that took ``seconds``, nothing else in it."""
+        if seconds <= 0:
+            return
+        ratio = seconds / self.curve.verify_cost(n_tokens)
+        shape = self._shape
+        if n_tokens == 1:
+            self.steps.append(ratio)
+            step = statistics.median(self.steps)
+        else:
+            step = self._step
+            self.batches.append(ratio)
+            if n_tokens in self.shapes:
+                self.shapes[n_tokens].append(ratio / step)
+                timed = {n: statistics.median(r) for n, r in self.shapes.items()
+                         if len(r) >= TUNING.calibration_repeats}
+                shape = {n: 1.0 if n == 1 or not timed else timed[min(timed, key=lambda m: abs(math.log(m / n)))]
+                         for n in shape}
+        if step != self._step or shape != self._shape:  # rebuilt only where a median moved
+            self._step, self._shape = step, shape
+            self.cost = CostModel(tuple((n, t * step * shape[n]) for n, t in self.curve.verify_s),
+                                  self.curve.draft_s_per_token, self.curve.draft_s_per_pass)
+        self._check()
+
+    def _check(self) -> None:
+        if self.reported or self.on_mismatch is None:
+            return
+        full = [statistics.median(r) for r in (self.steps, self.batches) if len(r) == r.maxlen]
+        off = [r for r in full if not 1 / TUNING.cost_check_factor <= r <= TUNING.cost_check_factor]
+        if off:
+            self.reported = True
+            self.on_mismatch(off[0])
 
 
 class CopyOdds:

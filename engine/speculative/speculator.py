@@ -20,7 +20,7 @@ from engine.context_params import ContextParams
 from engine.model import Model, ModelSpec
 from engine.sampling import Sampler
 from engine.speculative import calibration
-from engine.speculative.controller import CostModel, best_length
+from engine.speculative.controller import CostModel, CostTrack, best_length
 from engine.speculative.draft import Draft
 from engine.speculative.draft_model import CURVE_SIZES, ModelDrafter
 from engine.speculative.ngram import NgramDrafter
@@ -35,7 +35,7 @@ class Speculation:
     """The generator's ``Speculation`` over one or two drafters (``params.adaptive`` off: drafts
     as long as asked, never held back), and what it owns: the draft model and its context (when
     one is used), why a configured draft model was refused. ``track`` follows what passes cost
-    now against the curve (engine.speculative.calibration.CostTrack); the n-gram drafter's
+    now against the curve (engine.speculative.controller.CostTrack); the n-gram drafter's
     lengths and ledger go by it."""
 
     draft_model: Model | None = None
@@ -60,10 +60,10 @@ class Speculation:
         self.cost = cost
         self.ledgers: dict[str, PayoffLedger] = {}
         self.model_len = 0  # the draft model's length where it can pay
-        self.track: calibration.CostTrack | None = None
+        self.track: CostTrack | None = None
         if cost is None:
             return
-        self.track = calibration.CostTrack(cost)
+        self.track = CostTrack(cost)
         self.ledgers["ngram"] = PayoffLedger(cost, self.tuning)
         if self.model is not None:
             model_cost = cost.with_draft_cost(draft_cost_s, draft_pass_s)
@@ -164,21 +164,17 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
         ngram = None
         if params.drafter in ("ngram", "auto") or (params.drafter == "model" and model_drafter is None):
             ngram = NgramDrafter(target, ngram_min=params.ngram_min, ngram_max=params.ngram_max)
-        cost: CostModel | None = None
-        if measure:
-            if draft_ctx is not None:
-                # per draft token: one step; per pass: the correction and the last accepted
-                # draft token, taken in as one batch of two
-                curve = calibration.cached_cost(draft_ctx, CURVE_SIZES, on_calibrate)
-                draft_cost, draft_pass = curve.verify_cost(1), curve.verify_cost(2)
-            cost = calibration.cached_cost(ctx, on_measure=on_calibrate)
-        else:
-            curve_or_none = calibration.lookup(draft_ctx, CURVE_SIZES) if draft_ctx else None
-            cost = calibration.lookup(ctx)
-            if curve_or_none is not None:
-                draft_cost, draft_pass = curve_or_none.verify_cost(1), curve_or_none.verify_cost(2)
-            elif draft_ctx is not None:
-                cost = None  # both curves come together, later
+        def curve(c: Context, sizes: tuple[int, ...]) -> CostModel | None:
+            return calibration.cached_cost(c, sizes, on_calibrate) if measure else calibration.lookup(c, sizes)
+
+        # per draft token: one step; per pass: the correction and the last accepted draft token,
+        # taken in as one batch of two
+        draft_curve = curve(draft_ctx, CURVE_SIZES) if draft_ctx is not None else None
+        cost = curve(ctx, TUNING.calibration_sizes)
+        if draft_curve is not None:
+            draft_cost, draft_pass = draft_curve.verify_cost(1), draft_curve.verify_cost(2)
+        elif draft_ctx is not None:
+            cost = None  # both curves come together, later
         owned.pop_all()
     spec = Speculation(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost,
                        draft_pass_s=draft_pass, eog_ids=target.eog_ids)

@@ -60,17 +60,18 @@ def test_damaged_recent_files_list(tmp_path: Path, content: bytes) -> None:
 
 
 def test_verify_cost_cache_damage_is_recovered(tmp_path: Path) -> None:
-    from engine.speculative.controller import CostModel
-    from engine.speculative.calibration import _check_cost_cache
+    from engine.speculative.calibration import _check_cost_cache, curve_from_points
 
     path = tmp_path / "verify-cost.json"
     for content in DAMAGED.values():
         path.write_bytes(content)
         got = read_json(path, _check_cost_cache)
         assert got is None or isinstance(got, dict)
-    # an entry that is itself a deeply nested JSON string: a ValueError, never RecursionError
+    # a file of deeply nested JSON: set aside, never a RecursionError
+    path.write_bytes(b"[" * 100_000)
+    assert read_json(path, _check_cost_cache) is None
     with pytest.raises(ValueError):
-        CostModel.from_json("[" * 100_000)
+        curve_from_points([[[[1]]]])
 
 
 def test_writes_go_through_unique_temporaries(tmp_path: Path, monkeypatch) -> None:

@@ -10,8 +10,7 @@ from engine.context import Context
 from engine.context_params import ContextParams
 from engine.model import Model
 from engine.speculative import calibration
-from engine.speculative.calibration import CostTrack, measure_cost
-from engine.speculative.controller import CostModel
+from engine.speculative.calibration import measure_cost
 from engine.speculative.tuning import TUNING
 
 DEPTH = TUNING.calibration_depth
@@ -63,60 +62,19 @@ def test_a_curve_is_measured_once_then_cached_until_forgotten(smol: Model, tmp_p
         calibration.cached_cost(ctx, (1, 2, 3), lambda: measured.append(5))  # other sizes: measured
         cache = calibration._cache_file()
         entries = json.loads(cache.read_text())
-        entries = {key: CostModel(((1, 1.0), (10**9, 2.0))).to_json() for key in entries}  # tampered
+        entries = {key: [[1, 1.0], [10**9, 2.0]] for key in entries}  # tampered
         cache.write_text(json.dumps(entries))
         assert calibration.cached_cost(ctx, (1, 2), lambda: measured.append(6)).verify_s[-1][0] == 2
     assert measured == [1, 3, 4, 5, 6]
 
 
-def test_a_curve_far_from_what_passes_cost_is_reported_once() -> None:
-    cost = CostModel(((1, 1.0), (2, 1.5), (65, 33.0)))
-    seen: list[float] = []
-    check = CostTrack(cost, seen.append)
-    for _ in range(TUNING.cost_check_passes):
-        check.observe(5, 1.1 * cost.verify_cost(5))  # 10% off: the machine's own drift
-        check.observe(1, 0.9 * cost.verify_cost(1))
-    assert seen == []
-    busy = CostTrack(cost, seen.append)  # calibrated while the cores were busy: passes cost 1/3
-    for _ in range(3 * TUNING.cost_check_passes):
-        busy.observe(3, cost.verify_cost(3) / 3)
-    assert seen == [pytest.approx(1 / 3)]
-    slow = CostTrack(cost, seen.append)  # steps three times the curve's: reported too
-    for _ in range(TUNING.cost_check_passes):
-        slow.observe(1, 3.0)
-    assert seen[1:] == [pytest.approx(3.0)]
-
-
-def test_the_tracked_curve_takes_each_size_from_its_own_passes_once_timed_enough() -> None:
-    curve = CostModel(((1, 1.0), (2, 1.5), (4, 2.5), (16, 7.0)))
-    track = CostTrack(curve)
-    for _ in range(4):
-        track.observe(1, 1.1)  # steps 10% dearer: the whole curve with them, its shape kept
-    assert [s for _, s in track.cost.verify_s] == pytest.approx([1.1, 1.65, 2.75, 7.7])
-    track.observe(2, 1.5 * 1.3)
-    track.observe(2, 1.5 * 5.0)  # a hiccup
-    assert track.cost.verify_cost(2) == pytest.approx(1.65)  # two passes of a size: not yet
-    track.observe(2, 1.5 * 1.3)
-    assert track.cost.verify_cost(2) == pytest.approx(1.95)  # the median of three: the hiccup ignored
-    assert track.cost.verify_cost(4) == pytest.approx(2.5 * 1.3)  # its nearest timed size's
-    assert track.cost.verify_cost(16) == pytest.approx(7.0 * 1.3)
-    for _ in range(3):
-        track.observe(16, 7.0 * 0.8)
-    assert track.cost.verify_cost(16) == pytest.approx(5.6)
-    assert track.cost.verify_cost(4) == pytest.approx(2.5 * 1.3)  # 2 is nearer 4 than 16 is
-    assert track.cost.verify_cost(1) == pytest.approx(1.1) and track.curve is curve
-
-
-def test_a_spell_that_slows_every_pass_alike_passes_with_the_steps() -> None:
-    curve = CostModel(((1, 1.0), (2, 1.5), (16, 7.0)))
-    track = CostTrack(curve)
-    for _ in range(3):  # a cold start: every pass twice as slow as the curve
-        track.observe(1, 2.0)
-        track.observe(16, 14.0)
-    assert track.cost.verify_cost(16) == pytest.approx(14.0)
-    for _ in range(TUNING.cost_check_passes):  # the steps are back; no draft was verified since
-        track.observe(1, 1.0)
-    assert track.cost.verify_cost(16) == pytest.approx(7.0) and track.cost.verify_cost(2) == pytest.approx(1.5)
+def test_a_cached_curve_is_read_as_points_and_garbage_is_refused() -> None:
+    assert calibration.curve_from_points([[4, 0.08], [1, 0.03]]).verify_s == ((1, 0.03), (4, 0.08))
+    assert calibration.curve_from_points([[1, 1]]).verify_cost(2) == 2.0
+    for bad in [[[1, 0.1]] * 1000, [["1", 0.1]], [[1, 0.1, 3]], [[1, -0.1]], [[1, True]], "x",
+                {"1": 0.1}, [[2, 0.1]], [], None]:
+        with pytest.raises(ValueError):
+            calibration.curve_from_points(bad)
 
 
 def test_the_sizes_take_turns_and_each_point_is_a_median(smol: Model, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,12 +2,11 @@
 against CPU and GPU curves, and the copy odds."""
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import pytest
 
-from engine.speculative.controller import CopyOdds, CostModel, best_length
+from engine.speculative.controller import CopyOdds, CostModel, CostTrack, best_length
 from engine.speculative.tuning import TUNING
 
 # 1.5B target on the 2-core CPU: batch of n tokens -> seconds.
@@ -37,17 +36,6 @@ def test_points_are_sorted_and_validated() -> None:
         CostModel(((1, 0.1),), draft_s_per_token=-1.0)
     with pytest.raises(ValueError):
         CPU.verify_cost(0)
-
-
-def test_json_round_trip_and_rejects_garbage() -> None:
-    assert CostModel.from_json(CPU.to_json()) == CPU
-    assert CostModel.from_json(json.dumps({"version": 1, "verify_s": [[1, 1]]})).verify_cost(2) == 2.0
-    points = [[[1, 0.1]] * 1000, [["1", 0.1]], [[1, 0.1, 3]], [[1, -0.1]], [[1, True]], "x"]
-    docs = [json.dumps({"version": 1, "verify_s": p}) for p in points]
-    docs += ["not json", "[" * 100_000, json.dumps([1, 2]), json.dumps({"version": 9, "verify_s": [[1, 1]]})]
-    for doc in docs:
-        with pytest.raises(ValueError):
-            CostModel.from_json(doc)
 
 
 def test_a_wide_batch_makes_drafting_dearer_on_a_cpu_not_on_a_gpu() -> None:
@@ -122,3 +110,53 @@ def test_a_copy_that_broke_after_two_tokens_is_trusted_less_past_them() -> None:
     survival = odds.survival(20, [1.0, 1.0, 0.5], [(1, 2), (5, 6), (2, 3)])
     assert survival == pytest.approx((odds.p(20), odds.p(20) * odds.p(21) * 2 / 3,
                                       odds.p(20) * odds.p(21) * 2 / 3 * odds.p(22) * 0.5))
+
+
+def test_a_curve_far_from_what_passes_cost_is_reported_once() -> None:
+    cost = CostModel(((1, 1.0), (2, 1.5), (65, 33.0)))
+    seen: list[float] = []
+    check = CostTrack(cost, seen.append)
+    for _ in range(TUNING.cost_check_passes):
+        check.observe(5, 1.1 * cost.verify_cost(5))  # 10% off: the machine's own drift
+        check.observe(1, 0.9 * cost.verify_cost(1))
+    assert seen == []
+    busy = CostTrack(cost, seen.append)  # calibrated while the cores were busy: passes cost 1/3
+    for _ in range(3 * TUNING.cost_check_passes):
+        busy.observe(3, cost.verify_cost(3) / 3)
+    assert seen == [pytest.approx(1 / 3)]
+    slow = CostTrack(cost, seen.append)  # steps three times the curve's: reported too
+    for _ in range(TUNING.cost_check_passes):
+        slow.observe(1, 3.0)
+    assert seen[1:] == [pytest.approx(3.0)]
+
+
+def test_the_tracked_curve_takes_each_size_from_its_own_passes_once_timed_enough() -> None:
+    curve = CostModel(((1, 1.0), (2, 1.5), (4, 2.5), (16, 7.0)))
+    track = CostTrack(curve)
+    for _ in range(4):
+        track.observe(1, 1.1)  # steps 10% dearer: the whole curve with them, its shape kept
+    assert [s for _, s in track.cost.verify_s] == pytest.approx([1.1, 1.65, 2.75, 7.7])
+    track.observe(2, 1.5 * 1.3)
+    track.observe(2, 1.5 * 5.0)  # a hiccup
+    assert track.cost.verify_cost(2) == pytest.approx(1.65)  # two passes of a size: not yet
+    track.observe(2, 1.5 * 1.3)
+    assert track.cost.verify_cost(2) == pytest.approx(1.95)  # the median of three: the hiccup ignored
+    assert track.cost.verify_cost(4) == pytest.approx(2.5 * 1.3)  # its nearest timed size's
+    assert track.cost.verify_cost(16) == pytest.approx(7.0 * 1.3)
+    for _ in range(3):
+        track.observe(16, 7.0 * 0.8)
+    assert track.cost.verify_cost(16) == pytest.approx(5.6)
+    assert track.cost.verify_cost(4) == pytest.approx(2.5 * 1.3)  # 2 is nearer 4 than 16 is
+    assert track.cost.verify_cost(1) == pytest.approx(1.1) and track.curve is curve
+
+
+def test_a_spell_that_slows_every_pass_alike_passes_with_the_steps() -> None:
+    curve = CostModel(((1, 1.0), (2, 1.5), (16, 7.0)))
+    track = CostTrack(curve)
+    for _ in range(3):  # a cold start: every pass twice as slow as the curve
+        track.observe(1, 2.0)
+        track.observe(16, 14.0)
+    assert track.cost.verify_cost(16) == pytest.approx(14.0)
+    for _ in range(TUNING.cost_check_passes):  # the steps are back; no draft was verified since
+        track.observe(1, 1.0)
+    assert track.cost.verify_cost(16) == pytest.approx(7.0) and track.cost.verify_cost(2) == pytest.approx(1.5)
