@@ -143,18 +143,11 @@ class CopyOdds:
     reply's count at agreements of that order (a power of two), on top of ``prior_weight``
     pseudo-counts at Laplace's rule of succession, ``(agree + 1) / (agree + 2)``; times how often
     copies went on past the two tokens before (``(went on + 1) / (copies + 1)``: edits recur at
-    the same places). Counted without a cap, the prior alone would call a long copy nearly sure
-    to go on (0.94 after 15 tokens): a passage that an answer quotes in part was drafted 15
-    tokens at a time; past the cap only the reply's own count says more.
-
-    A copy found by the n-gram lookup (not ``near`` where a copy broke off) was chosen because
-    its last tokens agree, so below the cap one of them is not counted as evidence:
-    ``agree / (agree + 2)``. Measured on the suite's tuning half (every scored prediction), such
-    copies went on after 2, 3, 4, 5 tokens at 0.48, 0.51, 0.65, 0.76 (the rule: 0.75, 0.80,
-    0.83, 0.86), those resumed near a break at 0.67, 0.74, 0.81, 0.84, and both at the cap at
-    0.94-0.97 (the rule: 0.90). Replayed on the whole suite with a steep curve (a 2-token pass at
-    1.9 steps) no category falls below 0.989x plain (the rule: RAG 0.925x), and timed on the
-    held-out half it was at or above the rule in every category (docs/benchmarks/speculative.md,
+    the same places). Past the cap only the reply's own count says more (uncapped, the prior
+    called a passage an answer quotes in part a sure copy, drafted 15 tokens at a time). A copy
+    the n-gram lookup found (not ``near`` a break) was chosen because its last tokens agree, so
+    below the cap one of them is not counted, ``agree / (agree + 2)``: such copies went on at
+    0.48-0.76 after 2-5 tokens where the rule says 0.75-0.86 (docs/benchmarks/speculative.md,
     "The curve's shape drifts within a day")."""
 
     def __init__(self, tuning: Tuning = TUNING) -> None:

@@ -18,7 +18,7 @@ from engine.speculative import calibration
 from engine.speculative.calibration import Measurement
 from engine.speculative.controller import CostModel
 from engine.speculative.draft_model import CURVE_SIZES
-from engine.speculative.speculator import Speculation, check_cost
+from engine.speculative.speculator import Speculation
 from engine.speculative.tuning import TUNING
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,6 @@ class LaterCurves:
     context), measured in ``total`` steps. Owned by the thread that owns the contexts."""
 
     def __init__(self, ctx: Context, speculations: Sequence[Speculation | None]) -> None:
-        self.ctx = ctx
         self.waiting = [s for s in speculations if s is not None and s.cost is None]
         draft_ctx = next((s.draft_ctx for s in self.waiting if s.draft_ctx is not None), None)
         wanted: list[tuple[Context, tuple[int, ...]]] = [(ctx, TUNING.calibration_sizes)]
@@ -85,7 +84,6 @@ class LaterCurves:
                 spec.set_cost(cost, draft.verify_cost(1), draft.verify_cost(2))
             else:
                 spec.set_cost(cost)
-            check_cost(spec, self.ctx)
         log.info("verify cost measured: %s", cost.verify_s)
 
     def close(self) -> None:

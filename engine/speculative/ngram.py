@@ -13,13 +13,11 @@ Rewound text (a regenerated reply, an edited turn) stays indexed in front of the
 ``memory_tokens``: the same prompt again drafts the reply it had from its first token; elsewhere a
 match only there is drafted once ``agree_cap`` tokens of the reply agree with it.
 
-Tokens a grammar forced (``propose``'s ``forced``) are copied like any other but tell nothing of
-whether the reply copies: every copy of the same structure agrees on them. They are neither
-scored nor counted as agreement. Measured on the JSON extraction of ``duet-cli bench
-structured``: counted, the schema's keys made each item's values look like a sure copy of the
-item before (first-token odds 0.89), and 15-token drafts failed at once. For the same reason, in
-a reply a grammar shapes a copy resumed next to where one broke off (each item resumes the one
-before around its values) gets the odds of one the lookup found (engine.speculative.controller).
+Tokens a grammar forced (``propose``'s ``forced``) are copied but neither scored nor counted as
+agreement: every copy of one structure agrees on them (counted, a JSON schema's keys made each
+item look like a sure copy of the one before, and 15-token drafts failed at once;
+docs/benchmarks/structured.md). In a reply a grammar shapes, a copy resumed near a break (each
+item resumes the one before around its values) gets the odds of one the lookup found.
 """
 from __future__ import annotations
 

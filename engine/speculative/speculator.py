@@ -45,10 +45,13 @@ class Speculation:
     def __init__(self, params: SpeculativeParams, cost: CostModel | None, *,
                  ngram: NgramDrafter | None = None, model: ModelDrafter | None = None,
                  draft_cost_s: float = 0.0, draft_pass_s: float = 0.0,
-                 eog_ids: frozenset[int] = frozenset(), tuning: Tuning = TUNING) -> None:
+                 eog_ids: frozenset[int] = frozenset(), tuning: Tuning = TUNING,
+                 on_mismatch: Callable[[float], None] | None = None) -> None:
         """``cost`` None: the verify-cost curve is not measured yet; until ``set_cost`` gives
-        it, an adaptive speculation drafts nothing (plain decoding)."""
+        it, an adaptive speculation drafts nothing (plain decoding). ``on_mismatch``: called
+        once when passes cost far from the curve (``CostTrack``)."""
         self.params, self.eog_ids, self.tuning = params, eog_ids, tuning
+        self.on_mismatch = on_mismatch
         self.name = params.drafter
         self.ngram, self.model = ngram, model
         self.set_cost(cost, draft_cost_s, draft_pass_s)
@@ -63,7 +66,7 @@ class Speculation:
         self.track: CostTrack | None = None
         if cost is None:
             return
-        self.track = CostTrack(cost)
+        self.track = CostTrack(cost, self.on_mismatch)
         self.ledgers["ngram"] = PayoffLedger(cost, self.tuning)
         if self.model is not None:
             model_cost = cost.with_draft_cost(draft_cost_s, draft_pass_s)
@@ -164,6 +167,7 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
         ngram = None
         if params.drafter in ("ngram", "auto") or (params.drafter == "model" and model_drafter is None):
             ngram = NgramDrafter(target, ngram_min=params.ngram_min, ngram_max=params.ngram_max)
+
         def curve(c: Context, sizes: tuple[int, ...]) -> CostModel | None:
             return calibration.cached_cost(c, sizes, on_calibrate) if measure else calibration.lookup(c, sizes)
 
@@ -176,22 +180,13 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
         elif draft_ctx is not None:
             cost = None  # both curves come together, later
         owned.pop_all()
-    spec = Speculation(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost,
-                       draft_pass_s=draft_pass, eog_ids=target.eog_ids)
-    spec.draft_model, spec.draft_ctx, spec.draft_problem = draft_model, draft_ctx, problem
-    if cost is not None:
-        check_cost(spec, ctx)
-    return spec
 
-
-def check_cost(spec: Speculation, ctx: Context) -> None:
-    """Watch the passes of ``spec`` (whose cost is known) against its curve: a curve far off is
-    forgotten, and measured again at the next load."""
-    assert spec.track is not None
-
-    def mismatch(ratio: float) -> None:
+    def mismatch(ratio: float) -> None:  # a curve far off is measured again at the next load
         log.warning("verification passes cost %.1fx what the calibration measured (taken while "
                     "the machine was busy?): it is measured again at the next load", ratio)
         calibration.forget(ctx)
 
-    spec.track.on_mismatch = mismatch
+    spec = Speculation(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost,
+                       draft_pass_s=draft_pass, eog_ids=target.eog_ids, on_mismatch=mismatch)
+    spec.draft_model, spec.draft_ctx, spec.draft_problem = draft_model, draft_ctx, problem
+    return spec

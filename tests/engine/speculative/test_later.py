@@ -18,6 +18,7 @@ from engine.sampling import Sampler, SamplingParams
 from engine.service import Engine, Job
 from engine.speculative import calibration
 from engine.speculative.later import steps
+from engine.speculative.draft import Draft
 from engine.speculative.draft_model import CURVE_SIZES
 from engine.speculative.params import SpeculativeParams
 from engine.speculative.tuning import TUNING
@@ -60,8 +61,13 @@ def test_a_runtime_without_a_curve_decodes_plainly_until_it_is_measured(smol_pat
         assert calibration.lookup(spec.draft_ctx, CURVE_SIZES) is not None
     with Runtime(config(smol_path, "auto", smol_path), measure=False) as again:
         assert again.later is None and again.speculation.cost == spec.cost  # the next start
-    entries = json.loads((fresh_cache / "cache" / "verify-cost.json").read_text())
-    assert len(entries) == 2
+        entries = json.loads((fresh_cache / "cache" / "verify-cost.json").read_text())
+        assert len(entries) == 2
+        # steps three times what the curve says (it was taken on a busy machine): forgotten
+        for _ in range(TUNING.cost_check_passes):
+            again.speculation.observe(Draft(), 0, 3 * spec.cost.verify_cost(1))
+        assert calibration.lookup(again.ctx) is None
+        assert calibration.lookup(again.speculation.draft_ctx, CURVE_SIZES) is not None
 
 
 def test_a_job_runs_before_the_idle_work_goes_on(smol_path: Path) -> None:
