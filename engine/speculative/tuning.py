@@ -48,7 +48,7 @@ class Tuning:
     # where replies run (replay: 2.00x against 2.21x on a rename edit, 1.09x against 1.18x on
     # docstrings). Medians of this many rounds: one hiccup in 3 moves no point; a round of the
     # 1.5B's curve takes about 6 s. While replies run, a size's point follows its passes once as
-    # many were timed (engine.speculative.calibration.CostTrack).
+    # many were timed (engine.speculative.controller.CostTrack).
     calibration_depth: int = 512
     calibration_repeats: int = 3
     # A curve off by more than this factor (the median over as many passes) is measured again:

@@ -266,7 +266,7 @@ def test_slices_beside_streaming_replies_grow_with_the_measured_reading_rate() -
 
 
 def test_what_passes_cost_is_followed_only_on_passes_a_reply_had_to_itself(smol_path, alone):
-    """The tracked curve (engine.speculative.calibration.CostTrack) hears a pass's time only
+    """The tracked curve (engine.speculative.controller.CostTrack) hears a pass's time only
     where nothing else was in it: a pass shared with another reply or a prompt's slice costs
     what its whole batch costs, not what this reply's tokens would alone."""
     prompts, _ = alone
