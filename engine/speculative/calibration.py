@@ -58,8 +58,8 @@ def lookup(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> Cos
     """The cached verify-cost curve of ``ctx``'s model here, or None (never measured, or bad)."""
     entries = read_json(_cache_file(), _check_cost_cache) or {}
     raw = entries.get(_cache_key(ctx, sizes))
-    try:
-        cost = curve_from_points(raw) if raw is not None else None
+    try:  # a string is the format before 2026-11-27 (a JSON document): measured again
+        cost = curve_from_points(raw) if raw is not None and not isinstance(raw, str) else None
     except ValueError as e:
         log.warning("ignoring a bad cached verify cost: %s", e)
         return None
@@ -73,7 +73,8 @@ def store(ctx: Context, cost: CostModel, sizes: Sequence[int] = TUNING.calibrati
     """Cache ``cost`` as the curve of ``ctx``'s model and settings here."""
     entries = read_json(_cache_file(), _check_cost_cache) or {}
     try:
-        write_json(_cache_file(), {**entries, _cache_key(ctx, sizes): [list(p) for p in cost.verify_s]}, durable=False)
+        kept = {k: v for k, v in entries.items() if not isinstance(v, str)}  # old-format entries go
+        write_json(_cache_file(), {**kept, _cache_key(ctx, sizes): [list(p) for p in cost.verify_s]}, durable=False)
     except (OSError, ValueError) as e:
         log.warning("could not cache the verify cost: %s", e)
 

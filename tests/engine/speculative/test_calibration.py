@@ -65,7 +65,11 @@ def test_a_curve_is_measured_once_then_cached_until_forgotten(smol: Model, tmp_p
         entries = {key: [[1, 1.0], [10**9, 2.0]] for key in entries}  # tampered
         cache.write_text(json.dumps(entries))
         assert calibration.cached_cost(ctx, (1, 2), lambda: measured.append(6)).verify_s[-1][0] == 2
-    assert measured == [1, 3, 4, 5, 6]
+        old = json.dumps({"version": 1, "verify_s": [[1, 1.0], [2, 2.0]]})  # the format before
+        cache.write_text(json.dumps({key: old for key in entries}))
+        calibration.cached_cost(ctx, (1, 2), lambda: measured.append(7))  # measured again
+        assert all(isinstance(v, list) for v in json.loads(cache.read_text()).values())
+    assert measured == [1, 3, 4, 5, 6, 7]
 
 
 def test_a_cached_curve_is_read_as_points_and_garbage_is_refused() -> None:
