@@ -209,6 +209,10 @@ class Model(NativeOwner):
     def is_eog(self, token: int) -> bool:
         return bool(lib.llama_vocab_is_eog(self._vocab, token))
 
+    def is_control(self, token: int) -> bool:
+        """Whether ``token`` is a control token (a chat template's ``<|im_start|>``)."""
+        return bool(lib.llama_vocab_is_control(self._vocab, token))
+
     def token_text(self, token: int) -> bytes:
         """The vocabulary's raw text for ``token`` (as stored in the GGUF)."""
         return lib.llama_vocab_get_text(self._vocab, token) or b""

@@ -17,7 +17,9 @@ Tokens a grammar forced (``propose``'s ``forced``) are copied but neither scored
 agreement: every copy of one structure agrees on them (counted, a JSON schema's keys made each
 item look like a sure copy of the one before, and 15-token drafts failed at once;
 docs/benchmarks/structured.md). In a reply a grammar shapes, a copy resumed near a break (each
-item resumes the one before around its values) gets the odds of one the lookup found.
+item resumes the one before around its values) gets the odds of one the lookup found. The chat
+template's control tokens (``<|im_start|>``) are not counted as agreement either: every turn
+has them, so a reply's first tokens agreed with each earlier reply's opening over them.
 """
 from __future__ import annotations
 
@@ -55,8 +57,8 @@ class NgramDrafter:
     _anchor: int | None  # the source position where the last copy broke off or goes on
     _age: int  # tokens since the anchor was set or confirmed
     _broke: tuple[int, int] | None  # (source, reply) positions where a copy broke off
-    _forced: set[int]  # positions in ``_tokens`` of tokens a grammar forced
-    _last_forced: int  # the last of them (-1: none)
+    _forced: set[int]  # positions in ``_tokens`` of tokens a grammar forced, and of control tokens
+    _last_forced: int  # the last a grammar forced (-1: none)
 
     def __init__(self, vocab: Model | None = None, *, ngram_min: int = 2, ngram_max: int = 5,
                  odds: CopyOdds | None = None, tuning: Tuning = TUNING) -> None:
@@ -66,6 +68,7 @@ class NgramDrafter:
         self.sizes = range(ngram_max, ngram_min - 1, -1)
         self.odds = odds if odds is not None else CopyOdds(tuning)
         self.edits = Edits(vocab, tuning.edit_span)
+        self._control = vocab.is_control if vocab is not None else lambda _: False
         self.tuning = tuning
         self._reindex([])
 
@@ -144,6 +147,8 @@ class NgramDrafter:
             if not free:
                 self._forced.add(e)
                 self._last_forced = e
+            elif self._control(tok):
+                self._forced.add(e)
             prev = self._next
             hit = prev is not None and prev.token == tok
             scoring = self._reply_from is not None and e >= self._reply_from
@@ -237,7 +242,7 @@ class NgramDrafter:
 
     def _agreement(self, src: int) -> int:
         """How many of the ``agree_cap`` tokens before ``src`` equal the end of the history (in a
-        run of equal ones, not counting those a grammar forced)."""
+        run of equal ones, not counting those a grammar forced nor control tokens)."""
         toks, n, i = self._tokens, len(self._tokens), 0
         while i < self.tuning.agree_cap and src > i and toks[src - i - 1] == toks[n - i - 1]:
             i += 1

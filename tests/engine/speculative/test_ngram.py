@@ -308,3 +308,23 @@ def test_under_a_grammar_a_copy_resumed_near_a_break_counts_as_one_the_lookup_fo
     free, constrained = draft(False), draft(True)
     assert free.tokens == constrained.tokens == tuple(source[14:18])
     assert constrained.survival[0] < free.survival[0]
+
+
+def test_the_templates_control_tokens_are_no_agreement(qwen_target) -> None:
+    """Every turn of a chat opens with the template's control tokens: a reply's first token
+    agrees with an earlier reply's opening over them, which says nothing of a copy."""
+    def chat(*turns: str) -> list[int]:
+        text = "".join(f"<|im_start|>{t}<|im_end|>\n" for t in turns)
+        return qwen_target.tokenize(text + "<|im_start|>assistant\n", add_special=False)
+
+    prompt = chat("user\nName a colour.", "assistant\nBlue is a calm colour.", "user\nAnother?")
+    first = qwen_target.tokenize("Blue", add_special=False)
+    with_vocab, without = NgramDrafter(qwen_target), NgramDrafter()
+    drafts = []
+    for d in (with_vocab, without):
+        d.begin(prompt)
+        drafts.append(d.propose(prompt + first, 4))
+    assert drafts[0].tokens == drafts[1].tokens != ()  # the earlier reply, copied either way
+    # agreement: "Blue", "\n", "assistant", "\n" (and <|im_start|>, <|im_end|> without a vocab)
+    assert (drafts[0].match_len, drafts[1].match_len) == (4, 6)
+    assert drafts[0].survival[0] < drafts[1].survival[0]
