@@ -281,7 +281,7 @@ class MainWindow(QMainWindow):
         again after the load, between replies (on a quiet machine, for figures that hold)."""
         from engine.speculative import calibration
 
-        calibration.forget_all()
+        calibration.forget(None)
         if self.model_info is not None and not self.loading:
             self.reload()
 

@@ -152,11 +152,6 @@ class Measurement:
             log.debug("calibrated verify cost: %s", self.result.verify_s)
 
 
-def forget_all() -> None:
-    """Drop every cached curve (each is measured again at its model's next load)."""
-    forget(None)
-
-
 def forget(ctx: Context | None, sizes: Sequence[int] = TUNING.calibration_sizes) -> None:
     """Drop the cached curve of ``ctx`` (every curve for None): measured again at the next load."""
     entries = read_json(_cache_file(), _check_cost_cache) or {}

@@ -51,9 +51,6 @@ class CostModel:
         (n0, s0), (n1, s1) = pts[-2], pts[-1]
         return s1 + max(0.0, (s1 - s0) / (n1 - n0)) * (n_tokens - n1)
 
-    def with_draft_cost(self, draft_s_per_token: float, draft_s_per_pass: float = 0.0) -> CostModel:
-        return CostModel(self.verify_s, draft_s_per_token, draft_s_per_pass)
-
     def pass_cost(self, k: int, width: int = 0) -> float:
         """Seconds of one pass that verifies k drafted tokens (k = 0: a plain step) beside
         ``width`` tokens of other sequences in the same batch. A batch's cost is taken to depend

@@ -53,6 +53,7 @@ class Speculation:
         self.params, self.eog_ids, self.tuning = params, eog_ids, tuning
         self.on_mismatch = on_mismatch
         self.name = params.drafter
+        self._alpha = [tuning.model_alpha ** j for j in range(1, params.draft_max + 1)]  # a draft model's survival
         self.ngram, self.model = ngram, model
         self.set_cost(cost, draft_cost_s, draft_pass_s)
 
@@ -69,10 +70,9 @@ class Speculation:
         self.track = CostTrack(cost, self.on_mismatch)
         self.ledgers["ngram"] = PayoffLedger(cost, self.tuning)
         if self.model is not None:
-            model_cost = cost.with_draft_cost(draft_cost_s, draft_pass_s)
+            model_cost = replace(cost, draft_s_per_token=draft_cost_s, draft_s_per_pass=draft_pass_s)
             self.ledgers["model"] = PayoffLedger(model_cost, self.tuning)
-            alpha = [self.tuning.model_alpha ** j for j in range(1, self.params.draft_max + 1)]
-            self.model_len = best_length(model_cost, alpha)
+            self.model_len = best_length(model_cost, self._alpha)
             if not self.model_len and self.params.drafter == "auto":
                 log.info("the draft model cannot pay on this machine (%.0f ms per draft token); "
                          "auto leaves it unused", draft_cost_s * 1000)
@@ -98,9 +98,9 @@ class Speculation:
             if k >= k_min and (not adaptive or self.ledgers["ngram"].allows()):
                 return replace(draft, tokens=draft.tokens[:k], survival=draft.survival[:k])
         if self.model is not None and (self.model_len or self.name == "model"):
-            model_len = self.model_len if not width or not adaptive else best_length(
-                self.ledgers["model"].cost, [self.tuning.model_alpha ** j for j in range(1, k_max + 1)], width)
-            k = min(k_max, model_len) if adaptive and model_len else k_max
+            k = k_max  # as asked where it cannot pay alone (``drafter="model"``), else as long as pays here
+            if adaptive and self.model_len:
+                k = best_length(self.ledgers["model"].cost, self._alpha[:k_max], width)
             if k >= k_min and (not adaptive or self.ledgers["model"].allows()):
                 draft = self.model.propose(history, k, sampler)
                 if len(draft.tokens) >= k_min:

@@ -57,7 +57,7 @@ def test_a_curve_is_measured_once_then_cached_until_forgotten(smol: Model, tmp_p
         assert measured == [1] and again == first  # the second came from the cache
         calibration.forget(ctx, (1, 2))
         calibration.cached_cost(ctx, (1, 2), lambda: measured.append(3))
-        calibration.forget_all()
+        calibration.forget(None)
         calibration.cached_cost(ctx, (1, 2), lambda: measured.append(4))
         calibration.cached_cost(ctx, (1, 2, 3), lambda: measured.append(5))  # other sizes: measured
         cache = calibration._cache_file()

@@ -23,8 +23,8 @@ def test_interpolation_and_extrapolation() -> None:
     assert CostModel(((1, 0.03),)).verify_cost(5) == pytest.approx(0.15)
     falling = CostModel(((1, 0.02), (8, 0.03), (16, 0.029)))  # a noisy tail never extrapolates down
     assert falling.verify_cost(100) == pytest.approx(0.029)
-    assert CPU.with_draft_cost(0.01, 0.02).pass_cost(3) == CPU.verify_cost(4) + 0.03 + 0.02
-    assert CPU.with_draft_cost(0.01, 0.02).pass_cost(0) == CPU.verify_cost(1)
+    assert replace(CPU, draft_s_per_token=0.01, draft_s_per_pass=0.02).pass_cost(3) == CPU.verify_cost(4) + 0.03 + 0.02
+    assert replace(CPU, draft_s_per_token=0.01, draft_s_per_pass=0.02).pass_cost(0) == CPU.verify_cost(1)
 
 
 def test_points_are_sorted_and_validated() -> None:
@@ -62,7 +62,7 @@ def test_draft_length_follows_survival_and_the_cost_curve() -> None:
     assert best_length(CPU, []) == 0
     assert best_length(CPU, [0.9 ** j for j in range(1, 17)]) in {s - 1 for s, _ in CPU.verify_s}
     # a draft model's cost per token can make even a sure draft lose on a CPU
-    assert best_length(CPU.with_draft_cost(0.65 * 0.032, 0.032), sure) == 0
+    assert best_length(replace(CPU, draft_s_per_token=0.65 * 0.032, draft_s_per_pass=0.032), sure) == 0
 
 
 def test_copy_odds_start_from_the_rule_of_succession_and_follow_the_reply() -> None:

@@ -21,7 +21,7 @@ def test_gain_is_the_time_saved_against_plain_decoding() -> None:
     ledger = PayoffLedger(CPU)
     assert ledger.record(4, 4) == pytest.approx(5 * 1.0 - CPU.verify_cost(5))  # 5 tokens, 1 pass
     assert ledger.record(4, 0) == pytest.approx(1.0 - CPU.verify_cost(5))  # 1 token, dearer pass
-    drafted = PayoffLedger(CPU.with_draft_cost(0.25))
+    drafted = PayoffLedger(replace(CPU, draft_s_per_token=0.25))
     assert drafted.record(2, 2) == pytest.approx(3.0 - CPU.verify_cost(3) - 0.5)
     # measured time counts what the curve does not (a draft model catching up, say)
     assert ledger.record(4, 3) > 0 > ledger.record(4, 3, seconds=CPU.verify_cost(5) + 2.0)

@@ -129,3 +129,10 @@ def test_a_draft_model_that_offers_nothing_goes_quiet_as_a_losing_one_does() -> 
             assert model.asked < 12 and spec.ledgers["model"].saved_s < 0
         else:
             assert model.asked == 20
+
+
+def test_a_draft_model_that_pays_alone_is_not_used_where_a_wide_batch_makes_it_lose() -> None:
+    steep = CostModel(((1, .010), (2, .011), (4, .040), (8, .080), (16, .160)))  # cheap alone, dear wide
+    spec = Speculation(SpeculativeParams(drafter="auto"), steep, model=NoModel(), draft_cost_s=0.0001)
+    assert spec.model_len == 1
+    assert spec.plan([1, 2], 64, GREEDY, width=3).tokens == ()  # three others' tokens in the pass
