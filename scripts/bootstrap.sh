@@ -28,14 +28,45 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 # about 20 s of build time. DUET_NO_RPC=1 leaves it out.
 USER_ARGS=${CMAKE_ARGS:-}
 [ -n "${DUET_NO_RPC:-}" ] || export CMAKE_ARGS="$USER_ARGS -DGGML_RPC=on"
+
+# A CPU that lists AMX where the machine does not run it (seen on a virtual machine here: the
+# kernel grants the tile permission, the first tile instruction dies of SIGILL): llama.cpp's
+# native build uses AMX for its matrix products and crashes at the first decode. There the
+# build targets the CPU's other features by name (the same kernels, less AMX).
+amx_runs() {
+  local dir; dir=$(mktemp -d)
+  printf '%s\n' '#include <immintrin.h>' '#include <string.h>' '#include <unistd.h>' \
+    '#include <sys/syscall.h>' 'int main(void) { unsigned char c[64]; memset(c, 0, 64);' \
+    'if (syscall(SYS_arch_prctl, 0x1023, 18)) return 1; c[0] = 1; c[16] = 64; c[48] = 16;' \
+    '_tile_loadconfig(c); _tile_zero(0); _tile_release(); return 0; }' > "$dir/amx.c"
+  local rc=0
+  if cc -O1 -mamx-tile "$dir/amx.c" -o "$dir/amx" 2>/dev/null; then rc=$( ( "$dir/amx"; echo $? ) 2>/dev/null ); fi
+  rm -rf "$dir"
+  [ "$rc" = 0 ]
+}
+NO_AMX=
+if [ -z "$USER_ARGS" ] && [ "$(uname -m)" = x86_64 ] && grep -qw amx_tile /proc/cpuinfo 2>/dev/null \
+    && ! amx_runs; then
+  NO_AMX="-DGGML_NATIVE=OFF"
+  for f in avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx512f:AVX512 avx512vbmi:AVX512_VBMI \
+           avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16 avx_vnni:AVX_VNNI; do
+    grep -qw "${f%%:*}" /proc/cpuinfo && NO_AMX="$NO_AMX -DGGML_${f##*:}=ON"
+  done
+  echo "bootstrap: this CPU lists AMX but cannot run it; building for its other features" >&2
+  export CMAKE_ARGS="${CMAKE_ARGS:-} $NO_AMX"
+fi
 flavour=$(printf '%s' "${CMAKE_ARGS:-cpu}" | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-12)
-if [ -z "$USER_ARGS" ]; then flavour=cpu; [ -n "${DUET_NO_RPC:-}" ] || flavour=cpu-rpc; fi
+if [ -z "$USER_ARGS" ]; then
+  flavour=cpu; [ -n "${DUET_NO_RPC:-}" ] || flavour=cpu-rpc
+  [ -z "$NO_AMX" ] || flavour="$flavour-$(printf '%s' "$NO_AMX" | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-8)"
+fi
 WHEELS="${DUET_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/duet/wheels}/$flavour"
 mkdir -p "$WHEELS"
 if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
   echo "bootstrap: building llama-cpp-python $LLAMA_VERSION (${USER_ARGS:-CPU build}${CMAKE_ARGS:+; $CMAKE_ARGS}); about 8 minutes, once" >&2
   CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)} \
-    "${PIP[@]}" wheel --no-deps --no-binary llama-cpp-python "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
+    "${PIP[@]}" wheel --no-cache-dir --no-deps --no-binary llama-cpp-python \
+      "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"  # (pip's own cache ignores CMAKE_ARGS)
 fi
 
 hash_of() { if command -v sha256sum >/dev/null; then sha256sum "$@"; else shasum -a 256 "$@"; fi; }
