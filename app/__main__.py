@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence, cast
+from typing import TYPE_CHECKING, cast
 
 from engine import logsetup
 
@@ -102,6 +103,7 @@ def run_gui(args: argparse.Namespace) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
+    from app.signals import QuitOnSignal
     from engine import rescue
 
     window = create_window(args)
@@ -110,6 +112,8 @@ def run_gui(args: argparse.Namespace) -> int:
     # conversation, then Duet starts again with it.
     rescue.set_relaunch(lambda why: relaunch_argv(args, window.controller.client.worker.rescued,
                                                   why))
+    # SIGTERM, SIGINT, SIGHUP and the session's quit: the streaming reply is written first
+    quit_on_signal = QuitOnSignal(app, window.controller.checkpoint_all, window)  # noqa: F841 - held
     if args.exit_after_show:
         QTimer.singleShot(0, window.close)
         QTimer.singleShot(0, app.quit)

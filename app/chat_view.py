@@ -12,11 +12,10 @@ import time
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from engine.conversation.library import Library
-
 from app.conversation import Conversation, Turn
 from app.message_widget import MIN_REFRESH_S, MessageWidget
 from app.tool_turns import ToolTurnWidget
+from engine.conversation.library import Library
 
 
 class ChatView(QScrollArea):

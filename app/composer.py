@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QTextCursor
-from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QToolButton, QWidget
+
+
+def local_files(mime: QMimeData) -> list[Path]:
+    """The local files a paste or a drop carries (none: it is text)."""
+    return [Path(u.toLocalFile()) for u in mime.urls() if u.isLocalFile()] if mime.hasUrls() else []
 
 
 class ComposerEdit(QPlainTextEdit):
     submit = Signal()
     cancel = Signal()
+    files_given = Signal(list)  # list[Path]: files pasted or dropped here are attached
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 - Qt's name
+        return bool(local_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 - Qt's name
+        files = local_files(source)
+        if files:
+            self.files_given.emit(files)
+        else:
+            super().insertFromMimeData(source)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key, mods = event.key(), event.modifiers()
@@ -24,10 +42,12 @@ class ComposerEdit(QPlainTextEdit):
 
 
 class Composer(QWidget):
-    """``send_requested(text)`` on Enter or Send; ``stop_requested`` on Esc or Stop."""
+    """``send_requested(text)`` on Enter or Send; ``stop_requested`` on Esc or Stop;
+    ``attach_requested`` on the attach button; ``files_given(paths)`` for files pasted."""
 
     send_requested = Signal(str)
     stop_requested = Signal()
+    attach_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -38,8 +58,15 @@ class Composer(QWidget):
         self.button = QPushButton("Send", self)
         self.button.setMinimumWidth(84)
         self.button.setDefault(True)
+        self.attach = QToolButton(self)
+        self.attach.setObjectName("attach")
+        self.attach.setText("Attach…")
+        self.attach.setToolTip("Attach a file: text, code, PDF, .docx or HTML (or drop or paste it)")
+        self.attach.clicked.connect(self.attach_requested)
+        self.files_given = self.edit.files_given
         layout = QHBoxLayout(self)
         layout.setContentsMargins(12, 6, 12, 10)
+        layout.addWidget(self.attach, 0, Qt.AlignmentFlag.AlignBottom)
         layout.addWidget(self.edit, 1)
         layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
         self.edit.submit.connect(self._submit)

@@ -13,27 +13,32 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
-from PySide6.QtCore import QObject, Signal
-
-from engine import paths
-from engine.chat import Message
-from engine.conversation.library import Library
-from engine.conversation.presets import Preset
-from engine.conversation.store import CUT, streaming_node, tree_to_json
-from engine.conversation.tree import Conversation
-from engine.events import Stats
-from engine.sampling import SamplingParams
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.conversation import RecentFiles, unique_path
 from app.engine_client import EngineClient
 from app.files import ConversationFiles
-from app.requests import Failure, Reply, RescuePlan, TokenBatch
+from app.requests import ChatReply, Failure, RescuePlan, TokenBatch
 from app.settings import SAMPLING_KEYS, Settings, sampling_params
 from app.tool_flow import ToolFlow, ToolSource
+from app.worker import save_cut
+from engine import paths
+from engine.chat import Attachment, Message
+from engine.conversation.library import Library
+from engine.conversation.presets import Preset
+from engine.conversation.store import CUT, streaming_node, tree_to_json
+from engine.conversation.tree import Conversation
+from engine.errors import DuetError
+from engine.events import Stats
+from engine.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
+
+# A streaming reply is written this often: a crash or SIGKILL loses at most this much of it
+# (never the message sent). A text-only write of a conversation takes a few ms.
+CHECKPOINT_S = 2.0
 
 
 
@@ -41,7 +46,7 @@ class ChatController(QObject):
     current_changed = Signal(object)  # Conversation
     generating_changed = Signal(bool)
     model_suggested = Signal(object)  # Path of the model a reopened conversation was made with
-    reply_finished = Signal(object)  # Reply (after the view and the conversation were updated)
+    reply_finished = Signal(object)  # ChatReply (after the view and the conversation were updated)
     conversation_saved = Signal(object)  # Saved
     conversation_opened = Signal(object)  # Opened
     file_renamed = Signal(object, object)  # the old and new Path of a saved conversation
@@ -79,6 +84,10 @@ class ChatController(QObject):
         self.tool_flow.asking = lambda conv, tools, call: self.client.read_ahead(
             conv.id, conv.engine_messages(), tools, call)
         self.library.subscribe(self._on_library)
+        # while a reply streams its conversation is written every CHECKPOINT_S (text only)
+        self._checkpoints = QTimer(self)
+        self._checkpoints.setInterval(int(CHECKPOINT_S * 1000))
+        self._checkpoints.timeout.connect(self.checkpoint)
         w = client.worker
         w.tokens.connect(self.on_tokens)
         w.finished.connect(self.on_finished)
@@ -139,14 +148,15 @@ class ChatController(QObject):
     def system_prompt(self, conv: Conversation) -> str:
         return conv.settings.get("system_prompt", self.settings["system_prompt"])
 
-    def send(self, text: str) -> None:
+    def send(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
+        """Send ``text`` (with the files ``attachments``, read once) in the conversation shown."""
         if self.generating or not self.can_chat():
             if not self.can_chat():
                 self.notice.emit("Choose a model and press Load before sending.", "error")
                 self.draft_returned.emit(text)
             return
         conv = self.current if self.current is not None and self.current.loaded else self.new()
-        conv.add_user(text, self.system_prompt(conv))
+        conv.add_user(text, self.system_prompt(conv), attachments)
         self.current_changed.emit(conv)
         self._reply(conv)
 
@@ -255,6 +265,33 @@ class ChatController(QObject):
                          continue_text=continue_text, rescue=self._rescue_plan(conv),
                          speculate=conv.settings.get("drafter") != "none",
                          tools=tools, read_calls=read_calls)
+        self.checkpoint()  # the message just sent is on disk before its reply's first token
+
+    def checkpoint(self) -> None:
+        """Write the conversation whose reply streams, the reply so far marked as cut (text
+        only, atomic, on this thread: it must hold even when the process ends next). With
+        autosave off, nothing is written."""
+        conv = self.by_id(self.generating)
+        if conv is None or conv.streaming is None or not self.settings["autosave"]:
+            self._checkpoints.stop()
+            return
+        rt = self.client.worker.runtime
+        if rt is None or rt.closed:
+            return
+        plan = self._rescue_plan(conv)
+        conv.path = plan.path  # the reply's own save writes the same file
+        try:
+            save_cut(plan, rt, conv.engine_messages(), conv.streaming.text)
+        except (DuetError, OSError) as e:
+            log.warning("could not checkpoint %s: %s", plan.path.name, e)
+            return
+        if not self._checkpoints.isActive():
+            self._checkpoints.start()
+
+    def checkpoint_all(self) -> None:
+        """Before the process ends (a signal, the session's quit): the streaming reply's
+        conversation as it is."""
+        self.checkpoint()
 
     def _rescue_plan(self, conv: Conversation) -> RescuePlan:
         """How the worker saves ``conv`` if the process must end during this reply (a lost RPC
@@ -265,6 +302,8 @@ class ChatController(QObject):
         return RescuePlan(path, self.files.file_settings(conv, tree), streaming_node(conv, tree))
 
     def _set_generating(self, cid: str | None) -> None:
+        if cid is None:
+            self._checkpoints.stop()
         self.library.generating = cid
         self.generating_changed.emit(cid is not None)
 
@@ -283,13 +322,17 @@ class ChatController(QObject):
             conv.status.stats = Stats(n_tokens=n - 1, gen_s=now - first, proposed=n,
                                       accepted=drafted)
             conv.status.live = True
+        if batch.n_past:  # the context's fill, live (not the last reply's)
+            conv.status.n_past, conv.status.n_ctx = batch.n_past, batch.n_ctx
         conv.append_tokens(batch.tokens)
         conv.notify("status")
 
-    def on_finished(self, reply: Reply) -> None:
+    def on_finished(self, reply: ChatReply) -> None:
         conv = self.by_id(reply.conversation_id)
         self._live.pop(reply.conversation_id, None)
         if conv is not None:
+            if conv.streaming is not None:
+                conv.streaming.sources = reply.sources  # (shown as the reply ends)
             conv.finish_reply(reply.done, reply.calls)
             notice: tuple[str, str, str | None, Callable[[], None] | None] | None = None
             if reply.done.reason == "context_full":
@@ -365,6 +408,7 @@ class ChatController(QObject):
             text = turns[-1].text
             conv.remove(len(turns) - 1)
             self.draft_returned.emit(text)
+            self._unsend(conv)
         else:
             too_long = None  # a reply was kept: no offer about the message
         if too_long:  # the message cannot fit: say by how much, with an offer
@@ -375,6 +419,17 @@ class ChatController(QObject):
                          "error", "Raise the context", self._raise_context)
             return
         self._notify(conv, f"The reply failed: {failure.message}", "error")
+
+    def _unsend(self, conv: Conversation) -> None:
+        """The message went back to the composer: its checkpoint goes too (the file is
+        written again as it now is, or removed if the message was all it held)."""
+        if conv.path is None or not conv.path.exists() or not self.settings["autosave"]:
+            return
+        if conv.turns:
+            self.files.save(conv)
+        else:
+            conv.path.unlink(missing_ok=True)
+            conv.path = None
 
     def _raise_context(self) -> None:
         self.settings.set("n_ctx", min(2 * self.settings["n_ctx"], 131072))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from engine import paths
 from engine.conversation.tree import Conversation, Turn, title_from

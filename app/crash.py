@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from collections.abc import Callable
 from types import TracebackType
-from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 

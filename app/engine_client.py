@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal
 
+from app.requests import ChatRequest, FetchRequest, LoadRequest, OpenRequest, ReadAheadRequest, RescuePlan, SaveRequest
+from app.worker import EngineWorker
 from engine.chat import Message, ToolCall
 from engine.runtime import RuntimeConfig
 from engine.sampling import SamplingParams
 from engine.tools import Tool
-
-from app.requests import (ChatRequest, FetchRequest, LoadRequest, OpenRequest, ReadAheadRequest,
-                          RescuePlan, SaveRequest)
-from app.worker import EngineWorker
 
 log = logging.getLogger(__name__)
 

@@ -5,47 +5,56 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
 
+from app.controller import ChatController
+from app.conversation import SUFFIX, RecentFiles
 from engine import paths
 from engine.conversation.export import export
 
-from app.conversation import SUFFIX
 
-if TYPE_CHECKING:
-    from app.main_window import MainWindow
+class Window(Protocol):
+    """What the dialogs use of the window (app.main_window.MainWindow, which imports this)."""
+
+    controller: ChatController
+    recent: RecentFiles
+    recent_menu: Any  # QMenu
+    notice: Any  # app.notice.NoticeBar
+    status: Any  # app.status.StatusBar
+
+    def window(self) -> QWidget: ...
 
 CONVERSATION_FILTER = f"Duet conversations (*{SUFFIX});;All files (*)"
 
 
-def open_conversation(window: MainWindow) -> None:
-    name, _ = QFileDialog.getOpenFileName(window, "Open a conversation",
+def open_conversation(window: Window) -> None:
+    name, _ = QFileDialog.getOpenFileName(window.window(), "Open a conversation",
                                           str(paths.conversations_dir()), CONVERSATION_FILTER)
     if name:
         window.controller.files.open_path(Path(name))
 
 
-def save_as(window: MainWindow) -> None:
+def save_as(window: Window) -> None:
     conv = window.controller.current
     if conv is None or not conv.turns:
         return
     start = conv.path or paths.conversations_dir() / (conv.title + SUFFIX)
-    name, _ = QFileDialog.getSaveFileName(window, "Save the conversation", str(start),
+    name, _ = QFileDialog.getSaveFileName(window.window(), "Save the conversation", str(start),
                                           CONVERSATION_FILTER)
     if name:
         path = Path(name)
         window.controller.files.save(conv, path if path.suffix == SUFFIX else path.with_suffix(SUFFIX))
 
 
-def export_shown(window: MainWindow) -> None:
+def export_shown(window: Window) -> None:
     conv = window.controller.current
     if conv is None or not conv.turns:
         return
     start = Path.home() / (conv.title + ".md")
     name, chosen = QFileDialog.getSaveFileName(
-        window, "Export the conversation", str(start),
+        window.window(), "Export the conversation", str(start),
         "Markdown, the branch shown (*.md);;JSON, every version (*.json)")
     if name:
         path = Path(name)
@@ -59,25 +68,25 @@ def export_shown(window: MainWindow) -> None:
         window.status.showMessage(f"Exported {path.name}", 4000)
 
 
-def rename(window: MainWindow, cid: str | None) -> None:
+def rename(window: Window, cid: str | None) -> None:
     conv = window.controller.by_id(cid)
     if conv is None:
         return
-    title, ok = QInputDialog.getText(window, "Rename", "Title:", text=conv.title)
+    title, ok = QInputDialog.getText(window.window(), "Rename", "Title:", text=conv.title)
     if ok:
         window.controller.files.rename(conv.id, title)
 
 
-def delete(window: MainWindow) -> None:
+def delete(window: Window) -> None:
     conv = window.controller.current
     if conv is None:
         return
-    answer = QMessageBox.question(window, "Delete", f"Delete “{conv.title}”?")
+    answer = QMessageBox.question(window.window(), "Delete", f"Delete “{conv.title}”?")
     if answer == QMessageBox.StandardButton.Yes:
         window.controller.files.delete(conv.id)
 
 
-def fill_recent(window: MainWindow) -> None:
+def fill_recent(window: Window) -> None:
     window.recent_menu.clear()
     for path in window.recent.items:
         window.recent_menu.addAction(str(path), partial(window.controller.files.open_path, path))

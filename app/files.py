@@ -10,20 +10,19 @@ tool turns) is ``engine.conversation.store``'s JSON in the file's settings.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
-
-from engine import paths
-from engine.conversation.library import Library
-from engine.conversation.store import tree_from_json, tree_to_json
-from engine.conversation.tree import Conversation
 
 from app.conversation import RecentFiles, saved_conversations, unique_path
 from app.engine_client import EngineClient
 from app.requests import Failure, Opened, Saved
-from app.settings import SAMPLING_KEYS, Settings
+from app.settings import SAMPLING_KEYS, Settings, chat_settings
+from engine import paths
+from engine.conversation.library import Library
+from engine.conversation.store import tree_from_json, tree_to_json
+from engine.conversation.tree import Conversation
 
 log = logging.getLogger(__name__)
 
@@ -169,20 +168,26 @@ class ConversationFiles(QObject):
             conv.set_messages(res.messages)
         if isinstance(res.settings.get("preset"), str):
             conv.preset = res.settings["preset"]
+        unusable = ""
         if isinstance(res.settings.get("chat"), dict):
-            conv.settings = dict(res.settings["chat"])
+            conv.settings, refused = chat_settings(res.settings["chat"])
+            if refused:  # the conversation opens with the defaults for these, and says so
+                unusable = (f" Some of its settings were not usable ({'; '.join(refused)[:300]}): "
+                            "the defaults are used for those.")
         last = next((t for t in reversed(conv.turns) if t.stats is not None), None)
         conv.set_status(stats=last.stats if last else None)
         pending = self._pending_notice.pop(conv.id, None)
         if pending:
-            self.notify(conv, pending, "error")
-        elif res.restored_kv:
+            self.notify(conv, pending + unusable, "error")
+        elif res.restored_kv and not unusable:
             self.message.emit(f"Reopened {res.path.name} with its saved KV state", 6000)
+        elif res.restored_kv:
+            self.notify(conv, f"Reopened {res.path.name} with its saved KV state.{unusable}", "info")
         else:
             why = res.note or ("no model is loaded" if not self.can_chat()
                                else "the file holds no KV state")
             self.notify(conv, f"Reopened {res.path.name} from its text ({why}); the next "
-                         "reply recomputes the prompt.", "info")
+                         f"reply recomputes the prompt.{unusable}", "info")
         if res.model_path is not None and not self.can_chat():
             self.model_suggested.emit(res.model_path)
         self.conversation_opened.emit(res)

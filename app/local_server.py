@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
 from engine.errors import DuetError
-
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class LocalServer(QObject):
                 self.failed.emit(f"The local server did not start: {type(e).__name__}: {e}")
 
     def _start(self, values: dict[str, Any]) -> None:
-        from engine.server.app import ServerConfig, create_app
+        from engine.server.app import ApiConfig, create_app
         from engine.server.run import BackgroundServer, host_problem, model_names
 
         host, key = values["server_host"], values["server_api_key"] or None
@@ -89,7 +89,7 @@ class LocalServer(QObject):
         if engine is None or engine.runtime.closed:
             raise DuetError("load a model first")
         model_id, aliases = model_names(engine.runtime)
-        app = create_app(engine, ServerConfig(model_id, aliases, api_key=key))
+        app = create_app(engine, ApiConfig(model_id, aliases, api_key=key))
         server = BackgroundServer(app, host, values["server_port"])
         self._running = server
         self.address = f"{server.url}/v1"

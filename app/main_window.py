@@ -8,36 +8,44 @@ theme and highlighting at once, model-load options at the next load (it says so)
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, cast
+from typing import cast
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
-from PySide6.QtWidgets import (QApplication, QMainWindow, QMessageBox,
-                               QMenu, QSplitter, QStackedWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QApplication,
+    QFileDialog,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
-from engine.errors import DuetError
-from engine.mcp import config as mcp_config
-from engine.model import check_gguf_file
-
-from app import file_dialogs, theme
+from app import file_dialogs, model_memory, theme
+from app.attachments import Attachments, ChipBar
 from app.chat_view import ChatView
 from app.composer import Composer
 from app.controller import ChatController
 from app.conversation import SUFFIX, Conversation, RecentFiles
 from app.engine_client import EngineClient
-from app.models_panel import (FirstRunPanel, ModelsPanel, gguf_paths, installed_models,
-                              starter_pair)
+from app.local_server import LocalServer
+from app.models_panel import FirstRunPanel, ModelsPanel, gguf_paths, installed_models, starter_pair
 from app.notice import NoticeBar
 from app.presets import PresetBar
-from app.requests import Failure, Fetched, ModelInfo, Progress
+from app.requests import Failure, Fetched, LoadedModel, Progress
 from app.settings import OPTIONS, Settings
 from app.settings_dialog import SettingsDialog
 from app.sidebar import Sidebar
-from app import model_memory
-from app.local_server import LocalServer
 from app.status import StatusBar
 from app.tools_panel import Tools, open_tools_dialog, tools_for
+from engine.errors import DuetError
+from engine.mcp import config as mcp_config
+from engine.model import check_gguf_file
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +55,13 @@ ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "duet.sv
 
 
 class MainWindow(QMainWindow):
-    model_loaded = Signal(object)  # ModelInfo, once the window has shown it
+    model_loaded = Signal(object)  # LoadedModel, once the window has shown it
     model_failed = Signal(object)  # Failure of a load or a fetch
+    ask_before_closing = True  # False: the process is asked to end (a signal); it just does
+    notice: NoticeBar  # (made by _build)
+    chat_view: ChatView
+    composer: Composer
+    status: StatusBar
 
     def __init__(self, settings: Settings | None = None, *, client: EngineClient | None = None,
                  autoload: bool = True) -> None:
@@ -56,7 +69,7 @@ class MainWindow(QMainWindow):
         self.settings = settings or Settings(parent=self)
         self.client = client or EngineClient(self)
         self.recent = RecentFiles()
-        self.model_info: ModelInfo | None = None
+        self.model_info: LoadedModel | None = None
         self.loading = False
         self.crash: object = None  # app.crash's hooks, installed by app.__main__.create_window
         self.file_open_filter: object = None  # macOS file-open events (app.__main__)
@@ -102,6 +115,9 @@ class MainWindow(QMainWindow):
         self.notice = NoticeBar(self)
         self.chat_view = ChatView(self)
         self.composer = Composer(self)
+        # files attached to the next message (counted in the loaded model's tokens)
+        self.attachments = Attachments(self._token_counter, self)
+        self.chips = ChipBar(self.attachments, self)
         self.presets = PresetBar(self)
         self.first_run = FirstRunPanel(self)
         self.first_run.use_requested.connect(self.use_starters)
@@ -122,6 +138,7 @@ class MainWindow(QMainWindow):
         column.addLayout(notice_row)
         column.addWidget(self.stack, 1)
         column.addWidget(self.presets)
+        column.addWidget(self.chips)
         column.addWidget(self.composer)
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(self.sidebar)
@@ -138,8 +155,11 @@ class MainWindow(QMainWindow):
         for view in (self.chat_view, self.sidebar, self.status, self.notice, self.presets):
             view.follow(library)
         self.presets.chosen.connect(c.apply_preset)
-        self.composer.send_requested.connect(c.send)
+        self.composer.send_requested.connect(self._send)
         self.composer.stop_requested.connect(c.stop)
+        self.composer.attach_requested.connect(self._choose_attachments)
+        self.composer.files_given.connect(self.attach)
+        self.attachments.failed.connect(self.notice.show_error)
         self.chat_view.regenerate_requested.connect(c.regenerate)
         self.chat_view.edit_requested.connect(c.edit)
         self.chat_view.switch_requested.connect(c.switch)
@@ -290,7 +310,7 @@ class MainWindow(QMainWindow):
         if target is not None:
             self.load_models(target, self.models.draft())
 
-    def on_loaded(self, info: ModelInfo) -> None:
+    def on_loaded(self, info: LoadedModel) -> None:
         self.loading = False
         self.model_info = info
         self.pending_reload.clear()
@@ -403,19 +423,54 @@ class MainWindow(QMainWindow):
 
     # -- window events ---------------------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
-        urls = event.mimeData().urls()
-        if gguf_paths(urls) or any(u.toLocalFile().endswith(SUFFIX) for u in urls):
+        if any(u.isLocalFile() for u in event.mimeData().urls()):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:
+        """A conversation opens, a model loads, any other file is attached to the message."""
         urls = event.mimeData().urls()
-        for url in urls:
-            if url.isLocalFile() and url.toLocalFile().endswith(SUFFIX):
-                self.controller.files.open_path(Path(url.toLocalFile()))
         models = gguf_paths(urls)
+        for url in urls:
+            if not url.isLocalFile():
+                continue
+            path = Path(url.toLocalFile())
+            if path.suffix == SUFFIX:
+                self.controller.files.open_path(path)
+            elif not any(path == m for m in models):
+                self.attach([path])
         if models:
             self.models.handle_drop(models[0])
         event.acceptProposedAction()
+
+    # -- attached files --------------------------------------------------------------------
+    def attach(self, paths: list[Path]) -> None:
+        for path in paths:
+            self.attachments.add(Path(path))
+
+    def _choose_attachments(self) -> None:
+        names, _ = QFileDialog.getOpenFileNames(
+            self, "Attach files", str(Path.home()),
+            "Documents (*.txt *.md *.pdf *.docx *.html *.htm *.py *.json *.csv *.log);;All files (*)")
+        self.attach([Path(n) for n in names])
+
+    def _send(self, text: str) -> None:
+        if self.attachments.pending:
+            self.composer.give_back(text)
+            self.notice.show_error("A file is still being read: send again in a moment.")
+            return
+        self.controller.send(text, self.attachments.take_all())
+
+    def _token_counter(self) -> Callable[[str], int] | None:
+        """Counts a text's tokens on the engine's thread (which owns the model: a reload
+        cannot free it under the count)."""
+        engine = self.client.worker.engine
+        if engine is None:
+            return None
+
+        def count(text: str) -> int:
+            return int(engine.call(lambda: len(engine.runtime.target.tokenize_text(text))).result())
+
+        return count
 
     def unfinished(self) -> str | None:
         """What quitting now would interrupt, in words (None: nothing)."""
@@ -438,7 +493,7 @@ class MainWindow(QMainWindow):
         return box.clickedButton() is quit_button
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        why = self.unfinished()
+        why = self.unfinished() if self.ask_before_closing else None
         if why is not None and not self.ask_to_quit(why):
             event.ignore()
             return

@@ -11,8 +11,8 @@ each one inside a paragraph a line break within it. Pure Python.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 # Private-use characters bracketing a drafted span in prose; the renderer turns them into a
 # background colour and deletes them.

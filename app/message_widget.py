@@ -7,12 +7,22 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from PySide6.QtCore import QSize, QSizeF, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QWheelEvent
-from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
-                               QSizePolicy, QTextBrowser, QToolButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app import theme
 from app.conversation import Turn
@@ -252,9 +262,16 @@ def summary(turn: Turn) -> str:
     if turn.streaming:
         parts.append("generating…")
     elif s is not None:
-        parts.append(f"{s.n_tokens} tokens · {s.tokens_per_s:.1f} tok/s")
+        n = s.n_completion
+        if not turn.text.strip() and not turn.tool_calls:
+            parts.append("ended without text")
+        # a rate needs two tokens at least (the first one's time is the prompt's)
+        parts.append(f"{n} tokens · {s.tokens_per_s:.1f} tok/s" if n > 1 else
+                     f"{n} token" if n == 1 else "no tokens")
         if s.proposed:
             parts.append(f"{s.acceptance_rate:.0%} of drafts accepted")
+        if turn.sources:
+            parts.append("saw " + "; ".join(turn.sources))
     if turn.reason in REASONS:
         parts.append(REASONS[turn.reason])
     return " · ".join(parts)

@@ -8,9 +8,10 @@ while the model is the chosen target, so a reload never brings back an older val
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from engine.hub import model_settings
 from engine.hub.model_settings import ModelSettings

@@ -9,22 +9,29 @@ what was loaded and the draft/target compatibility verdict.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QProgressBar,
-                               QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
+from app.requests import LoadedModel
+from app.workers_view import WorkerMonitor
 from engine import paths
-from engine.errors import DuetError
 from engine.catalog import CATALOG
+from engine.errors import DuetError
 from engine.model import check_gguf_file
 from engine.models_folder import label, local_models, starter_name
-
-from app.requests import ModelInfo
-from app.workers_view import WorkerMonitor
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +258,7 @@ class ModelsPanel(QWidget):
         if text:
             self.status.setText(text)
 
-    def show_loaded(self, info: ModelInfo) -> None:
+    def show_loaded(self, info: LoadedModel) -> None:
         self.set_loading(False)
         self.status.setText(describe(info))
         self.monitor.watch(info.workers, info.worker_lost)
@@ -266,7 +273,7 @@ class ModelsPanel(QWidget):
         self.status.setText(f"Not loaded: {message}")
 
 
-def describe(info: ModelInfo) -> str:
+def describe(info: LoadedModel) -> str:
     """One line: what is loaded, the drafter, and the draft/target compatibility verdict."""
     folder = paths.models_dir()
     name = starter_name(info.target_path, folder) or info.target_name

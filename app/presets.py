@@ -10,18 +10,27 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout,
-                               QLabel, QLineEdit, QMessageBox, QPlainTextEdit, QPushButton,
-                               QVBoxLayout, QWidget)
-
-from engine.conversation.library import Library
-from engine.conversation.presets import (SAMPLING_FIELDS, Preset, find, load_presets,
-                                         save_presets)
-from engine.conversation.tree import Conversation
-from engine.sampling import SamplingParams
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.fields import editor_for, editor_value, set_editor_value
 from app.settings import OPTIONS
+from engine.conversation.library import Library
+from engine.conversation.presets import SAMPLING_FIELDS, Preset, find, load_presets, save_presets
+from engine.conversation.tree import Conversation
+from engine.sampling import SamplingParams
 
 NONE_LABEL = "Settings (no preset)"
 

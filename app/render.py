@@ -14,15 +14,22 @@ in both (``app.markdown.keep_line_breaks``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
-from PySide6.QtGui import (QColor, QFont, QFontDatabase, QTextBlockFormat, QTextCharFormat,
-                           QTextCursor, QTextDocument, QTextFrameFormat)
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontDatabase,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextFrameFormat,
+)
 
 from app.highlight import highlight
-from app.markdown import (MARK_CLOSE, MARK_OPEN, Block, clip, keep_line_breaks, mark,
-                          split_blocks)
+from app.markdown import MARK_CLOSE, MARK_OPEN, Block, clip, keep_line_breaks, mark, split_blocks
 
 COPY_SCHEME = "copy"
 _FEATURES = QTextDocument.MarkdownFeature.MarkdownDialectGitHub

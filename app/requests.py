@@ -10,10 +10,11 @@ next reply.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from engine.chat import Message, ToolCall
 from engine.events import Done, Token
@@ -101,7 +102,7 @@ class FetchRequest:
 
 # -- results (worker → GUI) -------------------------------------------------------------------
 @dataclass(frozen=True)
-class ModelInfo:
+class LoadedModel:
     """What was loaded. ``draft_problem``: why the draft model was refused (None: it was not)."""
 
     target_path: Path
@@ -133,6 +134,8 @@ class Progress:
 class TokenBatch:
     conversation_id: str
     tokens: tuple[Token, ...]
+    n_past: int = 0  # tokens in the context as the batch left the engine (0: not known)
+    n_ctx: int = 0
 
     @property
     def text(self) -> str:
@@ -140,7 +143,7 @@ class TokenBatch:
 
 
 @dataclass(frozen=True)
-class Reply:
+class ChatReply:
     """A finished reply with the context fill after it (read on the worker thread)."""
 
     conversation_id: str
@@ -150,6 +153,7 @@ class Reply:
     dropped: int = 0  # the oldest messages left out to fit the context
     shift_note: str | None = None  # why the kept turns were recomputed, not shifted
     calls: tuple[ToolCall, ...] = ()  # the tool calls the reply made (out of ``done.text``)
+    sources: tuple[str, ...] = ()  # what it saw of attached files, in words (engine.documents)
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,11 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from engine import logsetup
 
@@ -216,9 +217,10 @@ def check_session(runtime: Runtime, config: RuntimeConfig, messages: list[Messag
 def check_qt() -> str:
     """Import the GUI and start Qt offscreen (no window); the SVG plugin must load the icon."""
     global _qt_app
-    import app.main_window  # noqa: F401  (the GUI modules, with all their imports)
     from PySide6.QtGui import QGuiApplication, QIcon, QImageReader
     from PySide6.QtWidgets import QApplication
+
+    import app.main_window  # noqa: F401  (the GUI modules, with all their imports)
 
     if QApplication.instance() is None:
         _qt_app = QApplication(["duet"])

@@ -17,22 +17,24 @@ models are next loaded (they are baked into the ``Runtime``).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from PySide6.QtCore import QObject, Signal
 
 from engine import params, paths
+from engine.cache_params import CacheParams
 from engine.context_params import ContextParams
 from engine.errors import DuetError
 from engine.localfile import read_json, write_json
 from engine.model import ModelSpec
 from engine.runtime import RuntimeConfig, endpoints, tensor_split
 from engine.sampling import SamplingParams
+from engine.server.cli import SERVE_PARALLEL
 from engine.speculative.params import SpeculativeParams
-from engine.state_cache import DEFAULT_CACHE_BYTES
 from engine.tools import MAX_ROUNDS
 
 log = logging.getLogger(__name__)
@@ -97,6 +99,8 @@ SERVER = "Local server"
 
 SCHEMA: tuple[Option, ...] = (
     *_rows(SpeculativeParams, SPEC, skip=("adaptive",)),
+    # not shown (drafting pays or not on this machine, measured): tests and measurements pin it
+    *(replace(o, visible=False) for o in _rows(SpeculativeParams, SPEC) if o.name == "adaptive"),
     *_rows(SamplingParams, SAMPLING),
     Option("system_prompt", str, "", "System prompt", "Sent before every conversation (empty: none).",
            "now", SAMPLING),
@@ -122,10 +126,7 @@ SCHEMA: tuple[Option, ...] = (
     Option("max_tool_rounds", int, MAX_ROUNDS, "Tool rounds per reply",
            "How many replies in a row may call tools (MCP) before the model must answer "
            "(0: tools are shown but no call is run).", "now", CONVERSATIONS, 0, 64),
-    Option("state_cache_mb", int, DEFAULT_CACHE_BYTES >> 20, "Conversation cache (MiB)",
-           "Memory for the states of recent conversations and reply versions (and the local "
-           "server's clients), so going back to one does not read it again (0: none).",
-           "reload", CONVERSATIONS, 0, 1 << 20),
+    *_rows(CacheParams, CONVERSATIONS),
     Option("composer_draft", str, "", "Unsent message",
            "What the composer held when Duet last quit (it is there again at the next start).",
            "now", CONVERSATIONS, visible=False),
@@ -153,6 +154,24 @@ SCHEMA: tuple[Option, ...] = (
 OPTIONS: Mapping[str, Option] = MappingProxyType({o.name: o for o in SCHEMA})
 DEFAULTS: Mapping[str, Any] = MappingProxyType({o.name: o.default for o in SCHEMA})
 SAMPLING_KEYS = tuple(o.name for o in _rows(SamplingParams, SAMPLING))
+CHAT_KEYS = frozenset((*SAMPLING_KEYS, "system_prompt", "drafter"))  # a conversation's own
+
+
+def chat_settings(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A conversation's own settings read from its file, through the same checks as the
+    settings: what passes, and one line for each value left out (the default is used)."""
+    kept: dict[str, Any] = {}
+    refused: list[str] = []
+    for name, value in raw.items():
+        option = OPTIONS.get(name)
+        if option is None or name not in CHAT_KEYS:
+            refused.append(f"{name!r} is not a conversation setting")
+            continue
+        try:
+            kept[name] = option.validate(value)
+        except ValueError as e:
+            refused.append(str(e))
+    return kept, refused
 # Names written by version 1 files: the parameter table's names replaced them.
 RENAMED = {"context_size": "n_ctx", "threads": "n_threads"}
 
@@ -224,7 +243,13 @@ def speculative_params(values: Mapping[str, Any], *, has_draft: bool = True) -> 
 
 
 def context_params(values: Mapping[str, Any]) -> ContextParams:
-    return _instance(ContextParams, values, type_v=values["type_k"])
+    """With the local server on and one sequence asked for, the app's conversation gets one and
+    the server's clients as many as ``duet-cli serve`` gives them by default (they share the
+    context's cells: the memory is that of one)."""
+    parallel = values["n_parallel"]
+    if values.get("server_enabled") and parallel == 1:
+        parallel = 1 + SERVE_PARALLEL
+    return _instance(ContextParams, values, type_v=values["type_k"], n_parallel=parallel)
 
 
 def runtime_config(values: Mapping[str, Any], target_path: Path | str,
@@ -239,7 +264,7 @@ def runtime_config(values: Mapping[str, Any], target_path: Path | str,
                          tensor_split=split),
         draft=draft, context=context_params(values), sampling=sampling_params(values),
         speculative=speculative_params(values, has_draft=draft is not None),
-        state_cache_bytes=values["state_cache_mb"] << 20)
+        state_cache_bytes=values["state_cache_mb"] << 20, kv_store_bytes=values["kv_store_mb"] << 20)
 
 
 class Settings(QObject):

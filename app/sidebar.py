@@ -7,18 +7,25 @@ answer comes, and meanwhile keep the last answer for the same query.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from PySide6.QtCore import QPoint, Qt, Signal
-from PySide6.QtWidgets import (QHBoxLayout, QLineEdit, QListWidget, QListWidgetItem, QMenu,
-                               QPushButton, QVBoxLayout, QWidget)
-
-from engine.conversation.export import matches
-from engine.conversation.library import Library
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.conversation import Conversation
 from app.search import ConversationSearch
+from engine.conversation.export import matches
+from engine.conversation.library import Library
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 

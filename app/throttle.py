@@ -11,7 +11,8 @@ Pure logic (no Qt, no threads); the clock is injectable.
 from __future__ import annotations
 
 import time
-from typing import Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 

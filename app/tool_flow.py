@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable, Protocol
+from typing import Protocol
 
 from PySide6.QtCore import QObject, Signal
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
 
-from engine.chat import ToolCall
-
+from app.conversation import Turn
 from app.message_widget import MessageWidget
 from app.tool_text import call_line
-from app.conversation import Turn
+from engine.chat import ToolCall
 
 PREVIEW_CHARS = 120  # characters of a folded result shown on its line
 STATES = {"denied": "denied", "cancelled": "cancelled", "error": "failed"}

@@ -19,15 +19,26 @@ from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout,
-                               QHeaderView, QLabel, QMessageBox, QPushButton, QTreeWidget, QTreeWidgetItem,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMessageBox,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
+from app.tools_editor import ServerEditor, plain_label
 from engine.mcp import McpConfig, ServerConfig, ServerStatus, ToolConfigError, ToolHost, mask
 from engine.mcp import config as mcp_config
 from engine.mcp.interchange import read_servers, write_servers
-
-from app.tools_editor import ServerEditor, plain_label
 
 log = logging.getLogger(__name__)
 

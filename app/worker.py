@@ -16,33 +16,46 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from engine import paths
-from engine import rescue
+from app.requests import (
+    ChatReply,
+    ChatRequest,
+    Failure,
+    Fetched,
+    FetchRequest,
+    LoadedModel,
+    LoadRequest,
+    Opened,
+    OpenRequest,
+    Progress,
+    ReadAheadRequest,
+    RescuePlan,
+    Saved,
+    SaveRequest,
+    TokenBatch,
+)
+from app.throttle import DEFAULT_INTERVAL_S, Coalescer
+from engine import paths, rescue
 from engine.chat import Message, ToolCall
 from engine.conversation.store import cut_reply
 from engine.errors import DecodeError, DuetError, LoadCancelled, MessageTooLongError, WorkerLostError
 from engine.events import Done, PromptProgress, Stats, Token
 from engine.model import check_gguf_file
-from engine.prompt import chat_tokens, fit_messages
+from engine.request import Call, Chat, Piece, Policy, PreparedTurn, Reader, Text, prepare
 from engine.runtime import Runtime
 from engine.service import Engine, Job, QueueFull
 from engine.session.meta import MAX_TOOL_CALLS
-from engine.tools.prompting import result_prefix, tool_prompt
-from engine.tools.scanner import Scanner
-
-from app.requests import (ChatRequest, Failure, FetchRequest, Fetched, LoadRequest, ModelInfo,
-                          Opened, OpenRequest, Progress, ReadAheadRequest, Reply, RescuePlan,
-                          SaveRequest, Saved, TokenBatch)
-from app.throttle import DEFAULT_INTERVAL_S, Coalescer
+from engine.tools.prompting import result_prefix
 
 if TYPE_CHECKING:
+    from engine.documents.prompt import Source
     from engine.session.store import OpenResult
     from engine.speculative.later import LaterCurves
 
@@ -52,10 +65,10 @@ FETCH_PROGRESS_INTERVAL_S = 0.1
 
 
 class EngineWorker(QObject):
-    loaded = Signal(object)  # ModelInfo
+    loaded = Signal(object)  # LoadedModel
     progress = Signal(object)  # Progress
     tokens = Signal(object)  # TokenBatch
-    finished = Signal(object)  # Reply
+    finished = Signal(object)  # ChatReply
     saved = Signal(object)  # Saved
     opened = Signal(object)  # Opened
     fetched = Signal(object)  # Fetched
@@ -91,7 +104,7 @@ class EngineWorker(QObject):
             speculation = rt.speculation
             draft_model = rt.draft_model
             later = rt.later
-            info = ModelInfo(
+            info = LoadedModel(
                 target_path=cfg.target.path, target_name=rt.target.display_name,
                 draft_path=cfg.draft.path if cfg.draft else None,
                 draft_name=draft_model.display_name if draft_model is not None else None,
@@ -111,29 +124,22 @@ class EngineWorker(QObject):
         that runs on the engine's thread."""
         with self._guard("chat", req.conversation_id):
             engine = self._engine()
-            model = engine.runtime.target
             n_ctx = engine.runtime.ctx.n_ctx
-            dropped, scanner = 0, None
+            chat = Chat(req.messages, req.sampling, req.tools, continue_text=req.continue_text,
+                        read_calls=req.read_calls)
             try:
-                if req.continue_text is not None:  # the reply goes on from its text (Continue)
-                    prompt = chat_tokens(model, req.messages) + model.tokenize_text(req.continue_text)
-                elif req.tools or any(m.role == "tool" or m.tool_calls for m in req.messages):
-                    # a chat with tools: the template shows them, the reply is read for calls
-                    prompt, fmt = tool_prompt(model, req.messages, req.tools, cancel=req.cancel)
-                    scanner = Scanner(fmt, [t.name for t in req.tools] if req.read_calls else [])
-                else:
-                    budget = n_ctx - min(req.sampling.max_tokens, n_ctx // 4)
-                    prompt, dropped = fit_messages(model, req.messages, budget, cancel=req.cancel)
+                turn = prepare(engine.runtime.target, chat, Policy(n_ctx), req.cancel)
             except DecodeError:
                 if not req.cancel.is_set():
                     raise
-                self.finished.emit(Reply(req.conversation_id, Done("cancelled", "", (), Stats()),
+                self.finished.emit(ChatReply(req.conversation_id, Done("cancelled", "", (), Stats()),
                                          0, n_ctx))
                 return
-            relay = _Relay(self, req, dropped, scanner)
+            relay = _Relay(self, req, turn)
+            grammar = turn.grammar.matcher() if turn.grammar is not None else None
             try:
-                engine.submit(Job(prompt, req.sampling, relay.emit, cancel=req.cancel, slot=0,
-                                  speculate=req.speculate))
+                engine.submit(Job(turn.prompt, turn.sampling, relay.emit, cancel=req.cancel, slot=0,
+                                  grammar=grammar, speculate=req.speculate))
             except QueueFull:
                 relay.end()
                 raise DuetError("the engine is busy with the local server's clients; "
@@ -263,15 +269,16 @@ class CurveProgress:
 
 class _Relay:
     """One reply's events, on the engine's thread, turned into the worker's signals: tokens
-    coalesced, the reply so far kept for a rescue if an RPC worker dies mid-pass."""
+    coalesced (with tools, the calls taken out by the turn's reader), the reply so far kept for
+    a rescue if an RPC worker dies mid-pass."""
 
-    def __init__(self, worker: EngineWorker, req: ChatRequest, dropped: int,
-                 scanner: Scanner | None = None) -> None:
-        self.worker, self.req, self.dropped = worker, req, dropped
+    def __init__(self, worker: EngineWorker, req: ChatRequest, turn: PreparedTurn) -> None:
+        self.worker, self.req, self.dropped = worker, req, turn.dropped
+        self.sources = sources_in_words(turn.sources)
         self.batches: Coalescer[Token] = Coalescer(worker.token_interval)
         self.parts: list[str] = []  # the reply so far
-        self.scanner = scanner  # a chat with tools: the calls are taken out of the text
-        self.shown: list[str] = []  # with a scanner: the text released (calls taken out)
+        self.reader = Reader(turn)
+        self.shown: list[str] = []  # the text released (calls taken out)
         self.calls: list[ToolCall] = []
         self.runtime = worker.runtime
         self.hook = self._rescue_hook()
@@ -281,24 +288,23 @@ class _Relay:
         try:
             if isinstance(item, Token):
                 self.parts.append(item.text)
-                for tok in self._scanned(item):
+                for tok in self._shown(self.reader.feed(item)):
                     batch = self.batches.add(tok, boundary=tok.step_end)
                     if batch:
-                        w.tokens.emit(TokenBatch(cid, tuple(batch)))
+                        w.tokens.emit(TokenBatch(cid, tuple(batch), *self._fill()))
             elif isinstance(item, PromptProgress):
                 w.progress.emit(Progress("prompt", item.done, item.total))
             elif isinstance(item, Done):
                 self.end()
-                if self.scanner is not None:  # the reply's text is what is left of the calls
-                    for piece in self.scanner.feed(item.tail) + self.scanner.close():
-                        self._take(piece)
+                self._shown(self.reader.feed(item))
+                if self.reader.reads_calls:  # the reply's text is what is left of the calls
                     item = replace(item, text="".join(self.shown))
                 rest = self.batches.flush()
                 if rest:
-                    w.tokens.emit(TokenBatch(cid, tuple(rest)))
+                    w.tokens.emit(TokenBatch(cid, tuple(rest), *self._fill()))
                 ctx = self.runtime.ctx if self.runtime is not None and not self.runtime.closed else None
-                w.finished.emit(Reply(cid, item, ctx.n_past if ctx else 0, ctx.n_ctx if ctx else 0,
-                                      self.dropped, item.note, tuple(self.calls)))
+                w.finished.emit(ChatReply(cid, item, ctx.n_past if ctx else 0, ctx.n_ctx if ctx else 0,
+                                      self.dropped, item.note, tuple(self.calls), self.sources))
             elif isinstance(item, Exception):
                 self.end()
                 log.warning("chat failed: %s", item)
@@ -307,25 +313,24 @@ class _Relay:
         except Exception:  # never let a relay break the engine's thread
             log.exception("relaying a reply's event failed")
 
-    def _scanned(self, tok: Token) -> list[Token]:
-        """``tok`` as shown: with a scanner, the text it releases (a call's text is held
-        and never shown), each piece marked as drafted when ``tok`` was."""
-        if self.scanner is None:
-            return [tok]
-        out = []
-        for piece in self.scanner.feed(tok.text):
-            text = self._take(piece)
-            if text:
-                out.append(replace(tok, text=text))
-        return out
+    def _fill(self) -> tuple[int, int]:
+        """The context's fill now, and its size (on the engine's thread, which owns it)."""
+        rt = self.runtime
+        return (rt.ctx.n_past, rt.ctx.n_ctx) if rt is not None and not rt.closed else (0, 0)
 
-    def _take(self, piece: str | ToolCall) -> str:
-        if isinstance(piece, ToolCall):
-            if len(self.calls) < MAX_TOOL_CALLS:  # (more than a file may hold are dropped)
-                self.calls.append(piece)
-            return ""
-        self.shown.append(piece)
-        return piece
+    def _shown(self, pieces: list[Piece]) -> list[Token]:
+        """The tokens to show for ``pieces``: each text piece as its token with that text (a
+        call's text is never shown); the calls kept."""
+        out = []
+        for p in pieces:
+            if isinstance(p, Call):
+                if len(self.calls) < MAX_TOOL_CALLS:  # (more than a file may hold are dropped)
+                    self.calls.append(p.call)
+            elif isinstance(p, Text):
+                self.shown.append(p.text)
+                if p.source is not None and (p.text or not self.reader.reads_calls):
+                    out.append(p.source if p.text == p.source.text else replace(p.source, text=p.text))
+        return out
 
     def end(self) -> None:
         if self.hook is not None:
@@ -346,6 +351,22 @@ class _Relay:
 
         rescue.add(save)
         return save
+
+
+def sources_in_words(sources: Sequence[Source]) -> tuple[str, ...]:
+    """"manual.pdf (whole)", "codes.pdf p. 136, 137 (passages)": one line per file."""
+    pages: dict[str, list[int]] = {}
+    whole: list[str] = []
+    for s in sources:
+        if s.mode == "whole":
+            whole.append(s.name)
+        else:
+            pages.setdefault(s.name, []).extend([s.page] if s.page is not None else [])
+    out = [f"{name} (whole)" for name in whole]
+    for name, ps in pages.items():
+        where = f" p. {', '.join(str(p) for p in sorted(set(ps)))}" if ps else ""
+        out.append(f"{name}{where} (passages)")
+    return tuple(out)
 
 
 def _log_read_ahead(future: Future) -> None:

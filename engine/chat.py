@@ -24,9 +24,10 @@ import json
 import re
 import secrets
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import jinja2
 
@@ -60,9 +61,26 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A file attached to a message, as it was read once (engine.documents): its text is what
+    the model sees, ``sha256`` the file's bytes when read (the path is never read again),
+    ``pages`` where each PDF page starts in ``text``. ``mode``: whole (all of it goes into the
+    prompt), retrieved (only the passages relevant to the message), or auto (whole when it
+    fits the context with room for the reply)."""
+
+    name: str
+    kind: str
+    sha256: str
+    text: str
+    pages: tuple[int, ...] = ()
+    mode: str = "auto"
+
+
+@dataclass(frozen=True)
 class Message:
     """A chat message. An assistant's may carry ``tool_calls``; a ``tool`` message is the
-    result of the call ``tool_call_id`` (of function ``name``)."""
+    result of the call ``tool_call_id`` (of function ``name``); a user's may carry files
+    (``attachments``: engine.documents.prompt puts them into the prompt)."""
 
     role: str
     content: str
@@ -70,6 +88,7 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    attachments: tuple[Attachment, ...] = ()
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:

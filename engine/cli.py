@@ -27,6 +27,12 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-session-kv", action="store_true",
                    help="reopen --session from its text only (ignore its saved KV state)")
     p.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
+    p.add_argument("--attach", action="append", default=[], type=Path, metavar="FILE",
+                   help="a file the prompt is about (text, Markdown, code, PDF, .docx, HTML; "
+                        "repeatable): whole when it fits the context, else the passages the "
+                        "prompt finds")
+    p.add_argument("--attach-mode", choices=("auto", "whole", "retrieved"), default="auto",
+                   help="how attached files go into the prompt (default: auto)")
     p.add_argument("prompt", nargs="?", help="the prompt, or - to read standard input")
     _add_tool_arguments(p)
     p.set_defaults(func=_generate)
@@ -69,15 +75,17 @@ def _generate(args: argparse.Namespace) -> int:
     prompt = _read_prompt(args)
     if not prompt.strip():
         raise DuetError("the prompt is empty")
+    files = _attachments(args.attach, args.attach_mode)  # read first: a bad file loads nothing
     config = runtime_config(args)
     with Runtime(config) as rt:
         if args.session is not None:
-            if args.mcp_config is not None:
-                raise DuetError("--mcp-config and --session cannot be combined yet")
+            if args.mcp_config is not None or files:
+                raise DuetError("--mcp-config and --attach cannot be combined with --session yet")
             from engine.session.resume import continue_session
             return continue_session(rt, args.session, prompt, config.sampling, as_json=args.json,
                                     system=args.system, use_kv=not args.no_session_kv)
-        messages = ([Message("system", args.system)] if args.system else []) + [Message("user", prompt)]
+        messages = ([Message("system", args.system)] if args.system else []) + \
+            [Message("user", prompt, attachments=files)]
         if args.mcp_config is not None:
             from engine.mcp import cli as mcp_cli
 
@@ -85,10 +93,25 @@ def _generate(args: argparse.Namespace) -> int:
         done = collect(rt.generator.chat(messages, config.sampling),
                        None if args.json else write_token)
         if args.json:
-            print(json.dumps(done_json(done)))
+            out = done_json(done)
+            if files:
+                out["sources"] = [{"name": x.name, "mode": x.mode, "page": x.page}
+                                  for x in rt.generator.last_sources]
+            print(json.dumps(out))
         else:
             sys.stdout.write(done.tail + "\n")
     return 0
+
+
+def _attachments(paths: list[Path], mode: str) -> tuple:
+    """The files of --attach, read once (engine.documents); a file that cannot be read is a
+    one-line error before anything is loaded."""
+    if not paths:
+        return ()
+    from engine.documents.extract import read_document
+    from engine.documents.prompt import attachment
+
+    return tuple(attachment(read_document(p), mode) for p in paths)
 
 
 def write_token(token: Token) -> None:
@@ -102,11 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_generate(sub)
-    from engine import cli_models
+    from engine import cli_models, worker
     from engine.bench import cli as bench_cli
     from engine.server import cli as server_cli
     from engine.session import cli as session_cli
-    from engine import worker
 
     for module in (cli_models, session_cli, bench_cli, server_cli, worker):
         module.add_parser(sub)

@@ -24,8 +24,9 @@ from __future__ import annotations
 import ctypes
 import json
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 

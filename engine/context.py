@@ -10,17 +10,18 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
 from engine import backend
 from engine.backend import lib
-from engine.native import NativeOwner
-from engine.errors import ContextFullError, DecodeError, ModelLoadError, RewindError
 from engine.context_params import KV_TYPES, ContextParams, check_memory, flash_attn_type
+from engine.errors import CellsFullError, ContextFullError, DecodeError, ModelLoadError, RewindError
 from engine.model import Model
+from engine.native import NativeOwner
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,10 @@ class _Llama:
     def __init__(self, model: Model, params: ContextParams) -> None:
         cp = lib.llama_context_default_params()
         n_seq = params.n_parallel
-        cp.n_ctx = params.n_ctx * n_seq  # every sequence can fill its whole context
+        # one pool of n_ctx cells for all sequences, as llama-server's unified KV: each may fill
+        # the whole context, and memory does not grow with the sequences (when the pool runs
+        # out, the scheduler frees the cells of sequences that no reply runs on)
+        cp.n_ctx = params.n_ctx
         cp.n_batch = params.n_batch
         cp.n_ubatch = min(params.n_batch, 512)
         cp.n_seq_max = n_seq
@@ -284,10 +288,11 @@ class Context(NativeOwner):
         del self.tokens[n_keep:]
 
 
-def decode_batch(parts: Sequence[Part]) -> list[np.ndarray]:
+def decode_batch(parts: Sequence[Part], cancel: threading.Event | None = None) -> list[np.ndarray]:
     """Decode several sequences' tokens in one llama_decode (they share a llama context); the
     logits rows of each part, in order (zero-copy views, valid until the next decode). On a
-    failure every sequence is left as it was and the error is raised."""
+    failure every sequence is left as it was and the error is raised; ``cancel`` set during
+    the pass aborts it that way (DecodeError "cancelled")."""
     if not parts:
         return []
     shared = parts[0].ctx._shared
@@ -303,7 +308,16 @@ def decode_batch(parts: Sequence[Part]) -> list[np.ndarray]:
     parts[0].ctx.model.check_workers()
     starts = [p.ctx.n_past for p in parts]
     _fill(shared.batch, [(p.ctx, p.tokens, _rows(p.logits, len(p.tokens))) for p in parts])
-    rc = lib.llama_decode(shared.handle, shared.batch)
+    shared.cancel = cancel
+    if cancel is not None:
+        lib.llama_set_abort_callback(shared.handle, shared.abort_cb, None)
+    try:
+        rc = lib.llama_decode(shared.handle, shared.batch)
+    finally:
+        if cancel is not None:
+            lib.llama_set_abort_callback(shared.handle, ggml_null_abort, None)
+            shared.cancel = None
+            backend.set_aborting(id(shared), False)
     if rc != 0:
         for p, start in zip(parts, starts):
             p.ctx._restore(start)
@@ -347,7 +361,7 @@ def _decode_error(rc: int) -> Exception:
     if rc == 2:
         return DecodeError("cancelled")
     if rc == 1:
-        return ContextFullError("no room left in the KV cache for this batch")
+        return CellsFullError("no room left in the KV cache for this batch")
     return DecodeError(f"llama_decode failed ({rc}): {backend.take_errors()}")
 
 

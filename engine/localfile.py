@@ -26,8 +26,9 @@ import os
 import stat
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any
 
 log = logging.getLogger(__name__)
 

@@ -46,3 +46,6 @@ def configure(level: int | str = logging.WARNING, *, timestamps: bool = False) -
             root.addHandler(handler)
         root.setLevel(level)
     logging.getLogger(NATIVE).setLevel(logging.DEBUG if level <= logging.DEBUG else logging.ERROR)
+    # gguf's SpecialVocab warns that a BERT writer has no key for a CLS token id (its CLS is its
+    # BOS, written): engine.embedding_convert, at every fetch of the embedding model
+    logging.getLogger("gguf.vocab").setLevel(max(level, logging.ERROR))

@@ -8,14 +8,14 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from engine import backend, catalog
 from engine.backend import lib
-from engine.native import NativeOwner
 from engine.errors import LoadCancelled, ModelLoadError
+from engine.native import NativeOwner
 
 log = logging.getLogger(__name__)
 

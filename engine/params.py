@@ -25,9 +25,10 @@ import dataclasses
 import functools
 import math
 import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 from engine.errors import DuetError
 

@@ -35,3 +35,10 @@ def config_dir() -> Path:
 
 def cache_dir() -> Path:
     return _root("cache") or Path(platformdirs.user_cache_dir(APP, appauthor=False))
+
+
+def kv_store_dir() -> Path:
+    """The disk KV store (engine.kv_store), shared by the window, the server and the CLI
+    (``DUET_KV_DIR`` overrides it: each test has its own)."""
+    override = os.environ.get("DUET_KV_DIR")
+    return Path(override) if override else cache_dir() / "kv"

@@ -1,12 +1,23 @@
-"""Where a cached token sequence and a new prompt agree: the shared head, and the span a
-context shift can keep when the oldest turns were dropped to fit (engine.state_cache and
-engine.generate both ask; neither imports the other for it)."""
+"""Where a cached token sequence and a new prompt agree, and bringing a context there: the
+shared head, the span a context shift can keep when the oldest turns were dropped to fit, and
+``align``/``read_ahead``, which make a sequence hold the reusable part of a prompt (the
+scheduler, the state cache and the draft model all ask; none imports another for it)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+import logging
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from engine.errors import DecodeError
+
+if TYPE_CHECKING:
+    from engine.context import Context
+
+log = logging.getLogger(__name__)
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -38,3 +49,45 @@ def dropped_span(cached: Sequence[int], prompt: Sequence[int]) -> tuple[int, int
         if kept >= MIN_SHIFT_GAIN and (best is None or kept > best[2]):
             best = (p, int(d), kept)
     return best
+
+
+def align(ctx: Context, prompt: Sequence[int]) -> tuple[int, int, str | None]:
+    """Make ``ctx`` hold the longest reusable part of ``prompt``; return (tokens reused,
+    tokens dropped by a cache shift, why a shift was not possible or None).
+
+    Reuses the common prefix; when the conversation outgrew the context and its oldest turns
+    were dropped, removes them from the cache and shifts the rest down instead of recomputing
+    it. At least the last prompt token is left to decode (its logits are needed)."""
+    shift = dropped_span(ctx.tokens, prompt)
+    dropped, note = 0, None
+    if shift is not None:
+        p, d, _ = shift
+        if ctx.drop(p, p + d):
+            dropped = d
+        else:
+            note = (f"{ctx.model.display_name} cannot shift its cache: the "
+                    f"{len(ctx.tokens) - p - d} tokens after the dropped turns are recomputed")
+            log.info(note)
+    reuse = min(common_prefix(ctx.tokens, prompt), len(prompt) - 1)
+    ctx.rewind(reuse)
+    return reuse, dropped, note
+
+
+def read_ahead(ctx: Context, tokens: Sequence[int], cancel: threading.Event | None = None) -> int:
+    """Read ``tokens``, the known beginning of a prompt to come, into ``ctx`` (keeping what it
+    shares with them): the prompt then finds them cached. The part of the answer's prompt
+    before a tool's result is read while the tool runs or waits for the person. Returns the
+    tokens read; a cancel leaves the context as it was before the read."""
+    keep = common_prefix(ctx.tokens, tokens)
+    if keep == len(tokens):
+        return 0
+    if len(tokens) >= ctx.n_ctx:
+        return 0  # the prompt will not fit either; its reply says so
+    ctx.rewind(keep)
+    try:
+        ctx.decode(tokens[keep:], logits="none", cancel=cancel)
+    except DecodeError:
+        if cancel is None or not cancel.is_set():
+            raise
+        return 0
+    return len(tokens) - keep

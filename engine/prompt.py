@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from engine.chat import Message, Segment, render_segments
 from engine.errors import DecodeError, MessageTooLongError

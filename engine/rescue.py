@@ -23,7 +23,7 @@ import os
 import sys
 import threading
 import time
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 log = logging.getLogger(__name__)
 

@@ -8,19 +8,23 @@ from __future__ import annotations
 import argparse
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from engine import params, paths
+from engine.cache_params import CacheParams
 from engine.catalog import CATALOG
 from engine.context import Context
 from engine.context_params import ContextParams
 from engine.errors import DuetError, LoadCancelled, ModelLoadError
 from engine.generate import Generator
+from engine.kv_store import DEFAULT_STORE_BYTES, KVStore
 from engine.model import Model, ModelSpec
 from engine.native import NativeOwner
 from engine.sampling import SamplingParams
+from engine.session.fingerprint import file_fingerprint
 from engine.speculative.params import SpeculativeParams
 from engine.state_cache import DEFAULT_CACHE_BYTES, StateCache
 
@@ -54,6 +58,7 @@ class RuntimeConfig:
     sampling: SamplingParams = SamplingParams()
     speculative: SpeculativeParams = field(default_factory=lambda: SpeculativeParams(drafter="none"))
     state_cache_bytes: int = DEFAULT_CACHE_BYTES  # saved states of other conversations/versions
+    kv_store_bytes: int = DEFAULT_STORE_BYTES  # long prompts' states on disk (0: none)
 
 
 class Runtime(NativeOwner):
@@ -78,6 +83,10 @@ class Runtime(NativeOwner):
         self.target: Model = Model(config.target, cancel)
         try:
             self.ctx: Context = Context(self.target, config.context)
+            if config.kv_store_bytes > 0:
+                self.cache.disk = KVStore(paths.kv_store_dir(), [self.ctx],
+                                          [file_fingerprint(config.target.path)],
+                                          config.kv_store_bytes)
             if config.speculative.drafter != "none":
                 from engine.speculative.speculator import build_speculation
 
@@ -141,6 +150,8 @@ class Runtime(NativeOwner):
         if later is not None:
             later.close()
         self.cache.clear()
+        if self.cache.disk is not None:
+            self.cache.disk.flush()
         for obj in (*(self.speculations or [self.speculation]), self.__dict__.pop("ctx", None),
                     self.__dict__.pop("target", None)):
             if obj is not None:
@@ -165,6 +176,7 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
     params.add_arguments(p, SamplingParams)
     params.add_arguments(p, ContextParams)
     params.add_arguments(p, SpeculativeParams)
+    params.add_arguments(p, CacheParams)
 
 
 def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
@@ -172,6 +184,7 @@ def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
         sampling = params.from_args(SamplingParams, args)
         speculative = params.from_args(SpeculativeParams, args)
         context = params.from_args(ContextParams, args, type_v=args.type_k)
+        cache = params.from_args(CacheParams, args)
     except ValueError as e:
         raise DuetError(str(e)) from None
     drafter = speculative.drafter
@@ -188,7 +201,8 @@ def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
     if target.tensor_split and not target.rpc:
         raise DuetError("--tensor-split needs --rpc")
     return RuntimeConfig(target=target, draft=draft, context=context, sampling=sampling,
-                         speculative=speculative)
+                         speculative=speculative, state_cache_bytes=cache.state_cache_mb << 20,
+                         kv_store_bytes=cache.kv_store_mb << 20)
 
 
 def endpoints(text: str | None) -> tuple[str, ...]:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 

@@ -17,15 +17,15 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from engine.context import Context, Part, decode_batch
-from engine.decoding import Decoding, Grammar, Speculation
-from engine.errors import DuetError
+from engine.decoding import Decoding, Drafting, GrammarState
+from engine.errors import CellsFullError, ContextFullError, DuetError
 from engine.events import Done, PromptProgress, Stats
-from engine.generate import align, read_ahead
-from engine.prefix import common_prefix, dropped_span
+from engine.prefix import align, common_prefix, dropped_span, read_ahead
 from engine.sampling import SamplingParams
 
 if TYPE_CHECKING:
@@ -65,14 +65,14 @@ class Job:
     emit: Callable[[object], None]
     cancel: threading.Event = field(default_factory=threading.Event)
     n_template: int = 0  # prompt tokens that every request shares (not a cache hit)
-    grammar: Grammar | None = None  # the grammar the reply follows (its state: one per job)
+    grammar: GrammarState | None = None  # the grammar the reply follows (its state: one per job)
     logprobs: int | None = None  # report log-probabilities, with this many alternatives
     slot: int | None = None  # the sequence it must run on (the app's own conversation)
     speculate: bool = True  # False: plain decoding for this reply (a chat whose preset says none)
 
 
 class Slot:
-    def __init__(self, ctx: Context, speculation: Speculation | None) -> None:
+    def __init__(self, ctx: Context, speculation: Drafting | None) -> None:
         self.ctx = ctx
         self.speculation = speculation
         self.job: Job | None = None
@@ -80,9 +80,15 @@ class Slot:
         self.pos = 0  # prompt tokens in the cache
         self.last_used = 0
 
+    @property
+    def contexts(self) -> list[Context]:
+        """The slot's context, and the draft model's when it drafts with one (saved alongside)."""
+        draft = self.speculation.draft_ctx if self.speculation is not None else None
+        return [self.ctx] if draft is None else [self.ctx, draft]
+
 
 class Scheduler:
-    def __init__(self, contexts: tuple[Context, ...], speculations: Sequence[Speculation | None],
+    def __init__(self, contexts: tuple[Context, ...], speculations: Sequence[Drafting | None],
                  cache: StateCache | None = None, *, reserved: int = 0,
                  on_finished: Callable[[Job, Done | Exception], None] | None = None) -> None:
         """``reserved``: the first slots only run jobs pinned to them (``Job.slot``)."""
@@ -101,6 +107,15 @@ class Scheduler:
 
     def add(self, job: Job) -> None:
         self.waiting.append(job)
+
+    def abandon(self, job: Job) -> None:
+        """End ``job`` as cancelled without setting its cancel event (nobody reads it now)."""
+        if job in self.waiting:
+            self.waiting.remove(job)
+            return
+        for s in self.slots:
+            if s.job is job:
+                self._finish(s, "cancelled")
 
     def cancel_all(self) -> None:
         """End every reply and waiting job (the engine stops)."""
@@ -133,12 +148,18 @@ class Scheduler:
         parts, owners = self._batch(busy)
         if not parts:
             return True
+        # a pass that is one reply's alone can stop inside llama_decode when it is cancelled (a
+        # long prompt's slice); one shared with others runs to its end, the cancel seen after it
+        alone = owners[0].job.cancel if all(s is owners[0] for s in owners) and owners[0].job else None
         t = time.perf_counter()
         try:
-            rows = decode_batch(parts)
+            rows = decode_batch(parts, cancel=alone)
+        except CellsFullError as e:
+            if not self._free_idle():  # else the same batch goes again at the next step
+                self._failed_batch(owners, e)
+            return True
         except DuetError as e:
-            for s in owners:
-                self._fail(s, e)
+            self._failed_batch(owners, e)
             return True
         elapsed = time.perf_counter() - t
         total = sum(len(p.tokens) for p in parts)
@@ -147,6 +168,31 @@ class Scheduler:
         for s, part, r in zip(owners, parts, rows):
             self._take(s, part, r, elapsed * len(part.tokens) / total, len(parts) == 1)
         return True
+
+    def _failed_batch(self, owners: list[Slot], error: DuetError) -> None:
+        """A pass failed: cancelled replies end as such, replies streaming when the cells ran
+        out end as cut by the context, the others fail with ``error``."""
+        for s in owners:
+            if s.job is None or s.decoding is None:
+                continue
+            if s.job.cancel.is_set():
+                self._finish(s, "cancelled")
+            elif isinstance(error, CellsFullError) and s.decoding.started:
+                self._finish(s, "context_full")
+            else:
+                self._fail(s, error)
+
+    def _free_idle(self) -> bool:
+        """The shared cells ran out: free those of sequences no reply runs on (the state cache
+        keeps what they held, when worth it). False when there were none."""
+        idle = [s for s in self.slots if s.job is None and s.ctx.tokens]
+        for s in idle:
+            if self.cache is not None:
+                self.cache.keep(s.ctx)
+            s.ctx.clear()
+        if idle:
+            log.info("the KV cache is full: freed %d idle sequences", len(idle))
+        return bool(idle)
 
     def _batch(self, busy: list[Slot]) -> tuple[list[Part], list[Slot]]:
         """The next batch: every streaming reply's step first, then slices of new prompts."""
@@ -169,7 +215,12 @@ class Scheduler:
             if d is None or d.started or budget <= 0:
                 continue
             prompt = d.prompt
-            n = min(len(prompt) - s.pos, slice_, budget)
+            # a reply that reports log-probabilities reads its prompt's last token in a pass of
+            # its own, as it does when the rest of the prompt was cached: its first token's
+            # log-probabilities do not depend on what the cache held (README, local server)
+            end = len(prompt) - 1 if d.logprobs is not None and s.pos < len(prompt) - 1 \
+                else len(prompt)
+            n = min(end - s.pos, slice_, budget)
             last = s.pos + n == len(prompt)
             parts.append(Part(s.ctx, prompt[s.pos:s.pos + n], "last" if last else "none"))
             owners.append(s)
@@ -187,6 +238,8 @@ class Scheduler:
             events = [PromptProgress(s.pos - d.stats.n_cached, len(d.prompt) - d.stats.n_cached)]
             if s.pos == len(d.prompt):
                 d.stats.prompt_s = time.perf_counter() - d.stats.t0
+                if self.cache is not None:  # a long prompt read is kept on disk
+                    self.cache.prefilled(s.contexts, len(d.prompt) - d.stats.n_cached)
                 events += d.start(rows[-1])
         for ev in events:
             job.emit(ev)
@@ -229,28 +282,32 @@ class Scheduler:
 
         return max(free, key=score)
 
-    def read_ahead(self, slot: int, tokens: Sequence[int]) -> int:
+    def read_ahead(self, slot: int, tokens: Sequence[int],
+                   cancel: threading.Event | None = None) -> int:
         """Read ``tokens``, the known start of a prompt to come, into sequence ``slot`` unless a
         reply runs there (what it held goes to the state cache first, as for a job)."""
         s = self.slots[slot]
         if s.job is not None:
             return 0
         if self.cache is not None:
-            self.cache.prepare(_contexts(s), tokens, self.s_per_token)
-        return read_ahead(s.ctx, tokens)
+            self.cache.prepare(s.contexts, tokens, self.s_per_token)
+        return read_ahead(s.ctx, tokens, cancel)
 
     def _begin(self, s: Slot, job: Job) -> None:
         if len(job.prompt) >= s.ctx.n_ctx:
-            raise DuetError(f"the prompt ({len(job.prompt)} tokens) does not fit the context "
-                            f"({s.ctx.n_ctx})")
+            raise ContextFullError(f"the prompt ({len(job.prompt)} tokens) does not fit the "
+                                   f"context ({s.ctx.n_ctx})")
         if self.cache is not None:
-            self.cache.prepare(_contexts(s), job.prompt, self.s_per_token)
+            self.cache.prepare(s.contexts, job.prompt, self.s_per_token)
         self._borrow(s, job.prompt)
         reuse, _, note = align(s.ctx, job.prompt)
         self._clock += 1
         s.job, s.pos, s.last_used = job, reuse, self._clock
+        # log-probabilities come from one-row passes: a verify pass computes the same logits
+        # in another batch shape, whose rounding differs (as llama-server, no drafting then)
+        drafts = job.speculate and job.logprobs is None
         s.decoding = Decoding(self.model, job.prompt, job.params,
-                              speculation=s.speculation if job.speculate else None,
+                              speculation=s.speculation if drafts else None,
                               grammar=job.grammar, logprobs=job.logprobs, n_cached=reuse)
         s.decoding.note = note
 
@@ -294,8 +351,3 @@ class Scheduler:
             self.on_finished(job, error)
         job.emit(error)
 
-
-def _contexts(s: Slot) -> list[Context]:
-    """The slot's context, and the draft model's when it drafts with one (saved alongside)."""
-    draft = s.speculation.draft_ctx if s.speculation is not None else None
-    return [s.ctx] if draft is None else [s.ctx, draft]

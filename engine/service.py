@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from engine.errors import DuetError
 from engine.events import Done, Stats

@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from engine.context import Context
 from engine.errors import DecodeError
+from engine.kv_store import MIN_NEW_TOKENS, KVStore
 from engine.prefix import common_prefix, dropped_span
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class CacheStats:
     reused_tokens: int = 0  # prompt tokens not decoded again (live context or restored state)
     hits: int = 0  # requests that reused at least one token beyond the shared template start
     restores: int = 0
+    disk_restores: int = 0
     saves: int = 0
     evictions: int = 0
     unsaved: int = 0  # states not saved: reading their tokens again costs less here (a GPU)
@@ -58,8 +60,12 @@ class CacheStats:
 
 
 class StateCache:
-    def __init__(self, max_bytes: int) -> None:
+    """``disk``: the disk KV store under this cache (engine.kv_store), asked when memory holds
+    less of a prompt, and given each prompt whose reading cost enough to keep."""
+
+    def __init__(self, max_bytes: int, disk: KVStore | None = None) -> None:
         self.max_bytes = max_bytes
+        self.disk = disk
         # id -> one (tokens, state) per context, the target's first
         self._entries: OrderedDict[int, tuple[Snapshot, ...]] = OrderedDict()
         self._next_id = 0
@@ -92,9 +98,32 @@ class StateCache:
             n = common_prefix(entry[0][0], prompt)
             if n > best:
                 best_id, best = key, n
+        if self.disk is not None and self._from_disk(ctxs, prompt, best):
+            return common_prefix(target.tokens, prompt)
         if best_id is not None and not self._restore(ctxs, best_id):
             return common_prefix(target.tokens, prompt)  # nothing (the failed restore cleared it)
         return best
+
+    def prefilled(self, ctxs: Sequence[Context], n_read: int) -> None:
+        """A prompt was read into ``ctxs``, ``n_read`` of its tokens computed (not reused):
+        the disk store keeps it when that was long enough to be worth a file."""
+        if self.disk is not None and n_read >= MIN_NEW_TOKENS:
+            self.disk.save(ctxs[:1])  # the target's (a draft model reads the prompt later)
+
+    def _from_disk(self, ctxs: Sequence[Context], prompt: Sequence[int], held: int) -> bool:
+        """Restore the disk's entry for ``prompt`` when it holds more than memory does (by at
+        least MIN_SAVE tokens: a file's read is not worth a few tokens)."""
+        assert self.disk is not None
+        n, entry = self.disk.best(prompt)
+        if entry is None or n < held + MIN_SAVE:
+            return False
+        t = time.perf_counter()
+        ok = self.disk.restore(ctxs[:1], entry)  # a draft model reads what it lacks itself
+        if ok:
+            self.stats.restore_s += time.perf_counter() - t
+            self.stats.disk_restores += 1
+            log.debug("restored a state of %d tokens from disk", len(entry.tokens))
+        return True
 
     def covers(self, tokens: Sequence[int]) -> int:
         """The longest prefix of ``tokens`` a saved state holds (nothing is restored)."""

@@ -21,8 +21,9 @@ import functools
 import re
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment

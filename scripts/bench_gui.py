@@ -24,8 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -109,8 +109,8 @@ def gui_gaps(home: Path, model: Path) -> dict[str, float]:
 
 
 def render_cost() -> tuple[float, float]:
-    from app.message_widget import MessageWidget
     from app.conversation import Turn
+    from app.message_widget import MessageWidget
     from app.render import render
     from app.theme import LIGHT_COLORS
 

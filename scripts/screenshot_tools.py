@@ -11,8 +11,8 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 ANSWER = "You are a helpful assistant. When a tool result arrives, answer the user with it."

@@ -32,7 +32,6 @@ def main(argv: list[str] | None = None) -> int:
     from engine.model import Model, ModelSpec
     from engine.runtime import resolve_model
     from engine.speculative.calibration import measure_cost
-
     from engine.speculative.tuning import TUNING
 
     sizes = [int(n) for n in args.sizes.split(",")] if args.sizes else list(TUNING.calibration_sizes)

@@ -15,6 +15,13 @@ MODELS = paths.models_dir()
 os.environ.setdefault("DUET_MODELS_DIR", str(MODELS))
 
 
+@pytest.fixture(autouse=True)
+def own_kv_store(tmp_path_factory, monkeypatch):
+    """Each test its own disk KV store (engine.kv_store): a prompt one test read is not
+    restored in another (tests that count prefilled tokens would depend on their order)."""
+    monkeypatch.setenv("DUET_KV_DIR", str(tmp_path_factory.mktemp("kv")))
+
+
 def model_path(key: str) -> Path:
     path = MODELS / STARTER_FILES[key]
     if not path.exists():

@@ -1,5 +1,5 @@
 """``duet-cli bench ...``: plain, speculative, session, server, rpc, parallel, structured,
-tool-turn, conversation, soak."""
+tool-turn, conversation, documents, soak."""
 
 from __future__ import annotations
 
@@ -7,8 +7,18 @@ import argparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from engine.bench import (conversation, parallel, plain, rpc, server, session, speculative, structured,
-                              tool_turn)
+    from engine.bench import (
+        conversation,
+        documents,
+        parallel,
+        plain,
+        rpc,
+        server,
+        session,
+        speculative,
+        structured,
+        tool_turn,
+    )
     from engine.bench.soak import command as soak
 
     p = sub.add_parser("bench", help="benchmarks that compare in one run")
@@ -22,4 +32,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     structured.add_parser(bench)
     tool_turn.add_parser(bench)
     conversation.add_parser(bench)
+    documents.add_parser(bench)
     soak.add_parser(bench)

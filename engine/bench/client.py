@@ -34,7 +34,7 @@ class Busy(Failed):
 
 
 @dataclass(frozen=True)
-class Reply:
+class HttpReply:
     """A reply is its text and finish reason; the figures that come with it do not take part
     in comparing two replies."""
 
@@ -46,7 +46,7 @@ class Reply:
     usage: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
-def post(port: int, path: str, body: dict[str, Any], *, timeout: float = 900) -> Reply:
+def post(port: int, path: str, body: dict[str, Any], *, timeout: float = 900) -> HttpReply:
     """POST ``body`` to ``path``; the reply. Raises Busy on 429, Failed on anything else wrong."""
     reply = post_dropping(port, path, body, None, timeout=timeout)
     assert reply is not None  # only a stream dropped on request has none
@@ -54,7 +54,7 @@ def post(port: int, path: str, body: dict[str, Any], *, timeout: float = 900) ->
 
 
 def post_dropping(port: int, path: str, body: dict[str, Any], after: int | None, *,
-                  timeout: float = 900) -> Reply | None:
+                  timeout: float = 900) -> HttpReply | None:
     """``post``, but a stream is dropped on purpose after ``after`` content chunks (None: never),
     and then None is returned."""
     conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
@@ -73,7 +73,7 @@ def post_dropping(port: int, path: str, body: dict[str, Any], after: int | None,
         choice = obj["choices"][0]
         text = (choice.get("message") or {}).get("content") or choice.get("text") or ""
         elapsed = time.perf_counter() - t0
-        return Reply(text, choice.get("finish_reason"), elapsed, elapsed,
+        return HttpReply(text, choice.get("finish_reason"), elapsed, elapsed,
                      obj.get("timings") or {}, obj.get("usage") or {})
     except (OSError, http.client.HTTPException, ValueError, LookupError, TypeError) as e:
         raise Failed(f"{path}: {type(e).__name__}: {e}") from None
@@ -82,7 +82,7 @@ def post_dropping(port: int, path: str, body: dict[str, Any], after: int | None,
 
 
 def _stream(path: str, r: http.client.HTTPResponse, after: int | None,
-            t0: float) -> Reply | None:
+            t0: float) -> HttpReply | None:
     pieces: list[str] = []
     finish, ttft = None, None
     timings: dict[str, Any] = {}
@@ -93,7 +93,7 @@ def _stream(path: str, r: http.client.HTTPResponse, after: int | None,
             continue
         if line == "data: [DONE]":
             elapsed = time.perf_counter() - t0
-            return Reply("".join(pieces), finish, elapsed if ttft is None else ttft, elapsed,
+            return HttpReply("".join(pieces), finish, elapsed if ttft is None else ttft, elapsed,
                          timings, usage)
         chunk = json.loads(line[6:])
         if "error" in chunk:
@@ -116,6 +116,22 @@ def _retry_after(value: str | None) -> float:
         return max(0.0, float(value or 1))
     except ValueError:
         raise Failed(f"429 with an unreadable Retry-After {value!r}") from None
+
+
+def post_json(port: int, path: str, body: dict[str, Any], timeout: float = 300) -> Any:
+    """POST ``body`` to ``path``: its JSON answer when it is 200, else Failed."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        data = r.read()
+        if r.status != 200:
+            raise Failed(f"{path}: HTTP {r.status}: {data[:200]!r}")
+        return json.loads(data)
+    except (OSError, http.client.HTTPException, ValueError) as e:
+        raise Failed(f"{path}: {type(e).__name__}: {e}") from None
+    finally:
+        conn.close()
 
 
 def get_json(port: int, path: str, timeout: float = 60) -> Any:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 import statistics
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from engine.bench import client
 from engine.bench.process import free_port, start_server
@@ -55,7 +55,7 @@ def llama_server(binary: Path, target: Path, mode: str, *, threads: int, ctx: in
         yield port
 
 
-def _chat(port: int, turns: Sequence[str], max_tokens: int) -> client.Reply:
+def _chat(port: int, turns: Sequence[str], max_tokens: int) -> client.HttpReply:
     """One conversation: each turn's reply goes into the next turn's history (with the server's
     prompt cache on, as a chat client would); the last turn's reply is returned."""
     messages: list[dict[str, Any]] = []

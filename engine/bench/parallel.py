@@ -23,8 +23,9 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from engine.bench import client
 from engine.bench.llama_server import WARM_UP, ngl
@@ -33,8 +34,10 @@ from engine.bench.process import free_port, rss_bytes, start_server
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
-DUET_MODES = {"duet-plain": ["--drafter", "none"], "duet-ngram": ["--drafter", "ngram"]}
-LLAMA_MODES = {"server-plain": ["--spec-type", "none"], "server-ngram-mod": ["--spec-type", "ngram-mod"]}
+DUET_MODES = {"duet-plain": ["--drafter", "none"], "duet-ngram": ["--drafter", "ngram"],
+              "duet-default": []}  # duet-cli serve with no flags (four sequences, auto drafter)
+LLAMA_MODES = {"server-plain": ["--spec-type", "none"], "server-ngram-mod": ["--spec-type", "ngram-mod"],
+               "server-default": []}  # llama-server with no flags (its own slots and context)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -59,9 +62,15 @@ def _server(mode: str, n: int, args: argparse.Namespace, model: Path) -> tuple[A
 
     port = free_port()
     threads = args.threads or os.cpu_count() or 1
-    if mode in DUET_MODES:
+    if mode.endswith("-default"):  # what a person who starts it gets
         cmd = [sys.executable, "-m", "engine", "serve", "--model", str(model), "--port", str(port),
-               "--parallel", str(n), "--ctx", str(args.ctx), "--threads", str(threads),
+               "--threads", str(threads)] if mode in DUET_MODES else \
+            [str(args.llama_server), "-m", str(model), "-t", str(threads), "--host", "127.0.0.1",
+             "--port", str(port), "--no-webui"]
+    elif mode in DUET_MODES:
+        # --ctx is the cells the sequences share (as llama-server's -c with -np)
+        cmd = [sys.executable, "-m", "engine", "serve", "--model", str(model), "--port", str(port),
+               "--parallel", str(n), "--ctx", str(args.ctx * n), "--threads", str(threads),
                "--gpu-layers", str(args.gpu_layers), "--max-queue", str(2 * n), *DUET_MODES[mode]]
     else:
         cmd = [str(args.llama_server), "-m", str(model), "-t", str(threads), "-c", str(args.ctx * n),
@@ -70,7 +79,7 @@ def _server(mode: str, n: int, args: argparse.Namespace, model: Path) -> tuple[A
     return start_server(cmd, port, mode, timeout_s=300), port
 
 
-def _ask(port: int, text: str, max_tokens: int) -> client.Reply:
+def _ask(port: int, text: str, max_tokens: int) -> client.HttpReply:
     return client.post(port, "/v1/chat/completions",
                        {"messages": [{"role": "user", "content": text}], "temperature": 0,
                         "max_tokens": max_tokens, "stream": True,
@@ -87,7 +96,7 @@ def _threads(jobs: list[Callable[[], None]]) -> None:
 
 def together(port: int, prompts: list[str], max_tokens: int) -> dict:
     """All clients at once: aggregate tok/s and each one's time to first token."""
-    replies: list[client.Reply | None] = [None] * len(prompts)
+    replies: list[client.HttpReply | None] = [None] * len(prompts)
     errors: list[str] = []
     start = threading.Barrier(len(prompts))
 

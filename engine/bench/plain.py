@@ -6,12 +6,11 @@ turns, and the report gives the medians and the ratios (Duet / llama-cpp-python)
 
 from __future__ import annotations
 
-from typing import Any
-
 import argparse
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from engine.bench.prompts import load_prompts
 from engine.bench.timing import RunTiming, median, peak_rss_mb, time_duet, time_llama

@@ -15,8 +15,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from engine.bench import client
 from engine.errors import DuetError

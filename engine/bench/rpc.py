@@ -21,9 +21,10 @@ import logging
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from engine.bench.process import free_port, start_worker
 from engine.bench.prompts import load_prompts
@@ -31,9 +32,9 @@ from engine.bench.timing import median, time_duet
 from engine.chat import Message
 from engine.context_params import ContextParams
 from engine.errors import DuetError
-from engine.rpc import parse_endpoint
 from engine.model import ModelSpec
 from engine.prompt import chat_tokens
+from engine.rpc import parse_endpoint
 from engine.runtime import Runtime, RuntimeConfig, resolve_model
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams

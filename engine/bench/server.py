@@ -34,8 +34,8 @@ from engine.errors import DuetError
 
 if TYPE_CHECKING:
     from engine.model import Model
-    from engine.service import Engine
     from engine.server.run import BackgroundServer
+    from engine.service import Engine
 
 log = logging.getLogger(__name__)
 
@@ -61,19 +61,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def chat(port: int, messages: list[dict], max_tokens: int, **extra: object) -> client.Reply:
+def chat(port: int, messages: list[dict], max_tokens: int, **extra: object) -> client.HttpReply:
     """A greedy streamed chat request with usage (the same for both servers)."""
     return client.post(port, "/v1/chat/completions",
                        {"messages": messages, "temperature": 0, "max_tokens": max_tokens,
                         "stream": True, "stream_options": {"include_usage": True}, **extra})
 
 
-def _row(firsts: list[client.Reply], agains: list[client.Reply]) -> dict:
+def _row(firsts: list[client.HttpReply], agains: list[client.HttpReply]) -> dict:
     """Medians over repeats of the first sight of a prompt, and of the same request sent again."""
-    def tps(runs: list[client.Reply]) -> float:
+    def tps(runs: list[client.HttpReply]) -> float:
         return statistics.median(float(r.timings.get("predicted_per_second", 0)) for r in runs)
 
-    def acceptance(runs: list[client.Reply]) -> float | None:
+    def acceptance(runs: list[client.HttpReply]) -> float | None:
         t = [r.timings for r in runs]
         n_draft = sum(x.get("draft_n", 0) for x in t)
         return sum(x.get("draft_n_accepted", 0) for x in t) / n_draft if n_draft else None
@@ -85,7 +85,7 @@ def _row(firsts: list[client.Reply], agains: list[client.Reply]) -> dict:
 
 
 def measure_once(port: int, prompts: list[BenchPrompt], args: argparse.Namespace,
-                 extra: dict | None = None) -> dict[str, tuple[client.Reply, client.Reply]]:
+                 extra: dict | None = None) -> dict[str, tuple[client.HttpReply, client.HttpReply]]:
     """On a fresh server: one warm-up of another prompt (``WARM_UP``: no drafter may have seen a
     timed reply), then each prompt twice: its first sight, and the same request again (what a
     client that retries or regenerates gets; n-gram tables that outlive a request draft it)."""
@@ -110,7 +110,7 @@ def start_duet(args: argparse.Namespace) -> tuple[BackgroundServer, Engine]:
     from engine.model import ModelSpec
     from engine.runtime import Runtime, RuntimeConfig, resolve_model
     from engine.sampling import SamplingParams
-    from engine.server.app import ServerConfig
+    from engine.server.app import ApiConfig
     from engine.server.run import BackgroundServer, build, model_names
     from engine.speculative.params import SpeculativeParams
 
@@ -122,7 +122,7 @@ def start_duet(args: argparse.Namespace) -> tuple[BackgroundServer, Engine]:
         speculative=SpeculativeParams(drafter="auto"))
     runtime = Runtime(config)
     model_id, aliases = model_names(runtime, args.model)
-    engine, app = build(runtime, ServerConfig(model_id, aliases))
+    engine, app = build(runtime, ApiConfig(model_id, aliases))
     return BackgroundServer(app), engine
 
 

@@ -26,9 +26,10 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -145,14 +146,14 @@ def with_tool_turns(messages: list[Any]) -> list[Any]:
 
 
 @dataclass(frozen=True)
-class Reply:
+class SessionReply:
     ttft: float
     token_ids: tuple[int, ...]
     n_prompt: int
     n_cached: int
 
 
-def reply(gen: Any, messages: Sequence[Any], max_tokens: int, t0: float | None = None) -> Reply:
+def reply(gen: Any, messages: Sequence[Any], max_tokens: int, t0: float | None = None) -> SessionReply:
     """Greedy reply; ``ttft`` is from ``t0`` (default: now) to the first token (or the end)."""
     from engine.events import Done, Token
     from engine.sampling import SamplingParams
@@ -164,7 +165,7 @@ def reply(gen: Any, messages: Sequence[Any], max_tokens: int, t0: float | None =
             ttft = time.perf_counter() - t0
         if isinstance(ev, Done):
             assert ttft is not None  # set at the latest by this Done
-            return Reply(ttft, ev.token_ids, ev.stats.n_prompt_tokens, ev.stats.n_cached_tokens)
+            return SessionReply(ttft, ev.token_ids, ev.stats.n_prompt_tokens, ev.stats.n_cached_tokens)
     raise RuntimeError("the generation ended without Done")
 
 
@@ -304,10 +305,9 @@ def _targets(kv: list[dict[str, Any]]) -> dict[str, bool]:
 
 def run(args: argparse.Namespace) -> int:
     from engine.context_params import default_threads
+    from engine.errors import DuetError
     from engine.model import Model, ModelSpec
     from engine.runtime import resolve_model
-
-    from engine.errors import DuetError
 
     if args.repeats < 1:
         raise DuetError("--repeats must be at least 1")

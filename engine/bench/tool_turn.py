@@ -27,8 +27,9 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 QUESTION = "What time is it in Tokyo right now?"
 FOLLOW_UP = "And what is the time difference between Tokyo and Paris?"
@@ -67,7 +68,7 @@ class Clocked:
     """A generator that notes when each reply's first token came (``first``)."""
 
     def __init__(self, gen: Any) -> None:
-        self.gen, self.model = gen, gen.model
+        self.gen, self.model, self.ctx = gen, gen.model, gen.ctx
         self.first: list[float] = []
 
     def complete(self, prompt: Any, params: Any, cancel: Any = None, **kw: Any) -> Iterator[Any]:

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine.chat import ToolCall
+from engine.chat import Attachment, ToolCall
 from engine.conversation.store import tree_to_json
 from engine.conversation.tree import Conversation, Turn
 
@@ -39,7 +39,16 @@ def to_markdown(conv: Conversation) -> str:
             lines += [turn.text.rstrip(), ""]
         for call in turn.tool_calls:
             lines += _tool_call(call)
+        for a in turn.attachments:
+            lines += _attachment(a)
     return "\n".join(lines)
+
+
+def _attachment(a: Attachment) -> list[str]:
+    """An attached file: its name and SHA-256, and its text in a fence nothing in it closes."""
+    pages = f", {len(a.pages)} pages" if a.pages else ""
+    return [f"**Attached:** {_code(a.name)} ({a.kind}{pages}, SHA-256 `{a.sha256}`)", "",
+            *_fenced(a.text), ""]
 
 
 def _tool_call(call: ToolCall) -> list[str]:
@@ -88,6 +97,9 @@ def message_json(turn: Turn) -> dict[str, Any]:
         d["tool_call_id"] = turn.tool_call_id
     if turn.name is not None:
         d["name"] = turn.name
+    if turn.attachments:
+        d["attachments"] = [{"name": a.name, "kind": a.kind, "sha256": a.sha256, "text": a.text,
+                             "pages": list(a.pages), "mode": a.mode} for a in turn.attachments]
     return d
 
 
@@ -108,7 +120,8 @@ def export(conv: Conversation, path: Path) -> None:
 def turn_texts(turn: Turn) -> list[str]:
     """What a search looks at in a message: its text, and its tool calls' names and arguments
     (each on its own, as search_index stores them)."""
-    return [turn.text, *(s for c in turn.tool_calls for s in (c.name, c.arguments))]
+    return [turn.text, *(s for c in turn.tool_calls for s in (c.name, c.arguments)),
+            *(s for a in turn.attachments for s in (a.name, a.text))]
 
 
 def matches(conv: Conversation, query: str) -> bool:

@@ -8,7 +8,7 @@ Listeners get ``(kind, conversation)``: "list" (added, removed, renamed or reord
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from engine.conversation.tree import Change, Conversation
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from engine import paths
 from engine.errors import SessionError
@@ -56,6 +57,7 @@ def saved_texts(path: Path) -> list[str]:
     for m in meta.messages:
         texts.append(m.content)
         texts += [s for c in m.tool_calls for s in (c.name, c.arguments)]
+        texts += [s for a in m.attachments for s in (a.name, a.text)]
     tree = meta.settings.get("tree")
     if isinstance(tree, dict) and isinstance(tree.get("nodes"), list):
         for n in tree["nodes"]:
@@ -66,6 +68,9 @@ def saved_texts(path: Path) -> list[str]:
             if isinstance(calls, list):
                 texts += [c.get(key) for c in calls if isinstance(c, dict)
                           for key in ("name", "arguments")]
+            files = n.get("attachments")
+            if isinstance(files, list):
+                texts += [a.get(key) for a in files if isinstance(a, dict) for key in ("name", "text")]
     return list(dict.fromkeys(t for t in texts if isinstance(t, str)))
 
 

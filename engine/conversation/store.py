@@ -15,12 +15,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from engine.chat import Message, ToolCall
-from engine.events import Stats
+from engine.chat import Attachment, Message, ToolCall
 from engine.conversation.tree import Conversation, Node, Turn
-from engine.session.meta import MAX_ARGUMENTS_CHARS, MAX_TOOL_CALLS, MAX_TOOL_ID_CHARS
+from engine.errors import SessionError
+from engine.events import Stats
+from engine.session.meta import MAX_ARGUMENTS_CHARS, MAX_ATTACHMENTS, MAX_TOOL_CALLS, MAX_TOOL_ID_CHARS, SavedAttachment
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,9 @@ def tree_to_json(conv: Conversation, *, streaming: bool = False) -> dict[str, An
             d["tool_call_id"] = t.tool_call_id
         if t.name is not None:
             d["name"] = t.name
+        if t.attachments:
+            d["attachments"] = [SavedAttachment(a.name, a.kind, a.sha256, a.text, a.pages,
+                                                a.mode).to_json() for a in t.attachments]
         nodes.append(d)
     return {"version": TREE_VERSION, "chosen": conv.root.chosen, "nodes": nodes}
 
@@ -146,7 +151,8 @@ def _parse(obj: Any) -> Node | None:
                     think_s=float(think) if type(think) in (int, float) and
                     math.isfinite(think) and think >= 0 else None,
                     tool_calls=_calls(d.get("tool_calls", []), i),
-                    tool_call_id=_tool_id(d, "tool_call_id", i), name=_tool_id(d, "name", i))
+                    tool_call_id=_tool_id(d, "tool_call_id", i), name=_tool_id(d, "name", i),
+                    attachments=_attachments(d.get("attachments", []), i))
         parent = root if parent_i < 0 else nodes[parent_i]
         node = Node(turn, parent)
         parent.children.append(node)
@@ -209,3 +215,14 @@ def describe(obj: Any) -> str | None:
         at = at.current
     return (f"{n} messages in all, {depth} on the path shown, "
             f"{branched} message{'s' if branched != 1 else ''} with several versions")
+
+
+def _attachments(raw: Any, i: int) -> tuple[Attachment, ...]:
+    """A node's files, checked as a .duet file's messages are (engine.session.meta)."""
+    if not isinstance(raw, list) or len(raw) > MAX_ATTACHMENTS:
+        raise ValueError(f"node {i} has bad attachments")
+    try:
+        saved = [SavedAttachment.from_json(a, f"node {i} attachment") for a in raw]
+    except SessionError as e:
+        raise ValueError(str(e)) from None
+    return tuple(Attachment(a.name, a.kind, a.sha256, a.text, a.pages, a.mode) for a in saved)

@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
-from engine.chat import Message, ToolCall
+from engine.chat import Attachment, Message, ToolCall
 from engine.events import Done, Stats, Token
 
 log = logging.getLogger(__name__)
@@ -51,15 +52,18 @@ class Turn:
     tool_call_id: str | None = None
     name: str | None = None
     ask: bool = False
+    attachments: tuple[Attachment, ...] = ()  # files a user's message carries
+    sources: tuple[str, ...] = ()  # what a reply saw of the files ("manual.pdf p. 12"), shown
 
     def message(self) -> Message:
         return Message(self.role, self.text, self.time, tool_calls=self.tool_calls,
-                       tool_call_id=self.tool_call_id, name=self.name)
+                       tool_call_id=self.tool_call_id, name=self.name,
+                       attachments=self.attachments)
 
     @classmethod
     def of(cls, m: Message) -> Turn:
         return cls(m.role, m.content, time=m.time, tool_calls=m.tool_calls,
-                   tool_call_id=m.tool_call_id, name=m.name)
+                   tool_call_id=m.tool_call_id, name=m.name, attachments=m.attachments)
 
 
 class Node:
@@ -194,14 +198,15 @@ class Conversation:
         return nodes[-1] if nodes else self.root
 
     # -- edits ---------------------------------------------------------------------------
-    def add_user(self, text: str, system_prompt: str = "") -> Turn:
+    def add_user(self, text: str, system_prompt: str = "",
+                 attachments: tuple[Attachment, ...] = ()) -> Turn:
         n = len(self.turns)
         if n == 0 and system_prompt.strip():
             self.root.add(Turn("system", system_prompt.strip()))
         if not any(t.role == "user" for t in self.turns) and self.title == NEW_TITLE:
             self.title = title_from(text)
             self.notify("meta")
-        turn = Turn("user", text)
+        turn = Turn("user", text, attachments=attachments)
         self._last().add(turn)
         self.dirty = True
         self.notify("path", n)

@@ -11,7 +11,8 @@ import json
 import signal
 import sys
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from engine import paths
 from engine.hub import fit

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 from urllib.parse import quote
 
 import huggingface_hub
@@ -43,7 +44,7 @@ def headers() -> dict[str, str]:
     return out
 
 
-def session():  # huggingface_hub's configured HTTP client (httpx-like)
+def session() -> Any:  # huggingface_hub's configured HTTP client (httpx-like)
     return get_session()
 
 

@@ -9,9 +9,8 @@ header names (eos, eot): llama.cpp derives the rest from token texts, which the 
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,7 +64,7 @@ class Judged:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class PairVerdict:
     candidate: ModelRef
     size: int | None
     ok: bool
@@ -124,7 +123,8 @@ def check_facts(t: Judged, d: Judged) -> str | None:
 
 
 def pair_drafts(target: ModelRef, candidates: Sequence[ModelRef] = (), *, use_catalog: bool = True,
-                local_dir: Path | None = None, revision: str = client.DEFAULT_REVISION) -> tuple[Judged, list[Verdict]]:
+                local_dir: Path | None = None, revision: str = client.DEFAULT_REVISION
+                ) -> tuple[Judged, list[PairVerdict]]:
     """The target's facts, and a verdict for every candidate (catalog proposals, ``candidates``, and
     the GGUF files in ``local_dir``), compatible ones first, each group smallest first.
 
@@ -137,7 +137,7 @@ def pair_drafts(target: ModelRef, candidates: Sequence[ModelRef] = (), *, use_ca
     proposals += [(c, None) for c in candidates]
     if local_dir is not None and local_dir.is_dir():
         proposals += [(ModelRef(path=p), None) for p in local_models(local_dir)]
-    verdicts: list[Verdict] = []
+    verdicts: list[PairVerdict] = []
     seen = {t.ref.label, str(target.path) if target.path else ""}
     for ref, checked in proposals:
         if ref.label in seen:
@@ -146,7 +146,7 @@ def pair_drafts(target: ModelRef, candidates: Sequence[ModelRef] = (), *, use_ca
         try:
             d = judge_ref(ref, revision)
         except HubError as e:
-            verdicts.append(Verdict(ref, None, False, str(e), checked))
+            verdicts.append(PairVerdict(ref, None, False, str(e), checked))
             continue
         if d.ref.label in seen and d.ref.label != ref.label:
             continue
@@ -154,7 +154,7 @@ def pair_drafts(target: ModelRef, candidates: Sequence[ModelRef] = (), *, use_ca
         reason = check_facts(t, d)
         if reason is None and t.size is not None and d.size is not None and d.size >= t.size:
             reason = "not smaller than the target: it would slow generation down"
-        verdicts.append(Verdict(d.ref, d.size, reason is None, reason or "compatible", checked))
+        verdicts.append(PairVerdict(d.ref, d.size, reason is None, reason or "compatible", checked))
         log.debug("pairing %s with %s: %s", t.ref.label, d.ref.label, reason or "compatible")
     verdicts.sort(key=lambda v: (not v.ok, v.size is None, v.size or 0))
     return t, verdicts

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from typing import Annotated, Any, AsyncIterator, Literal, cast
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
@@ -25,7 +26,7 @@ from engine.sampling import SamplingParams
 from engine.server import schema
 from engine.server.core import DuetServer, Gone
 from engine.server.errors import ApiError, bad_request
-from engine.server.turn import Call, Chat, End, Piece, Text, Turn, prepare, sampling
+from engine.server.turn import Call, Chat, End, Piece, PreparedTurn, Text, prepare, sampling
 from engine.tools import Tool, ToolChoice
 
 log = logging.getLogger(__name__)
@@ -59,12 +60,12 @@ class ToolResultBlock(schema._Body):
 Block = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
 
 
-class MessageBody(schema._Body):
+class AnthropicMessage(schema._Body):
     role: Literal["user", "assistant"]
     content: str | list[Block]
 
 
-class ToolBody(schema._Body):
+class AnthropicTool(schema._Body):
     name: str
     description: str | None = None
     input_schema: dict[str, Any]
@@ -96,9 +97,9 @@ class CountRequest(schema._Body):
     stop_sequences) are rows of the parameter table, read by ``engine.params.read``."""
 
     model: str
-    messages: list[MessageBody] = Field(json_schema_extra={"minItems": 1})
+    messages: list[AnthropicMessage] = Field(json_schema_extra={"minItems": 1})
     system: str | list[TextBlock] | None = None
-    tools: list[ToolBody] | None = None
+    tools: list[AnthropicTool] | None = None
     tool_choice: ToolChoiceBody | None = None
     thinking: Thinking | None = None
     output_config: OutputConfig | None = None  # structured output: a JSON schema
@@ -191,7 +192,7 @@ async def messages(request: Request) -> Response:
     data = await server.read_json(request)
     body, chat = _chat(server, data, MessagesRequest)
     turn = await server.prepare(chat)
-    shaper = Shaper(server, turn)
+    shaper = AnthropicShaper(server, turn)
     streamed = isinstance(body, MessagesRequest) and body.stream
     return await server.answer(request, turn,
                                (lambda reply: _events(reply, shaper)) if streamed else None,
@@ -208,10 +209,10 @@ async def count_tokens(request: Request) -> Response:
 
 
 # -- replies ------------------------------------------------------------------------------
-class Shaper:
+class AnthropicShaper:
     """The bodies and events of one reply, under one message id."""
 
-    def __init__(self, server: DuetServer, turn: Turn) -> None:
+    def __init__(self, server: DuetServer, turn: PreparedTurn) -> None:
         self.id = "msg_" + uuid.uuid4().hex[:24]
         self.model_id = server.config.model_id
         self.model = server.model
@@ -230,7 +231,7 @@ class Shaper:
 
     def usage(self, done: Done | None = None) -> dict:
         return {"input_tokens": len(self.turn.prompt),
-                "output_tokens": done.stats.n_tokens if done is not None else 0}
+                "output_tokens": done.stats.n_completion if done is not None else 0}
 
     def full(self, text: str, calls: list[ToolCall], end: End) -> dict:
         content: list[dict] = [{"type": "text", "text": text}] if text or not calls else []
@@ -274,7 +275,7 @@ class Shaper:
         return [event("content_block_stop", {"index": self.index - 1})]
 
 
-async def _events(stream: AsyncIterator[Piece], shaper: Shaper) -> AsyncIterator[bytes]:
+async def _events(stream: AsyncIterator[Piece], shaper: AnthropicShaper) -> AsyncIterator[bytes]:
     try:
         yield shaper.start()
         async for p in stream:
@@ -310,7 +311,7 @@ def stop_sequence(model: Any, done: Done, params: SamplingParams) -> str | None:
 
 def event(name: str, data: dict) -> bytes:
     payload = json.dumps({"type": name, **data}, ensure_ascii=False)
-    return f"event: {name}\ndata: {payload}\n\n".encode("utf-8")
+    return f"event: {name}\ndata: {payload}\n\n".encode()
 
 
 # -- errors -------------------------------------------------------------------------------

@@ -22,13 +22,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine import constraint
-from engine.server import anthropic, ollama, ollama_models, openai, openai_responses, openapi
-from engine.server.core import DuetServer, ServerConfig
+from engine.server import anthropic, embeddings, ollama, ollama_models, openai, openai_responses, openapi
+from engine.server.core import ApiConfig, DuetServer
+from engine.server.errors import ApiError
 from engine.server.response_store import ResponseStore
 from engine.service import Engine
-from engine.server.errors import ApiError
 
-__all__ = ["ServerConfig", "create_app"]
+__all__ = ["ApiConfig", "create_app"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,9 @@ ROUTES = (
     Route("/api/ps", ollama_models.ps, methods=["GET"]),
     Route("/api/show", ollama_models.show, methods=["POST"]),
     Route("/api/version", ollama_models.version, methods=["GET"]),
+    Route("/v1/embeddings", embeddings.openai_embeddings, methods=["POST"]),
+    Route("/api/embed", embeddings.ollama_embed, methods=["POST"]),
+    Route("/api/embeddings", embeddings.ollama_embeddings, methods=["POST"]),
     Route("/v1/duet/stats", stats, methods=["GET"]),
     Route("/health", health, methods=["GET"]),
     Route("/openapi.json", openapi_document, methods=["GET"]),
@@ -78,7 +81,7 @@ ROUTES = (
 
 
 # -- errors -----------------------------------------------------------------------------
-def _shaped(request: Request, exc: ApiError) -> Response:
+def shaped(request: Request, exc: ApiError) -> Response:
     """``exc`` in the shape of the dialect whose route was asked."""
     path = request.url.path
     if path == "/v1/messages" or path.startswith("/v1/messages/"):
@@ -90,22 +93,22 @@ def _shaped(request: Request, exc: ApiError) -> Response:
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return _shaped(request, exc)
+    return shaped(request, exc)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
-    return _shaped(request, ApiError(exc.status_code, str(exc.detail), code=code,
+    return shaped(request, ApiError(exc.status_code, str(exc.detail), code=code,
                                      headers=exc.headers))
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.error("unexpected error on %s: %r", request.url.path, exc)
-    return _shaped(request, ApiError(500, "internal server error", type="server_error"))
+    return shaped(request, ApiError(500, "internal server error", type="server_error"))
 
 
-def create_app(engine: Engine, config: ServerConfig) -> Starlette:
+def create_app(engine: Engine, config: ApiConfig) -> Starlette:
     middleware = []
     if config.cors_origins:
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),
@@ -117,6 +120,7 @@ def create_app(engine: Engine, config: ServerConfig) -> Starlette:
         middleware=middleware,
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected})
     app.state.duet = DuetServer(engine, config)
+    app.state.vectors = embeddings.Vectors(app.state.duet, config.embedding_model)
     app.state.responses = ResponseStore()  # for the Responses API's previous_response_id
     app.state.openapi = openapi.document(config.model_id, app.state.duet.n_ctx)
     # agents send schemas: the first one does not wait for llguidance's view of the vocabulary

@@ -9,8 +9,10 @@ import hmac
 import json
 import logging
 import time
-from dataclasses import dataclass, replace
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -21,9 +23,10 @@ from engine.errors import DuetError
 from engine.events import Done, Token
 from engine.model import Model
 from engine.prompt import chat_tokens
-from engine.service import Engine, Job, QueueFull
+from engine.request import RequestError, fit
 from engine.server.errors import ApiError, bad_request
-from engine.server.turn import Chat, End, Piece, Turn, collect, pieces, prepare
+from engine.server.turn import Chat, End, Piece, PreparedTurn, collect, pieces, prepare
+from engine.service import Engine, Job, QueueFull
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +35,14 @@ SSE = "text/event-stream"
 
 
 @dataclass(frozen=True)
-class ServerConfig:
+class ApiConfig:
     model_id: str
     aliases: frozenset[str] = frozenset()
     api_key: str | None = None
     max_body: int = 8 << 20
     cors_origins: tuple[str, ...] = ()
     retry_after_s: int = 1
+    embedding_model: Path | None = None  # None: embeddings from the chat model, mean-pooled
 
 
 class Gone(Exception):
@@ -48,7 +52,7 @@ class Gone(Exception):
 class DuetServer:
     """What the routes share: the engine thread, the model (for tokenizing) and the config."""
 
-    def __init__(self, engine: Engine, config: ServerConfig) -> None:
+    def __init__(self, engine: Engine, config: ApiConfig) -> None:
         self.engine = engine
         self.config = config
         self.model = engine.runtime.target
@@ -91,24 +95,19 @@ class DuetServer:
         except (ValueError, RecursionError) as e:
             raise bad_request(f"the body is not valid JSON: {str(e)[:200]}") from None
 
-    def fit(self, turn: Turn, param: str = "messages") -> Turn:
+    def fit(self, turn: PreparedTurn, param: str = "messages") -> PreparedTurn:
         """The turn with max_tokens cut to what the context leaves; a 400 if the prompt does
-        not fit at all."""
-        if not turn.prompt:
-            raise bad_request("the prompt is empty", "prompt")
-        if len(turn.prompt) >= self.n_ctx:
-            raise ApiError(400, f"this model's context is {self.n_ctx} tokens; the prompt has "
-                                f"{len(turn.prompt)}", param=param, code="context_length_exceeded")
-        s = turn.sampling
-        return replace(turn, sampling=replace(s, max_tokens=min(s.max_tokens,
-                                                                 self.n_ctx - len(turn.prompt))))
+        not fit at all (engine.request.fit)."""
+        try:
+            return fit(turn, self.n_ctx, param)
+        except RequestError as e:
+            raise ApiError(400, str(e), param=e.field, code=e.code) from None
 
-    async def prepare(self, chat: Chat) -> Turn:
-        turn = await run_in_threadpool(prepare, self.model, chat)
-        return self.fit(turn, chat.param_names.get("messages", "messages"))
+    async def prepare(self, chat: Chat) -> PreparedTurn:
+        return await run_in_threadpool(prepare, self.model, chat, self.n_ctx)
 
     # -- the engine -----------------------------------------------------------------------
-    def submit(self, turn: Turn) -> tuple[Job, asyncio.Queue]:
+    def submit(self, turn: PreparedTurn) -> tuple[Job, asyncio.Queue]:
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
 
@@ -129,14 +128,14 @@ class DuetServer:
                            headers={"Retry-After": str(self.config.retry_after_s)}) from None
         return job, events
 
-    async def run(self, request: Request, turn: Turn) -> AsyncIterator[object]:
+    async def run(self, request: Request, turn: PreparedTurn) -> AsyncIterator[object]:
         """The engine's events for ``turn``, ending with its ``Done``; Gone when the client
         leaves (the job is cancelled), ApiError when the engine fails. The job is queued at
         once (a full queue answers 429 before anything is sent)."""
         job, events = self.submit(turn)
         return _watched(request, job, events)
 
-    async def answer(self, request: Request, turn: Turn,
+    async def answer(self, request: Request, turn: PreparedTurn,
                      stream: Callable[[AsyncIterator[Piece]], AsyncIterator[bytes]] | None,
                      whole: Callable[[str, list[Any], list[Token], End], Any],
                      media_type: str = SSE) -> Response:
@@ -164,7 +163,7 @@ async def _watched(request: Request, job: Job, events: asyncio.Queue) -> AsyncIt
                     raise Gone
             try:
                 item = await asyncio.wait_for(events.get(), POLL_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 continue
             if isinstance(item, BaseException):
                 raise engine_error(item)

@@ -6,7 +6,7 @@ Starlette's own HTTP errors, and anything unexpected) into that shape, never a t
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from starlette.responses import JSONResponse
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timezone
-from typing import Any, AsyncIterator, Literal
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
@@ -28,8 +29,8 @@ from engine.sampling import SamplingParams
 from engine.server import schema
 from engine.server.core import DuetServer, Gone
 from engine.server.errors import ApiError, bad_request
-from engine.server.responses import Shaper as OpenAIShaper
-from engine.server.turn import Call, Chat, End, Piece, Text, Turn, reply_params
+from engine.server.responses import OpenAIShaper
+from engine.server.turn import Call, Chat, End, Piece, PreparedTurn, Text, reply_params
 from engine.tools import Tool
 
 log = logging.getLogger(__name__)
@@ -52,33 +53,33 @@ NAMES = {"response_format": "format"}  # Duet's field names -> Ollama's, in erro
 NONE: dict[str, Any] = {"maxLength": 0, "maxItems": 0}  # accepted empty only (the document says so)
 
 
-class FunctionCall(schema._Body):
+class OllamaFunction(schema._Body):
     name: str
     arguments: dict[str, Any]
     index: int | None = None
 
 
-class ToolCallBody(schema._Body):
-    function: FunctionCall
+class OllamaToolCall(schema._Body):
+    function: OllamaFunction
     id: str | None = None
 
 
-class MessageBody(schema._Body):
+class OllamaMessage(schema._Body):
     role: Literal["system", "user", "assistant", "tool"]
     content: str | None = None
     images: list[str] | None = Field(None, json_schema_extra=NONE)
-    tool_calls: list[ToolCallBody] | None = None
+    tool_calls: list[OllamaToolCall] | None = None
     tool_name: str | None = None
     tool_call_id: str | None = None
     thinking: str | None = None  # an earlier reply's reasoning: not shown to the model again
 
 
-class ToolBody(schema._Body):
+class OllamaTool(schema._Body):
     type: Literal["function"] = "function"
     function: schema.FunctionSpec
 
 
-class _Request(schema._Body):
+class _OllamaRequest(schema._Body):
     model: str
     stream: bool = True
     format: Literal["", "json"] | dict[str, Any] | None = None
@@ -90,12 +91,12 @@ class _Request(schema._Body):
     top_logprobs: int | None = None
 
 
-class ChatRequest(_Request):
-    messages: list[MessageBody] = []
-    tools: list[ToolBody] | None = None
+class OllamaChatRequest(_OllamaRequest):
+    messages: list[OllamaMessage] = []
+    tools: list[OllamaTool] | None = None
 
 
-class GenerateRequest(_Request):
+class OllamaGenerateRequest(_OllamaRequest):
     prompt: str = ""
     system: str | None = None
     raw: bool = False
@@ -111,7 +112,7 @@ def check_model(server: DuetServer, name: str, param: str = "model") -> None:
     server.check_model(name.removesuffix(":latest"), param)
 
 
-def _common(server: DuetServer, body: _Request, data: dict) -> tuple[SamplingParams,
+def _common(server: DuetServer, body: _OllamaRequest, data: dict) -> tuple[SamplingParams,
                                                                       int | None, Any]:
     """The sampling parameters, log-probabilities and grammar a request asks for."""
     check_model(server, body.model)
@@ -149,7 +150,7 @@ def options(server: DuetServer, given: dict[str, Any]) -> SamplingParams:
                           "options") from None
 
 
-def _messages(body: ChatRequest) -> list[Message]:
+def _messages(body: OllamaChatRequest) -> list[Message]:
     out: list[Message] = []
     pending: list[ToolCall] = []  # calls not answered yet, oldest first
     for i, m in enumerate(body.messages):
@@ -177,7 +178,7 @@ def _messages(body: ChatRequest) -> list[Message]:
     return out
 
 
-def _tools(body: ChatRequest) -> tuple[Tool, ...]:
+def _tools(body: OllamaChatRequest) -> tuple[Tool, ...]:
     return tuple(Tool(t.function.name, t.function.description or "",
                       t.function.parameters or {"type": "object", "properties": {}})
                  for t in body.tools or ())
@@ -188,7 +189,7 @@ async def chat(request: Request) -> Response:
     server: DuetServer = request.app.state.duet
     server.check_auth(request)
     data = await server.read_json(request)
-    body = schema.parse(ChatRequest, data)
+    body = schema.parse(OllamaChatRequest, data)
     sampling, logprobs, grammar = _common(server, body, data)
     if not body.messages:  # Ollama loads the model and says so
         return JSONResponse(_loaded(server, {"message": {"role": "assistant", "content": ""}}))
@@ -202,7 +203,7 @@ async def generate(request: Request) -> Response:
     server: DuetServer = request.app.state.duet
     server.check_auth(request)
     data = await server.read_json(request)
-    body = schema.parse(GenerateRequest, data)
+    body = schema.parse(OllamaGenerateRequest, data)
     sampling, logprobs, grammar = _common(server, body, data)
     for name in ("suffix", "template", "context", "images"):
         if getattr(body, name):
@@ -223,7 +224,7 @@ async def generate(request: Request) -> Response:
 
 
 async def _raw_turn(server: DuetServer, prompt: str, sampling: SamplingParams, grammar: Any,
-                    logprobs: int | None) -> Turn:
+                    logprobs: int | None) -> PreparedTurn:
     """A prompt used as it is (no template), as /v1/completions takes it."""
     try:
         tokens = await run_in_threadpool(server.model.tokenize, prompt, add_special=True,
@@ -234,7 +235,7 @@ async def _raw_turn(server: DuetServer, prompt: str, sampling: SamplingParams, g
         raise bad_request("the prompt is not valid Unicode text", "prompt") from None
     except GrammarError as e:
         raise bad_request(str(e), "format", "invalid_grammar") from None
-    return server.fit(Turn(tokens, sampling, compiled, logprobs, None), "prompt")
+    return server.fit(PreparedTurn(tokens, sampling, compiled, logprobs, None), "prompt")
 
 
 def _loaded(server: DuetServer, reply: dict) -> dict:
@@ -243,7 +244,7 @@ def _loaded(server: DuetServer, reply: dict) -> dict:
 
 
 async def _respond(request: Request, server: DuetServer, replies: Replies, stream: bool,
-                   turn: Turn) -> Response:
+                   turn: PreparedTurn) -> Response:
     return await server.answer(request, turn,
                                (lambda reply: _lines(reply, replies)) if stream else None,
                                replies.body, media_type="application/x-ndjson")
@@ -292,7 +293,7 @@ class Replies:
             out.update(done_reason="length" if end.finish == "length" else "stop",
                        total_duration=_ns(s.elapsed_s), load_duration=0,
                        prompt_eval_count=s.n_prompt_tokens, prompt_eval_duration=_ns(s.prompt_s),
-                       eval_count=s.n_tokens, eval_duration=_ns(s.gen_s))
+                       eval_count=s.n_completion, eval_duration=_ns(s.gen_s))
         return out
 
     def _call(self, call: ToolCall) -> dict:
@@ -306,7 +307,7 @@ def _ns(seconds: float) -> int:
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def line(obj: dict) -> bytes:

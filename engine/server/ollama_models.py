@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ConfigDict
@@ -44,7 +44,7 @@ def _model(server: DuetServer) -> dict[str, Any]:
     stat = m.path.stat()
     # An identity, not a checksum: hashing a gigabyte file at every listing would be slow.
     digest = hashlib.sha256(f"{m.path}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
-    modified = datetime.fromtimestamp(stat.st_mtime, timezone.utc).isoformat()
+    modified = datetime.fromtimestamp(stat.st_mtime, UTC).isoformat()
     return {"name": server.config.model_id, "model": server.config.model_id,
             "modified_at": modified, "size": m.size_bytes, "digest": digest,
             "details": _details(m)}

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -15,14 +16,14 @@ from engine.constraint import Grammar, GrammarError
 from engine.server import schema
 from engine.server.core import DuetServer, Gone
 from engine.server.errors import ApiError, bad_request
-from engine.server.responses import Shaper, sse
-from engine.server.turn import Call, Chat, End, Piece, Text, Turn, reply_params, sampling
+from engine.server.responses import OpenAIShaper, sse
+from engine.server.turn import Call, Chat, End, Piece, PreparedTurn, Text, reply_params, sampling
 from engine.tools import Tool, ToolChoice
 
 log = logging.getLogger(__name__)
 
 
-def _messages(body: schema.ChatRequest) -> list[Message]:
+def _messages(body: schema.ChatCompletionRequest) -> list[Message]:
     if not body.messages:
         raise bad_request("messages must not be empty", "messages")
     out: list[Message] = []
@@ -83,7 +84,7 @@ def response_grammar(body: schema._Request) -> tuple[Any, Any] | None:
     return ("json_schema", f.json_schema.schema_)
 
 
-def _tools(body: schema.ChatRequest) -> tuple[tuple[Tool, ...], ToolChoice]:
+def _tools(body: schema.ChatCompletionRequest) -> tuple[tuple[Tool, ...], ToolChoice]:
     tools = tuple(Tool(t.function.name, t.function.description or "",
                        t.function.parameters or {"type": "object", "properties": {}})
                   for t in body.tools or ())
@@ -107,13 +108,13 @@ async def chat_completions(request: Request) -> Response:
     server: DuetServer = request.app.state.duet
     server.check_auth(request)
     data = await server.read_json(request)
-    body = schema.parse(schema.ChatRequest, data)
+    body = schema.parse(schema.ChatCompletionRequest, data)
     server.check_model(body.model)
     tools, choice = _tools(body)
     chat = Chat(tuple(_messages(body)), sampling(data, "openai", server.defaults), tools, choice,
                 response_grammar(body), _logprobs(data))
     turn = await server.prepare(chat)
-    return await _respond(request, server, Shaper("chat", server.config.model_id, server.model),
+    return await _respond(request, server, OpenAIShaper("chat", server.config.model_id, server.model),
                           body, turn)
 
 
@@ -135,8 +136,8 @@ async def completions(request: Request) -> Response:
             grammar = await run_in_threadpool(Grammar.compile, server.model, *asked)
         except GrammarError as e:
             raise bad_request(str(e), "response_format", "invalid_grammar") from None
-    turn = server.fit(Turn(prompt, params, grammar, body.logprobs, None), "prompt")
-    return await _respond(request, server, Shaper("text", server.config.model_id, server.model),
+    turn = server.fit(PreparedTurn(prompt, params, grammar, body.logprobs, None), "prompt")
+    return await _respond(request, server, OpenAIShaper("text", server.config.model_id, server.model),
                           body, turn)
 
 
@@ -157,13 +158,13 @@ def _completion_prompt(server: DuetServer, body: schema.CompletionRequest) -> li
     return server.model.tokenize(prompt, add_special=True, parse_special=True)
 
 
-async def _respond(request: Request, server: DuetServer, shaper: Shaper, body: schema._Request,
-                   turn: Turn) -> Response:
+async def _respond(request: Request, server: DuetServer, shaper: OpenAIShaper, body: schema._Request,
+                   turn: PreparedTurn) -> Response:
     stream = (lambda reply: _stream(reply, shaper, body.include_usage)) if body.stream else None
     return await server.answer(request, turn, stream, shaper.full)
 
 
-async def _stream(stream: AsyncIterator[Piece], shaper: Shaper,
+async def _stream(stream: AsyncIterator[Piece], shaper: OpenAIShaper,
                   include_usage: bool) -> AsyncIterator[bytes]:
     try:
         if shaper.chat:

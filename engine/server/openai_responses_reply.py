@@ -8,26 +8,24 @@ import json
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, AsyncIterator
+from collections.abc import AsyncIterator
 
 from engine.chat import Message, ToolCall
 from engine.server.core import DuetServer, Gone
 from engine.server.errors import ApiError
+from engine.server.openai_responses_body import ResponsesRequest
 from engine.server.response_store import ResponseStore
 from engine.server.responses import logprob_entry
-from engine.server.turn import Call, End, Piece, Text, Turn
-
-if TYPE_CHECKING:
-    from engine.server.openai_responses import ResponsesRequest
+from engine.server.turn import Call, End, Piece, PreparedTurn, Text
 
 log = logging.getLogger(__name__)
 
 
 # -- the reply ------------------------------------------------------------------------------
-class Shaper:
+class ResponsesShaper:
     """The response object and stream events of one reply, under one response id."""
 
-    def __init__(self, server: DuetServer, body: ResponsesRequest, turn: Turn,
+    def __init__(self, server: DuetServer, body: ResponsesRequest, turn: PreparedTurn,
                  store: ResponseStore | None, new: tuple[Message, ...]) -> None:
         self.id = "resp_" + uuid.uuid4().hex
         self.store, self.new = store, new  # where the reply is kept, with the input it answers
@@ -78,7 +76,7 @@ class Shaper:
         payload = json.dumps({"type": name, **data, "sequence_number": self.seq},
                              ensure_ascii=False)
         self.seq += 1
-        return f"event: {name}\ndata: {payload}\n\n".encode("utf-8")
+        return f"event: {name}\ndata: {payload}\n\n".encode()
 
     def start(self) -> list[bytes]:
         head = self.response("in_progress")
@@ -183,13 +181,13 @@ def _call_item(call: ToolCall) -> dict:
 
 def _usage(end: End) -> dict:
     s = end.done.stats
-    return {"input_tokens": s.n_prompt_tokens, "output_tokens": s.n_tokens,
-            "total_tokens": s.n_prompt_tokens + s.n_tokens,
+    return {"input_tokens": s.n_prompt_tokens, "output_tokens": s.n_completion,
+            "total_tokens": s.n_prompt_tokens + s.n_completion,
             "input_tokens_details": {"cached_tokens": s.n_cached_tokens, "cache_write_tokens": 0},
             "output_tokens_details": {"reasoning_tokens": 0}}
 
 
-async def events(stream: AsyncIterator[Piece], shaper: Shaper) -> AsyncIterator[bytes]:
+async def events(stream: AsyncIterator[Piece], shaper: ResponsesShaper) -> AsyncIterator[bytes]:
     try:
         for e in shaper.start():
             yield e

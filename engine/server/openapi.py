@@ -12,7 +12,7 @@ from pydantic import BaseModel
 import engine
 from engine.params import api_properties
 from engine.sampling import SamplingParams
-from engine.server import anthropic, ollama, ollama_models, openai_responses, schema
+from engine.server import anthropic, embeddings, ollama, ollama_models, openai_responses, schema
 from engine.server.turn import ReplyParams
 
 PREFIX = {"openai": "OpenAI", "responses": "Responses", "anthropic": "Anthropic", "ollama": "Ollama"}
@@ -42,6 +42,7 @@ class Operation:
     params: tuple[type, ...] = ()  # the parameter classes read from the body
     auth: bool = True
     streams: bool = False  # answers server-sent events or NDJSON when asked
+    any_model: bool = False  # its ``model`` field is not checked (the embeddings' routes)
 
 
 SAMPLING, REPLY = (SamplingParams,), (SamplingParams, ReplyParams)
@@ -49,7 +50,7 @@ SAMPLING, REPLY = (SamplingParams,), (SamplingParams, ReplyParams)
 
 OPERATIONS = (
     Operation("/v1/chat/completions", "post", "openai", "A chat completion (OpenAI)",
-              schema.ChatRequest, REPLY, streams=True),
+              schema.ChatCompletionRequest, REPLY, streams=True),
     Operation("/v1/completions", "post", "openai", "A text completion (OpenAI)",
               schema.CompletionRequest, SAMPLING, streams=True),
     Operation("/v1/responses", "post", "responses", "A response (OpenAI Responses)",
@@ -60,15 +61,21 @@ OPERATIONS = (
     Operation("/v1/messages/count_tokens", "post", "anthropic",
               "The prompt's length in tokens (Anthropic Messages)", anthropic.CountRequest,
               SAMPLING),
-    Operation("/api/chat", "post", "ollama", "A chat reply (Ollama)", ollama.ChatRequest,
+    Operation("/api/chat", "post", "ollama", "A chat reply (Ollama)", ollama.OllamaChatRequest,
               REPLY, streams=True),
     Operation("/api/generate", "post", "ollama", "A completion of a prompt (Ollama)",
-              ollama.GenerateRequest, REPLY, streams=True),
+              ollama.OllamaGenerateRequest, REPLY, streams=True),
     Operation("/api/tags", "get", "ollama", "The served model (Ollama)"),
     Operation("/api/ps", "get", "ollama", "The loaded model (Ollama)"),
     Operation("/api/show", "post", "ollama", "The model's details (Ollama)",
               ollama_models.ShowRequest),
     Operation("/api/version", "get", "ollama", "The server's version", auth=False),
+    Operation("/v1/embeddings", "post", "openai", "Embeddings of texts (OpenAI)",
+              embeddings.EmbeddingsRequest, any_model=True),
+    Operation("/api/embed", "post", "ollama", "Embeddings of texts (Ollama)",
+              embeddings.OllamaEmbedRequest, any_model=True),
+    Operation("/api/embeddings", "post", "ollama", "The embedding of a prompt (Ollama, older)",
+              embeddings.OllamaEmbeddingsRequest, any_model=True),
     Operation("/v1/duet/stats", "get", "openai", "The engine's counters (Duet)"),
     Operation("/health", "get", "openai", "Whether the server is up (Duet)", auth=False),
     Operation("/openapi.json", "get", "openai", "This document", auth=False),
@@ -134,7 +141,9 @@ def _body_schema(op: Operation, components: dict[str, Any], model_id: str, n_ctx
     props = body.setdefault("properties", {})
     names = [model_id, f"{model_id}:latest"] if op.dialect == "ollama" else [model_id]
     for key in ("model", "name"):
-        if key in props:
+        if key in props and op.any_model:
+            props[key]["description"] = "Any name: the embedding model is the server's own"
+        elif key in props:
             props[key] = {"anyOf": [{"enum": names}, {"type": "null"}]} if key not in \
                 body.get("required", ()) else {"enum": names}
     required = body.get("required", ())
@@ -146,7 +155,8 @@ def _body_schema(op: Operation, components: dict[str, Any], model_id: str, n_ctx
                                 "description": "Sampling, as Ollama names it"}
         else:
             props.update(fields)
-    name = f"{prefix}{op.body.__name__}"
+    cls_name = op.body.__name__  # named once for its dialect (OllamaChatRequest), else prefixed
+    name = cls_name if cls_name.startswith(prefix) else f"{prefix}{cls_name}"
     components[name] = body
     return name
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from engine.chat import ToolCall
 from engine.events import Done, Stats, Token
@@ -22,8 +23,8 @@ def new_id(prefix: str) -> str:
 
 
 def usage(s: Stats) -> dict:
-    return {"prompt_tokens": s.n_prompt_tokens, "completion_tokens": s.n_tokens,
-            "total_tokens": s.n_prompt_tokens + s.n_tokens,
+    return {"prompt_tokens": s.n_prompt_tokens, "completion_tokens": s.n_completion,
+            "total_tokens": s.n_prompt_tokens + s.n_completion,
             "prompt_tokens_details": {"cached_tokens": s.n_cached_tokens}}
 
 
@@ -52,7 +53,7 @@ def call_json(call: ToolCall, index: int | None = None) -> dict:
     return out
 
 
-class Shaper:
+class OpenAIShaper:
     """Builds the bodies of one request (chat or text completion) with one id and timestamp."""
 
     def __init__(self, kind: str, model_id: str, model: Any) -> None:
@@ -161,4 +162,4 @@ def _token(model: Any, token: int, logprob: float) -> dict:
 
 def sse(obj: dict | str) -> bytes:
     data = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False)
-    return f"data: {data}\n\n".encode("utf-8")
+    return f"data: {data}\n\n".encode()

@@ -8,13 +8,14 @@ import logging
 import socket
 import threading
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 
 from engine.net import is_loopback
 from engine.runtime import Runtime
-from engine.server.app import ServerConfig, create_app
+from engine.server.app import ApiConfig, create_app
 from engine.service import Engine
 
 log = logging.getLogger(__name__)
@@ -36,14 +37,14 @@ def model_names(runtime: Runtime, given: str | None = None) -> tuple[str, frozen
     return path.stem, frozenset(names)
 
 
-def build(runtime: Runtime, config: ServerConfig, *, max_queue: int = 8,
+def build(runtime: Runtime, config: ApiConfig, *, max_queue: int = 8,
           gate: threading.Event | None = None) -> tuple[Engine, Starlette]:
     """The engine thread (which owns ``runtime`` from now on) and the app over it."""
     engine = Engine(runtime, max_queue=max_queue, gate=gate)
     return engine, create_app(engine, config)
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -56,27 +57,18 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _uvicorn(app: Starlette) -> uvicorn.Server:
+def uvicorn_server(app: Any) -> uvicorn.Server:
     return uvicorn.Server(uvicorn.Config(app, lifespan="off", access_log=False, log_config=None,
                                          timeout_graceful_shutdown=5))
-
-
-def serve_forever(app: Starlette, host: str, port: int) -> None:
-    """Serve until interrupted (uvicorn handles SIGINT/SIGTERM)."""
-    sock = _listen(host, port)
-    try:
-        _uvicorn(app).run(sockets=[sock])
-    finally:
-        sock.close()
 
 
 class BackgroundServer:
     """uvicorn in a daemon thread on ``host``:``port`` (0: a free port). ``close`` stops it."""
 
     def __init__(self, app: Starlette, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._sock = _listen(host, port)
+        self._sock = listen(host, port)
         self.host, self.port = self._sock.getsockname()[:2]
-        self._server = _uvicorn(app)
+        self._server = uvicorn_server(app)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
                                         name="duet-server", daemon=True)
         self._thread.start()

@@ -109,7 +109,7 @@ class _Request(_Body):
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
-class ChatRequest(_Request):
+class ChatCompletionRequest(_Request):
     messages: list[ChatMessage] = Field(json_schema_extra={"minItems": 1})
     tools: list[ToolSpec] | None = None
     tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None

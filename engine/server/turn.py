@@ -1,31 +1,27 @@
-"""One chat request in Duet's own terms, whatever dialect it came in (OpenAI, Anthropic,
-Ollama): ``Chat`` is what the client asked; ``prepare`` checks it and turns it into a ``Turn``
-(the prompt, the grammar the reply must follow, how to read tool calls back); ``pieces`` runs a
-turn on the engine and yields its reply as text, tool calls and the end, for the dialect to
-shape. Every refusal is an ApiError (400) with one line naming the field."""
+"""The server's side of a chat request (engine.request holds the request itself, shared with
+the window and the command line): the reply parameters of the table, reading the sampling
+fields of a body, refusals as 400s naming the dialect's field, and a turn's events as an async
+stream of pieces for the dialects to shape."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Literal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
 
 from engine import params
-from engine.chat import Message
-from engine.constraint import Grammar, GrammarError, check_schema
 from engine.errors import DuetError
-from engine.events import Done, Token
+from engine.events import Token
+from engine.model import Model
 from engine.params import Params, param
+from engine.request import Call, Chat, End, Piece, Policy, PreparedTurn, Reader, RequestError, Text
+from engine.request import prepare as prepare_request
 from engine.sampling import SamplingParams
-from engine.server.errors import bad_request
-from engine.tools import NAME, Tool, ToolChoice
-from engine.tools.formats import Format
-from engine.tools.lazy import LazyGrammar
-from engine.tools.prompting import call_grammar, tool_prompt
-from engine.tools.scanner import Scanner
+from engine.server.errors import ApiError, bad_request
 
-FINISH = {"stop": "stop", "length": "length", "context_full": "length", "cancelled": "stop"}
-MAX_TOOLS = 128
+__all__ = ["Call", "Chat", "End", "Piece", "ReplyParams", "Text", "PreparedTurn", "collect", "pieces",
+           "prepare", "reply_params", "sampling"]
 
 
 @dataclass(frozen=True)
@@ -42,93 +38,15 @@ class ReplyParams(Params):
                               cli=None)
 
 
-@dataclass(frozen=True)
-class Chat:
-    """A chat request. ``response``: the grammar the reply must follow, as (kind, source);
-    ``logprobs``: None, or how many alternatives to report with each token's log-probability."""
-
-    messages: tuple[Message, ...]
-    sampling: SamplingParams
-    tools: tuple[Tool, ...] = ()
-    choice: ToolChoice = field(default_factory=ToolChoice)
-    response: tuple[Literal["json_schema", "gbnf", "lark"], Any] | None = None
-    logprobs: int | None = None
-    param_names: dict[str, str] = field(default_factory=dict)  # Duet's name -> the dialect's
-
-
-@dataclass
-class Turn:
-    prompt: list[int]
-    sampling: SamplingParams
-    grammar: Grammar | LazyGrammar | None
-    logprobs: int | None
-    fmt: Format | None  # how tool calls are read back (None: no tools, all text)
-    names: tuple[str, ...] = ()
-
-
-def prepare(model: Any, chat: Chat) -> Turn:
-    """Check ``chat`` against the model and build its turn (tokenizes and compiles grammars:
-    run it off the event loop)."""
-    names = chat.param_names
-    tools = _check_tools(chat, names)
-    _check_tool_messages(chat.messages, names.get("messages", "messages"))
+def prepare(model: Model, chat: Chat, n_ctx: int | None = None) -> PreparedTurn:
+    """engine.request.prepare for a client's chat: nothing is left out to fit (a prompt that
+    does not fit ``n_ctx`` is refused; without it, not checked), every refusal a 400."""
     try:
-        prompt, fmt = tool_prompt(model, chat.messages, tools)
-    except DuetError as e:
-        raise bad_request(str(e), names.get("messages", "messages")) from None
-    except UnicodeError:
-        raise bad_request("the messages are not valid Unicode text",
-                          names.get("messages", "messages")) from None
-    grammar: Grammar | LazyGrammar | None = None
-    try:
-        if chat.response is not None:
-            grammar = Grammar.compile(model, *chat.response)
-        else:
-            grammar = call_grammar(model, fmt, tools, chat.choice)
-    except GrammarError as e:
-        field_name = "response_format" if chat.response is not None else "tools"
-        shown = names.get(field_name, field_name)
-        raise bad_request(f"{shown}: {e}", shown, "invalid_grammar") from None
-    return Turn(prompt, chat.sampling, grammar, chat.logprobs, fmt if tools else None,
-                tuple(t.name for t in tools))
-
-
-def _check_tools(chat: Chat, names: dict[str, str]) -> list[Tool]:
-    """The tools offered to the model (none under tool_choice none), checked."""
-    where, choice_field = names.get("tools", "tools"), names.get("tool_choice", "tool_choice")
-    if len(chat.tools) > MAX_TOOLS:
-        raise bad_request(f"{where}: at most {MAX_TOOLS} tools", where)
-    seen: set[str] = set()
-    for i, t in enumerate(chat.tools):
-        if not NAME.match(t.name):
-            raise bad_request(f"{where}[{i}]: a function name is 1 to 64 letters, digits, _ or -",
-                              f"{where}.{i}")
-        if t.name in seen:
-            raise bad_request(f"{where}[{i}]: the function {t.name!r} is given twice", f"{where}.{i}")
-        seen.add(t.name)
-        try:
-            check_schema(t.parameters)
-        except GrammarError as e:
-            raise bad_request(f"{where}[{i}]: {e}", f"{where}.{i}") from None
-    c = chat.choice
-    if c.mode in ("required", "function") and chat.response is not None:
-        raise bad_request(f"{choice_field} {c.mode} and a response format cannot be combined",
-                          choice_field)
-    if c.mode in ("required", "function") and not chat.tools:
-        raise bad_request(f"{choice_field} {c.mode} needs tools", choice_field)
-    if c.mode == "function" and c.name not in seen:
-        raise bad_request(f"{choice_field}: no tool is named {c.name!r}", choice_field)
-    return [] if c.mode == "none" else list(chat.tools)
-
-
-def _check_tool_messages(messages: tuple[Message, ...], where: str) -> None:
-    """A tool result must answer a call made before it."""
-    ids: set[str] = set()
-    for i, m in enumerate(messages):
-        ids.update(c.id for c in m.tool_calls)
-        if m.role == "tool" and m.tool_call_id not in ids:
-            raise bad_request(f"{where}[{i}]: the tool result's id {m.tool_call_id!r} answers no "
-                              "call made before it", f"{where}.{i}")
+        return prepare_request(model, chat, Policy(n_ctx or 1 << 62, drop_oldest=False))
+    except RequestError as e:
+        raise ApiError(400, str(e), param=e.field, code=e.code) from None
+    except DuetError as e:  # a template that fails
+        raise bad_request(str(e), chat.param_names.get("messages", "messages")) from None
 
 
 def sampling(data: dict[str, Any], dialect: str, defaults: SamplingParams) -> SamplingParams:
@@ -146,55 +64,17 @@ def reply_params(data: dict[str, Any], dialect: str) -> ReplyParams:
 
 
 # -- the reply, as pieces -----------------------------------------------------------------
-@dataclass(frozen=True)
-class Text:
-    text: str
-    tokens: tuple[Token, ...] = ()  # the tokens whose log-probabilities came with this piece
-
-
-@dataclass(frozen=True)
-class Call:
-    call: Any  # engine.chat.ToolCall
-
-
-@dataclass(frozen=True)
-class End:
-    done: Done
-    finish: str  # stop, length or tool_calls
-
-
-Piece = Text | Call | End
-
-
-async def pieces(items: AsyncIterator[object], turn: Turn) -> AsyncIterator[Piece]:
-    """The engine's events for ``turn`` as text, calls and the end (tool calls read back with
-    the turn's format)."""
-    scanner = Scanner(turn.fmt, turn.names) if turn.fmt is not None else None
+async def pieces(items: AsyncIterator[object], turn: PreparedTurn) -> AsyncIterator[Piece]:
+    """The engine's events for ``turn`` as text, calls and the end (engine.request.Reader);
+    text pieces with neither text nor log-probabilities are left out."""
+    reader = Reader(turn)
     async for item in items:
-        if isinstance(item, Token):
-            tokens = (item,) if item.logprob is not None else ()
-            if scanner is None:
-                if item.text or tokens:
-                    yield Text(item.text, tokens)
+        for p in reader.feed(item):
+            if isinstance(p, Text) and not p.text and not p.tokens:
                 continue
-            out = scanner.feed(item.text)
-            for x in out:
-                yield Text(x, tokens) if isinstance(x, str) else Call(x)
-                tokens = () if isinstance(x, str) else tokens
-            if tokens:
-                yield Text("", tokens)
-        elif isinstance(item, Done):
-            rest: list[Any] = []
-            if scanner is not None:
-                rest = scanner.feed(item.tail) + scanner.close()
-            elif item.tail:
-                rest = [item.tail]
-            for x in rest:
-                yield Text(x) if isinstance(x, str) else Call(x)
-            made_calls = scanner is not None and scanner.made_calls
-            yield End(item, "tool_calls" if made_calls and item.reason == "stop"
-                      else FINISH[item.reason])
-            return
+            yield p
+            if isinstance(p, End):
+                return
 
 
 async def collect(stream: AsyncIterator[Piece]) -> tuple[str, list[Any], list[Token], End]:

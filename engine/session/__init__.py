@@ -6,12 +6,29 @@ there are now. ``meta`` imports neither of the others. None of it needs llama.cp
 """
 
 from engine.session.fingerprint import check_model, file_fingerprint, kv_layout
-from engine.session.format import (MIGRATIONS, SUFFIX, LoadedSession, Problem, SectionInfo,
-                                   inspect, read_meta, read_session, write_session)
-from engine.session.meta import (FORMAT_VERSION, KVLayout, KVState, Message, ModelInfo, Probe,
-                                 SessionMeta, utc_now_iso)
+from engine.session.format import (
+                                   MIGRATIONS,
+                                   SUFFIX,
+                                   LoadedSession,
+                                   Problem,
+                                   SectionInfo,
+                                   inspect,
+                                   read_meta,
+                                   read_session,
+                                   write_session,
+)
+from engine.session.meta import (
+                                   FORMAT_VERSION,
+                                   KVLayout,
+                                   KVState,
+                                   ModelInfo,
+                                   Probe,
+                                   SavedMessage,
+                                   SessionMeta,
+                                   utc_now_iso,
+)
 
 __all__ = ["FORMAT_VERSION", "MIGRATIONS", "SUFFIX", "KVLayout", "KVState", "LoadedSession",
-           "Message", "ModelInfo", "Probe", "Problem", "SectionInfo", "SessionMeta", "check_model",
+           "SavedMessage", "ModelInfo", "Probe", "Problem", "SectionInfo", "SessionMeta", "check_model",
            "file_fingerprint", "inspect", "kv_layout", "read_meta", "read_session", "utc_now_iso",
            "write_session"]

@@ -29,9 +29,10 @@ import os
 import re
 import stat
 import struct
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator, Mapping
+from typing import IO, Any
 
 from blake3 import blake3
 

@@ -22,9 +22,10 @@ restored KV state when the file is opened (engine.session.probe). Format 1 files
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from engine.errors import SessionError
 
@@ -45,7 +46,7 @@ _MAX_DEPTH = 32
 
 def utc_now_iso() -> str:
     """Now, as an ISO 8601 UTC timestamp to the second."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _fail(what: str) -> SessionError:
@@ -106,7 +107,7 @@ def check_plain_json(obj: Any, where: str = "settings", depth: int = 0) -> None:
 
 
 @dataclass(frozen=True)
-class ToolCall:
+class SavedCall:
     """A function call an assistant made; ``arguments``: the JSON text of its arguments."""
 
     id: str
@@ -117,7 +118,7 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
     @classmethod
-    def from_json(cls, obj: Any, where: str = "tool call") -> ToolCall:
+    def from_json(cls, obj: Any, where: str = "tool call") -> SavedCall:
         d = _dict(obj, {"id", "name", "arguments"}, where)
         if isinstance(d["arguments"], str) and len(d["arguments"]) > MAX_ARGUMENTS_CHARS:
             raise _fail(f"{where}.arguments is longer than {MAX_ARGUMENTS_CHARS:,} characters")
@@ -131,23 +132,63 @@ def _tool_id(obj: Any, where: str) -> str:
     return _str(obj, where)
 
 
-_TOOL_KEYS = frozenset({"tool_calls", "tool_call_id", "name"})
+_TOOL_KEYS = frozenset({"tool_calls", "tool_call_id", "name", "attachments"})
+MAX_ATTACHMENTS = 64  # files on one message
+ATTACHMENT_MODES = ("auto", "whole", "retrieved")
 
 
 @dataclass(frozen=True)
-class Message:
+class SavedAttachment:
+    """A file attached to a message: its text as read, the SHA-256 of its bytes, where its
+    pages start (PDF), and how it goes into the prompt (engine.chat.Attachment)."""
+
+    name: str
+    kind: str
+    sha256: str
+    text: str
+    pages: tuple[int, ...] = ()
+    mode: str = "auto"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "sha256": self.sha256, "text": self.text,
+                "pages": list(self.pages), "mode": self.mode}
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str = "attachment") -> SavedAttachment:
+        d = _dict(obj, {"name", "kind", "sha256", "text", "pages", "mode"}, where)
+        text = _str(d["text"], f"{where}.text")
+        if len(text) > MAX_MESSAGE_CHARS:
+            raise _fail(f"{where}.text is longer than {MAX_MESSAGE_CHARS:,} characters")
+        sha = _str(d["sha256"], f"{where}.sha256")
+        if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+            raise _fail(f"{where}.sha256 is not a SHA-256 in hex")
+        pages = d["pages"]
+        if not isinstance(pages, list) or len(pages) > len(text) + 1 or not all(
+                type(p) is int and 0 <= p <= len(text) for p in pages) or pages != sorted(pages):
+            raise _fail(f"{where}.pages are not offsets into its text, in order")
+        if d["mode"] not in ATTACHMENT_MODES:
+            raise _fail(f"{where}.mode is not one of {', '.join(ATTACHMENT_MODES)}")
+        return cls(_tool_id(d["name"], f"{where}.name"), _tool_id(d["kind"], f"{where}.kind"),
+                   sha, text, tuple(pages), d["mode"])
+
+
+@dataclass(frozen=True)
+class SavedMessage:
     """A saved message; an assistant's may carry ``tool_calls``, a ``tool`` message is the
     result of call ``tool_call_id`` (function ``name``)."""
 
     role: str  # one of ROLES
     content: str
     time: str  # ISO 8601
-    tool_calls: tuple[ToolCall, ...] = ()
+    tool_calls: tuple[SavedCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    attachments: tuple[SavedAttachment, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"role": self.role, "content": self.content, "time": self.time}
+        if self.attachments:
+            d["attachments"] = [a.to_json() for a in self.attachments]
         if self.tool_calls:
             d["tool_calls"] = [c.to_json() for c in self.tool_calls]
         if self.tool_call_id is not None:
@@ -157,7 +198,7 @@ class Message:
         return d
 
     @classmethod
-    def from_json(cls, obj: Any, where: str = "message") -> Message:
+    def from_json(cls, obj: Any, where: str = "message") -> SavedMessage:
         d = _dict(obj, {"role", "content", "time"}, where, _TOOL_KEYS)
         if not isinstance(d["role"], str) or d["role"] not in ROLES:
             raise _fail(f"{where} has an unknown role")
@@ -168,15 +209,21 @@ class Message:
             raise _fail(f"{where}.tool_calls is not a list of at most {MAX_TOOL_CALLS} calls")
         opt = {key: _tool_id(d[key], f"{where}.{key}") if key in d else None
                for key in ("tool_call_id", "name")}
+        files = d.get("attachments", [])
+        if not isinstance(files, list) or len(files) > MAX_ATTACHMENTS:
+            raise _fail(f"{where}.attachments is not a list of at most {MAX_ATTACHMENTS} files")
         return cls(d["role"], _str(d["content"], f"{where}.content"),
                    _iso(d["time"], f"{where}.time"),
-                   tuple(ToolCall.from_json(c, f"{where}.tool_calls[{i}]")
-                         for i, c in enumerate(calls)), opt["tool_call_id"], opt["name"])
+                   tuple(SavedCall.from_json(c, f"{where}.tool_calls[{i}]")
+                         for i, c in enumerate(calls)), opt["tool_call_id"], opt["name"],
+                   tuple(SavedAttachment.from_json(a, f"{where}.attachments[{i}]")
+                         for i, a in enumerate(files)))
 
     @property
     def n_chars(self) -> int:
         """Its text and its calls' arguments, in characters (counted against MAX_TEXT_CHARS)."""
-        return len(self.content) + sum(len(c.arguments) for c in self.tool_calls)
+        return len(self.content) + sum(len(c.arguments) for c in self.tool_calls) + \
+            sum(len(a.text) for a in self.attachments)
 
 
 @dataclass(frozen=True)
@@ -301,7 +348,7 @@ class SessionMeta:
 
     created: str
     saved: str
-    messages: tuple[Message, ...]
+    messages: tuple[SavedMessage, ...]
     target: ModelInfo
     draft: ModelInfo | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
@@ -334,7 +381,7 @@ class SessionMeta:
             raise _fail("messages is not a list")
         if len(d["messages"]) > MAX_MESSAGES:
             raise _fail(f"it holds more than {MAX_MESSAGES:,} messages")
-        messages = tuple(Message.from_json(m, f"messages[{i}]")
+        messages = tuple(SavedMessage.from_json(m, f"messages[{i}]")
                          for i, m in enumerate(d["messages"]))
         if sum(m.n_chars for m in messages) > MAX_TEXT_CHARS:
             raise _fail(f"its messages hold more than {MAX_TEXT_CHARS:,} characters")

@@ -13,9 +13,10 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from engine import rescue
 from engine.chat import Message

@@ -14,19 +14,27 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from engine.chat import Message, ToolCall
+from engine.chat import Attachment, Message, ToolCall
 from engine.errors import DecodeError, ModelLoadError, SessionError
-from engine.session.fingerprint import check_model, file_fingerprint, fingerprint_size, kv_layout
 from engine.session import probe
+from engine.session.fingerprint import check_model, file_fingerprint, fingerprint_size, kv_layout
 from engine.session.format import read_meta, read_session, write_session
-from engine.session.meta import KVLayout, KVState, ModelInfo, SessionMeta, utc_now_iso
-from engine.session.meta import Message as SavedMessage
-from engine.session.meta import ToolCall as SavedCall
+from engine.session.meta import (
+    KVLayout,
+    KVState,
+    ModelInfo,
+    SavedAttachment,
+    SavedCall,
+    SavedMessage,
+    SessionMeta,
+    utc_now_iso,
+)
 
 if TYPE_CHECKING:
     from engine.context import Context
@@ -115,21 +123,25 @@ def to_saved(m: Message) -> SavedMessage:
     """engine.chat.Message (epoch seconds) → the file's message (ISO 8601 UTC), tool calls and
     the call a tool result answers included."""
     try:
-        stamp = datetime.fromtimestamp(m.time, timezone.utc).isoformat()
+        stamp = datetime.fromtimestamp(m.time, UTC).isoformat()
     except (OverflowError, OSError, ValueError):  # a time no calendar can hold
-        stamp = datetime.fromtimestamp(0, timezone.utc).isoformat()
+        stamp = datetime.fromtimestamp(0, UTC).isoformat()
     return SavedMessage(m.role, m.content, stamp,
                         tuple(SavedCall(c.id, c.name, c.arguments) for c in m.tool_calls),
-                        m.tool_call_id, m.name)
+                        m.tool_call_id, m.name,
+                        tuple(SavedAttachment(a.name, a.kind, a.sha256, a.text, a.pages, a.mode)
+                              for a in m.attachments))
 
 
 def from_saved(m: SavedMessage) -> Message:
     when = datetime.fromisoformat(m.time)
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     return Message(m.role, m.content, when.timestamp(),
                    tuple(ToolCall(c.id, c.name, c.arguments) for c in m.tool_calls),
-                   m.tool_call_id, m.name)
+                   m.tool_call_id, m.name,
+                   tuple(Attachment(a.name, a.kind, a.sha256, a.text, a.pages, a.mode)
+                         for a in m.attachments))
 
 
 # ─── saving ───────────────────────────────────────────────────────────────────

@@ -9,12 +9,12 @@ When the target dropped the oldest turns (a long chat), the draft cache drops th
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from engine.context import Context
-from engine.generate import align
+from engine.prefix import align
 from engine.sampling import Sampler, distribution
 from engine.speculative.draft import Draft
 

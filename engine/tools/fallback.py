@@ -6,7 +6,7 @@ calls."""
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from engine.chat import Message
 from engine.tools import Tool

@@ -17,8 +17,9 @@ names a function the request offered and has an object of arguments; anything el
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from engine.chat import ToolCall
 from engine.model import Model
@@ -67,17 +68,6 @@ def renders_tools(template: str | None) -> bool:
 
 
 # -- reading calls --------------------------------------------------------------------------
-def parse(fmt: Format, text: str, names: Sequence[str]) -> tuple[str, list[ToolCall]]:
-    """(content, calls) of a whole reply; a reply whose calls do not all read is all content."""
-    from engine.tools.scanner import Scanner
-
-    scanner = Scanner(fmt, names)
-    items = scanner.feed(text) + scanner.close()
-    content = "".join(i for i in items if isinstance(i, str))
-    calls = [i for i in items if isinstance(i, ToolCall)]
-    return (content.strip() if calls else content), calls
-
-
 def read_block(fmt: Format, block: str, opener: str, closer: str,
                names: Sequence[str]) -> list[ToolCall] | None:
     """The calls in one block (from its opener to its closer), or None when it is not calls."""

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from engine.tools import Tool, ToolChoice
 from engine.tools.formats import Format, grammar
 
 _WS_MAX = 40  # a run of whitespace in a call's start, bounded as the grammar bounds it
-_WS = r"\s{0,%d}" % _WS_MAX
+_WS = rf"\s{{0,{_WS_MAX}}}"
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ of the CLI and the window build their prompts here."""
 from __future__ import annotations
 
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 from engine.chat import Message, ToolCall
 from engine.constraint import Grammar

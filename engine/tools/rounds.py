@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Protocol, Sequence
+from typing import Protocol
 
 from engine.chat import Message, ToolCall
+from engine.context import Context
+from engine.decoding import GrammarState
 from engine.errors import DecodeError, DuetError
-from engine.events import Done, Event, Stats, Token
+from engine.events import Done, Event, Stats
 from engine.mcp.content import ToolResult
 from engine.model import Model
+from engine.request import Call, Chat, End, Policy, Reader, Text, prepare
 from engine.sampling import SamplingParams
 from engine.tools import MAX_ROUNDS, Tool, ToolChoice
-from engine.tools.prompting import call_grammar, result_prefix, tool_prompt
-from engine.tools.scanner import Scanner
+from engine.tools.prompting import result_prefix
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +37,10 @@ REFUSED = "The person did not allow this call."
 
 class Completer(Protocol):
     model: Model
+    ctx: Context
 
     def complete(self, prompt: Sequence[int], params: SamplingParams,
-                 cancel: threading.Event | None = None, *, grammar=None,
+                 cancel: threading.Event | None = None, *, grammar: GrammarState | None = None,
                  logprobs: int | None = None) -> Iterator[Event]: ...
 
     def read_ahead(self, tokens: Sequence[int], cancel: threading.Event | None = None) -> int: ...
@@ -49,13 +53,6 @@ class Offer:
 
     tools: tuple[Tool, ...]
     run: Callable[[ToolCall, threading.Event], ToolResult]
-
-
-@dataclass(frozen=True)
-class Text:
-    """Reply text (tool calls are taken out of it)."""
-
-    text: str
 
 
 @dataclass(frozen=True)
@@ -91,11 +88,13 @@ def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, param
     history, added = list(messages), list[Message]()
     for replies in range(1, max_rounds + 2):
         # Every reply's prompt shows the tools (the same prefix as the cached conversation); the
-        # last one reads no calls, so it is the answer.
+        # last one reads no calls, so it is the answer. required or a named function holds for
+        # the first reply; then the model is free.
         tools = offer.tools if choice.mode != "none" else ()
-        callable_names = [t.name for t in tools] if replies <= max_rounds else []
+        asked = choice if replies == 1 else ToolChoice("auto", parallel=choice.parallel)
+        chat = Chat(tuple(history), params, tuple(tools), asked, read_calls=replies <= max_rounds)
         try:
-            prompt, fmt = tool_prompt(gen.model, history, tools, cancel=cancel)
+            turn = prepare(gen.model, chat, Policy(gen.ctx.n_ctx, drop_oldest=False), cancel)
         except DecodeError:
             if not cancel.is_set():
                 raise
@@ -103,27 +102,20 @@ def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, param
             yield cut
             yield RoundsDone(tuple(added), cut, replies - 1)
             return
-        # required or a named function holds for the first reply; then the model is free
-        asked = choice if replies == 1 else ToolChoice("auto", parallel=choice.parallel)
-        forced = call_grammar(gen.model, fmt, tools, asked) if callable_names else None
-        scanner = Scanner(fmt, callable_names)
+        reader = Reader(turn)
         text: list[str] = []
         calls: list[ToolCall] = []
         done: Done | None = None
-        for ev in gen.complete(prompt, params, cancel,
-                               grammar=forced.matcher() if forced is not None else None):
-            if isinstance(ev, Token):
-                items = scanner.feed(ev.text)
-            elif isinstance(ev, Done):
-                done, items = ev, scanner.feed(ev.tail) + scanner.close()
-            else:
-                continue
-            for item in items:
-                if isinstance(item, ToolCall):
-                    calls.append(item)
-                elif item:
-                    text.append(item)
-                    yield Text(item)
+        for ev in gen.complete(turn.prompt, turn.sampling, cancel,
+                               grammar=turn.grammar.matcher() if turn.grammar is not None else None):
+            for piece in reader.feed(ev):
+                if isinstance(piece, Call):
+                    calls.append(piece.call)
+                elif isinstance(piece, Text) and piece.text:
+                    text.append(piece.text)
+                    yield Text(piece.text)
+                elif isinstance(piece, End):
+                    done = piece.done
         assert done is not None
         yield done
         if not calls or done.reason in ("cancelled", "context_full") or cancel.is_set():

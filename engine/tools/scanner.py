@@ -10,7 +10,7 @@ text follows it, and dropped at the end of a reply that made calls.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from engine.chat import ToolCall
 from engine.tools.formats import FENCE, Format, read_block
@@ -116,3 +116,12 @@ class Scanner:
         self._spaces += text[len(body):]
         self._line_start = (self._spaces or body).endswith("\n") if (self._spaces or body) \
             else self._line_start
+
+
+def parse(fmt: Format, text: str, names: Sequence[str]) -> tuple[str, list[ToolCall]]:
+    """(content, calls) of a whole reply; a reply whose calls do not all read is all content."""
+    scanner = Scanner(fmt, names)
+    items = scanner.feed(text) + scanner.close()
+    content = "".join(i for i in items if isinstance(i, str))
+    calls = [i for i in items if isinstance(i, ToolCall)]
+    return (content.strip() if calls else content), calls

@@ -26,7 +26,7 @@ from PySide6.QtCore import QObject, Signal  # noqa: E402
 from engine import paths  # noqa: E402
 
 if TYPE_CHECKING:
-    from app.requests import ModelInfo, Reply
+    from app.requests import ChatReply, LoadedModel
 
 REAL_CACHE = paths.cache_dir()
 # The offscreen platform plugin warns about this on every top-level window; it is not ours.
@@ -137,12 +137,12 @@ class Driver:
         self.qtbot, self.window = qtbot, window
         self.relay = Relay(window.client.worker)
 
-    def load(self, target: Path, draft: Path | None = None) -> ModelInfo:
+    def load(self, target: Path, draft: Path | None = None) -> LoadedModel:
         with self.qtbot.waitSignal(self.window.model_loaded, timeout=LONG_MS) as blocker:
             self.window.load_models(target, draft)
         return blocker.args[0]
 
-    def send(self, text: str, *, keys: bool = False) -> Reply:
+    def send(self, text: str, *, keys: bool = False) -> ChatReply:
         with self.qtbot.waitSignal(self.window.controller.reply_finished,
                                    timeout=LONG_MS) as blocker:
             if keys:

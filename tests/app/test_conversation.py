@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.events import Done, Stats, Token
-
 from app.conversation import Conversation, RecentFiles, safe_name, title_from, unique_path
+from engine.events import Done, Stats, Token
 
 
 def _done(text: str, reason: str = "stop") -> Done:

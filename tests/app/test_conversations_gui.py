@@ -9,9 +9,8 @@ from pathlib import Path
 
 from PySide6.QtGui import QTextCharFormat, QTextDocument
 
+from app.requests import ChatReply, TokenBatch
 from engine.events import Done, Stats, Token
-
-from app.requests import Reply, TokenBatch
 
 LONG_MS = 180_000
 
@@ -99,7 +98,7 @@ def test_live_figures_and_notices_belong_to_their_conversation(qtbot, window) ->
     assert window.status.labels["acceptance"].text() == "drafted 67%"
     done = Done("length", "xyz", (1, 2, 3), Stats(n_tokens=3, gen_s=0.1, proposed=4,
                                                    accepted=2))
-    c.on_finished(Reply(a.id, done, 40, 2048))
+    c.on_finished(ChatReply(a.id, done, 40, 2048))
     assert window.status.labels["context"].text() == "context 40 / 2,048"
     assert window.status.labels["speed"].text() == "30.0 tok/s"
     assert "length limit" in window.notice.text()
@@ -194,8 +193,8 @@ def test_the_draft_mark_is_on_text_only_in_both_themes(qapp) -> None:
 
 
 def test_user_messages_render_as_markdown_without_html(qtbot) -> None:
-    from app.message_widget import MessageWidget
     from app.conversation import Turn
+    from app.message_widget import MessageWidget
 
     w = MessageWidget(Turn("user", "Look:\n\n```python\nx = 1\n```\n\n<b>not bold</b>"))
     qtbot.addWidget(w)
@@ -211,9 +210,9 @@ def test_the_chat_says_when_older_turns_are_out_of_view(qtbot, window) -> None:
     conv.add_user("a long chat")
     conv.begin_reply()
     done = Done("stop", "ok", (1,), Stats(n_tokens=1, gen_s=0.1))
-    c.on_finished(Reply(conv.id, done, 200, 256, dropped=4))
+    c.on_finished(ChatReply(conv.id, done, 200, 256, dropped=4))
     assert "4 oldest messages are out of the model's view" in window.notice.text()
     conv.begin_reply(1)
-    c.on_finished(Reply(conv.id, done, 200, 256, dropped=6,
+    c.on_finished(ChatReply(conv.id, done, 200, 256, dropped=6,
                         shift_note="M cannot shift its cache: the 90 tokens … are recomputed"))
     assert "6 oldest" in window.notice.text() and "cannot shift" in window.notice.text()

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 
+from app.requests import Progress
 from engine import paths
 from engine.speculative.tuning import TUNING
-
-from app.requests import Progress
 
 LONG_MS = 180_000
 
@@ -78,7 +77,6 @@ def test_nobody_chose_a_model_yet_so_the_starters_are_offered_with_one_button(
         qtbot, settings, home) -> None:
     from app.main_window import MainWindow
     from app.models_panel import starter_pair
-
     from tests.app.conftest import Driver, quit_without_asking
 
     starters = starter_pair()

@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextDocument
 
-from engine.events import Done, Stats
-
 from app.markdown import LINE_BREAK, keep_line_breaks
 from app.render import render
 from app.theme import LIGHT_COLORS
+from engine.events import Done, Stats
 
 if TYPE_CHECKING:
     from pytestqt.qtbot import QtBot

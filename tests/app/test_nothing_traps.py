@@ -73,18 +73,18 @@ def test_a_request_refused_before_the_reply_gives_the_message_back(qtbot, window
     import app.worker
 
     driver.load(smol_path)
-    real = app.worker.fit_messages
+    real = app.worker.prepare
 
     def refuse(*args, **kwargs):
         raise RuntimeError("the prompt could not be built")
 
-    monkeypatch.setattr(app.worker, "fit_messages", refuse)
+    monkeypatch.setattr(app.worker, "prepare", refuse)
     send_and_settle(qtbot, window, "Hello there.")
     assert window.notice.text() == \
         "The reply failed: unexpected error: RuntimeError: the prompt could not be built"
     assert window.composer.edit.toPlainText() == "Hello there."  # back, editable
     assert window.controller.current.turns == [] and window.composer.button.text() == "Send"
-    monkeypatch.setattr(app.worker, "fit_messages", real)
+    monkeypatch.setattr(app.worker, "prepare", real)
     send_and_settle(qtbot, window, window.composer.edit.toPlainText())
     assert [t.role for t in window.controller.current.turns] == ["user", "assistant"]
     assert window.controller.current.turns[-1].text.strip() and window.notice.text() == ""
@@ -114,11 +114,11 @@ def test_a_reply_that_fails_ends_with_one_line_and_the_chat_goes_on(qtbot, windo
     real = engine.scheduler.decode_batch
     calls = [0]
 
-    def failing(parts):
+    def failing(parts, cancel=None):
         calls[0] += 1
         if calls[0] > after:
             raise DuetError("llama_decode returned -3")
-        return real(parts)
+        return real(parts, cancel)
 
     monkeypatch.setattr(engine.scheduler, "decode_batch", failing)
     send_and_settle(qtbot, window, "Count to twenty.")

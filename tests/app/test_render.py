@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from PySide6.QtGui import QColor, QTextCursor, QTextDocument
 
-from engine.events import Token
-
-from app.message_widget import MessageWidget
 from app.conversation import Conversation
 from app.markdown import MARK_CLOSE, MARK_OPEN
+from app.message_widget import MessageWidget
 from app.render import monospace_font, render
 from app.theme import DARK_COLORS, LIGHT_COLORS
+from engine.events import Token
 
 REPLY = "Use **this**:\n\n```python\ndef add(a, b):\n    return a + b  # sum\n```\n\nDone."
 

@@ -74,9 +74,9 @@ def test_gui_thread_never_calls_llama_cpp(qtbot, window, driver, settings, smol_
 def test_streamed_updates_rebuild_only_the_tail(qtbot) -> None:
     """Streaming a 4,600-character reply in 40-character steps: each update rebuilds at most the
     last block (a paragraph or a code block) plus the new text, never the whole reply."""
-    from app.message_widget import MessageWidget
     from app.conversation import Turn
     from app.markdown import split_blocks
+    from app.message_widget import MessageWidget
 
     para = "Some **bold** prose with `code` and a [link](https://example.org). " * 6
     code = "```python\n" + "\n".join(f"def f{i}(x):\n    return x + {i}  # note"

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine import paths
-
 from app.__main__ import create_window, parse_args
+from engine import paths
 
 LONG_MS = 180_000
 

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import DuetError
-from engine.runtime import RuntimeConfig
-
 from app import settings as S
 from app.settings import DEFAULTS, OPTIONS, SCHEMA, Settings, load
+from engine.errors import DuetError
+from engine.runtime import RuntimeConfig
 
 
 def test_schema_is_consistent() -> None:

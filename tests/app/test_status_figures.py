@@ -35,3 +35,15 @@ def test_switching_versions_shows_the_figures_of_the_version_shown(qtbot, window
     assert figures(window) == expected(first.done.stats)
     window.controller.switch(1, +1)
     assert figures(window) == expected(second.done.stats)
+
+
+def test_the_context_fill_is_live_while_the_first_reply_streams(qtbot, window, driver, smol_path,
+                                                                settings) -> None:
+    settings.set("max_tokens", 200)
+    driver.load(smol_path)
+    seen: list[str] = []
+    with qtbot.waitSignal(window.controller.reply_finished, timeout=180_000):
+        window.controller.send("Write a long story about the sea.")
+        qtbot.waitUntil(lambda: len(window.controller.current.turns[-1].text) > 20, timeout=180_000)
+        seen.append(window.status.labels["context"].text())
+    assert seen[0].startswith("context ") and not seen[0].startswith("context 0 ")

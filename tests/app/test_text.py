@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from engine.conversation.tree import add_span
-
 from app.highlight import family, highlight
 from app.markdown import MARK_CLOSE, MARK_OPEN, clip, mark, split_blocks
 from app.throttle import Coalescer
+from engine.conversation.tree import add_span
 
 
 class Clock:

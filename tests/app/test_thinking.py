@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from app.message_widget import MessageWidget
 from engine.conversation.tree import Conversation, Turn
 from engine.events import Token
-
-from app.message_widget import MessageWidget
 
 
 def test_a_finished_thinking_section_is_collapsed(qtbot) -> None:

@@ -10,11 +10,10 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QPalette
 from PySide6.QtWidgets import QApplication
 
-from engine.errors import FetchError
-
 from app import theme
 from app.settings import DEFAULTS
 from app.settings_dialog import RELOAD_MARK
+from engine.errors import FetchError
 
 LONG_MS = 180_000
 
@@ -82,8 +81,8 @@ def test_dialog_marks_reload_options(qtbot, window) -> None:
 
 
 def test_draft_highlighting_with_the_ngram_drafter(qtbot, window, driver, smol_path, settings) -> None:
-    settings.update({"drafter": "ngram", "highlight_draft": True,
-                     "max_tokens": 64})
+    settings.update({"drafter": "ngram", "highlight_draft": True,  # drafts whatever it costs
+                     "adaptive": False, "max_tokens": 64})
     info = driver.load(smol_path)
     assert info.drafter == "ngram" and window.status.labels["drafter"].text() == "drafter ngram"
     reply = driver.send("Repeat this list twice: apple, banana, cherry, grape, lemon, mango, "

@@ -6,14 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from app.engine_client import EngineClient
 from engine.chat import Message
 from engine.context_params import ContextParams
 from engine.model import ModelSpec
 from engine.runtime import RuntimeConfig
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
-
-from app.engine_client import EngineClient
 
 LONG_MS = 180_000
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)

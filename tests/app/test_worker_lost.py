@@ -16,7 +16,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-
 from engine.conversation.store import CUT, streaming_node, tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation
 from engine.events import Token
@@ -144,12 +143,11 @@ LONG_MS = 180_000
 
 def _cut_file(smol_path: Path, folder: Path, text: str) -> Path:
     """A conversation saved the way the rescue hook saves it (a local model stands in)."""
+    from app.requests import RescuePlan
+    from app.worker import save_cut
     from engine.context_params import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import Runtime, RuntimeConfig
-
-    from app.requests import RescuePlan
-    from app.worker import save_cut
 
     conv = Conversation()
     conv.add_user(PROMPT)

@@ -12,8 +12,8 @@ from engine.context import Context
 from engine.context_params import ContextParams
 from engine.events import Done, Token
 from engine.generate import Generator
-from engine.runtime import Runtime, RuntimeConfig
 from engine.model import ModelSpec
+from engine.runtime import Runtime, RuntimeConfig
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
 
@@ -80,29 +80,35 @@ def test_each_forced_token_is_the_only_one_its_mask_allows(smol, people):
         m.advance(token)
 
 
-class _Rows(Context):
-    """A context that notes, for each pass of more than one token, which logits it asked for."""
+@pytest.fixture
+def asked(monkeypatch):
+    """For each pass of more than one token, how many tokens and which logits it asked for."""
+    import engine.context as context_module
 
-    asked: list = []
+    seen: list = []
+    real = context_module.decode_batch
 
-    def decode(self, tokens, *, logits="last", cancel=None):
-        if len(tokens) > 1 and logits != "none":
-            self.asked.append((len(tokens), logits))
-        return super().decode(tokens, logits=logits, cancel=cancel)
+    def spy(parts, cancel=None):
+        seen.extend((len(p.tokens), p.logits) for p in parts
+                    if len(p.tokens) > 1 and p.logits != "none")
+        return real(parts, cancel)
+
+    monkeypatch.setattr("engine.scheduler.decode_batch", spy)
+    return seen
 
 
-def test_forced_tokens_are_decoded_without_logits_and_change_no_token(smol, people):
-    ctx = _Rows(smol, ContextParams(n_ctx=1024))
+def test_forced_tokens_are_decoded_without_logits_and_change_no_token(smol, people, asked):
+    ctx = Context(smol, ContextParams(n_ctx=1024))
     # with log-probabilities every row is computed, and each forced token checked against it
     checked = reply(Generator(ctx), people.matcher(), logprobs=2)[-1]
-    assert any(rows == n > 1 for n, rows in ctx.asked[1:])
-    ctx.asked.clear()
+    assert any(rows == n > 1 for n, rows in asked[1:])
+    asked.clear()
     ctx.clear()
     batched = reply(Generator(ctx), people.matcher())[-1]
     assert batched.token_ids == checked.token_ids
-    prompt = ctx.asked.pop(0)  # the prompt: its last token's logits
-    assert prompt[1] == "last" and len(ctx.asked) > 5
-    assert all(rows == 1 for _, rows in ctx.asked)  # forced runs: the row after the last one
+    prompt = asked.pop(0)  # the prompt: its last token's logits
+    assert prompt[1] == "last" and len(asked) > 5
+    assert all(rows == 1 for _, rows in asked)  # forced runs: the row after the last one
 
 
 def test_sampled_replies_follow_the_schema_too(smol, people):

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import cli_models, fetch as fetch_mod, paths
+from engine import cli_models, paths
+from engine import fetch as fetch_mod
 from engine.catalog import CATALOG, GROUPS, TEST, StarterModel, WheelPart, select, wheel_prefix
 from engine.errors import FetchError
 from engine.fetch import FetchProgress, fetch, installed, pip_download, status
@@ -261,7 +262,10 @@ def test_pip_download_finds_the_wheel_it_saved(fake: Fake, monkeypatch: pytest.M
 def test_catalogue_entry_is_consistent(key: str) -> None:
     model = CATALOG[key]
     assert model.key == key
-    assert sum(part.size for part in model.wheels) == model.size
+    if model.convert is None:  # concatenated parts; a converted model is made from its one wheel
+        assert sum(part.size for part in model.wheels) == model.size
+    else:
+        assert len(model.wheels) == 1 and model.wheels[0].member.endswith(".safetensors")
     assert model.filename.endswith(".gguf") and "/" not in model.filename
     assert len(model.sha256) == 64 and int(model.sha256, 16) >= 0
     names = [part.name for part in model.wheels]
@@ -300,7 +304,7 @@ def test_cli_fetch_runs_the_group_in_order(monkeypatch: pytest.MonkeyPatch, tmp_
 
     monkeypatch.setattr(cli_models, "fetch", fake_fetch)
     assert cli_models.main(["fetch", "--group", "test"]) == 0
-    assert calls == ["test", "target", "draft", "gemma"]
+    assert calls == ["test", "target", "draft", "gemma", "embed"]
     out, err = capsys.readouterr()
     assert out.splitlines()[0] == str(tmp_path / TEST.filename)
     assert "test: already installed" in err
@@ -323,7 +327,7 @@ def test_cli_registers_under_models(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["KEY", "MODEL", "SIZE"]
     rows = {line.split()[0]: line for line in lines[1:]}
-    assert set(rows) == {"target", "draft", "test", "gemma", "-"}
+    assert set(rows) == {"target", "draft", "test", "gemma", "embed", "-"}
     assert "missing" in rows["target"] and "1117.3" in rows["target"]
     assert "mine.gguf" in rows["-"] and "2.0" in rows["-"] and "other" in rows["-"]
 

@@ -66,7 +66,7 @@ def test_an_int_is_a_float_but_a_bool_is_not_a_number():
 def test_every_setting_and_preset_value_is_one_the_engine_takes():
     """The app's settings and the presets check values with the table's rows: a value they
     accept can never be refused later by SamplingParams (the Top-p 0 / Min-p 1 trap)."""
-    from app.settings import OPTIONS, sampling_params, DEFAULTS
+    from app.settings import DEFAULTS, OPTIONS, sampling_params
 
     for row in params.table(SamplingParams):
         if row.type is tuple:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.bench.process import free_port, start_worker
 from engine.chat import Message
 from engine.context import Context
 from engine.context_params import ContextParams
@@ -20,7 +21,6 @@ from engine.model import Model, ModelSpec
 from engine.prompt import chat_tokens
 from engine.runtime import Runtime, RuntimeConfig
 from engine.sampling import SamplingParams
-from engine.bench.process import free_port, start_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)

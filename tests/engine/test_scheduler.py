@@ -67,9 +67,9 @@ def batches(monkeypatch):
     seen: list[list[int]] = []
     real = context_module.decode_batch
 
-    def spy(parts):
+    def spy(parts, cancel=None):
         seen.append([len(p.tokens) for p in parts])
-        return real(parts)
+        return real(parts, cancel)
 
     monkeypatch.setattr("engine.scheduler.decode_batch", spy)
     return seen
@@ -237,9 +237,9 @@ def test_a_schema_reply_beside_another_asks_no_logits_for_its_forced_tokens(smol
     asked: list[tuple[int, object]] = []
     real = context_module.decode_batch
 
-    def spy(parts):
+    def spy(parts, cancel=None):
         asked.extend((len(p.tokens), p.logits) for p in parts if len(p.tokens) > 1)
-        return real(parts)
+        return real(parts, cancel)
 
     with runtime(smol_path, n_parallel=2) as rt:
         grammar = Grammar.compile(rt.target, "json_schema", schema)

@@ -5,8 +5,8 @@ changed behind its back, and builds itself again when damaged."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
@@ -21,7 +21,6 @@ from engine.events import Done, Stats
 from engine.model import Model
 from engine.session import format as session_format
 from engine.session import store
-
 
 Saver = Callable[[str, Conversation], Path]
 

@@ -62,11 +62,11 @@ def serve(args: argparse.Namespace, port: int) -> Process:
 
 
 # -- phases ---------------------------------------------------------------------------------
-def solo(port: int) -> tuple[dict[str, client.Reply], list[str], dict[str, set[str]]]:
+def solo(port: int) -> tuple[dict[str, client.HttpReply], list[str], dict[str, set[str]]]:
     """Each turn alone, in order, then again in reverse, then each twice in a row (the second
     reusing the whole prompt but its last token). The first replies; the turns whose later solo
     replies differ (the server's state before a request changed its reply); every solo text."""
-    replies: dict[str, client.Reply] = {}
+    replies: dict[str, client.HttpReply] = {}
     texts: dict[str, str] = {}
     for turn in plan.turns():
         reply = _once(port, turn, texts)
@@ -83,7 +83,7 @@ def solo(port: int) -> tuple[dict[str, client.Reply], list[str], dict[str, set[s
     return replies, unstable, seen
 
 
-def _once(port: int, turn: plan.Turn, texts: dict[str, str]) -> client.Reply:
+def _once(port: int, turn: plan.SoakTurn, texts: dict[str, str]) -> client.HttpReply:
     while True:
         try:
             return client.post(port, turn.path, plan.body(turn, texts))
@@ -97,7 +97,7 @@ def _once(port: int, turn: plan.Turn, texts: dict[str, str]) -> client.Reply:
 class Client(threading.Thread):
     """Sends scripts until ``deadline``; its own Tally."""
 
-    def __init__(self, index: int, port: int, solo_replies: dict[str, client.Reply],
+    def __init__(self, index: int, port: int, solo_replies: dict[str, client.HttpReply],
                  seen: dict[str, set[str]], deadline: float, drop_rate: float) -> None:
         super().__init__(name=f"soak-client-{index}", daemon=True)
         self.port, self.solo, self.deadline, self.drop_rate = port, solo_replies, deadline, drop_rate
@@ -113,7 +113,7 @@ class Client(threading.Thread):
                 if not self._turn(turn) or time.monotonic() >= self.deadline:
                     break
 
-    def _turn(self, turn: plan.Turn) -> bool:
+    def _turn(self, turn: plan.SoakTurn) -> bool:
         """One request (retried after 429); False when the script should not go on."""
         drop = turn.stream and self.rng.random() < self.drop_rate
         abort_after = self.rng.randint(1, 4) if drop else None
@@ -158,7 +158,7 @@ def sample_rss(pid: int, stop_event: threading.Event, period: float, t0: float,
             return
 
 
-def load(port: int, pid: int, solo_replies: dict[str, client.Reply], seen: dict[str, set[str]],
+def load(port: int, pid: int, solo_replies: dict[str, client.HttpReply], seen: dict[str, set[str]],
          args: argparse.Namespace) -> tuple[plan.Tally, list[tuple[float, int]], float]:
     t0 = time.monotonic()
     deadline = t0 + args.minutes * 60

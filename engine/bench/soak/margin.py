@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.bench.client import Reply
+from engine.bench.client import HttpReply
 from engine.bench.soak import plan
 from engine.bench.timing import first_difference
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def margins(model: str, n_ctx: int, solo: dict[str, Reply],
+def margins(model: str, n_ctx: int, solo: dict[str, HttpReply],
             mismatched: dict[str, dict[str, int]], seen: dict[str, set[str]],
             limit: int = 50) -> list[dict]:
     from engine.chat import Message

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.bench.client import Reply
+from engine.bench.client import HttpReply
 from engine.bench.timing import first_difference
 
 CHAT, TEXT = "/v1/chat/completions", "/v1/completions"
@@ -42,7 +42,7 @@ if __name__ == "__main__":
 
 
 @dataclass(frozen=True)
-class Turn:
+class SoakTurn:
     """One request. ``messages`` (chat) end with a user turn; for a turn with ``follows``, the
     reply the previous turn got alone is inserted as the assistant's turn before them."""
 
@@ -59,7 +59,7 @@ class Turn:
 @dataclass(frozen=True)
 class Script:
     id: str
-    turns: tuple[Turn, ...]
+    turns: tuple[SoakTurn, ...]
 
 
 def _user(text: str, system: str | None = None) -> tuple[tuple[str, str], ...]:
@@ -67,34 +67,34 @@ def _user(text: str, system: str | None = None) -> tuple[tuple[str, str], ...]:
 
 
 SCRIPTS: tuple[Script, ...] = (
-    Script("hello", (Turn("hello", messages=_user("Say hello in one line."), max_tokens=24),)),
-    Script("haiku-whole", (Turn("haiku-whole", messages=_user("Write a haiku about the sea."),
+    Script("hello", (SoakTurn("hello", messages=_user("Say hello in one line."), max_tokens=24),)),
+    Script("haiku-whole", (SoakTurn("haiku-whole", messages=_user("Write a haiku about the sea."),
                                 stream=False),)),
-    Script("edit", (Turn("edit", max_tokens=96, messages=_user(
+    Script("edit", (SoakTurn("edit", max_tokens=96, messages=_user(
         f"Rename the function `total` to `sum_prices` in this file and send the whole file "
         f"back:\n```python\n{CODE}```", system="You edit code and return whole files.")),)),
     Script("review", (
-        Turn("review-1", messages=_user("What is a unit test, in one sentence?", SYSTEM_A)),
-        Turn("review-2", messages=_user("Give one example with pytest."), max_tokens=48,
+        SoakTurn("review-1", messages=_user("What is a unit test, in one sentence?", SYSTEM_A)),
+        SoakTurn("review-2", messages=_user("Give one example with pytest."), max_tokens=48,
              follows="review-1"),
-        Turn("review-3", messages=_user("Thanks. What would you test first?"), stream=False,
+        SoakTurn("review-3", messages=_user("Thanks. What would you test first?"), stream=False,
              follows="review-2"))),
     Script("garden", (
-        Turn("garden-1", messages=_user("Is it too cold to plant tulips in November?", SYSTEM_B)),
-        Turn("garden-2", messages=_user("And what about garlic?"), follows="garden-1"))),
-    Script("stop-line", (Turn("stop-line", messages=_user("List three fruits, one per line."),
+        SoakTurn("garden-1", messages=_user("Is it too cold to plant tulips in November?", SYSTEM_B)),
+        SoakTurn("garden-2", messages=_user("And what about garlic?"), follows="garden-1"))),
+    Script("stop-line", (SoakTurn("stop-line", messages=_user("List three fruits, one per line."),
                               stop=("\n",), max_tokens=48),)),
-    Script("text-stop", (Turn("text-stop", path=TEXT, prompt="def fibonacci(n):\n", stop=("\n\n",),
+    Script("text-stop", (SoakTurn("text-stop", path=TEXT, prompt="def fibonacci(n):\n", stop=("\n\n",),
                               max_tokens=64, stream=False),)),
-    Script("text", (Turn("text", path=TEXT, prompt="The three primary colours are", max_tokens=32),)),
+    Script("text", (SoakTurn("text", path=TEXT, prompt="The three primary colours are", max_tokens=32),)),
 )
 
 
-def turns(scripts: tuple[Script, ...] = SCRIPTS) -> tuple[Turn, ...]:
+def turns(scripts: tuple[Script, ...] = SCRIPTS) -> tuple[SoakTurn, ...]:
     return tuple(t for s in scripts for t in s.turns)
 
 
-def body(turn: Turn, replies: dict[str, str], stream: bool | None = None) -> dict:
+def body(turn: SoakTurn, replies: dict[str, str], stream: bool | None = None) -> dict:
     """The request body of ``turn`` (greedy); ``replies``: the solo reply of each turn so far."""
     stream = turn.stream if stream is None else stream
     out: dict = {"temperature": 0, "max_tokens": turn.max_tokens, "stream": stream}
@@ -106,7 +106,7 @@ def body(turn: Turn, replies: dict[str, str], stream: bool | None = None) -> dic
     return out
 
 
-def history(turn: Turn, replies: dict[str, str]) -> list[dict]:
+def history(turn: SoakTurn, replies: dict[str, str]) -> list[dict]:
     by_id = {t.id: t for t in turns()}
     chain = [turn]
     while chain[-1].follows:
@@ -120,7 +120,7 @@ def history(turn: Turn, replies: dict[str, str]) -> list[dict]:
 
 
 # -- judging ------------------------------------------------------------------------------
-def mismatch(solo: Reply, got: Reply) -> str | None:
+def mismatch(solo: HttpReply, got: HttpReply) -> str | None:
     """None when ``got`` is ``solo``; else where they part."""
     if got.text == solo.text and got.finish_reason == solo.finish_reason:
         return None

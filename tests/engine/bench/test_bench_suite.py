@@ -8,8 +8,15 @@ from pathlib import Path
 import pytest
 
 from engine.bench import stdlib_text as st
-from engine.bench.suite import (CATEGORIES, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, PER_CATEGORY,
-                                build_suite, select, suite_hash)
+from engine.bench.suite import (
+    CATEGORIES,
+    MAX_PROMPT_CHARS,
+    MAX_PROMPT_TOKENS,
+    PER_CATEGORY,
+    build_suite,
+    select,
+    suite_hash,
+)
 from engine.chat import Message
 from engine.prompt import chat_tokens
 

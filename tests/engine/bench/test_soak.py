@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from engine.bench.client import Reply
+from engine.bench.client import HttpReply
 from engine.bench.process import rss_bytes
 from engine.bench.soak import plan
 from engine.bench.soak.report import keep_section, split, write_section
@@ -13,11 +13,11 @@ from engine.bench.timing import first_difference
 
 
 def test_a_reply_matches_only_with_the_same_text_and_finish_reason():
-    solo = Reply("Hello there.", "stop")
-    assert plan.mismatch(solo, Reply("Hello there.", "stop")) is None
-    assert "finish_reason 'length'" in plan.mismatch(solo, Reply("Hello there.", "length"))
-    assert "character 6" in plan.mismatch(solo, Reply("Hello world.", "stop"))
-    assert "character 5" in plan.mismatch(solo, Reply("Hello", "stop"))  # cut short
+    solo = HttpReply("Hello there.", "stop")
+    assert plan.mismatch(solo, HttpReply("Hello there.", "stop")) is None
+    assert "finish_reason 'length'" in plan.mismatch(solo, HttpReply("Hello there.", "length"))
+    assert "character 6" in plan.mismatch(solo, HttpReply("Hello world.", "stop"))
+    assert "character 5" in plan.mismatch(solo, HttpReply("Hello", "stop"))  # cut short
     assert first_difference("abcd", "abXd") == 2 and first_difference("ab", "abc") == 2
     assert first_difference([1, 2, 3], [1, 2, 3]) == 3
 

@@ -10,12 +10,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fakehub import FakeFile, FakeHub, FakeRepo, sha256_of
+from fakehub_repos import (
+    DRAFT_FILE,
+    DRAFT_REPO,
+    GATED_REPO,
+    GEMMA_FILE,
+    GEMMA_REPO,
+    SMALL_FILE,
+    SMALL_REPO,
+    SMOL_FILE,
+    SMOL_REPO,
+    TARGET_FILE,
+    TARGET_REPO,
+)
 from huggingface_hub import constants
 
 from engine.catalog import CATALOG
-from fakehub import FakeFile, FakeHub, FakeRepo, sha256_of
-from fakehub_repos import (DRAFT_FILE, DRAFT_REPO, GATED_REPO, GEMMA_FILE, GEMMA_REPO, SMALL_FILE, SMALL_REPO,
-                           SMOL_FILE, SMOL_REPO, TARGET_FILE, TARGET_REPO)
 from tests.conftest import model_path
 
 

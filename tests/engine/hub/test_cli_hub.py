@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import json
 
-from fakehub_repos import (DRAFT_REPO, GATED_REPO, GEMMA_REPO, SMALL_FILE, SMALL_REPO, SMOL_REPO, TARGET_FILE,
-                           TARGET_REPO)
+from fakehub_repos import (
+    DRAFT_REPO,
+    GATED_REPO,
+    GEMMA_REPO,
+    SMALL_FILE,
+    SMALL_REPO,
+    SMOL_REPO,
+    TARGET_FILE,
+    TARGET_REPO,
+)
+
 from engine.cli_models import main
 
 

@@ -7,9 +7,9 @@ import threading
 from collections import namedtuple
 
 import pytest
-
 from fakehub import listing
 from fakehub_repos import GATED_REPO, SMALL_FILE, SMALL_REPO, SMOL_FILE, SMOL_REPO
+
 from engine.hub import download as dl
 from engine.hub.download import DownloadOptions, download_entry, part_path
 from engine.hub.errors import DownloadCancelled, HubError

@@ -8,13 +8,13 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from fakehub import FakeFile, FakeHub, FakeRepo, sha256_of
+from fakehub_repos import GATED_REPO, SMALL_FILE, SMALL_REPO
 
 from engine.hub.download import download_entry
 from engine.hub.errors import HubError
 from engine.hub.search import repo_files
 from engine.models_folder import hub_path
-from fakehub import FakeFile, FakeHub, FakeRepo, sha256_of
-from fakehub_repos import GATED_REPO, SMALL_FILE, SMALL_REPO
 
 OTHER_REPO = "someone/small-GGUF"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fakehub_repos import SMOL_FILE, SMOL_REPO, TARGET_FILE, TARGET_REPO
+
 from engine.hub import fit
 from engine.hub.gguf_header import model_facts
 from engine.hub.remote_header import remote_header

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
 from fakehub_repos import DRAFT_FILE, DRAFT_REPO, GEMMA_REPO, SMOL_REPO, TARGET_FILE, TARGET_REPO
+
+from engine.hub.errors import HubError
 from engine.hub.pair_catalog import FAMILIES, drafts_for
 from engine.hub.pairing import ModelRef, check_facts, judge_ref, pair_drafts
-from engine.hub.errors import HubError
 from tests.conftest import model_path
 
 

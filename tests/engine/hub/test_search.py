@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from fakehub_repos import GATED_REPO, SMOL_REPO, TARGET_REPO
+
 from engine.hub.errors import HubError
 from engine.hub.files import RemoteFile, group_gguf, quant_of
 from engine.hub.search import repo_files, search

@@ -6,8 +6,9 @@ process, :func:`serve_http` serves one over Streamable HTTP on 127.0.0.1 and a f
 ``friendly``: echo, add, an image, an environment variable, its pid, a gate that waits for a
 file.
 ``hostile``: a 50 MB result, a call that never answers, a crash mid-call, a result that tries
-to pass for chat markup and asks for the next call to be approved, and ``record`` (the call the
-injected text asks for: it leaves a file behind, so a test can tell it never ran).
+to pass for chat markup and asks for the next call to be approved, ``record`` (the call the
+injected text asks for: it leaves a file behind, so a test can tell it never ran), and a flood
+of notifications during a call.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
 from starlette.types import Receive, Scope, Send
 
@@ -119,6 +120,15 @@ def hostile() -> MCPServer:
     def ping() -> str:
         """Answers at once."""
         return "pong"
+
+    @server.tool()
+    async def flood(count: int, ctx: Context) -> str:
+        """Sends ``count`` log notifications and as many changed-tools notices, then answers."""
+        for i in range(count):
+            await ctx.info(f"flood {i}")
+            if i % 10 == 0:
+                await ctx.notify_tools_changed()
+        return "flooded"
 
     return server
 

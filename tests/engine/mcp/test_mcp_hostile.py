@@ -1,5 +1,6 @@
 """Hostile servers: a 50 MB result, a call that never answers, a crash mid-call, a result that
-tries to pass for chat markup. The host stays usable and does nothing the person did not ask."""
+tries to pass for chat markup, a flood of notifications, a server restarted over and over. The
+host stays usable and does nothing the person did not ask."""
 
 from __future__ import annotations
 
@@ -117,3 +118,21 @@ def test_markup_in_a_result_is_plain_text_and_approves_nothing(both: ToolHost, t
     assert not (tmp_path / "recorded").exists()
     assert seen == []
     assert (both.statuses(), both.toolbox()) == before
+
+
+def test_a_flood_of_notifications_during_a_call_changes_nothing(both: ToolHost) -> None:
+    before = both.toolbox().names()
+    result = both.call("hostile", "flood", {"count": 5000})
+    assert (result.text, result.is_error) == ("flooded", False)
+    assert both.toolbox().names() == before  # "tools changed" 500 times: the same tools
+    assert both.call("friendly", "echo", {"text": "still here"}).text == "still here"
+
+
+def test_a_server_restarted_over_and_over_stays_usable(both: ToolHost) -> None:
+    for _ in range(5):
+        both.call("hostile", "crash")
+        both.wait_for("hostile", ("failed",), START)
+        both.restart("hostile").result()
+        ready(both, "hostile")
+    assert both.call("hostile", "ping").text == "pong"
+    assert both.call("friendly", "echo", {"text": "ok"}).text == "ok"

@@ -12,8 +12,8 @@ from mcp_servers import INJECTION
 from mcp_testing import ready, stdio_server
 
 from engine.chat import Message
-from engine.events import Done
 from engine.cli import main
+from engine.events import Done
 from engine.generate import Generator
 from engine.mcp import McpConfig, ToolHost
 from engine.mcp.offer import offer
@@ -30,7 +30,7 @@ class Recording:
     """The real generator, keeping each prompt it was given."""
 
     def __init__(self, gen: Generator) -> None:
-        self.gen, self.model, self.prompts = gen, gen.model, []
+        self.gen, self.model, self.ctx, self.prompts = gen, gen.model, gen.ctx, []
 
     def complete(self, prompt, params, cancel=None, **kw):
         self.prompts.append(list(prompt))

@@ -71,12 +71,12 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
                  gate: threading.Event | None = None, max_body: int = 1 << 20,
                  cache_bytes: int = 256 << 20, cors: tuple[str, ...] = (), drafter: str = "auto",
                  adaptive: bool = True, n_ctx: int = N_CTX, max_tokens: int = 16,
-                 threads: int = 1, alias: str = "test"):
+                 threads: int = 1, alias: str = "test", embedding_model=None):
     from engine.context_params import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import Runtime, RuntimeConfig
     from engine.sampling import SamplingParams
-    from engine.server.app import ServerConfig
+    from engine.server.app import ApiConfig
     from engine.server.run import BackgroundServer, build, model_names
     from engine.speculative.params import SpeculativeParams
 
@@ -87,8 +87,8 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
                            state_cache_bytes=cache_bytes)
     runtime = Runtime(config)
     model_id, aliases = model_names(runtime, alias)
-    engine, app = build(runtime, ServerConfig(model_id, aliases, api_key=api_key, max_body=max_body,
-                                                  cors_origins=cors),
+    engine, app = build(runtime, ApiConfig(model_id, aliases, api_key=api_key, max_body=max_body,
+                                           cors_origins=cors, embedding_model=embedding_model),
                         max_queue=max_queue, gate=gate)
     server = BackgroundServer(app)
     return server, Served(server.url, server.port, engine, model_id, runtime.target, n_ctx)

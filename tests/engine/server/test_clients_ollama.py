@@ -175,7 +175,7 @@ def test_show_checks_both_of_its_model_fields(served):
 
 
 def test_route_and_method_errors_in_ollama_shape(served):
-    status, _, payload = served.raw("POST", "/api/embed", {"model": "test", "input": "x"})
+    status, _, payload = served.raw("POST", "/api/pull", {"model": "test"})
     assert status == 404 and set(payload) == {"error"}
     status, _, payload = served.raw("GET", "/api/chat")
     assert status == 405 and set(payload) == {"error"}

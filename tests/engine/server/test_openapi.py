@@ -25,7 +25,7 @@ def test_the_document_is_valid_and_lists_every_route(served):
 def test_sampling_fields_come_from_the_parameter_table(served):
     _, _, doc = served.raw("GET", "/openapi.json", key=None)
     schemas = doc["components"]["schemas"]
-    chat = schemas["OpenAIChatRequest"]["properties"]
+    chat = schemas["OpenAIChatCompletionRequest"]["properties"]
     top_p = params.row(SamplingParams, "top_p")
     assert chat["top_p"]["maximum"] == top_p.spec.maximum and chat["top_p"]["title"] == "Top-p"
     assert chat["max_completion_tokens"]["minimum"] == 1 and "top_logprobs" in chat

@@ -140,7 +140,7 @@ def test_a_prompt_longer_than_the_context_gets_a_400(served):
 def test_unknown_model_route_and_method_get_404_405(served):
     status, error = _error(served, {"model": "gpt-4o", "messages": QUESTION})
     assert status == 404 and error["code"] == "model_not_found" and error["param"] == "model"
-    assert _error(served, None, path="/v1/embeddings")[0] == 404
+    assert _error(served, None, path="/v1/audio/speech")[0] == 404
     assert _error(served, None, path="/v1/chat/completions", method="GET")[0] == 405
 
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from engine.bench.client import Busy, Reply, health, post, post_dropping
+from engine.bench.client import Busy, HttpReply, health, post, post_dropping
 from engine.bench.soak import plan
 from engine.bench.soak.command import Client
 
@@ -48,7 +48,7 @@ def test_one_client_turn_is_compared_with_its_solo_reply(open_server):
     client = Client(0, port, {"hello": solo}, {"hello": {solo.text}}, deadline=0, drop_rate=0)
     assert client._turn(HELLO)
     assert (client.tally.requests, client.tally.mismatches) == (1, 0)
-    wrong = Reply(solo.text + " (not this)", solo.finish_reason)
+    wrong = HttpReply(solo.text + " (not this)", solo.finish_reason)
     client = Client(0, port, {"hello": wrong}, {"hello": {wrong.text}}, deadline=0, drop_rate=0)
     assert client._turn(HELLO)
     assert (client.tally.mismatches, client.tally.known_variants) == (1, 0)
@@ -57,7 +57,7 @@ def test_one_client_turn_is_compared_with_its_solo_reply(open_server):
                     drop_rate=0)
     client._turn(HELLO)
     assert (client.tally.mismatches, client.tally.known_variants) == (1, 1)
-    count = plan.Turn("count", messages=(("user", "Count from 1 to 100, one per line."),),
+    count = plan.SoakTurn("count", messages=(("user", "Count from 1 to 100, one per line."),),
                       max_tokens=300)  # long enough to be dropped after its first few chunks
     dropper = Client(0, port, {"count": solo}, {"count": {solo.text}}, deadline=0, drop_rate=1)
     assert not dropper._turn(count)  # dropped mid-stream: the script stops there

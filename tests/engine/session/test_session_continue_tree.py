@@ -53,7 +53,7 @@ def _generate(capsys: pytest.CaptureFixture[str], smol_path: Path, path: Path,
               prompt: str) -> dict:
     # smol drafts for itself: at temperature 0 every drafted token is accepted
     code = main(["generate", "--model", str(smol_path), "--draft", str(smol_path),
-                 "--drafter", "model", "--temperature", "0", "--max-tokens", "12",
+                 "--drafter", "model", "--no-adaptive", "--temperature", "0", "--max-tokens", "12",
                  "--ctx", "1024", "--threads", "1", "--json", "--session", str(path), prompt])
     out = capsys.readouterr().out
     assert code == 0

@@ -15,9 +15,18 @@ from blake3 import blake3
 import engine.session.format as fmt
 from engine import localfile
 from engine.errors import SessionError
-from engine.session import (KVLayout, KVState, Message, ModelInfo, SessionMeta, inspect,
-                            read_meta, read_session, write_session)
-from engine.session.meta import ToolCall
+from engine.session import (
+    KVLayout,
+    KVState,
+    ModelInfo,
+    SavedMessage,
+    SessionMeta,
+    inspect,
+    read_meta,
+    read_session,
+    write_session,
+)
+from engine.session.meta import SavedCall
 
 T0 = "2025-01-02T03:04:05+00:00"
 TARGET = os.urandom(3000)
@@ -28,8 +37,8 @@ def make_meta(*, kv: bool = True, draft: bool = True) -> SessionMeta:
     layout = KVLayout(4096, "f16", "q8_0", 28, 256, 256)
     return SessionMeta(
         created=T0, saved="2025-01-02T04:00:00+00:00",
-        messages=(Message("system", "Be brief.", T0), Message("user", "héllo 世界", T0),
-                  Message("assistant", "hi\n", T0)),
+        messages=(SavedMessage("system", "Be brief.", T0), SavedMessage("user", "héllo 世界", T0),
+                  SavedMessage("assistant", "hi\n", T0)),
         target=ModelInfo("/models/t.gguf", "Target 1.5B", 1234, "v1:1234:" + "ab" * 32, layout),
         draft=ModelInfo("/models/d.gguf", "Draft", 99, "v1:99:" + "cd" * 32) if draft else None,
         settings={"temperature": 0.7, "top_k": 40, "stop": ["</s>"], "spec": {"n": 4, "on": True},
@@ -131,7 +140,7 @@ def test_typed_memoryview_payload_is_written_as_its_bytes(tmp_path):
 
 def test_lone_surrogate_in_text_round_trips(tmp_path):
     meta = make_meta(kv=False)
-    meta = SessionMeta(meta.created, meta.saved, (Message("user", "bad \ud800 byte", T0),), meta.target)
+    meta = SessionMeta(meta.created, meta.saved, (SavedMessage("user", "bad \ud800 byte", T0),), meta.target)
     write_session(tmp_path / "s.duet", meta, {})
     assert read_meta(tmp_path / "s.duet") == meta
 
@@ -333,16 +342,16 @@ def test_wrong_metadata_shapes_are_rejected(tmp_path, mutate):
         read_session(path)
 
 
-CALL = ToolCall("call_1", "get_current_time", '{"timezone": "Asia/Tokyo"}')
+CALL = SavedCall("call_1", "get_current_time", '{"timezone": "Asia/Tokyo"}')
 
 
 def tool_meta() -> SessionMeta:
     """A tool call, its result and the answer after the plain messages of make_meta."""
     meta = make_meta(kv=False)
     return SessionMeta(meta.created, meta.saved, meta.messages + (
-        Message("assistant", "", T0, (CALL,)),
-        Message("tool", "09:00 JST", T0, tool_call_id="call_1", name="get_current_time"),
-        Message("assistant", "It is 9 am in Tokyo.", T0)), meta.target, meta.draft)
+        SavedMessage("assistant", "", T0, (CALL,)),
+        SavedMessage("tool", "09:00 JST", T0, tool_call_id="call_1", name="get_current_time"),
+        SavedMessage("assistant", "It is 9 am in Tokyo.", T0)), meta.target, meta.draft)
 
 
 def test_tool_messages_round_trip_and_plain_ones_keep_their_shape(tmp_path):
@@ -393,7 +402,7 @@ def test_tool_fields_at_their_limits_are_accepted(tmp_path):
     obj["messages"][3]["tool_calls"] = [longest] + [CALL.to_json()] * 63
     path = tmp_path / "big.duet"
     path.write_bytes(raw_file(obj))
-    assert read_meta(path).messages[3].tool_calls[0] == ToolCall(**longest)
+    assert read_meta(path).messages[3].tool_calls[0] == SavedCall(**longest)
 
 
 def test_unusual_files_give_session_errors(tmp_path):

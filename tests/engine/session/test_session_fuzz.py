@@ -13,13 +13,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import SessionError
-from engine.session import KVState, Message, ModelInfo, SessionMeta, inspect, read_meta, read_session
-from engine.session import write_session
+from engine.session import (
+    KVState,
+    ModelInfo,
+    SavedMessage,
+    SessionMeta,
+    inspect,
+    read_meta,
+    read_session,
+    write_session,
+)
 
 PAYLOADS = {"kv.target": bytes(range(256)) * 256, "kv.draft": b"draft state " * 300}
 META = SessionMeta(
     created="2025-01-01T00:00:00+00:00", saved="2025-01-01T00:00:00+00:00",
-    messages=(Message("user", "hello", "2025-01-01T00:00:00+00:00"),),
+    messages=(SavedMessage("user", "hello", "2025-01-01T00:00:00+00:00"),),
     target=ModelInfo("/t.gguf", "T", 10, "v1:10:" + "0" * 64),
     draft=ModelInfo("/d.gguf", "D", 10, "v1:10:" + "1" * 64),
     kv_target=KVState((1, 2, 3), 512, "f16", "f16"), kv_draft=KVState((1, 2), 512, "f16", "f16"))

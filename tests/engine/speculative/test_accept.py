@@ -3,7 +3,7 @@ greedy cases, and sampled drafts accepted exactly where plain sampling draws the
 seeded reply is the same with and without drafts and every token is a sample of the target."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pytest

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.chat import Message
+from engine.context_params import ContextParams
 from engine.events import Done
 from engine.model import ModelSpec
 from engine.prompt import chat_tokens
@@ -17,12 +18,11 @@ from engine.runtime import Runtime, RuntimeConfig
 from engine.sampling import Sampler, SamplingParams
 from engine.service import Engine, Job
 from engine.speculative import calibration
-from engine.speculative.later import steps
 from engine.speculative.draft import Draft
 from engine.speculative.draft_model import CURVE_SIZES
+from engine.speculative.later import steps
 from engine.speculative.params import SpeculativeParams
 from engine.speculative.tuning import TUNING
-from engine.context_params import ContextParams
 
 GREEDY = SamplingParams(temperature=0, max_tokens=16)
 

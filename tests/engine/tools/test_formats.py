@@ -9,8 +9,8 @@ import pytest
 
 from engine.chat import ToolCall
 from engine.tools import Tool, ToolChoice, fallback
-from engine.tools.formats import GENERIC, HERMES, LLAMA3, MISTRAL, detect, parse
-from engine.tools.scanner import Scanner
+from engine.tools.formats import GENERIC, HERMES, LLAMA3, MISTRAL, detect
+from engine.tools.scanner import Scanner, parse
 
 NAMES = ["get_weather", "get_time"]
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'

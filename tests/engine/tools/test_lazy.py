@@ -18,9 +18,10 @@ from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
 from engine.speculative.speculator import build_speculation
 from engine.tools import Tool
-from engine.tools.formats import HERMES, detect, parse
+from engine.tools.formats import HERMES, detect
 from engine.tools.lazy import LazyMatcher, lazy_grammar
 from engine.tools.prompting import tool_prompt
+from engine.tools.scanner import parse
 
 WEATHER = Tool("get_weather", "The current weather in a city.",
                {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}})

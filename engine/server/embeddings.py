@@ -1,0 +1,171 @@
+"""Embeddings for other programs' retrieval: OpenAI's ``POST /v1/embeddings`` (``float`` and
+``base64``, one input or a batch, text or token ids) and Ollama's ``/api/embed`` and older
+``/api/embeddings``, as llama-server (``--embeddings``), LM Studio and Ollama answer them.
+
+The vectors come from an embedding model when the server was given one (``--embedding-model``,
+the catalog's ``embed``: all-MiniLM-L6-v2), else from the chat model's hidden states, mean-pooled
+(llama-server's ``--pooling mean``), and the answer's ``model`` says which. Either way an
+``engine.embeddings.Embedder`` runs them on the engine's thread, between two steps of the
+replies (nothing else touches llama.cpp), made at the first request.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from engine.errors import DuetError
+from engine.server import schema
+from engine.server.core import DuetServer
+from engine.server.errors import ApiError, bad_request
+
+MAX_INPUTS = 2048  # OpenAI's limit on one request's inputs
+
+
+class EmbeddingsRequest(schema._Body):
+    model: str | None = None
+    input: str | list[str] | list[int] | list[list[int]]
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+    user: str | None = None
+
+
+class OllamaEmbedRequest(schema._Body):
+    model: str | None = None
+    input: str | list[str]
+    truncate: bool = True
+    dimensions: int | None = None
+    options: dict[str, Any] | None = None
+    keep_alive: Any = None
+
+
+class OllamaEmbeddingsRequest(schema._Body):
+    model: str | None = None
+    prompt: str
+    options: dict[str, Any] | None = None
+    keep_alive: Any = None
+
+
+class Vectors:
+    """The server's embedder, made at first use on the engine's thread."""
+
+    def __init__(self, server: DuetServer, model_path: Path | None = None) -> None:
+        self.server, self.model_path = server, model_path
+        self._embedder: Any = None
+        self._own_model: Any = None
+
+    @property
+    def name(self) -> str:
+        """What the answers' ``model`` says made the vectors."""
+        if self.model_path is not None:
+            return self.model_path.stem
+        return f"{self.server.config.model_id} (mean-pooled chat model: no embedding model loaded)"
+
+    def _make(self) -> Any:
+        from engine.embeddings import Embedder  # the engine thread makes it at the first request
+        from engine.model import Model, ModelSpec
+
+        if self._embedder is None:
+            model = self.server.model
+            if self.model_path is not None:
+                self._own_model = model = Model(ModelSpec(self.model_path))
+            self._embedder = Embedder(model)
+        return self._embedder
+
+    async def embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        """The vectors of ``texts`` (rows), and the tokens they took."""
+        def run() -> tuple[np.ndarray, int]:
+            embedder = self._make()
+            vectors = embedder.embed(texts)
+            return vectors, embedder.n_tokens
+
+        try:
+            return await run_in_threadpool(lambda: self.server.engine.call(run).result())
+        except DuetError as e:
+            raise bad_request(str(e), "input") from None
+
+    def detokenize(self, ids: list[int]) -> str:
+        """Token ids sent as input, read as the embedding model's own tokens (as llama-server)."""
+        model = self._own_model or self.server.model
+        if any(not 0 <= t < model.n_vocab for t in ids):
+            raise bad_request(f"input: token ids must be between 0 and {model.n_vocab - 1}", "input")
+        return str(model.detokenize(ids))
+
+
+def _vectors(request: Request) -> Vectors:
+    vectors: Vectors = request.app.state.vectors
+    return vectors
+
+
+def _texts(body: EmbeddingsRequest, vectors: Vectors) -> list[str]:
+    raw = body.input
+    if isinstance(raw, str):
+        items: list[Any] = [raw]
+    elif raw and all(isinstance(x, int) for x in raw):
+        items = [raw]  # one input as token ids
+    else:
+        items = list(raw)
+    if not items:
+        raise bad_request("input must not be empty", "input")
+    if len(items) > MAX_INPUTS:
+        raise bad_request(f"input: at most {MAX_INPUTS} inputs in one request", "input")
+    texts = [x if isinstance(x, str) else vectors.detokenize(list(x)) for x in items]
+    if any(not t for t in texts):
+        raise bad_request("input: an input is empty", "input")
+    return texts
+
+
+def _check_dimensions(dimensions: int | None, vectors: np.ndarray) -> None:
+    if dimensions is not None and dimensions != vectors.shape[1]:
+        raise ApiError(400, f"dimensions: this model's vectors have {vectors.shape[1]} "
+                            "dimensions; it cannot give others", param="dimensions",
+                       code="unsupported_parameter")
+
+
+async def openai_embeddings(request: Request) -> Response:
+    server: DuetServer = request.app.state.duet
+    server.check_auth(request)
+    body = schema.parse(EmbeddingsRequest, await server.read_json(request))
+    vectors = _vectors(request)
+    texts = _texts(body, vectors)
+    rows, n_tokens = await vectors.embed(texts)
+    _check_dimensions(body.dimensions, rows)
+    data = [{"object": "embedding", "index": i,
+             "embedding": base64.b64encode(row.astype("<f4").tobytes()).decode()
+             if body.encoding_format == "base64" else row.tolist()}
+            for i, row in enumerate(rows)]
+    return JSONResponse({"object": "list", "data": data, "model": vectors.name,
+                         "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}})
+
+
+async def ollama_embed(request: Request) -> Response:
+    server: DuetServer = request.app.state.duet
+    server.check_auth(request)
+    t0 = time.perf_counter()
+    body = schema.parse(OllamaEmbedRequest, await server.read_json(request))
+    texts = [body.input] if isinstance(body.input, str) else list(body.input)
+    if not texts or any(not t for t in texts) or len(texts) > MAX_INPUTS:
+        raise bad_request(f"input: 1 to {MAX_INPUTS} texts, none empty", "input")
+    vectors = _vectors(request)
+    rows, n_tokens = await vectors.embed(texts)
+    _check_dimensions(body.dimensions, rows)
+    ns = int((time.perf_counter() - t0) * 1e9)
+    return JSONResponse({"model": vectors.name, "embeddings": rows.tolist(),
+                         "total_duration": ns, "load_duration": 0, "prompt_eval_count": n_tokens})
+
+
+async def ollama_embeddings(request: Request) -> Response:
+    server: DuetServer = request.app.state.duet
+    server.check_auth(request)
+    body = schema.parse(OllamaEmbeddingsRequest, await server.read_json(request))
+    if not body.prompt:
+        return JSONResponse({"embedding": []})  # as Ollama answers an empty prompt
+    rows, _ = await _vectors(request).embed([body.prompt])
+    return JSONResponse({"embedding": rows[0].tolist()})
