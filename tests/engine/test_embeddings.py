@@ -17,6 +17,7 @@ from engine.errors import DuetError
 from engine.model import Model
 from tests.conftest import model_path
 
+TOLERANCE = 5e-4  # a vector's largest difference between a batch and one text alone
 SENTENCES = [
     "A man is eating food.",
     "A man is eating a piece of bread.",
@@ -117,14 +118,16 @@ def test_batching_gives_the_vectors_of_one_at_a_time(which: str, request: pytest
     e: Embedder = request.getfixturevalue(which)
     together = e.embed(SENTENCES)  # one llama_decode, ten sequences
     alone = np.stack([e.embed([s])[0] for s in SENTENCES])
-    assert np.abs(together - alone).max() < 1e-4
+    # (an embedding model's passes use flash attention, whose tiled sums differ by ~1e-4 with
+    # the batch: engine/embeddings.py; the cosine similarities move by far less)
+    assert np.abs(together - alone).max() < TOLERANCE
 
 
 def test_inputs_are_split_into_batches_by_count_and_by_tokens(minilm: Model, mini: Embedder) -> None:
     alone = mini.embed(SENTENCES)
     with Embedder(minilm, max_seqs=3, n_ctx=24) as small:
         assert [len(g) for _, g in small._batches([small.tokenize(s) for s in SENTENCES])] == [2, 2, 3, 2, 1]
-        assert np.abs(small.embed(SENTENCES) - alone).max() < 1e-4
+        assert np.abs(small.embed(SENTENCES) - alone).max() < TOLERANCE
 
 
 def test_usage_counts_the_tokens_read(mini: Embedder) -> None:
