@@ -39,8 +39,8 @@ class Read:
 
 def read_file(path: Path, count: Callable[[str], int] | None) -> Read:
     """Read ``path`` into an attachment (on a worker thread; DuetError: one line)."""
-    from engine.documents.extract import read_document  # the readers load at the first file
-
+    # the readers load at the first file
+    from engine.documents.extract import read_document
     from engine.documents.prompt import attachment
 
     doc = read_document(path)
