@@ -120,25 +120,21 @@ def _retry_after(value: str | None) -> float:
 
 def post_json(port: int, path: str, body: dict[str, Any], timeout: float = 300) -> Any:
     """POST ``body`` to ``path``: its JSON answer when it is 200, else Failed."""
-    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
-    try:
-        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
-        r = conn.getresponse()
-        data = r.read()
-        if r.status != 200:
-            raise Failed(f"{path}: HTTP {r.status}: {data[:200]!r}")
-        return json.loads(data)
-    except (OSError, http.client.HTTPException, ValueError) as e:
-        raise Failed(f"{path}: {type(e).__name__}: {e}") from None
-    finally:
-        conn.close()
+    return _exchange(port, "POST", path, body, timeout)
 
 
 def get_json(port: int, path: str, timeout: float = 60) -> Any:
     """GET ``path``: its JSON body when the answer is 200, else Failed."""
+    return _exchange(port, "GET", path, None, timeout)
+
+
+def _exchange(port: int, method: str, path: str, body: dict[str, Any] | None, timeout: float) -> Any:
     conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
     try:
-        conn.request("GET", path)
+        if body is None:
+            conn.request(method, path)
+        else:
+            conn.request(method, path, json.dumps(body), {"Content-Type": "application/json"})
         r = conn.getresponse()
         data = r.read()
         if r.status != 200:
