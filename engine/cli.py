@@ -1,4 +1,4 @@
-"""``duet-cli``: the headless front end (generate, models, session, bench, serve)."""
+"""``duet-cli``: the headless front end (generate, models, session, serve, worker)."""
 
 from __future__ import annotations
 
@@ -126,11 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_generate(sub)
     from engine import cli_models, worker
-    from engine.bench import cli as bench_cli
     from engine.server import cli as server_cli
     from engine.session import cli as session_cli
 
-    for module in (cli_models, session_cli, bench_cli, server_cli, worker):
+    for module in (cli_models, session_cli, server_cli, worker):
         module.add_parser(sub)
     return parser
 

@@ -1,5 +1,5 @@
 """What constraining costs per token: llguidance's work for each token of the structured bench's
-extraction (engine.bench.structured's schema, the reply greedy decoding gives) on the target
+extraction (bench.structured's schema, the reply greedy decoding gives) on the target
 starter model's 151,936-token vocabulary, against one decode step of the model (as the drafter's calibration times it).
 
 ``.venv/bin/python scripts/mask_cost.py`` on a quiet machine. Per token, the work the decoding
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpu-layers", type=int, default=0, help="layers of the step's model on the GPU (-1: all)")
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    from engine.bench.structured import SCHEMA
+    from bench.structured import SCHEMA
     from engine.constraint import Grammar
     from engine.context import Context
     from engine.context_params import ContextParams

@@ -1,4 +1,4 @@
-"""The JSON-schema extraction of ``duet-cli bench structured`` in one process, without HTTP.
+"""The JSON-schema extraction of ``python -m bench structured`` in one process, without HTTP.
 
 ``.venv/bin/python scripts/profile_extraction.py [--modes none,auto] [--turns 3]`` loads the
 target starter model once per run (a fresh runtime: nothing drafted from an earlier run), decodes
@@ -21,7 +21,7 @@ def one_run(mode: str, model: str = "target", gpu_layers: int = 0, temperature: 
     """``mode``: a drafter, with ``:step`` for forced tokens picked one a pass (no jump forward,
     as llama-server decodes under a grammar), or ``:free`` for the same prompt without the
     schema (what the grammar costs, where the model writes the same number of tokens)."""
-    from engine.bench.structured import SCHEMA, extraction_body
+    from bench.structured import SCHEMA, extraction_body
     from engine.chat import Message
     from engine.constraint import Grammar, Matcher
     from engine.context_params import ContextParams

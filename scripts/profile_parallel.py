@@ -3,7 +3,7 @@
 ``.venv/bin/python scripts/profile_parallel.py [--jobs 1,4] [--max-tokens 128]`` runs N short
 chat prompts at once on one in-process ``Engine`` (the target starter model, greedy, no drafting;
 no HTTP), after one warm-up round, and prints the wall time, the time inside ``decode_batch``
-and the rest. ``--suite`` takes the prompts of ``duet-cli bench parallel`` instead (about 450
+and the rest. ``--suite`` takes the prompts of ``python -m bench parallel`` instead (about 450
 tokens each, so reading them is most of the time); ``--flash-attn on|off`` overrides the
 context's choice. ``--prefill`` also times reading a 1,024-token prompt in slices of 64 to 512
 tokens. Run it on a quiet machine.
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     prompts = PROMPTS
     if args.suite:
-        from engine.bench.prompts import load_prompts
+        from bench.prompts import load_prompts
 
         prompts = tuple(p.text for p in load_prompts())
     fa = None if args.flash_attn is None else args.flash_attn == "on"

@@ -2,13 +2,13 @@
 
 Greedy verification accepts exactly the longest prefix of a draft that equals the plain output,
 so a recorded plain run (prompt ids + output ids) tells what any n-gram policy would accept, and
-policies can be compared without timing noise. The real figures come from ``duet-cli bench``.
+policies can be compared without timing noise. The real figures come from ``python -m bench``.
 
     python scripts/simulate_spec.py --record TRACES.json --suite -1   # plain greedy runs, 1.5B
     python scripts/simulate_spec.py TRACES.json [--half held-out] [--cost 1:0.032,...]
 
 ``--suite N`` records the first N prompts of each category of the benchmark suite
-(engine/bench/suite.py; -1: all 54), a multi-turn prompt with its earlier turns, which the
+(bench/suite.py; -1: all 54), a multi-turn prompt with its earlier turns, which the
 replay runs through the same speculator first, as the bench does; without it, the shipped
 prompts. ``--half`` replays the suite's tuning half (an even index within its category) or its
 held-out half (odd): constants are set on the tuning half only. ``--set NAME=VALUE`` replays with
@@ -135,8 +135,8 @@ def record(path: str, model: str, max_tokens: int, suite: int = 0, threads: int 
     holds are kept). With ``suite`` (N > 0: the first N of each category; -1: all), the
     benchmark suite's prompts (of ``categories``, all when empty), each multi-turn one as the
     bench runs it: its earlier turns' prompts and replies are kept under ``earlier``."""
-    from engine.bench.prompts import load_prompts
-    from engine.bench.suite import build_suite, select
+    from bench.prompts import load_prompts
+    from bench.suite import build_suite, select
     from engine.chat import Message
     from engine.context_params import ContextParams
     from engine.events import collect

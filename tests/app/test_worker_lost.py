@@ -72,7 +72,7 @@ class Worker:
     """A real ``duet-cli worker`` subprocess on a free loopback port."""
 
     def __init__(self) -> None:
-        from engine.bench.process import free_port, start_worker
+        from bench.process import free_port, start_worker
 
         self.endpoint = f"127.0.0.1:{free_port()}"
         self.process = start_worker(self.endpoint)  # once it listens

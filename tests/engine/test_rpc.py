@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.bench.process import free_port, start_worker
+from bench.process import free_port, start_worker
 from engine.chat import Message
 from engine.context import Context
 from engine.context_params import ContextParams

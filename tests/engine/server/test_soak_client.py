@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from engine.bench.client import Busy, HttpReply, health, post, post_dropping
-from engine.bench.soak import plan
-from engine.bench.soak.command import Client
+from bench.client import Busy, HttpReply, health, post, post_dropping
+from bench.soak import plan
+from bench.soak.command import Client
 
 HELLO = {t.id: t for t in plan.turns()}["hello"]
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from engine.bench import session as bench
+from bench import session as bench
 from engine.chat import Message
 from engine.cli import main
 from engine.context import Context

@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from engine.bench import client
+from bench import client
 from engine.errors import DuetError
 from engine.worker import READY
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:

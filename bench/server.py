@@ -1,4 +1,4 @@
-"""``duet-cli bench server``: Duet's OpenAI-compatible server against llama.cpp's ``llama-server``.
+"""``python -m bench server``: Duet's OpenAI-compatible server against llama.cpp's ``llama-server``.
 
 Both are driven over loopback HTTP by the same client, greedy, on the same prompts (the shipped
 speculative prompt set). For each prompt and server mode: generation tok/s as each server
@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.bench import client
-from engine.bench.llama_server import NGRAM_MODES, SERVER_MODES, WARM_UP, llama_server
-from engine.bench.prompts import BenchPrompt, load_prompts
-from engine.bench.soak.report import keep_section
+from bench import client
+from bench.llama_server import NGRAM_MODES, SERVER_MODES, WARM_UP, llama_server
+from bench.prompts import BenchPrompt, load_prompts
+from bench.soak.report import keep_section
 from engine.errors import DuetError
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -155,7 +155,7 @@ def llama_modes(args: argparse.Namespace, prompts: list[BenchPrompt]
 # -- Duet's conversation caches -----------------------------------------------------------
 def second_turn(port: int, model: Model, n_tokens: int) -> dict:
     """TTFT of a one-line prompt, of a conversation's first sight, and of its next turn."""
-    from engine.bench.session import conversation
+    from bench.session import conversation
 
     # A new conversation (its own system line): only the template's opening can be reused.
     one_line = chat(port, [{"role": "system", "content": f"Session {time.time_ns()}."},
@@ -196,7 +196,7 @@ def alternating(port: int, turns: int) -> list[dict]:
 # -- report ----------------------------------------------------------------------------------
 def markdown(report: dict) -> str:
     lines = ["# Duet's server against llama-server\n",
-             f"`{report.get('command') or 'duet-cli bench server'}` on {report['machine']}: "
+             f"`{report.get('command') or 'python -m bench server'}` on {report['machine']}: "
              f"{Path(report['model']).name}, greedy, max {report['max_tokens']} tokens, "
              f"{report['threads']} threads, median of {report['repeats']}; generation tok/s as each "
              f"server reports it (`timings.predicted_per_second`), same loopback client.\n"]
@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
                     "threads": ContextParams(n_threads=args.threads).threads(),
                     "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
                     "llama_server": str(args.llama_server) if args.llama_server else None,
-                    "note": args.note, "command": "duet-cli " + " ".join(sys.argv[1:]),
+                    "note": args.note, "command": "python -m bench " + " ".join(sys.argv[1:]),
                     "prompts": [{"id": p.id, "kind": p.kind} for p in prompts], "modes": {}}
     runs = []
     for i in range(args.repeats):  # each repeat on a fresh server, as for llama-server

@@ -1,7 +1,7 @@
-"""``duet-cli bench documents``: what a file read once saves, and embeddings against llama-server.
+"""``python -m bench documents``: what a file read once saves, and embeddings against llama-server.
 
 * **document**: a ~3,000-token document (the language reference's topics, read from this
-  interpreter: engine.bench.stdlib_text), attached whole to a question. Time to the first token
+  interpreter: bench.stdlib_text), attached whole to a question. Time to the first token
   cold (nothing cached, an empty disk KV store), then with another question in a new
   conversation of the same process, then after a restart (a new runtime over the same store:
   nothing in memory, the prompt's state on disk). Target: after a restart <= 1/8 of cold.
@@ -64,7 +64,7 @@ def document_text(model: Any, n_tokens: int) -> str:
 
 def passages() -> list[Any]:
     """The language reference's topics of 1,500 characters or more, in sorted order."""
-    from engine.bench.stdlib_text import passage, topic_keys
+    from bench.stdlib_text import passage, topic_keys
 
     return [passage(k, 4000) for k in topic_keys(1500)]
 
@@ -121,8 +121,8 @@ AGENT_TOOLS = [{"type": "function", "function": {
 
 def agent_run(args: argparse.Namespace, system: str) -> dict[str, float]:
     """The agent part: one cold request, then one with another user message after a restart."""
-    from engine.bench import client
-    from engine.bench.process import free_port, start_server
+    from bench import client
+    from bench.process import free_port, start_server
 
     def serve() -> Any:
         port = free_port()
@@ -148,8 +148,8 @@ def agent_run(args: argparse.Namespace, system: str) -> dict[str, float]:
 
 def embeddings_run(args: argparse.Namespace, texts: list[str]) -> dict[str, float]:
     """Texts per second through /v1/embeddings: Duet, then llama-server, on the same GGUF."""
-    from engine.bench import client
-    from engine.bench.process import free_port, start_server
+    from bench import client
+    from bench.process import free_port, start_server
     from engine.runtime import resolve_model
 
     model = resolve_model(args.embedding_model)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.bench.client import HttpReply
-from engine.bench.timing import first_difference
+from bench.client import HttpReply
+from bench.timing import first_difference
 
 CHAT, TEXT = "/v1/chat/completions", "/v1/completions"
 

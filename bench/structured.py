@@ -1,9 +1,9 @@
-"""``duet-cli bench structured``: the requests agents send, Duet against llama-server.
+"""``python -m bench structured``: the requests agents send, Duet against llama-server.
 
 Two requests, each on a fresh server per repeat (after one warm-up of an unrelated prompt), the
 same body to both servers, the modes in turns (each repeat runs every mode once):
 
-- extraction: a standard-library module's source (cut at run time by engine.bench.stdlib_text,
+- extraction: a standard-library module's source (cut at run time by bench.stdlib_text,
   so nobody on the project wrote it) and a JSON schema for its top-level functions (name,
   parameters, one-line summary) in ``response_format``; rated by the server's own generation
   rate (``timings.predicted_per_second``) and by its generation time (``predicted_ms``: the
@@ -33,14 +33,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.bench import client
-from engine.bench.llama_server import WARM_UP, ngl
-from engine.bench.process import free_port, start_server
-from engine.bench.stdlib_text import excerpt
+from bench import client
+from bench.llama_server import WARM_UP, ngl
+from bench.process import free_port, start_server
+from bench.stdlib_text import excerpt
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 DUET_MODES = {"duet-plain": ["--drafter", "none"], "duet-auto": ["--drafter", "auto"]}
 LLAMA_MODES = {"server-plain": ["--spec-type", "none"],
                "server-ngram-simple": ["--spec-type", "ngram-simple"],
@@ -119,18 +119,9 @@ def _named(call: dict[str, Any]) -> tuple[str, Any]:
 
 
 def _post_raw(port: int, body: dict[str, Any]) -> dict[str, Any]:
-    import http.client
-
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=900)
-    try:
-        conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
-        r = conn.getresponse()
-        data = r.read()
-        if r.status != 200:
-            raise client.Failed(f"HTTP {r.status}: {data[:200]!r}")
-        return json.loads(data)
-    finally:
-        conn.close()
+    """The whole JSON answer (``client.post`` keeps only the text)."""
+    answer: dict[str, Any] = client.post_json(port, "/v1/chat/completions", body, timeout=900)
+    return answer
 
 
 def _server(mode: str, args: argparse.Namespace, model: Path) -> tuple[Any, int]:
@@ -214,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
 def markdown(rows: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
     plain = rows.get("duet-plain", {}).get("text")
     lines = ["# Structured output and tool calls", "",
-             f"`duet-cli bench structured --max-tokens {args.max_tokens} --repeats {args.repeats}"
+             f"`python -m bench structured --max-tokens {args.max_tokens} --repeats {args.repeats}"
              + (f" --gpu-layers {args.gpu_layers}" if args.gpu_layers else "")
              + (" --llama-server PATH`" if args.llama_server else "`"), "", args.note, "",
              f"Extraction: the functions of `{MODULE}` (from `{START}` on) as a JSON schema'd list; "

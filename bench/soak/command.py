@@ -1,4 +1,4 @@
-"""``duet-cli bench soak``: the command (see the package's docstring)."""
+"""``python -m bench soak``: the command (see the package's docstring)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import threading
 import time
 from pathlib import Path
 
-from engine.bench import client
-from engine.bench.client import Busy, Failed
-from engine.bench.process import REPO, Process, free_port, rss_bytes, start_server
-from engine.bench.soak import plan
-from engine.bench.soak.margin import margins, unexplained
-from engine.bench.soak.report import markdown, write_section
+from bench import client
+from bench.client import Busy, Failed
+from bench.process import REPO, Process, free_port, rss_bytes, start_server
+from bench.soak import plan
+from bench.soak.margin import margins, unexplained
+from bench.soak.report import markdown, write_section
 from engine.errors import DuetError
 
 log = logging.getLogger(__name__)
@@ -235,5 +235,5 @@ def _command_line(argv: list[str]) -> str:
             skip = True
         elif not a.startswith("--note="):
             out.append(a)
-    return "duet-cli " + shlex.join(out)
+    return "python -m bench " + shlex.join(out)
 

@@ -1,4 +1,4 @@
-"""``duet-cli bench plain``: Duet's plain decoding against llama-cpp-python's ``Llama`` in one run.
+"""``python -m bench plain``: Duet's plain decoding against llama-cpp-python's ``Llama`` in one run.
 
 Same model, prompt tokens, context, threads, batch and greedy sampling; the two engines take
 turns, and the report gives the medians and the ratios (Duet / llama-cpp-python).
@@ -12,8 +12,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from engine.bench.prompts import load_prompts
-from engine.bench.timing import RunTiming, median, peak_rss_mb, time_duet, time_llama
+from bench.prompts import load_prompts
+from bench.timing import RunTiming, median, peak_rss_mb, time_duet, time_llama
 from engine.chat import Message
 from engine.context_params import ContextParams
 from engine.model import ModelSpec

@@ -1,4 +1,4 @@
-"""The benchmark suite behind ``duet-cli bench speculative --suite``: prompts built at run time
+"""The benchmark suite behind ``python -m bench speculative --suite``: prompts built at run time
 from the running interpreter's own standard library and ``pydoc_data.topics``.
 
 Categories are Spec-Bench's six (multi-turn conversation, translation, summarization, question
@@ -15,7 +15,7 @@ import json
 import random
 from dataclasses import asdict, dataclass
 
-from engine.bench import stdlib_text as st
+from bench import stdlib_text as st
 
 SEED = 13
 PER_CATEGORY = 6

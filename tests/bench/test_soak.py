@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 
-from engine.bench.client import HttpReply
-from engine.bench.process import rss_bytes
-from engine.bench.soak import plan
-from engine.bench.soak.report import keep_section, split, write_section
-from engine.bench.timing import first_difference
+from bench.client import HttpReply
+from bench.process import rss_bytes
+from bench.soak import plan
+from bench.soak.report import keep_section, split, write_section
+from bench.timing import first_difference
 
 
 def test_a_reply_matches_only_with_the_same_text_and_finish_reason():
@@ -76,7 +76,7 @@ def test_rss_of_a_live_process_and_of_none():
 
 
 def test_a_mismatch_is_explained_by_a_solo_variant_or_a_near_tie_only():
-    from engine.bench.soak.margin import unexplained
+    from bench.soak.margin import unexplained
 
     cases = [{"count": 5, "known": True, "gap": 2.0},  # another solo reply: explained
              {"count": 3, "known": False, "gap": 0.2},  # a near-tie: explained
@@ -88,9 +88,9 @@ def test_a_mismatch_is_explained_by_a_solo_variant_or_a_near_tie_only():
 
 
 def test_the_reported_command_leaves_out_the_note():
-    from engine.bench.soak.command import _command_line
+    from bench.soak.command import _command_line
 
-    assert _command_line(["bench", "soak", "--note", "busy `machine`", "--minutes", "5"]) == \
-        "duet-cli bench soak --minutes 5"
-    assert _command_line(["bench", "soak", "--note=x y", "--model", "a b"]) == \
-        "duet-cli bench soak --model 'a b'"
+    assert _command_line(["soak", "--note", "busy `machine`", "--minutes", "5"]) == \
+        "python -m bench soak --minutes 5"
+    assert _command_line(["soak", "--note=x y", "--model", "a b"]) == \
+        "python -m bench soak --model 'a b'"

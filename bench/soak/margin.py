@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.bench.client import HttpReply
-from engine.bench.soak import plan
-from engine.bench.timing import first_difference
+from bench.client import HttpReply
+from bench.soak import plan
+from bench.timing import first_difference
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime

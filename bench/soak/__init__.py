@@ -1,4 +1,4 @@
-"""``duet-cli bench soak``: the server under concurrent streaming clients for minutes.
+"""``python -m bench soak``: the server under concurrent streaming clients for minutes.
 
 Starts ``duet-cli serve`` as its own process on a free loopback port (so that its RSS is the
 server's alone), sends every request of the plan alone (greedy) twice, in order and then in

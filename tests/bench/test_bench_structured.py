@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from engine.bench.structured import CALL, RESULT, _ratios, tool_turn
+from bench.structured import CALL, RESULT, _ratios, tool_turn
 
 FENCED = '```json\n{"name": "get_weather", "arguments": {"city": "Lisbon"}}\n```'
 

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from engine.bench import speculative
-from engine.bench.report import geomean, summarize
-from engine.bench.suite import build_suite, suite_hash
+from bench import speculative
+from bench.cli import main
+from bench.report import geomean, summarize
+from bench.suite import build_suite, suite_hash
 from engine.chat import Message
-from engine.cli import main
 from engine.context_params import ContextParams
 from engine.prompt import chat_tokens
 from engine.sampling import SamplingParams
@@ -58,7 +58,7 @@ def test_identity_is_judged_on_the_whole_conversation(plain_rt):
 
 
 def test_a_tiny_suite_run_writes_the_reports(tmp_path, capsys):
-    code = main(["bench", "speculative", "--suite", "--model", "test", "--draft", "test",
+    code = main(["speculative", "--suite", "--model", "test", "--draft", "test",
                  "--modes", "ngram", "--prompts", "multi_turn-02", "--max-tokens", "16",
                  "--ctx", "1024", "--threads", "1", "--out", str(tmp_path)])
     assert code == 0
@@ -78,7 +78,7 @@ def test_a_tiny_suite_run_writes_the_reports(tmp_path, capsys):
 
 
 def test_bad_selection_is_one_line(capsys):
-    code = main(["bench", "speculative", "--suite", "--category", "poetry", "--model", "test"])
+    code = main(["speculative", "--suite", "--category", "poetry", "--model", "test"])
     _, err = capsys.readouterr()
     assert code == 1 and err.count("\n") == 1 and "unknown categories: poetry" in err
 

@@ -1,4 +1,4 @@
-"""``duet-cli bench parallel``: several clients at once on one server, Duet against llama-server.
+"""``python -m bench parallel``: several clients at once on one server, Duet against llama-server.
 
 Each configuration (server, mode, number of clients N) runs on a fresh server started with N
 slots (``--parallel N`` / ``-np N``), after one warm-up request of a prompt no client sends. Then:
@@ -16,8 +16,6 @@ turns. Only 127.0.0.1 is contacted.
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
 import logging
 import statistics
 import sys
@@ -27,13 +25,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.bench import client
-from engine.bench.llama_server import WARM_UP, ngl
-from engine.bench.process import free_port, rss_bytes, start_server
+import httpx
+
+from bench import client
+from bench.llama_server import WARM_UP, ngl
+from bench.process import free_port, rss_bytes, start_server
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 DUET_MODES = {"duet-plain": ["--drafter", "none"], "duet-ngram": ["--drafter", "ngram"],
               "duet-default": []}  # duet-cli serve with no flags (four sequences, auto drafter)
 LLAMA_MODES = {"server-plain": ["--spec-type", "none"], "server-ngram-mod": ["--spec-type", "ngram-mod"],
@@ -143,27 +143,24 @@ def _stream_signalling(port: int, text: str, max_tokens: int, first: threading.S
     so that the newcomer never waits forever)."""
     body = {"messages": [{"role": "user", "content": text}], "temperature": 0,
             "max_tokens": max_tokens, "stream": True}
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=900)
     released = False
     try:
-        conn.request("POST", "/v1/chat/completions", json.dumps(body),
-                     {"Content-Type": "application/json"})
-        r = conn.getresponse()
-        for raw in r:
-            line = raw.decode("utf-8", "replace").strip()
-            if not released and line.startswith("data: {") and '"content":"' in line.replace(" ", ""):
-                first.release()
-                released = True
-    except (OSError, http.client.HTTPException) as e:
+        with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=body,
+                          timeout=900, trust_env=False) as r:
+            for raw in r.iter_lines():
+                line = raw.strip()
+                if not released and line.startswith("data: {") and '"content":"' in line.replace(" ", ""):
+                    first.release()
+                    released = True
+    except httpx.HTTPError as e:
         log.warning("an early client failed: %s", e)
     finally:
-        conn.close()
         if not released:
             first.release()
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.bench.prompts import load_prompts
+    from bench.prompts import load_prompts
     from engine.runtime import resolve_model
 
     model = resolve_model(args.model)
@@ -201,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
 
 def markdown(results: dict[str, dict[int, dict]], args: argparse.Namespace) -> str:
     lines = ["# Several clients at once", "",
-             f"`duet-cli bench parallel --clients {args.clients} --max-tokens {args.max_tokens} "
+             f"`python -m bench parallel --clients {args.clients} --max-tokens {args.max_tokens} "
              f"--repeats {args.repeats} --ctx {args.ctx}" + (" --llama-server PATH`" if args.llama_server else "`"),
              "", args.note, "",
              "| mode | clients | aggregate tok/s | median first token (s) | slowest first token (s) "

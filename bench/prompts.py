@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-RESOURCES = Path(__file__).resolve().parents[2] / "resources" / "bench"
+RESOURCES = Path(__file__).resolve().parents[1] / "resources" / "bench"
 
 
 @dataclass(frozen=True)

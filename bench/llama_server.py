@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.bench import client
-from engine.bench.process import free_port, start_server
+from bench import client
+from bench.process import free_port, start_server
 from engine.errors import DuetError
 
 log = logging.getLogger(__name__)

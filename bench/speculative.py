@@ -1,7 +1,7 @@
-"""``duet-cli bench speculative``: every drafting mode on a prompt set, greedy, one run.
+"""``python -m bench speculative``: every drafting mode on a prompt set, greedy, one run.
 
 Prompts: the shipped set (resources/bench), or with ``--suite`` the suite built at run time from
-the interpreter's standard library (engine/bench/suite.py), reported per category.
+the interpreter's standard library (bench/suite.py), reported per category.
 Modes: plain, ngram, model, auto (Duet), lookup (llama-cpp-python's LlamaPromptLookupDecoding),
 and, given ``--llama-server PATH``, llama.cpp's own server in its n-gram and draft modes.
 For each prompt and mode: tokens/s (generation only), speedup against plain measured in the
@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.bench import suite as suite_mod
-from engine.bench.prompts import BenchPrompt, load_prompts
-from engine.bench.report import chart, markdown_table, suite_chart, suite_markdown, summarize
-from engine.bench.timing import first_difference, median, time_duet, time_llama, time_stream
+from bench import suite as suite_mod
+from bench.prompts import BenchPrompt, load_prompts
+from bench.report import chart, markdown_table, suite_chart, suite_markdown, summarize
+from bench.timing import first_difference, median, time_duet, time_llama, time_stream
 from engine.chat import Message
 from engine.context_params import ContextParams
 from engine.errors import DuetError
@@ -38,7 +38,7 @@ from engine.speculative.params import SpeculativeParams
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-    from engine.bench.suite import SuitePrompt
+    from bench.suite import SuitePrompt
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def _prompts(args: argparse.Namespace) -> list:
 
 def run(args: argparse.Namespace) -> int:
     asked = [m for m in (args.modes or (",".join(DUET_MODES) if args.suite else SET_MODES)).split(",") if m]
-    from engine.bench.llama_server import SERVER_MODES
+    from bench.llama_server import SERVER_MODES
 
     server_modes = [m for m in asked if m in SERVER_MODES]  # with --llama-server (none named: all)
     if server_modes and "server-plain" not in server_modes:
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
                         run_["prompt_ids"] = prompt
                     per_mode.setdefault(mode, []).append(run_)
             if args.llama_server:
-                from engine.bench.llama_server import run_server_modes
+                from bench.llama_server import run_server_modes
 
                 per_mode.update(run_server_modes(args.llama_server, target, draft, turns,
                                                  args.max_tokens, ctx.threads(), args.repeats,

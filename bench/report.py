@@ -6,7 +6,7 @@ import logging
 import math
 from pathlib import Path
 
-from engine.bench.llama_server import NGRAM_MODES
+from bench.llama_server import NGRAM_MODES
 
 log = logging.getLogger(__name__)
 

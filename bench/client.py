@@ -1,5 +1,5 @@
-"""The benchmarks' one HTTP client, for Duet's server and llama-server alike (stdlib
-``http.client``, loopback only).
+"""The benchmarks' one HTTP client, for Duet's server and llama-server alike (httpx, loopback
+only; no proxy from the environment: the servers are on this machine).
 
 ``post`` sends an OpenAI-style request, streamed or not as its body says, and returns the reply
 text with its finish reason, the time to its first text, and the ``timings`` and ``usage`` the
@@ -10,11 +10,12 @@ dropped on purpose after a few chunks, as a client that goes away would.
 
 from __future__ import annotations
 
-import http.client
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import httpx
 
 from engine.errors import DuetError
 
@@ -57,44 +58,40 @@ def post_dropping(port: int, path: str, body: dict[str, Any], after: int | None,
                   timeout: float = 900) -> HttpReply | None:
     """``post``, but a stream is dropped on purpose after ``after`` content chunks (None: never),
     and then None is returned."""
-    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
     t0 = time.perf_counter()
     try:
-        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
-        r = conn.getresponse()
-        if r.status == 429:
-            r.read()
-            raise Busy(_retry_after(r.getheader("Retry-After")))
-        if r.status != 200:
-            raise Failed(f"{path}: HTTP {r.status}: {r.read()[:200]!r}")
-        if body.get("stream"):
-            return _stream(path, r, after, t0)
-        obj = json.loads(r.read())
+        # closing the response's block, after a dropped stream, is the disconnect the server must notice
+        with httpx.stream("POST", _url(port, path), json=body, timeout=timeout,
+                          trust_env=False) as r:
+            if r.status_code == 429:
+                raise Busy(_retry_after(r.headers.get("Retry-After")))
+            if r.status_code != 200:
+                raise Failed(f"{path}: HTTP {r.status_code}: {r.read()[:200]!r}")
+            if body.get("stream"):
+                return _stream(path, r, after, t0)
+            obj = json.loads(r.read())
         choice = obj["choices"][0]
         text = (choice.get("message") or {}).get("content") or choice.get("text") or ""
         elapsed = time.perf_counter() - t0
         return HttpReply(text, choice.get("finish_reason"), elapsed, elapsed,
-                     obj.get("timings") or {}, obj.get("usage") or {})
-    except (OSError, http.client.HTTPException, ValueError, LookupError, TypeError) as e:
+                         obj.get("timings") or {}, obj.get("usage") or {})
+    except (httpx.HTTPError, ValueError, LookupError, TypeError) as e:
         raise Failed(f"{path}: {type(e).__name__}: {e}") from None
-    finally:
-        conn.close()  # after a dropped stream, this is the disconnect the server must notice
 
 
-def _stream(path: str, r: http.client.HTTPResponse, after: int | None,
-            t0: float) -> HttpReply | None:
+def _stream(path: str, r: httpx.Response, after: int | None, t0: float) -> HttpReply | None:
     pieces: list[str] = []
     finish, ttft = None, None
     timings: dict[str, Any] = {}
     usage: dict[str, Any] = {}
-    for raw in r:
-        line = raw.decode("utf-8").strip()
+    for raw in r.iter_lines():
+        line = raw.strip()
         if not line.startswith("data: "):
             continue
         if line == "data: [DONE]":
             elapsed = time.perf_counter() - t0
             return HttpReply("".join(pieces), finish, elapsed if ttft is None else ttft, elapsed,
-                         timings, usage)
+                             timings, usage)
         chunk = json.loads(line[6:])
         if "error" in chunk:
             raise Failed(f"{path}: error in the stream: {chunk['error']}")
@@ -129,21 +126,17 @@ def get_json(port: int, path: str, timeout: float = 60) -> Any:
 
 
 def _exchange(port: int, method: str, path: str, body: dict[str, Any] | None, timeout: float) -> Any:
-    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
     try:
-        if body is None:
-            conn.request(method, path)
-        else:
-            conn.request(method, path, json.dumps(body), {"Content-Type": "application/json"})
-        r = conn.getresponse()
-        data = r.read()
-        if r.status != 200:
-            raise Failed(f"{path}: HTTP {r.status}: {data[:200]!r}")
-        return json.loads(data)
-    except (OSError, http.client.HTTPException, ValueError) as e:
+        r = httpx.request(method, _url(port, path), json=body, timeout=timeout, trust_env=False)
+        if r.status_code != 200:
+            raise Failed(f"{path}: HTTP {r.status_code}: {r.content[:200]!r}")
+        return r.json()
+    except (httpx.HTTPError, ValueError) as e:
         raise Failed(f"{path}: {type(e).__name__}: {e}") from None
-    finally:
-        conn.close()
+
+
+def _url(port: int, path: str) -> str:
+    return f"http://{HOST}:{port}{path}"
 
 
 def health(port: int, timeout: float = 60) -> None:

@@ -1,11 +1,11 @@
-"""``duet-cli bench rpc``: the target local vs across two ``duet-cli worker`` processes.
+"""``python -m bench rpc``: the target local vs across two ``duet-cli worker`` processes.
 
 Layouts: ``local`` (this process), ``loopback`` (two workers on 127.0.0.1) and, when this
 process may make network namespaces (root on Linux, iproute2, the sch_netem module), ``netem``:
 the two workers in a namespace of their own behind a veth pair with ``tc netem delay`` on both
 ends (so a round trip costs twice the delay), made here and removed afterwards. Where netem is
 refused, ``proxy`` gives the same delay each way from a user-space forwarder
-(engine.bench.latency). In each layout: plain decoding and
+(bench.latency). In each layout: plain decoding and
 n-gram speculation on a copy-heavy edit prompt, greedy; tok/s, speculative speedup, and whether
 the tokens equal the local plain run.
 
@@ -26,9 +26,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.bench.process import free_port, start_worker
-from engine.bench.prompts import load_prompts
-from engine.bench.timing import median, time_duet
+from bench.process import free_port, start_worker
+from bench.prompts import load_prompts
+from bench.timing import median, time_duet
 from engine.chat import Message
 from engine.context_params import ContextParams
 from engine.errors import DuetError
@@ -128,7 +128,7 @@ def _workers(layout: str, args: argparse.Namespace) -> Iterator[tuple[str, ...]]
             prefix = ["ip", "netns", "exec", stack.enter_context(_namespace(args.delay_ms))]
             host = NS_ADDR
         if layout == "proxy":
-            from engine.bench.latency import DelayProxy
+            from bench.latency import DelayProxy
 
             with _workers("loopback", args) as real:
                 proxies = [DelayProxy(parse_endpoint(e), args.delay_ms / 1000) for e in real]

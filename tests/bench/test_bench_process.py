@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from engine.bench.process import Process, free_port, start_server, start_worker
+from bench.process import Process, free_port, start_server, start_worker
 from engine.errors import DuetError
 
 

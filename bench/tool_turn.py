@@ -1,4 +1,4 @@
-"""``duet-cli bench tool-turn``: how soon the answer after a tool result starts, against a
+"""``python -m bench tool-turn``: how soon the answer after a tool result starts, against a
 normal turn's, on the same model and context (medians over ``--repeats``).
 
 * **tool**: a question whose first reply is a call of the published MCP time server's

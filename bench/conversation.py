@@ -1,4 +1,4 @@
-"""``duet-cli bench conversation``: branch switches and chats longer than the context.
+"""``python -m bench conversation``: branch switches and chats longer than the context.
 
 Two measurements, each against its own baseline in the same run (medians over ``--repeats``):
 
@@ -71,7 +71,7 @@ def _turn(i: int) -> tuple[str, str]:
 
 
 def _ttft(gen: Generator, prompt: list[int], params: SamplingParams) -> tuple[float, Any]:
-    from engine.bench.timing import time_stream
+    from bench.timing import time_stream
     from engine.events import Token
 
     timing, events = time_stream(len(prompt), gen.complete(prompt, params),

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.bench import stdlib_text as st
-from engine.bench.suite import (
+from bench import stdlib_text as st
+from bench.suite import (
     CATEGORIES,
     MAX_PROMPT_CHARS,
     MAX_PROMPT_TOKENS,

@@ -1,5 +1,5 @@
 """The soak's Markdown: a ``## Soak`` section that lives in docs/benchmarks/server.md beside
-``duet-cli bench server``'s tables (each of the two commands keeps the other's part)."""
+``python -m bench server``'s tables (each of the two commands keeps the other's part)."""
 
 from __future__ import annotations
 
