@@ -31,6 +31,7 @@ from engine.context_params import ContextParams
 from engine.errors import DuetError
 from engine.localfile import read_json, write_json
 from engine.model import ModelSpec
+from engine.placement_params import GPU_LAYERS
 from engine.runtime import RuntimeConfig, endpoints, tensor_split
 from engine.sampling import SamplingParams
 from engine.server.cli import SERVE_PARALLEL
@@ -105,10 +106,8 @@ SCHEMA: tuple[Option, ...] = (
     Option("system_prompt", str, "", "System prompt", "Sent before every conversation (empty: none).",
            "now", SAMPLING),
     *_rows(ContextParams, LOADING, skip=("n_batch", "type_v")),
-    Option("gpu_layers_target", int, 0, "GPU layers (target)",
-           "Layers of the target offloaded to the GPU (-1: all).", "reload", LOADING, -1, 999),
-    Option("gpu_layers_draft", int, 0, "GPU layers (draft)",
-           "Layers of the draft model offloaded to the GPU (-1: all).", "reload", LOADING, -1, 999),
+    *(replace(Option.of(GPU_LAYERS, LOADING), name=f"gpu_layers_{who}", label=f"GPU layers ({who})")
+      for who in ("target", "draft")),
     Option("rpc_target", str, "", "RPC workers (target)",
            "HOST:PORT,… of duet-cli workers that hold the target's layers (empty: this computer).",
            "reload", LOADING),

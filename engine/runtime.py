@@ -23,6 +23,7 @@ from engine.generate import Generator
 from engine.kv_store import DEFAULT_STORE_BYTES, KVStore
 from engine.model import Model, ModelSpec
 from engine.native import NativeOwner
+from engine.placement_params import PlacementParams, gpu_layers_arg
 from engine.sampling import SamplingParams
 from engine.session.fingerprint import file_fingerprint
 from engine.speculative.params import SpeculativeParams
@@ -165,8 +166,9 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
     and the models' own."""
     p.add_argument("--model", default="target", help="GGUF path or starter key (target, draft, test)")
     p.add_argument("--draft", default=None, help="draft model GGUF path or starter key")
-    p.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to the GPU (-1: all)")
-    p.add_argument("--draft-gpu-layers", type=int, default=None)
+    params.add_arguments(p, PlacementParams)
+    p.add_argument("--draft-gpu-layers", type=gpu_layers_arg, default=None, metavar="N",
+                   help="the draft model's GPU layers (the same range; default: --gpu-layers)")
     p.add_argument("--rpc", default=None, metavar="HOST:PORT[,...]",
                    help="run the target's layers on these duet-cli workers (ggml RPC)")
     p.add_argument("--draft-rpc", default=None, metavar="HOST:PORT[,...]",
@@ -185,17 +187,18 @@ def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
         speculative = params.from_args(SpeculativeParams, args)
         context = params.from_args(ContextParams, args, type_v=args.type_k)
         cache = params.from_args(CacheParams, args)
+        gpu_layers = params.from_args(PlacementParams, args).gpu_layers
     except ValueError as e:
         raise DuetError(str(e)) from None
     drafter = speculative.drafter
     draft = None
     if args.draft:
-        gpu = args.gpu_layers if args.draft_gpu_layers is None else args.draft_gpu_layers
+        gpu = gpu_layers if args.draft_gpu_layers is None else args.draft_gpu_layers
         draft = ModelSpec(resolve_model(args.draft), n_gpu_layers=gpu,
                           rpc=endpoints(getattr(args, "draft_rpc", None)))
     elif drafter == "model":
         raise DuetError("--drafter model needs --draft PATH")
-    target = ModelSpec(resolve_model(args.model), n_gpu_layers=args.gpu_layers,
+    target = ModelSpec(resolve_model(args.model), n_gpu_layers=gpu_layers,
                        rpc=endpoints(getattr(args, "rpc", None)),
                        tensor_split=tensor_split(getattr(args, "tensor_split", None)))
     if target.tensor_split and not target.rpc:

@@ -14,13 +14,14 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from engine import paths
+from engine import params, paths
 from engine.hub import fit
 from engine.hub.download import DownloadProgress, download_entry
 from engine.hub.errors import DownloadCancelled, HubError
 from engine.hub.pairing import ModelRef, pair_drafts
 from engine.hub.remote_header import remote_header
 from engine.hub.search import repo_files, search
+from engine.placement_params import PlacementParams
 
 PROG = "duet-cli"
 
@@ -34,7 +35,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     f.add_argument("repo")
     f.add_argument("--fit", metavar="FILE", help="read FILE's header and estimate whether it fits here")
     f.add_argument("--ctx", type=int, default=4096, help="context size for the fit estimate (default 4096)")
-    f.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to the GPU (-1: all)")
+    params.add_arguments(f, PlacementParams)
     f.set_defaults(func=run_files)
     d = sub.add_parser("download", help="download a GGUF (all parts of a split one) into the models folder")
     d.add_argument("repo")
@@ -84,13 +85,14 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def run_files(args: argparse.Namespace) -> int:
+    gpu_layers = params.from_args(PlacementParams, args).gpu_layers  # a bad count: one line
     try:
         files = repo_files(args.repo)
         estimate = None
         if args.fit:
             entry = files.entry(args.fit)
             header = remote_header(args.repo, entry.first.path)
-            estimate = fit.estimate(header, fit.FitRequest(args.ctx, args.gpu_layers), file_size=entry.size)
+            estimate = fit.estimate(header, fit.FitRequest(args.ctx, gpu_layers), file_size=entry.size)
     except HubError as e:
         return _error(str(e))
     if args.json:

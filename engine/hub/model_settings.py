@@ -17,6 +17,7 @@ from typing import Any
 from engine import params, paths
 from engine.context_params import ContextParams
 from engine.localfile import write_json
+from engine.placement_params import GPU_LAYERS
 from engine.sampling import SamplingParams
 from engine.session.fingerprint import file_fingerprint
 
@@ -57,7 +58,9 @@ class ModelSettings:
                 except ValueError:
                     return None
             elif f.name == "n_gpu_layers":
-                if type(v) is not int or not -1 <= v < 1 << 24:
+                try:
+                    v = GPU_LAYERS.check(v)
+                except ValueError:
                     return None
             elif not isinstance(v, str) or len(v) >= 4096:
                 return None

@@ -6,14 +6,16 @@ import math
 import pytest
 
 from engine import params
+from engine.cache_params import CacheParams
 from engine.context_params import ContextParams
 from engine.conversation.presets import Preset
 from engine.params import ParamError
+from engine.placement_params import MAX_GPU_LAYERS, PlacementParams
 from engine.runtime import add_runtime_arguments, runtime_config
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
 
-CLASSES = (SamplingParams, SpeculativeParams, ContextParams)
+CLASSES = (SamplingParams, SpeculativeParams, ContextParams, CacheParams, PlacementParams)
 
 
 def edges(row: params.Param) -> list[tuple[object, bool]]:
@@ -144,3 +146,28 @@ def test_the_openapi_properties_carry_the_ranges():
     assert props["temperature"]["maximum"] == 2 and props["temperature"]["default"] == 0.7
     assert props["top_p"]["minimum"] == 0 and "max_completion_tokens" in props
     assert "num_predict" in params.api_properties(SamplingParams, "ollama")
+
+
+def test_gpu_layers_have_one_range_everywhere(tmp_path):
+    """The target's and the draft's flags, the settings and a model's remembered settings all
+    take -1..MAX_GPU_LAYERS, from one row."""
+    from app.settings import SCHEMA
+    from engine.hub.model_settings import ModelSettings
+
+    p = argparse.ArgumentParser()
+    add_runtime_arguments(p)
+    for flags in (["--gpu-layers", str(MAX_GPU_LAYERS + 1)], ["--gpu-layers", "-2"]):
+        with pytest.raises(Exception, match="--gpu-layers"):
+            runtime_config(p.parse_args(["--model", "/nonexistent.gguf", *flags]))
+    with pytest.raises(SystemExit):  # argparse's own one-line refusal
+        p.parse_args(["--draft-gpu-layers", str(MAX_GPU_LAYERS + 1)])
+    args = p.parse_args(["--model", "/m.gguf", "--draft", "/d.gguf", "--gpu-layers", "-1"])
+    cfg = runtime_config(args)
+    assert cfg.target.n_gpu_layers == -1 and cfg.draft is not None and cfg.draft.n_gpu_layers == -1
+    options = {o.name: o for o in SCHEMA}
+    for name in ("gpu_layers_target", "gpu_layers_draft"):
+        assert options[name].validate(MAX_GPU_LAYERS) == MAX_GPU_LAYERS
+        with pytest.raises(ValueError):
+            options[name].validate(MAX_GPU_LAYERS + 1)
+    assert ModelSettings.from_json({"n_gpu_layers": MAX_GPU_LAYERS + 1}) is None
+    assert ModelSettings.from_json({"n_gpu_layers": 7}) == ModelSettings(n_gpu_layers=7)
