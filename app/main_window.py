@@ -290,7 +290,7 @@ class MainWindow(QMainWindow):
         info = self.model_info
         if info is not None:
             self.models.populate(info.target_path, info.draft_path)
-            self.models.show_loaded(info)
+            self.models.show_loaded(info, self.client.worker.worker_lost)
         else:
             self.models.populate()
         self.notice.show_message(message + (f" (still using {info.target_name})" if info else ""),
@@ -319,7 +319,7 @@ class MainWindow(QMainWindow):
             self.status.set_measuring(0, 0)
         else:
             self.status.clear_measuring()
-        self.models.show_loaded(info)
+        self.models.show_loaded(info, self.client.worker.worker_lost)
         self.status.set_drafter(info.drafter)
         self.status.set_context(0, info.n_ctx)
         if info.draft_problem:
@@ -328,7 +328,7 @@ class MainWindow(QMainWindow):
         elif self.notice.kind == "info" or "reload" in self.notice.text():
             self.notice.hide()
         if self.settings["server_enabled"]:
-            self.local_server.apply(self.settings.values, info.engine)  # the new engine
+            self.local_server.apply(self.settings.values, self.client.worker.engine)  # the new one
         self.model_loaded.emit(info)
 
     def on_progress(self, p: Progress) -> None:
@@ -403,8 +403,7 @@ class MainWindow(QMainWindow):
         if name in model_memory.REMEMBERED and self.settings["target_model"] and not self._recalling:
             model_memory.remember(Path(self.settings["target_model"]), self.settings.values)
         if name.startswith("server_"):
-            engine = self.model_info.engine if self.model_info is not None else None
-            self.local_server.apply(self.settings.values, engine)  # off the GUI thread
+            self.local_server.apply(self.settings.values, self.client.worker.engine)  # off the GUI thread
         elif option.applies == "reload" and option.visible and (self.model_info or self.loading):
             self.pending_reload.add(name)
             labels = ", ".join(OPTIONS[n].label for n in sorted(self.pending_reload))

@@ -9,7 +9,7 @@ what was loaded and the draft/target compatibility verdict.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QUrl, Signal
@@ -258,10 +258,12 @@ class ModelsPanel(QWidget):
         if text:
             self.status.setText(text)
 
-    def show_loaded(self, info: LoadedModel) -> None:
+    def show_loaded(self, info: LoadedModel, worker_lost: Callable[[], str | None] | None = None) -> None:
+        """``worker_lost``: names an RPC worker of the loaded models that went away (None: not
+        watched)."""
         self.set_loading(False)
         self.status.setText(describe(info))
-        self.monitor.watch(info.workers, info.worker_lost)
+        self.monitor.watch(info.workers, worker_lost)
 
     def _show_workers(self, text: str) -> None:
         self.workers.setText(text)

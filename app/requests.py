@@ -10,7 +10,7 @@ next reply.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -114,8 +114,6 @@ class LoadedModel:
     n_ctx: int
     load_s: float
     workers: tuple[Any, ...] = ()  # engine.rpc.WorkerInfo of the target's and draft's workers
-    worker_lost: Callable[[], str | None] | None = field(default=None, compare=False, repr=False)
-    engine: Any = field(default=None, compare=False, repr=False)  # engine.service.Engine
     measuring: bool = False  # the verify cost is measured now, between replies (no drafting yet)
 
 

@@ -84,6 +84,12 @@ class EngineWorker(QObject):
     def runtime(self) -> Runtime | None:
         return self.engine.runtime if self.engine is not None else None
 
+    def worker_lost(self) -> str | None:
+        """An RPC worker of the loaded models that went away (None: none, or nothing loaded).
+        Asked from a watcher thread: it reads the runtime it finds, never keeps it."""
+        runtime = self.runtime
+        return runtime.worker_lost() if runtime is not None else None
+
     # -- slots (run on the worker thread) --------------------------------------------------
     @Slot(object)
     def load(self, req: LoadRequest) -> None:
@@ -112,7 +118,7 @@ class EngineWorker(QObject):
                 draft_problem=rt.draft_problem,
                 n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
                 workers=rt.target.workers + (draft_model.workers if draft_model else ()),
-                worker_lost=rt.worker_lost, engine=self.engine, measuring=later is not None)
+                measuring=later is not None)
             log.info("loaded %s in %.2f s (drafter %s)", info.target_name, info.load_s, info.drafter)
             self.loaded.emit(info)
             if later is not None:

@@ -42,7 +42,7 @@ def test_first_reply_comes_before_the_verify_cost_is_measured(qtbot, window, dri
     assert isinstance(calibrated()[-1], Progress)
     assert "Speculative decoding is on" in window.status.currentMessage()
     assert len(json.loads(curves.read_text())) == 1  # cached: the next start measures nothing
-    spec = window.model_info.engine.runtime.speculation
+    spec = window.client.worker.runtime.speculation
     assert spec.cost is not None and [n for n, _ in spec.cost.verify_s] == \
         sorted(TUNING.calibration_sizes)
     order = [name for name, _, obj in events if name in ("tokens", "finished") or (

@@ -119,7 +119,7 @@ def test_an_allowed_call_runs_and_the_model_answers_from_its_result(chat, qtbot,
     # only the result
     conv = window.controller.current
     upto = conv.turns.index(result)
-    prefix = result_prefix(window.model_info.engine.runtime.target, conv.engine_messages(upto),
+    prefix = result_prefix(window.client.worker.runtime.target, conv.engine_messages(upto),
                            tools_of(tools.host.toolbox()), call_turn.tool_calls[0])
     after = conv.turns[upto + 1].stats
     assert after is not None and after.n_cached_tokens >= len(prefix)
