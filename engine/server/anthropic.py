@@ -10,9 +10,7 @@ Bearer``; every refusal on these routes is answered as Anthropic answers it
 from __future__ import annotations
 
 import json
-import logging
 import uuid
-from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field
@@ -21,15 +19,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from engine.chat import Message, ToolCall
-from engine.events import Done
+from engine.events import Done, Token
 from engine.sampling import SamplingParams
 from engine.server import schema
-from engine.server.core import DuetServer, Gone
+from engine.server.core import DuetServer
 from engine.server.errors import ApiError, bad_request
-from engine.server.turn import Call, Chat, End, Piece, PreparedTurn, Text, prepare, sampling
+from engine.server.turn import Chat, End, PreparedTurn, Text, prepare, sampling
 from engine.tools import Tool, ToolChoice
-
-log = logging.getLogger(__name__)
 
 STOP_REASONS = {"length": "max_tokens", "tool_calls": "tool_use"}
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -194,9 +190,7 @@ async def messages(request: Request) -> Response:
     turn = await server.prepare(chat)
     shaper = AnthropicShaper(server, turn)
     streamed = isinstance(body, MessagesRequest) and body.stream
-    return await server.answer(request, turn,
-                               (lambda reply: _events(reply, shaper)) if streamed else None,
-                               lambda text, calls, _, end: shaper.full(text, calls, end))
+    return await server.answer(request, turn, shaper, streamed)
 
 
 async def count_tokens(request: Request) -> Response:
@@ -211,6 +205,8 @@ async def count_tokens(request: Request) -> Response:
 # -- replies ------------------------------------------------------------------------------
 class AnthropicShaper:
     """The bodies and events of one reply, under one message id."""
+
+    media_type = "text/event-stream"
 
     def __init__(self, server: DuetServer, turn: PreparedTurn) -> None:
         self.id = "msg_" + uuid.uuid4().hex[:24]
@@ -233,21 +229,23 @@ class AnthropicShaper:
         return {"input_tokens": len(self.turn.prompt),
                 "output_tokens": done.stats.n_completion if done is not None else 0}
 
-    def full(self, text: str, calls: list[ToolCall], end: End) -> dict:
+    def whole(self, text: str, calls: list[ToolCall], tokens: list[Token], end: End) -> dict:
         content: list[dict] = [{"type": "text", "text": text}] if text or not calls else []
         content += [_tool_use(c) for c in calls]
         return {**self.head(), "content": content, **self.stop(end), "usage": self.usage(end.done)}
 
-    # -- the stream -------------------------------------------------------------------------
-    def start(self) -> bytes:
+    # -- the stream (engine.server.shape.Shaper) ---------------------------------------------
+    def start(self) -> list[bytes]:
         message = {**self.head(), "content": [], "stop_reason": None, "stop_sequence": None,
                    "usage": self.usage()}
-        return event("message_start", {"message": message})
+        return [event("message_start", {"message": message})]
 
-    def text(self, text: str) -> list[bytes]:
+    def text(self, piece: Text) -> list[bytes]:
+        if not piece.text:  # log-probabilities alone: Anthropic's messages carry none
+            return []
         out = [] if self.open == "text" else self._open({"type": "text", "text": ""})
-        return out + [event("content_block_delta", {"index": self.index,
-                                                    "delta": {"type": "text_delta", "text": text}})]
+        delta = {"type": "text_delta", "text": piece.text}
+        return out + [event("content_block_delta", {"index": self.index, "delta": delta})]
 
     def call(self, call: ToolCall) -> list[bytes]:
         block = {**_tool_use(call), "input": {}}
@@ -262,6 +260,9 @@ class AnthropicShaper:
         out.append(event("message_delta", {"delta": self.stop(end), "usage": self.usage(end.done)}))
         return out + [event("message_stop", {})]
 
+    def failed(self, error: ApiError) -> list[bytes]:
+        return [event("error", error_body(error))]
+
     def _open(self, block: dict) -> list[bytes]:
         out = self._close()
         self.open = block["type"]
@@ -273,25 +274,6 @@ class AnthropicShaper:
         self.open = None
         self.index += 1
         return [event("content_block_stop", {"index": self.index - 1})]
-
-
-async def _events(stream: AsyncIterator[Piece], shaper: AnthropicShaper) -> AsyncIterator[bytes]:
-    try:
-        yield shaper.start()
-        async for p in stream:
-            if isinstance(p, Text) and p.text:
-                for e in shaper.text(p.text):
-                    yield e
-            elif isinstance(p, Call):
-                for e in shaper.call(p.call):
-                    yield e
-            elif isinstance(p, End):
-                for e in shaper.end(p):
-                    yield e
-    except ApiError as e:
-        yield event("error", error_body(e))
-    except Gone:
-        log.info("a client disconnected; its generation is cancelled")
 
 
 def _tool_use(call: ToolCall) -> dict:

@@ -9,7 +9,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,18 +20,19 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from engine.chat import Message
 from engine.errors import DuetError
-from engine.events import Done, Token
+from engine.events import Done
 from engine.model import Model
+from engine.prefix import common_prefix
 from engine.prompt import chat_tokens
 from engine.request import RequestError, fit
-from engine.server.errors import ApiError, bad_request
-from engine.server.turn import Chat, End, Piece, PreparedTurn, collect, pieces, prepare
+from engine.server.errors import ApiError, Gone, bad_request
+from engine.server.shape import Shaper, stream
+from engine.server.turn import Chat, PreparedTurn, collect, pieces, prepare
 from engine.service import Engine, Job, QueueFull
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.1  # how often a waiting handler checks whether its client is still there
-SSE = "text/event-stream"
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,6 @@ class ApiConfig:
     cors_origins: tuple[str, ...] = ()
     retry_after_s: int = 1
     embedding_model: Path | None = None  # None: embeddings from the chat model, mean-pooled
-
-
-class Gone(Exception):
-    """The client disconnected."""
 
 
 class DuetServer:
@@ -135,22 +132,19 @@ class DuetServer:
         job, events = self.submit(turn)
         return _watched(request, job, events)
 
-    async def answer(self, request: Request, turn: PreparedTurn,
-                     stream: Callable[[AsyncIterator[Piece]], AsyncIterator[bytes]] | None,
-                     whole: Callable[[str, list[Any], list[Token], End], Any],
-                     media_type: str = SSE) -> Response:
-        """Runs ``turn`` and answers in a dialect's shape: streamed through ``stream`` when it is
-        given, else one JSON body that ``whole`` makes of the reply's text, calls, tokens with
-        log-probabilities and end (no answer, 499, to a client that left)."""
+    async def answer(self, request: Request, turn: PreparedTurn, shaper: Shaper,
+                     streamed: bool) -> Response:
+        """Runs ``turn`` and answers in ``shaper``'s dialect: streamed, or one JSON body of the
+        whole reply (no answer, 499, to a client that left)."""
         reply = pieces(await self.run(request, turn), turn)
-        if stream is not None:
-            return StreamingResponse(stream(reply), media_type=media_type,
+        if streamed:
+            return StreamingResponse(stream(reply, shaper), media_type=shaper.media_type,
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
             text, calls, tokens, end = await collect(reply)
         except Gone:
             return Response(status_code=499)
-        return JSONResponse(whole(text, calls, tokens, end))
+        return JSONResponse(shaper.whole(text, calls, tokens, end))
 
 
 async def _watched(request: Request, job: Job, events: asyncio.Queue) -> AsyncIterator[object]:
@@ -185,8 +179,6 @@ def engine_error(item: BaseException) -> ApiError:
 
 def _template_prefix(model: Model) -> int:
     """Tokens that every chat prompt starts with (BOS, the template's opening)."""
-    from engine.prefix import common_prefix
-
     try:
         a = chat_tokens(model, [Message("system", "a"), Message("user", "x")])
         b = chat_tokens(model, [Message("system", "b"), Message("user", "x")])

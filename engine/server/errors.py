@@ -13,6 +13,10 @@ from starlette.responses import JSONResponse
 INVALID = "invalid_request_error"
 
 
+class Gone(Exception):
+    """The client disconnected."""
+
+
 class ApiError(Exception):
     def __init__(self, status: int, message: str, *, type: str = INVALID, param: str | None = None,
                  code: str | None = None, headers: Mapping[str, str] | None = None) -> None:

@@ -12,8 +12,7 @@ context. Sampling options Duet does not have are refused unless they hold their 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import AsyncIterator
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -25,15 +24,14 @@ from starlette.responses import JSONResponse, Response
 from engine import params
 from engine.chat import Message, ToolCall
 from engine.constraint import Grammar, GrammarError
+from engine.events import Token
 from engine.sampling import SamplingParams
 from engine.server import schema
-from engine.server.core import DuetServer, Gone
+from engine.server.core import DuetServer
 from engine.server.errors import ApiError, bad_request
-from engine.server.responses import OpenAIShaper
-from engine.server.turn import Call, Chat, End, Piece, PreparedTurn, Text, reply_params
+from engine.server.responses import chat_logprobs
+from engine.server.turn import Chat, End, PreparedTurn, Text, reply_params
 from engine.tools import Tool
-
-log = logging.getLogger(__name__)
 
 # Options for how Ollama loads and runs a model: no effect on the reply of a loaded one.
 LOAD_OPTIONS = frozenset({"numa", "num_batch", "num_gpu", "main_gpu", "low_vram", "f16_kv",
@@ -196,7 +194,7 @@ async def chat(request: Request) -> Response:
     chat = Chat(tuple(_messages(body)), sampling, _tools(body), response=grammar,
                 logprobs=logprobs, param_names=NAMES)
     turn = await server.prepare(chat)
-    return await _respond(request, server, Replies(server, "chat"), body.stream, turn)
+    return await server.answer(request, turn, OllamaShaper(server, "chat"), body.stream)
 
 
 async def generate(request: Request) -> Response:
@@ -220,7 +218,7 @@ async def generate(request: Request) -> Response:
             Message("user", body.prompt),)
         turn = await server.prepare(Chat(messages, sampling, response=grammar, logprobs=logprobs,
                                          param_names={**NAMES, "messages": "prompt"}))
-    return await _respond(request, server, Replies(server, "generate"), body.stream, turn)
+    return await server.answer(request, turn, OllamaShaper(server, "generate"), body.stream)
 
 
 async def _raw_turn(server: DuetServer, prompt: str, sampling: SamplingParams, grammar: Any,
@@ -243,40 +241,40 @@ def _loaded(server: DuetServer, reply: dict) -> dict:
             "done_reason": "load"}
 
 
-async def _respond(request: Request, server: DuetServer, replies: Replies, stream: bool,
-                   turn: PreparedTurn) -> Response:
-    return await server.answer(request, turn,
-                               (lambda reply: _lines(reply, replies)) if stream else None,
-                               replies.body, media_type="application/x-ndjson")
-
-
-async def _lines(reply: AsyncIterator[Piece], replies: Replies) -> AsyncIterator[bytes]:
-    try:
-        async for p in reply:
-            if isinstance(p, Text):
-                yield line(replies.body(p.text, (), p.tokens))
-            elif isinstance(p, Call):
-                yield line(replies.body("", (p.call,), ()))
-            elif isinstance(p, End):
-                yield line(replies.body("", (), (), p))
-    except ApiError as e:
-        yield line({"error": e.message})
-    except Gone:
-        log.info("a client disconnected; its generation is cancelled")
-
-
 # -- replies ------------------------------------------------------------------------------
-class Replies:
-    """Ollama's bodies for one chat or generate request: a whole reply, or one streamed piece
-    (``end`` is given with the last)."""
+class OllamaShaper:
+    """Ollama's bodies for one chat or generate request: a whole reply, or one JSON line for
+    each streamed piece (the last carries the end)."""
+
+    media_type = "application/x-ndjson"
 
     def __init__(self, server: DuetServer, kind: Literal["chat", "generate"]) -> None:
         self.chat = kind == "chat"
         self.model_id = server.config.model_id
-        self.logprobs = OpenAIShaper("chat", self.model_id, server.model)
+        self.model = server.model  # token texts for logprobs
         self.calls = 0
 
-    def body(self, text: str, calls: Any, tokens: Any, end: End | None = None) -> dict:
+    # -- the stream (engine.server.shape.Shaper) ---------------------------------------------
+    def start(self) -> list[bytes]:
+        return []
+
+    def text(self, piece: Text) -> list[bytes]:
+        return [line(self.body(piece.text, (), piece.tokens))]
+
+    def call(self, call: ToolCall) -> list[bytes]:
+        return [line(self.body("", (call,), ()))]
+
+    def end(self, end: End) -> list[bytes]:
+        return [line(self.body("", (), (), end))]
+
+    def failed(self, error: ApiError) -> list[bytes]:
+        return [line({"error": error.message})]
+
+    def whole(self, text: str, calls: list[ToolCall], tokens: list[Token], end: End) -> dict:
+        return self.body(text, calls, tokens, end)
+
+    def body(self, text: str, calls: Sequence[ToolCall], tokens: Sequence[Token],
+             end: End | None = None) -> dict:
         out: dict[str, Any] = {"model": self.model_id, "created_at": now()}
         if self.chat:
             message: dict[str, Any] = {"role": "assistant", "content": text}
@@ -286,7 +284,7 @@ class Replies:
         else:
             out["response"] = text
         if tokens:
-            out["logprobs"] = self.logprobs.logprobs(tokens)["content"]
+            out["logprobs"] = chat_logprobs(self.model, tokens)
         out["done"] = end is not None
         if end is not None:
             s = end.done.stats

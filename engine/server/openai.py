@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -14,13 +12,11 @@ from starlette.responses import Response
 from engine.chat import ROLES, Message, ToolCall
 from engine.constraint import Grammar, GrammarError
 from engine.server import schema
-from engine.server.core import DuetServer, Gone
-from engine.server.errors import ApiError, bad_request
-from engine.server.responses import OpenAIShaper, sse
-from engine.server.turn import Call, Chat, End, Piece, PreparedTurn, Text, reply_params, sampling
+from engine.server.core import DuetServer
+from engine.server.errors import bad_request
+from engine.server.responses import OpenAIShaper
+from engine.server.turn import Chat, PreparedTurn, reply_params, sampling
 from engine.tools import Tool, ToolChoice
-
-log = logging.getLogger(__name__)
 
 
 def _messages(body: schema.ChatCompletionRequest) -> list[Message]:
@@ -114,8 +110,8 @@ async def chat_completions(request: Request) -> Response:
     chat = Chat(tuple(_messages(body)), sampling(data, "openai", server.defaults), tools, choice,
                 response_grammar(body), _logprobs(data))
     turn = await server.prepare(chat)
-    return await _respond(request, server, OpenAIShaper("chat", server.config.model_id, server.model),
-                          body, turn)
+    shaper = OpenAIShaper("chat", server.config.model_id, server.model, body.include_usage)
+    return await server.answer(request, turn, shaper, body.stream)
 
 
 async def completions(request: Request) -> Response:
@@ -137,8 +133,8 @@ async def completions(request: Request) -> Response:
         except GrammarError as e:
             raise bad_request(str(e), "response_format", "invalid_grammar") from None
     turn = server.fit(PreparedTurn(prompt, params, grammar, body.logprobs, None), "prompt")
-    return await _respond(request, server, OpenAIShaper("text", server.config.model_id, server.model),
-                          body, turn)
+    shaper = OpenAIShaper("text", server.config.model_id, server.model, body.include_usage)
+    return await server.answer(request, turn, shaper, body.stream)
 
 
 def _completion_prompt(server: DuetServer, body: schema.CompletionRequest) -> list[int]:
@@ -156,31 +152,3 @@ def _completion_prompt(server: DuetServer, body: schema.CompletionRequest) -> li
     if not prompt:
         raise bad_request("the prompt is empty", "prompt")
     return server.model.tokenize(prompt, add_special=True, parse_special=True)
-
-
-async def _respond(request: Request, server: DuetServer, shaper: OpenAIShaper, body: schema._Request,
-                   turn: PreparedTurn) -> Response:
-    stream = (lambda reply: _stream(reply, shaper, body.include_usage)) if body.stream else None
-    return await server.answer(request, turn, stream, shaper.full)
-
-
-async def _stream(stream: AsyncIterator[Piece], shaper: OpenAIShaper,
-                  include_usage: bool) -> AsyncIterator[bytes]:
-    try:
-        if shaper.chat:
-            yield sse(shaper.chunk(role=True))
-        async for p in stream:
-            if isinstance(p, Text):
-                yield sse(shaper.chunk(p.text, tokens=p.tokens))
-            elif isinstance(p, Call):
-                for c in shaper.call_chunks(p.call):
-                    yield sse(c)
-            elif isinstance(p, End):
-                yield sse(shaper.final_chunk(p))
-                if include_usage:
-                    yield sse(shaper.usage_chunk(p.done))
-        yield sse("[DONE]")
-    except ApiError as e:
-        yield sse(e.body())
-    except Gone:
-        log.info("a client disconnected; its generation is cancelled")

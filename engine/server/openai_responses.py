@@ -31,7 +31,7 @@ from engine.server.openai_responses_body import (
     ResponsesNamedFunction,
     ResponsesRequest,
 )
-from engine.server.openai_responses_reply import ResponsesShaper, events
+from engine.server.openai_responses_reply import ResponsesShaper
 from engine.server.response_store import ResponseStore
 from engine.server.turn import Chat, reply_params, sampling
 from engine.tools import Tool, ToolChoice
@@ -152,8 +152,6 @@ async def responses(request: Request) -> Response:
     body, chat, new = _chat(server, store, data)
     turn = await server.prepare(chat)
     shaper = ResponsesShaper(server, body, turn, store if body.store is not False else None, new)
-    return await server.answer(request, turn,
-                               (lambda reply: events(reply, shaper)) if body.stream else None,
-                               shaper.full)
+    return await server.answer(request, turn, shaper, body.stream)
 
 

@@ -5,25 +5,24 @@ typed server-sent events (``response.created`` ... ``response.completed`` or
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
 
 from engine.chat import Message, ToolCall
-from engine.server.core import DuetServer, Gone
+from engine.events import Token
+from engine.server.core import DuetServer
 from engine.server.errors import ApiError
 from engine.server.openai_responses_body import ResponsesRequest
 from engine.server.response_store import ResponseStore
 from engine.server.responses import logprob_entry
-from engine.server.turn import Call, End, Piece, PreparedTurn, Text
-
-log = logging.getLogger(__name__)
+from engine.server.turn import End, PreparedTurn, Text
 
 
 # -- the reply ------------------------------------------------------------------------------
 class ResponsesShaper:
     """The response object and stream events of one reply, under one response id."""
+
+    media_type = "text/event-stream"
 
     def __init__(self, server: DuetServer, body: ResponsesRequest, turn: PreparedTurn,
                  store: ResponseStore | None, new: tuple[Message, ...]) -> None:
@@ -36,7 +35,7 @@ class ResponsesShaper:
         self.model = server.model  # token texts for logprobs
         self.output: list[dict] = []  # the items so far
         self.seq = 0
-        self.text: list[str] = []  # of the message item being streamed
+        self.parts: list[str] = []  # the text of the message item being streamed
         self.logprobs: list[dict] = []
         self.pending = ""  # white space that opens no message before a call
 
@@ -64,14 +63,14 @@ class ResponsesShaper:
             "usage": _usage(end) if end is not None else None,
         }
 
-    def full(self, text: str, calls: list[ToolCall], tokens: list, end: End) -> dict:
+    def whole(self, text: str, calls: list[ToolCall], tokens: list[Token], end: End) -> dict:
         if text.strip() or tokens or not calls:
             self.output.append(self._message(text, [logprob_entry(self.model, t) for t in tokens]))
         self.output += [_call_item(c) for c in calls]
         self._keep()
         return self.response("completed", end)
 
-    # -- the stream -------------------------------------------------------------------------
+    # -- the stream (engine.server.shape.Shaper) ---------------------------------------------
     def event(self, name: str, data: dict) -> bytes:
         payload = json.dumps({"type": name, **data, "sequence_number": self.seq},
                              ensure_ascii=False)
@@ -83,14 +82,14 @@ class ResponsesShaper:
         return [self.event("response.created", {"response": head}),
                 self.event("response.in_progress", {"response": head})]
 
-    def add_text(self, piece: Text) -> list[bytes]:
+    def text(self, piece: Text) -> list[bytes]:
         entries = [logprob_entry(self.model, t) for t in piece.tokens]
         if not self._open() and not piece.text.strip() and not entries:
             self.pending += piece.text
             return []
         out = [] if self._open() else self._open_message()
         text, self.pending = self.pending + piece.text, ""
-        self.text.append(text)
+        self.parts.append(text)
         self.logprobs += entries
         if not text and not entries:
             return out
@@ -99,7 +98,7 @@ class ResponsesShaper:
             "item_id": item["id"], "output_index": len(self.output) - 1, "content_index": 0,
             "delta": text, "logprobs": entries})]
 
-    def add_call(self, call: ToolCall) -> list[bytes]:
+    def call(self, call: ToolCall) -> list[bytes]:
         out, self.pending = self._close(), ""
         item = _call_item(call)
         index = len(self.output)
@@ -114,16 +113,20 @@ class ResponsesShaper:
                                                                  "arguments": call.arguments}),
             self.event("response.output_item.done", {"output_index": index, "item": item})]
 
-    def finish(self, end: End) -> list[bytes]:
+    def end(self, end: End) -> list[bytes]:
         out = self._close()
         if not self.output:  # an empty reply: one message, as the whole body has
             out += self._open_message()
-            self.text, self.pending = [self.pending], ""
+            self.parts, self.pending = [self.pending], ""
             out += self._close()
         self._keep()
         body = self.response("completed", end)
         name = "response.completed" if body["status"] == "completed" else "response.incomplete"
         return out + [self.event(name, {"response": body})]
+
+    def failed(self, error: ApiError) -> list[bytes]:
+        return [self.event("error", {"code": error.code, "message": error.message,
+                                     "param": error.param})]
 
     def _keep(self) -> None:
         """The reply, kept with the input it answers, for a later ``previous_response_id``."""
@@ -143,7 +146,7 @@ class ResponsesShaper:
     def _open_message(self) -> list[bytes]:
         item = {**self._message("", []), "status": "in_progress", "content": []}
         self.output.append(item)
-        self.text, self.logprobs = [], []
+        self.parts, self.logprobs = [], []
         index = len(self.output) - 1
         return [self.event("response.output_item.added", {"output_index": index, "item": item}),
                 self.event("response.content_part.added", {
@@ -154,7 +157,7 @@ class ResponsesShaper:
         if not self._open():
             return []
         index = len(self.output) - 1
-        text = "".join(self.text)
+        text = "".join(self.parts)
         item = self.output[index] = self._message(text, self.logprobs, self.output[index]["id"])
         where = {"item_id": item["id"], "output_index": index, "content_index": 0}
         return [self.event("response.output_text.done", {**where, "text": text,
@@ -185,23 +188,3 @@ def _usage(end: End) -> dict:
             "total_tokens": s.n_prompt_tokens + s.n_completion,
             "input_tokens_details": {"cached_tokens": s.n_cached_tokens, "cache_write_tokens": 0},
             "output_tokens_details": {"reasoning_tokens": 0}}
-
-
-async def events(stream: AsyncIterator[Piece], shaper: ResponsesShaper) -> AsyncIterator[bytes]:
-    try:
-        for e in shaper.start():
-            yield e
-        async for p in stream:
-            if isinstance(p, Text):
-                for e in shaper.add_text(p):
-                    yield e
-            elif isinstance(p, Call):
-                for e in shaper.add_call(p.call):
-                    yield e
-            elif isinstance(p, End):
-                for e in shaper.finish(p):
-                    yield e
-    except ApiError as e:
-        yield shaper.event("error", {"code": e.code, "message": e.message, "param": e.param})
-    except Gone:
-        log.info("a client disconnected; its generation is cancelled")

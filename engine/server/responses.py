@@ -15,7 +15,8 @@ from typing import Any
 
 from engine.chat import ToolCall
 from engine.events import Done, Stats, Token
-from engine.server.turn import End
+from engine.server.errors import ApiError
+from engine.server.turn import End, Text
 
 
 def new_id(prefix: str) -> str:
@@ -56,8 +57,11 @@ def call_json(call: ToolCall, index: int | None = None) -> dict:
 class OpenAIShaper:
     """Builds the bodies of one request (chat or text completion) with one id and timestamp."""
 
-    def __init__(self, kind: str, model_id: str, model: Any) -> None:
+    media_type = "text/event-stream"
+
+    def __init__(self, kind: str, model_id: str, model: Any, include_usage: bool = False) -> None:
         self.chat = kind == "chat"
+        self.include_usage = include_usage  # a last chunk with the usage, when streamed
         self.id = new_id("chatcmpl" if self.chat else "cmpl")
         self.created = int(time.time())
         self.model_id = model_id
@@ -70,8 +74,8 @@ class OpenAIShaper:
                 "system_fingerprint": "duet"}
 
     # -- whole replies --------------------------------------------------------------------
-    def full(self, text: str, calls: Sequence[ToolCall], tokens: Sequence[Token],
-             end: End) -> dict:
+    def whole(self, text: str, calls: Sequence[ToolCall], tokens: Sequence[Token],
+              end: End) -> dict:
         body = self._base("chat.completion" if self.chat else "text_completion")
         lp = self.logprobs(tokens) if tokens else None
         if self.chat:
@@ -85,7 +89,27 @@ class OpenAIShaper:
         body.update(choices=[choice], usage=usage(end.done.stats), timings=timings(end.done.stats))
         return body
 
-    # -- stream chunks --------------------------------------------------------------------
+    # -- the stream (engine.server.shape.Shaper) ---------------------------------------------
+    def start(self) -> list[bytes]:
+        return [sse(self.chunk(role=True))] if self.chat else []
+
+    def text(self, piece: Text) -> list[bytes]:
+        return [sse(self.chunk(piece.text, tokens=piece.tokens))]
+
+    def call(self, call: ToolCall) -> list[bytes]:
+        return [sse(c) for c in self.call_chunks(call)]
+
+    def end(self, end: End) -> list[bytes]:
+        body = self.chunk(finish=end.finish)
+        body["timings"] = timings(end.done.stats)
+        out = [sse(body)]
+        if self.include_usage:
+            out.append(sse(self.usage_chunk(end.done)))
+        return [*out, sse("[DONE]")]
+
+    def failed(self, error: ApiError) -> list[bytes]:
+        return [sse(error.body())]
+
     def chunk(self, text: str | None = None, *, finish: str | None = None, role: bool = False,
               tokens: Sequence[Token] = ()) -> dict:
         body = self._base("chat.completion.chunk" if self.chat else "text_completion")
@@ -116,11 +140,6 @@ class OpenAIShaper:
         body["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}]
         return body
 
-    def final_chunk(self, end: End) -> dict:
-        body = self.chunk(finish=end.finish)
-        body["timings"] = timings(end.done.stats)
-        return body
-
     def usage_chunk(self, done: Done) -> dict:
         body = self._base("chat.completion.chunk" if self.chat else "text_completion")
         body.update(choices=[], usage=usage(done.stats))
@@ -129,7 +148,7 @@ class OpenAIShaper:
     # -- logprobs -------------------------------------------------------------------------
     def logprobs(self, tokens: Sequence[Token]) -> dict:
         if self.chat:
-            return {"content": [logprob_entry(self.model, t) for t in tokens]}
+            return {"content": chat_logprobs(self.model, tokens)}
         out: dict[str, list] = {"tokens": [], "token_logprobs": [], "top_logprobs": [],
                                 "text_offset": []}
         for t in tokens:
@@ -144,6 +163,11 @@ class OpenAIShaper:
 
     def _text(self, token: int) -> str:
         return self.model.piece(token).decode("utf-8", "replace")
+
+
+def chat_logprobs(model: Any, tokens: Sequence[Token]) -> list[dict]:
+    """The entries of chat replies (OpenAI's ``logprobs.content``, Ollama's ``logprobs``)."""
+    return [logprob_entry(model, t) for t in tokens]
 
 
 def logprob_entry(model: Any, t: Token) -> dict:
