@@ -22,11 +22,11 @@ from app.engine_client import EngineClient
 from app.files import ConversationFiles
 from app.requests import ChatReply, Failure, RescuePlan, TokenBatch
 from app.settings import SAMPLING_KEYS, Settings, sampling_params
+from app.state import AppState
 from app.tool_flow import ToolFlow, ToolSource
 from app.worker import save_cut
 from engine import paths
 from engine.chat import Attachment, Message
-from engine.conversation.library import Library
 from engine.conversation.presets import Preset
 from engine.conversation.store import CUT, streaming_node, tree_to_json
 from engine.conversation.tree import Conversation
@@ -57,15 +57,15 @@ class ChatController(QObject):
     draft_returned = Signal(str)  # text given back to the composer (it could not be sent)
 
     def __init__(self, client: EngineClient, settings: Settings, recent: RecentFiles,
-                 library: Library | None = None, parent: QObject | None = None) -> None:
+                 state: AppState | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.client, self.settings, self.recent = client, settings, recent
-        self.library = library or Library()
-        self.can_chat: Callable[[], bool] = lambda: True
+        self.state = state or AppState()  # the window's, which it shares
+        self.library = self.state.library
         self._live: dict[str, tuple[float, int, int]] = {}  # id → (first token at, tokens, drafted)
         self.files = ConversationFiles(client, settings, recent, self.library, show=self._show,
                                        new=self.new, notify=self._notify,
-                                       can_chat=lambda: self.can_chat(), parent=self)
+                                       can_chat=lambda: self.state.can_chat, parent=self)
         f = self.files
         for mine, theirs in ((self.current_changed, f.current_changed),
                              (self.model_suggested, f.model_suggested),
@@ -136,7 +136,7 @@ class ChatController(QObject):
         if conv.path is None:  # new, never saved
             pass
         elif conv.loaded:
-            if not conv.dirty and self.can_chat() and self.generating is None:
+            if not conv.dirty and self.state.can_chat and self.generating is None:
                 # its saved KV state, where the engine holds less of it (the engine's thread
                 # decides): the next reply then need not recompute its history
                 self.client.open(conv.id, conv.path, shown=True)
@@ -150,8 +150,8 @@ class ChatController(QObject):
 
     def send(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
         """Send ``text`` (with the files ``attachments``, read once) in the conversation shown."""
-        if self.generating or not self.can_chat():
-            if not self.can_chat():
+        if self.generating or not self.state.can_chat:
+            if not self.state.can_chat:
                 self.notice.emit("Choose a model and press Load before sending.", "error")
                 self.draft_returned.emit(text)
             return
@@ -192,7 +192,7 @@ class ChatController(QObject):
     def continue_reply(self, conv: Conversation | None = None) -> None:
         """Carry on a reply that stopped at the length limit, in the same message."""
         conv = conv or self.current
-        if conv is None or self.generating or not self.can_chat() or not conv.turns or \
+        if conv is None or self.generating or not self.state.can_chat or not conv.turns or \
                 conv.turns[-1].role != "assistant" or conv.streaming is not None:
             return
         messages = conv.engine_messages(len(conv.turns) - 1)

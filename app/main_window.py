@@ -41,6 +41,7 @@ from app.requests import Failure, Fetched, LoadedModel, Progress
 from app.settings import OPTIONS, Settings
 from app.settings_dialog import SettingsDialog
 from app.sidebar import Sidebar
+from app.state import AppState
 from app.status import StatusBar
 from app.tools_panel import Tools, open_tools_dialog, tools_for
 from engine.errors import DuetError
@@ -69,20 +70,17 @@ class MainWindow(QMainWindow):
         self.settings = settings or Settings(parent=self)
         self.client = client or EngineClient(self)
         self.recent = RecentFiles()
-        self.model_info: LoadedModel | None = None
-        self.loading = False
+        self.state = AppState()  # the conversations, the model and its load: no Qt
         self.crash: object = None  # app.crash's hooks, installed by app.__main__.create_window
         self.file_open_filter: object = None  # macOS file-open events (app.__main__)
-        self.pending_reload: set[str] = set()
-        self._recalling = False  # applying a model's remembered settings
         self.setWindowTitle("Duet")
         if ICON.exists():
             self.setWindowIcon(QIcon(str(ICON)))
         self.setAcceptDrops(True)
         self._build()
         self.composer.edit.setPlainText(self.settings["composer_draft"])  # unsent at the last quit
-        self.controller = ChatController(self.client, self.settings, self.recent, parent=self)
-        self.controller.can_chat = lambda: self.model_info is not None or self.loading
+        self.controller = ChatController(self.client, self.settings, self.recent, self.state,
+                                         parent=self)
         self._connect_controller()
         self._build_menus()
         w = self.client.worker
@@ -261,11 +259,8 @@ class MainWindow(QMainWindow):
                 remembered_draft = remembered.pop("draft_model", None)
                 if draft is None and remembered_draft:
                     draft = Path(remembered_draft)
-                self._recalling = True  # these changes belong to the new model, not the old
-                try:
+                with self.state.recalling_settings():  # they belong to the new model, not the old
                     self.settings.update(remembered)
-                finally:
-                    self._recalling = False
             config = self.settings.runtime_config(target, draft)
         except (DuetError, ValueError) as e:
             self._refuse_model(target, draft, f"Could not load the model: {e}")
@@ -274,7 +269,7 @@ class MainWindow(QMainWindow):
         model_memory.remember(Path(target), self.settings.values)
         self.models.populate(target, draft)
         self.stack.setCurrentWidget(self.chat_view)
-        self.loading = True
+        self.state.load_started()
         self.models.set_loading(True, f"Loading {target.name}…")
         self.client.load(config)
 
@@ -287,22 +282,24 @@ class MainWindow(QMainWindow):
                     check_gguf_file(Path(path))
                 except DuetError:
                     self.models.forget(Path(path))
-        info = self.model_info
+        info = self.state.model
         if info is not None:
             self.models.populate(info.target_path, info.draft_path)
             self.models.show_loaded(info, self.client.worker.worker_lost)
         else:
             self.models.populate()
         self.notice.show_message(message + (f" (still using {info.target_name})" if info else ""),
-                                 "error")
+                                 "error", until_load=True)
 
     def recalibrate(self) -> None:
         """Forget every measured verify-cost curve and reload: the loaded model is measured
         again after the load, between replies (on a quiet machine, for figures that hold)."""
+        # lazy: the speculative modules (statistics; ~5 ms) load with the first model that
+        # drafts (engine.runtime), not before the window shows
         from engine.speculative import calibration
 
         calibration.forget(None)
-        if self.model_info is not None and not self.loading:
+        if self.state.model is not None and not self.state.loading:
             self.reload()
 
     def reload(self) -> None:
@@ -311,9 +308,7 @@ class MainWindow(QMainWindow):
             self.load_models(target, self.models.draft())
 
     def on_loaded(self, info: LoadedModel) -> None:
-        self.loading = False
-        self.model_info = info
-        self.pending_reload.clear()
+        self.state.loaded(info)
         self.status.clearMessage()  # "Loading…": done
         if info.measuring:  # the status bar says how far, until the measurement ends
             self.status.set_measuring(0, 0)
@@ -325,7 +320,7 @@ class MainWindow(QMainWindow):
         if info.draft_problem:
             self.notice.show_message(f"The draft model was not used: {info.draft_problem}. "
                                      f"Drafting with: {info.drafter}.", "info")
-        elif self.notice.kind == "info" or "reload" in self.notice.text():
+        elif self.notice.kind == "info" or self.notice.until_load:
             self.notice.hide()
         if self.settings["server_enabled"]:
             self.local_server.apply(self.settings.values, self.client.worker.engine)  # the new one
@@ -347,17 +342,17 @@ class MainWindow(QMainWindow):
 
     def on_failed(self, failure: Failure) -> None:
         if failure.op == "load":
-            self.loading = False
-            self.model_info = None
+            self.state.load_failed()
             self.models.show_failed(failure.message)
             self.status.clearMessage()
             self.status.clear_stats()
             self.status.clear_measuring()
             if failure.cancelled:
                 self.notice.show_message("Loading was cancelled: choose a model and press Load.",
-                                         "info")
+                                         "info", until_load=True)
             else:
-                self.notice.show_message(f"Could not load the model: {failure.message}", "error")
+                self.notice.show_message(f"Could not load the model: {failure.message}", "error",
+                                         until_load=True)
         elif failure.op == "fetch":
             self.first_run.set_fetching(False)
             self.notice.show_message(f"Fetching the starter models stopped: {failure.message}",
@@ -387,7 +382,7 @@ class MainWindow(QMainWindow):
             self.models.set_choice(path, as_draft=as_draft)
 
     def _suggest_model(self, path: Path) -> None:
-        if Path(path).exists() and not self.loading:
+        if Path(path).exists() and not self.state.loading:
             self.notice.show_message(f"This conversation was made with {Path(path).name}.",
                                      "info", "Load it", lambda: self.load_models(Path(path)))
 
@@ -400,15 +395,14 @@ class MainWindow(QMainWindow):
             self.chat_view.restyle()
         elif name == "highlight_draft":
             self.chat_view.set_highlight_draft(value)
-        if name in model_memory.REMEMBERED and self.settings["target_model"] and not self._recalling:
+        if name in model_memory.REMEMBERED and self.settings["target_model"] and not self.state.recalling:
             model_memory.remember(Path(self.settings["target_model"]), self.settings.values)
         if name.startswith("server_"):
             self.local_server.apply(self.settings.values, self.client.worker.engine)  # off the GUI thread
-        elif option.applies == "reload" and option.visible and (self.model_info or self.loading):
-            self.pending_reload.add(name)
-            labels = ", ".join(OPTIONS[n].label for n in sorted(self.pending_reload))
+        elif option.applies == "reload" and option.visible and self.state.wait_for_reload(name):
+            labels = ", ".join(OPTIONS[n].label for n in sorted(self.state.pending_reload))
             self.notice.show_message(f"{labels}: applies at the next model load.", "info",
-                                     "Reload now", self.reload)
+                                     "Reload now", self.reload, until_load=True)
 
     def settings_dialog(self) -> SettingsDialog:
         dialog = SettingsDialog(self.settings, self)

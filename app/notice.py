@@ -20,6 +20,7 @@ class NoticeBar(QFrame):
         super().__init__(parent)
         self.setObjectName("notice")
         self.kind = "info"
+        self.until_load = False  # a model's load resolves it (a failed load, a pending reload)
         self.label = QLabel(self)
         self.label.setWordWrap(True)
         self.action = QPushButton(self)
@@ -53,8 +54,8 @@ class NoticeBar(QFrame):
         library.subscribe(on_change)
 
     def show_message(self, text: str, kind: str = "info", action: str | None = None,
-                     callback: Callable[[], None] | None = None) -> None:
-        self.kind = kind
+                     callback: Callable[[], None] | None = None, *, until_load: bool = False) -> None:
+        self.kind, self.until_load = kind, until_load
         self.setStyleSheet(self.STYLES.get(kind, self.STYLES["info"]))
         self.label.setText(text)
         self.action.setVisible(action is not None)

@@ -156,7 +156,7 @@ def test_a_failed_load_keeps_the_loaded_model_and_drops_the_bad_file(qtbot, wind
     window.models.set_choice(bad)
     window.load_models(bad)
     assert "not a GGUF model file" in window.notice.text()
-    assert window.model_info is info and window.models.target() == smol_path
+    assert window.state.model is info and window.models.target() == smol_path
     for combo in (window.models.target_combo, window.models.draft_combo):
         assert combo.findData(str(bad)) < 0
     assert driver.send("Say hi.").done.stats.n_tokens > 0

@@ -67,7 +67,7 @@ def test_a_load_can_be_cancelled_and_the_window_loads_again(qtbot, window, drive
     assert "\n" not in window.notice.text() and window.notice.kind == "info"
     assert not window.models.cancel_button.isVisibleTo(window)
     assert window.models.load_button.isEnabled() and window.models.target_combo.isEnabled()
-    assert window.model_info is None and not window.loading
+    assert window.state.model is None and not window.state.loading
     info = driver.load(smol_path)  # another choice loads as usual
     assert info.target_path == smol_path
     assert driver.send("Say hi.").done.stats.n_tokens > 0
@@ -86,7 +86,7 @@ def test_nobody_chose_a_model_yet_so_the_starters_are_offered_with_one_button(
     qtbot.addWidget(w, before_close_func=quit_without_asking)
     w.show()
     try:
-        assert w.stack.currentWidget() is w.first_run and not w.loading  # nothing loads by itself
+        assert w.stack.currentWidget() is w.first_run and not w.state.loading  # nothing loads by itself
         assert w.first_run.use_button.isVisibleTo(w)
         assert not w.first_run.fetch_button.isVisibleTo(w)  # they are here: nothing to fetch
         with qtbot.waitSignal(w.model_loaded, timeout=LONG_MS) as loaded:

@@ -1,0 +1,58 @@
+"""The app's state without Qt: what a window and a controller decide from it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from app.requests import LoadedModel
+from app.state import AppState
+
+ROOT = Path(__file__).parents[2]
+
+
+def _model() -> LoadedModel:
+    return LoadedModel(Path("/m.gguf"), "m", None, None, "ngram", None, 4096, 0.1)
+
+
+def test_it_imports_no_qt():
+    code = "import sys, app.state; print(any(m.startswith('PySide6') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_a_reply_can_be_asked_for_while_a_model_loads_or_once_it_has():
+    state, seen = AppState(), []
+    state.subscribe(seen.append)
+    assert not state.can_chat
+    state.load_started()
+    assert state.can_chat and state.loading
+    state.loaded(_model())
+    assert state.can_chat and not state.loading and state.model == _model()
+    state.load_failed()
+    assert not state.can_chat and state.model is None
+    assert seen == ["loading", "model", "model"]
+
+
+def test_a_setting_for_the_next_load_waits_only_while_a_model_is_there():
+    state = AppState()
+    assert not state.wait_for_reload("n_ctx")  # nothing loaded: the next load takes it
+    assert state.pending_reload == frozenset()
+    state.load_started()
+    assert state.wait_for_reload("n_ctx") and state.wait_for_reload("type_k")
+    assert state.pending_reload == {"n_ctx", "type_k"}
+    state.loaded(_model())
+    assert state.pending_reload == frozenset()  # applied by that load
+
+
+def test_recalling_a_models_settings_is_marked_only_inside():
+    state = AppState()
+    try:
+        with state.recalling_settings():
+            assert state.recalling
+            raise KeyError
+    except KeyError:
+        pass
+    assert not state.recalling
