@@ -36,11 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import app
 from engine import logsetup
+from engine.errors import DuetError
+from engine.events import Done, collect
 
 if TYPE_CHECKING:  # imported when used: the self-check reports a failed import as a step
     from engine.chat import Message
-    from engine.events import Done
     from engine.runtime import Runtime, RuntimeConfig
 
 log = logging.getLogger(__name__)
@@ -109,6 +111,8 @@ def parse_args(argv: Sequence[str]) -> tuple[CheckOptions, str]:
 
 def find_model(opts: CheckOptions) -> tuple[Path, str]:
     """The GGUF to check, fetched if asked; raises CheckFailed when it is missing."""
+    # lazy: platformdirs, pip's runner and llama.cpp load in the step that checks them (a broken
+    # install fails it with one line, not a traceback at the start)
     from engine import catalog, fetch, paths
     from engine.model import check_gguf_file
 
@@ -134,9 +138,10 @@ def find_model(opts: CheckOptions) -> tuple[Path, str]:
     return path, f"{model.display_name}, {how} in {folder}"
 
 
-def runtime_config(path: Path, opts: CheckOptions, drafter: str) -> RuntimeConfig:
+def check_config(path: Path, opts: CheckOptions, drafter: str) -> RuntimeConfig:
     """Greedy replies with ``drafter`` (ngram, or model: ``path`` as its own draft) forced on:
     adaptive off, so drafts are always tried."""
+    # lazy: llama.cpp and numpy, in the step that checks them (as find_model)
     from engine.context_params import ContextParams
     from engine.model import ModelSpec
     from engine.runtime import RuntimeConfig
@@ -153,9 +158,6 @@ def runtime_config(path: Path, opts: CheckOptions, drafter: str) -> RuntimeConfi
 
 def reply(runtime: Runtime, messages: list[Message]) -> Done:
     """Run one reply to the end and return its Done event."""
-    from engine.errors import DuetError
-    from engine.events import collect
-
     try:
         done = collect(runtime.generator.chat(messages, runtime.config.sampling))
     except DuetError as e:
@@ -167,7 +169,7 @@ def reply(runtime: Runtime, messages: list[Message]) -> Done:
 
 def check_generate(runtime: Runtime) -> tuple[list[Message], str]:
     """Reply to PROMPT; the configured drafter must have proposed tokens."""
-    from engine.chat import Message
+    from engine.chat import Message  # lazy: jinja2, in the step that checks it (as find_model)
 
     drafter = runtime.config.speculative.drafter
     if runtime.config.draft is not None and runtime.draft_ctx is None:
@@ -185,6 +187,7 @@ def check_generate(runtime: Runtime) -> tuple[list[Message], str]:
 def check_session(runtime: Runtime, config: RuntimeConfig, messages: list[Message],
                   folder: Path) -> str:
     """Save ``runtime``'s conversation with KV, close it, reopen into a fresh Runtime, reply."""
+    # lazy: the engine, in the step that checks it (as find_model)
     from engine.chat import Message
     from engine.runtime import Runtime
     from engine.session.store import open_conversation, save_conversation
@@ -217,6 +220,7 @@ def check_session(runtime: Runtime, config: RuntimeConfig, messages: list[Messag
 def check_qt() -> str:
     """Import the GUI and start Qt offscreen (no window); the SVG plugin must load the icon."""
     global _qt_app
+    # lazy: Qt and the GUI modules in the step that checks them (offscreen, after the engine's)
     from PySide6.QtGui import QGuiApplication, QIcon, QImageReader
     from PySide6.QtWidgets import QApplication
 
@@ -236,8 +240,6 @@ def check_qt() -> str:
 
 def icon_file() -> Path:
     """resources/icons/duet.svg beside the ``app`` package (also in the packaged app)."""
-    import app
-
     return Path(app.__file__).resolve().parent.parent / "resources" / "icons" / "duet.svg"
 
 
@@ -275,8 +277,6 @@ class _Steps:
 
 
 def _reason(exc: BaseException) -> str:
-    from engine.errors import DuetError
-
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     if isinstance(exc, (CheckFailed, DuetError)) and lines:
         return lines[0]
@@ -318,12 +318,12 @@ def _run(opts: CheckOptions, steps: _Steps, tmp: Path) -> None:
 
 
 def _run_engine(opts: CheckOptions, steps: _Steps, path: Path, tmp: Path) -> None:
-    from engine.runtime import Runtime
+    from engine.runtime import Runtime  # lazy: the engine, in the step that checks it (as find_model)
 
     drafters = ("ngram", "model") if opts.draft else ("ngram",)
     with steps.step("generate") as detail:
         for drafter in drafters:  # the last runtime stays open for the session step
-            config = runtime_config(path, opts, drafter)
+            config = check_config(path, opts, drafter)
             runtime = Runtime(config)
             try:
                 messages, line = check_generate(runtime)

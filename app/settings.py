@@ -251,7 +251,7 @@ def context_params(values: Mapping[str, Any]) -> ContextParams:
     return _instance(ContextParams, values, type_v=values["type_k"], n_parallel=parallel)
 
 
-def runtime_config(values: Mapping[str, Any], target_path: Path | str,
+def config_from_settings(values: Mapping[str, Any], target_path: Path | str,
                    draft_path: Path | str | None = None) -> RuntimeConfig:
     draft = (ModelSpec(Path(draft_path), n_gpu_layers=values["gpu_layers_draft"],
                        rpc=endpoints(values["rpc_draft"])) if draft_path else None)
@@ -326,4 +326,4 @@ class Settings(QObject):
 
     def runtime_config(self, target_path: Path | str,
                        draft_path: Path | str | None = None) -> RuntimeConfig:
-        return runtime_config(self._values, target_path, draft_path)
+        return config_from_settings(self._values, target_path, draft_path)

@@ -27,6 +27,18 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.timing import time_stream
+from engine.chat import Message
+from engine.context import Context
+from engine.context_params import ContextParams
+from engine.events import Token
+from engine.generate import Generator
+from engine.model import Model
+from engine.prompt import chat_tokens, fit_messages
+from engine.runtime import resolve_model
+from engine.sampling import SamplingParams
+from engine.state_cache import DEFAULT_CACHE_BYTES, StateCache
+
 if TYPE_CHECKING:
     from engine.generate import Generator
     from engine.model import Model
@@ -71,8 +83,6 @@ def _turn(i: int) -> tuple[str, str]:
 
 
 def _ttft(gen: Generator, prompt: list[int], params: SamplingParams) -> tuple[float, Any]:
-    from bench.timing import time_stream
-    from engine.events import Token
 
     timing, events = time_stream(len(prompt), gen.complete(prompt, params),
                                  count=lambda e: isinstance(e, Token))
@@ -80,13 +90,6 @@ def _ttft(gen: Generator, prompt: list[int], params: SamplingParams) -> tuple[fl
 
 
 def measure_switch(model: Model, args: argparse.Namespace) -> dict[str, Any]:
-    from engine.chat import Message
-    from engine.context import Context
-    from engine.context_params import ContextParams
-    from engine.generate import Generator
-    from engine.prompt import chat_tokens
-    from engine.sampling import SamplingParams
-    from engine.state_cache import DEFAULT_CACHE_BYTES, StateCache
 
     params = SamplingParams(temperature=0, max_tokens=args.reply_tokens)
     msgs = [Message("system", "You are a helpful travel guide.", 0.0)]
@@ -130,12 +133,6 @@ def measure_switch(model: Model, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def measure_overflow(model: Model, args: argparse.Namespace, *, shift: bool) -> dict[str, Any]:
-    from engine.chat import Message
-    from engine.context import Context
-    from engine.context_params import ContextParams
-    from engine.generate import Generator
-    from engine.prompt import chat_tokens, fit_messages
-    from engine.sampling import SamplingParams
 
     params = SamplingParams(temperature=0, max_tokens=args.reply_tokens)
     cp = ContextParams(n_ctx=args.overflow_ctx, n_threads=args.threads)
@@ -165,8 +162,6 @@ def measure_overflow(model: Model, args: argparse.Namespace, *, shift: bool) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.model import Model
-    from engine.runtime import resolve_model
 
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     report: dict[str, Any] = {"model": str(args.model), "targets": TARGETS}

@@ -29,6 +29,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import client
+from bench.process import free_port, start_server
+from bench.stdlib_text import passage, topic_keys
+from engine.chat import Attachment, Message
+from engine.context_params import ContextParams
+from engine.events import Token
+from engine.model import ModelSpec
+from engine.runtime import Runtime, RuntimeConfig, resolve_model
+from engine.sampling import SamplingParams
+
 log = logging.getLogger(__name__)
 
 TARGETS = {"restart_ratio": 1 / 8, "agent_ratio": 1 / 5, "embeddings_ratio": 1.0}
@@ -64,13 +74,11 @@ def document_text(model: Any, n_tokens: int) -> str:
 
 def passages() -> list[Any]:
     """The language reference's topics of 1,500 characters or more, in sorted order."""
-    from bench.stdlib_text import passage, topic_keys
 
     return [passage(k, 4000) for k in topic_keys(1500)]
 
 
 def _ttft(gen: Any, messages: list[Any], params: Any) -> float:
-    from engine.events import Token
 
     t0 = time.perf_counter()
     first = None
@@ -82,11 +90,6 @@ def _ttft(gen: Any, messages: list[Any], params: Any) -> float:
 
 def document_run(args: argparse.Namespace) -> dict[str, float]:
     """One run of the document part: cold, new conversation, after a restart (seconds)."""
-    from engine.chat import Attachment, Message
-    from engine.context_params import ContextParams
-    from engine.model import ModelSpec
-    from engine.runtime import Runtime, RuntimeConfig, resolve_model
-    from engine.sampling import SamplingParams
 
     params = SamplingParams(temperature=0, max_tokens=4)
     config = RuntimeConfig(target=ModelSpec(resolve_model(args.model)),
@@ -121,8 +124,6 @@ AGENT_TOOLS = [{"type": "function", "function": {
 
 def agent_run(args: argparse.Namespace, system: str) -> dict[str, float]:
     """The agent part: one cold request, then one with another user message after a restart."""
-    from bench import client
-    from bench.process import free_port, start_server
 
     def serve() -> Any:
         port = free_port()
@@ -148,9 +149,6 @@ def agent_run(args: argparse.Namespace, system: str) -> dict[str, float]:
 
 def embeddings_run(args: argparse.Namespace, texts: list[str]) -> dict[str, float]:
     """Texts per second through /v1/embeddings: Duet, then llama-server, on the same GGUF."""
-    from bench import client
-    from bench.process import free_port, start_server
-    from engine.runtime import resolve_model
 
     model = resolve_model(args.embedding_model)
     threads = str(args.threads or os.cpu_count() or 1)

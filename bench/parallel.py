@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
 import sys
 import threading
@@ -30,6 +31,8 @@ import httpx
 from bench import client
 from bench.llama_server import WARM_UP, ngl
 from bench.process import free_port, rss_bytes, start_server
+from bench.prompts import load_prompts
+from engine.runtime import resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +61,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _server(mode: str, n: int, args: argparse.Namespace, model: Path) -> tuple[Any, int]:
-    import os
-
     port = free_port()
     threads = args.threads or os.cpu_count() or 1
     if mode.endswith("-default"):  # what a person who starts it gets
@@ -160,8 +161,6 @@ def _stream_signalling(port: int, text: str, max_tokens: int, first: threading.S
 
 
 def run(args: argparse.Namespace) -> int:
-    from bench.prompts import load_prompts
-    from engine.runtime import resolve_model
 
     model = resolve_model(args.model)
     texts = [p.text for p in load_prompts()]

@@ -42,7 +42,7 @@ def _duet(rt: Runtime, prompt: list[int], params: SamplingParams) -> tuple[RunTi
 
 
 def run(args: argparse.Namespace) -> int:
-    from llama_cpp import Llama
+    from llama_cpp import Llama  # lazy: llama-cpp-python's high-level API, only this benchmark's baseline
 
     path = resolve_model(args.model)
     ctx = ContextParams(n_ctx=args.ctx, n_threads=args.threads, flash_attn=False)

@@ -137,7 +137,7 @@ def start_worker(endpoint: str, *, threads: int = 1, extra: Sequence[str] = (),
 def rss_bytes(pid: int) -> int | None:
     """Resident memory of process ``pid`` (psutil when installed, else /proc); None if gone."""
     try:
-        import psutil
+        import psutil  # lazy and optional: /proc serves where it is missing
     except ImportError:
         psutil = None
     if psutil is not None:

@@ -37,7 +37,7 @@ def chart(report: dict, path: Path, title: str = "Duet speculative decoding (gre
           xlabel: str = "") -> None:
     """Grouped bars of speedup against plain decoding, one group per prompt."""
     try:
-        import matplotlib
+        import matplotlib  # lazy and optional (the bench extra): the tables come without it
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt

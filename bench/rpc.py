@@ -26,6 +26,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench.latency import DelayProxy
 from bench.process import free_port, start_worker
 from bench.prompts import load_prompts
 from bench.timing import median, time_duet
@@ -128,7 +129,6 @@ def _workers(layout: str, args: argparse.Namespace) -> Iterator[tuple[str, ...]]
             prefix = ["ip", "netns", "exec", stack.enter_context(_namespace(args.delay_ms))]
             host = NS_ADDR
         if layout == "proxy":
-            from bench.latency import DelayProxy
 
             with _workers("loopback", args) as real:
                 proxies = [DelayProxy(parse_endpoint(e), args.delay_ms / 1000) for e in real]

@@ -29,8 +29,16 @@ from typing import TYPE_CHECKING
 from bench import client
 from bench.llama_server import NGRAM_MODES, SERVER_MODES, WARM_UP, llama_server
 from bench.prompts import BenchPrompt, load_prompts
+from bench.session import conversation
 from bench.soak.report import keep_section
+from engine.context_params import ContextParams
 from engine.errors import DuetError
+from engine.model import ModelSpec
+from engine.runtime import Runtime, RuntimeConfig, resolve_model
+from engine.sampling import SamplingParams
+from engine.server.app import ApiConfig
+from engine.server.run import BackgroundServer, build, model_names
+from engine.speculative.params import SpeculativeParams
 
 if TYPE_CHECKING:
     from engine.model import Model
@@ -106,13 +114,6 @@ def combine(runs: list[dict], prompts: list[BenchPrompt]) -> dict:
 
 # -- the servers --------------------------------------------------------------------------
 def start_duet(args: argparse.Namespace) -> tuple[BackgroundServer, Engine]:
-    from engine.context_params import ContextParams
-    from engine.model import ModelSpec
-    from engine.runtime import Runtime, RuntimeConfig, resolve_model
-    from engine.sampling import SamplingParams
-    from engine.server.app import ApiConfig
-    from engine.server.run import BackgroundServer, build, model_names
-    from engine.speculative.params import SpeculativeParams
 
     config = RuntimeConfig(
         target=ModelSpec(resolve_model(args.model)),
@@ -129,8 +130,6 @@ def start_duet(args: argparse.Namespace) -> tuple[BackgroundServer, Engine]:
 def llama_modes(args: argparse.Namespace, prompts: list[BenchPrompt]
                 ) -> tuple[dict[str, dict], dict[str, str]]:
     """Each llama-server mode's rows, and why the modes that failed did."""
-    from engine.context_params import ContextParams
-    from engine.runtime import resolve_model
 
     target = resolve_model(args.model)
     threads = ContextParams(n_threads=args.threads).threads()
@@ -155,7 +154,6 @@ def llama_modes(args: argparse.Namespace, prompts: list[BenchPrompt]
 # -- Duet's conversation caches -----------------------------------------------------------
 def second_turn(port: int, model: Model, n_tokens: int) -> dict:
     """TTFT of a one-line prompt, of a conversation's first sight, and of its next turn."""
-    from bench.session import conversation
 
     # A new conversation (its own system line): only the template's opening can be reused.
     one_line = chat(port, [{"role": "system", "content": f"Session {time.time_ns()}."},
@@ -248,8 +246,6 @@ def markdown(report: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.context_params import ContextParams
-    from engine.runtime import resolve_model
 
     prompts = load_prompts(ids=tuple(x for x in args.prompts.split(",") if x))
     report: dict = {"model": str(resolve_model(args.model)), "model_arg": args.model,

@@ -31,6 +31,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine import logsetup
+from engine.chat import Message, ToolCall
+from engine.context import Context
+from engine.context_params import KV_BYTES_PER_ELEMENT, ContextParams, default_threads
+from engine.errors import DuetError
+from engine.events import Done, Token
+from engine.generate import Generator
+from engine.model import Model, ModelSpec
+from engine.prefix import common_prefix
+from engine.prompt import chat_tokens
+from engine.runtime import resolve_model
+from engine.sampling import SamplingParams
+from engine.session import inspect, store
+
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,8 +109,6 @@ def _turns() -> Iterator[tuple[str, str]]:
 def conversation(model: Any, n_tokens: int, question: str = QUESTION) -> list[Any]:
     """Messages (user, assistant, …, ``question``) whose prompt is about ``n_tokens`` tokens
     (a little under): whole turns, then one turn cut to fill the rest."""
-    from engine.chat import Message
-    from engine.prompt import chat_tokens
 
     def pair(user: str, answer: str, k: int) -> list[Message]:
         """The first ``k`` characters of user + answer, as one turn."""
@@ -128,7 +140,6 @@ def with_tool_turns(messages: list[Any]) -> list[Any]:
     """The same conversation with every other answer given by a tool: the assistant calls
     ``describe`` (the name it asked about), the answer comes back as the tool's result, and
     the assistant says one line; the last question is kept."""
-    from engine.chat import Message, ToolCall
 
     out: list[Message] = []
     for i, m in enumerate(messages[:-1]):
@@ -155,8 +166,6 @@ class SessionReply:
 
 def reply(gen: Any, messages: Sequence[Any], max_tokens: int, t0: float | None = None) -> SessionReply:
     """Greedy reply; ``ttft`` is from ``t0`` (default: now) to the first token (or the end)."""
-    from engine.events import Done, Token
-    from engine.sampling import SamplingParams
 
     t0 = time.perf_counter() if t0 is None else t0
     ttft = None
@@ -176,12 +185,6 @@ def _median(xs: Sequence[float]) -> float:
 def bench_kv_type(model: Any, args: argparse.Namespace, kv_type: str, messages: list[Any],
                   workdir: Path) -> dict[str, Any]:
     """Re-prefill vs save → reopen → answer, for one KV cache type."""
-    from engine.context import Context
-    from engine.context_params import KV_BYTES_PER_ELEMENT, ContextParams
-    from engine.generate import Generator
-    from engine.prefix import common_prefix
-    from engine.prompt import chat_tokens
-    from engine.session import inspect, store
 
     params = ContextParams(n_ctx=args.ctx, n_threads=args.threads, type_k=kv_type,
                            type_v=kv_type)
@@ -244,9 +247,6 @@ def bench_kv_type(model: Any, args: argparse.Namespace, kv_type: str, messages: 
 def bench_regenerate(model: Any, args: argparse.Namespace, sizes: Sequence[int]
                      ) -> list[dict[str, Any]]:
     """TTFT of regenerating the last reply (same messages again) at growing prompt sizes."""
-    from engine.context import Context
-    from engine.context_params import ContextParams
-    from engine.generate import Generator
 
     rows = []
     params = ContextParams(n_ctx=args.ctx, n_threads=args.threads)
@@ -304,10 +304,6 @@ def _targets(kv: list[dict[str, Any]]) -> dict[str, bool]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.context_params import default_threads
-    from engine.errors import DuetError
-    from engine.model import Model, ModelSpec
-    from engine.runtime import resolve_model
 
     if args.repeats < 1:
         raise DuetError("--repeats must be at least 1")
@@ -338,8 +334,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench session", description=__doc__)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    from engine import logsetup
-    from engine.errors import DuetError
 
     logsetup.configure(logging.INFO)
 

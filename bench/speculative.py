@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bench import suite as suite_mod
+from bench.llama_server import SERVER_MODES, run_server_modes
 from bench.prompts import BenchPrompt, load_prompts
 from bench.report import chart, markdown_table, suite_chart, suite_markdown, summarize
 from bench.timing import first_difference, median, time_duet, time_llama, time_stream
@@ -86,7 +87,6 @@ def _prompts(args: argparse.Namespace) -> list:
 
 def run(args: argparse.Namespace) -> int:
     asked = [m for m in (args.modes or (",".join(DUET_MODES) if args.suite else SET_MODES)).split(",") if m]
-    from bench.llama_server import SERVER_MODES
 
     server_modes = [m for m in asked if m in SERVER_MODES]  # with --llama-server (none named: all)
     if server_modes and "server-plain" not in server_modes:
@@ -128,7 +128,6 @@ def run(args: argparse.Namespace) -> int:
                         run_["prompt_ids"] = prompt
                     per_mode.setdefault(mode, []).append(run_)
             if args.llama_server:
-                from bench.llama_server import run_server_modes
 
                 per_mode.update(run_server_modes(args.llama_server, target, draft, turns,
                                                  args.max_tokens, ctx.threads(), args.repeats,
@@ -226,6 +225,7 @@ def _run_duet(rt: Runtime, prompt: list[int], sampling: SamplingParams) -> dict:
 
 
 def _lookup_llm(target: Path, ctx: ContextParams) -> Llama:
+    # lazy: llama-cpp-python's high-level API, only for the baseline it measures
     from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 

@@ -119,7 +119,7 @@ def inject_bug(code: str, rng: random.Random) -> str:
 
 
 def topics() -> dict[str, str]:
-    from pydoc_data.topics import topics as all_topics
+    from pydoc_data.topics import topics as all_topics  # lazy: a megabyte of text, for one prompt set
 
     return all_topics
 

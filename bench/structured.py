@@ -37,6 +37,7 @@ from bench import client
 from bench.llama_server import WARM_UP, ngl
 from bench.process import free_port, start_server
 from bench.stdlib_text import excerpt
+from engine.runtime import resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ def _warm_server(mode: str, args: argparse.Namespace, model: Path) -> Iterator[i
 
 
 def _valid(text: str) -> bool:
-    import jsonschema
+    import jsonschema  # lazy: a test dependency, needed only to check an extraction
 
     try:
         jsonschema.validate(json.loads(text), SCHEMA)
@@ -158,7 +159,6 @@ def _valid(text: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.runtime import resolve_model
 
     model = resolve_model(args.model)
     body = extraction_body(args.max_tokens)

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from engine.events import Done, Token
+
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
@@ -81,7 +83,6 @@ def peak_rss_mb() -> float:
 
 def time_duet(rt: Runtime, prompt: list[int], params: SamplingParams) -> tuple[RunTiming, Done]:
     """A cold reply from Duet's runtime (cache and drafters reset): its timing and ``Done``."""
-    from engine.events import Done, Token
 
     rt.ctx.clear()
     if rt.speculation is not None:

@@ -31,6 +31,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from engine.chat import Message
+from engine.context import Context
+from engine.context_params import ContextParams
+from engine.events import Done, Token
+from engine.generate import Generator
+from engine.mcp import McpConfig, ServerConfig, ToolHost
+from engine.mcp.offer import offer
+from engine.model import Model
+from engine.runtime import resolve_model
+from engine.sampling import SamplingParams
+from engine.tools import ToolChoice
+from engine.tools.prompting import tool_prompt
+from engine.tools.rounds import Offer, tool_rounds
+
 QUESTION = "What time is it in Tokyo right now?"
 FOLLOW_UP = "And what is the time difference between Tokyo and Paris?"
 TARGET = 1.5
@@ -72,7 +86,6 @@ class Clocked:
         self.first: list[float] = []
 
     def complete(self, prompt: Any, params: Any, cancel: Any = None, **kw: Any) -> Iterator[Any]:
-        from engine.events import Token
 
         seen = False
         for ev in self.gen.complete(prompt, params, cancel, **kw):
@@ -86,19 +99,6 @@ class Clocked:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.chat import Message
-    from engine.context import Context
-    from engine.context_params import ContextParams
-    from engine.events import Done
-    from engine.generate import Generator
-    from engine.mcp import McpConfig, ServerConfig, ToolHost
-    from engine.mcp.offer import offer
-    from engine.model import Model
-    from engine.runtime import resolve_model
-    from engine.sampling import SamplingParams
-    from engine.tools import ToolChoice
-    from engine.tools.prompting import tool_prompt
-    from engine.tools.rounds import Offer, tool_rounds
 
     params = SamplingParams(temperature=0.0, max_tokens=args.reply_tokens)
     model = Model(resolve_model(args.model))

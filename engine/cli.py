@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:
-    from engine.runtime import add_runtime_arguments
+    from engine.runtime import add_runtime_arguments  # lazy: as the subcommands in build_parser
 
     p = sub.add_parser("generate", help="generate a reply to one prompt")
     add_runtime_arguments(p)
@@ -68,26 +68,27 @@ def _read_prompt(args: argparse.Namespace) -> str:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    # lazy: as the subcommands in build_parser (engine.chat: jinja2; engine.runtime: llama.cpp)
     from engine.chat import Message
     from engine.events import collect, done_json
-    from engine.runtime import Runtime, runtime_config
+    from engine.runtime import Runtime, config_from_args
 
     prompt = _read_prompt(args)
     if not prompt.strip():
         raise DuetError("the prompt is empty")
     files = _attachments(args.attach, args.attach_mode)  # read first: a bad file loads nothing
-    config = runtime_config(args)
+    config = config_from_args(args)
     with Runtime(config) as rt:
         if args.session is not None:
             if args.mcp_config is not None or files:
                 raise DuetError("--mcp-config and --attach cannot be combined with --session yet")
-            from engine.session.resume import continue_session
+            from engine.session.resume import continue_session  # lazy: only with --session (~30 ms)
             return continue_session(rt, args.session, prompt, config.sampling, as_json=args.json,
                                     system=args.system, use_kv=not args.no_session_kv)
         messages = ([Message("system", args.system)] if args.system else []) + \
             [Message("user", prompt, attachments=files)]
         if args.mcp_config is not None:
-            from engine.mcp import cli as mcp_cli
+            from engine.mcp import cli as mcp_cli  # lazy: the MCP SDK (~1 s) only with --mcp-config
 
             return mcp_cli.generate(rt, args, messages, config.sampling)
         done = collect(rt.generator.chat(messages, config.sampling),
@@ -108,6 +109,7 @@ def _attachments(paths: list[Path], mode: str) -> tuple:
     one-line error before anything is loaded."""
     if not paths:
         return ()
+    # lazy: the document readers (html, xml, SQLite FTS; ~10-20 ms) only with --attach
     from engine.documents.extract import read_document
     from engine.documents.prompt import attachment
 
@@ -125,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_generate(sub)
+    # lazy: the subcommands' modules (llama.cpp through engine.runtime, huggingface_hub: ~0.5 s)
+    # load when the parser is built, so that `import engine.cli` stays ~50 ms (-X importtime);
+    # every duet-cli command builds the whole parser, so they load at its start either way
     from engine import cli_models, worker
     from engine.server import cli as server_cli
     from engine.session import cli as session_cli

@@ -24,6 +24,7 @@ from engine.kv_store import DEFAULT_STORE_BYTES, KVStore
 from engine.model import Model, ModelSpec
 from engine.native import NativeOwner
 from engine.placement_params import PlacementParams, gpu_layers_arg
+from engine.rpc import parse_endpoints
 from engine.sampling import SamplingParams
 from engine.session.fingerprint import file_fingerprint
 from engine.speculative.params import SpeculativeParams
@@ -89,6 +90,8 @@ class Runtime(NativeOwner):
                                           [file_fingerprint(config.target.path)],
                                           config.kv_store_bytes)
             if config.speculative.drafter != "none":
+                # lazy: the speculative decoders (with statistics and fractions, ~7 ms) load with
+                # the first Runtime that drafts, not with duet-cli's parser nor the window
                 from engine.speculative.speculator import build_speculation
 
                 self.speculation = build_speculation(self.target, self.ctx, config.draft,
@@ -103,7 +106,7 @@ class Runtime(NativeOwner):
             self.speculations = [self.speculation] + [
                 self._more_speculation(ctx) for ctx in self.ctx.sequences[1:]]
             if any(s is not None and s.cost is None for s in self.speculations):
-                from engine.speculative.later import LaterCurves
+                from engine.speculative.later import LaterCurves  # lazy: as build_speculation
 
                 self.later = LaterCurves(self.ctx, self.speculations)
         except BaseException:
@@ -113,7 +116,7 @@ class Runtime(NativeOwner):
     def _more_speculation(self, ctx: Context) -> Speculation | None:
         if self.config.speculative.drafter == "none":
             return None
-        from engine.speculative.speculator import build_speculation
+        from engine.speculative.speculator import build_speculation  # lazy: as in __init__
 
         spec = replace(self.config.speculative, drafter="ngram") \
             if self.config.speculative.drafter == "model" else self.config.speculative
@@ -181,7 +184,7 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
     params.add_arguments(p, CacheParams)
 
 
-def runtime_config(args: argparse.Namespace) -> RuntimeConfig:
+def config_from_args(args: argparse.Namespace) -> RuntimeConfig:
     try:
         sampling = params.from_args(SamplingParams, args)
         speculative = params.from_args(SpeculativeParams, args)
@@ -212,8 +215,6 @@ def endpoints(text: str | None) -> tuple[str, ...]:
     """``HOST:PORT[,...]`` -> endpoints (empty text: none); DuetError with one line if bad."""
     if not text:
         return ()
-    from engine.rpc import parse_endpoints
-
     return parse_endpoints(text)
 
 

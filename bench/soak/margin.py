@@ -14,6 +14,12 @@ import numpy as np
 from bench.client import HttpReply
 from bench.soak import plan
 from bench.timing import first_difference
+from engine.chat import Message
+from engine.context_params import ContextParams
+from engine.model import ModelSpec
+from engine.prompt import chat_tokens
+from engine.runtime import Runtime, RuntimeConfig, resolve_model
+from engine.speculative.params import SpeculativeParams
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -24,12 +30,6 @@ log = logging.getLogger(__name__)
 def margins(model: str, n_ctx: int, solo: dict[str, HttpReply],
             mismatched: dict[str, dict[str, int]], seen: dict[str, set[str]],
             limit: int = 50) -> list[dict]:
-    from engine.chat import Message
-    from engine.context_params import ContextParams
-    from engine.model import ModelSpec
-    from engine.prompt import chat_tokens
-    from engine.runtime import Runtime, RuntimeConfig, resolve_model
-    from engine.speculative.params import SpeculativeParams
 
     by_id = {t.id: t for t in plan.turns()}
     texts = {k: r.text for k, r in solo.items()}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from typing import TYPE_CHECKING
+import threading
 
 from engine.errors import DuetError
-
-if TYPE_CHECKING:
-    from engine.runtime import RuntimeConfig
+from engine.model import check_gguf_file
+from engine.net import is_loopback
+from engine.runtime import Runtime, RuntimeConfig, add_runtime_arguments, config_from_args, resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -18,8 +18,6 @@ SERVE_PARALLEL = 4
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from engine.runtime import add_runtime_arguments
-
     p = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API")
     add_runtime_arguments(p)
     p.add_argument("--host", default="127.0.0.1",
@@ -49,19 +47,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def serve_config(args: argparse.Namespace) -> RuntimeConfig:
     """The runtime ``serve`` runs: ``generate``'s flags (the cache sizes among them)."""
-    from engine.runtime import runtime_config
-
-    return runtime_config(args)
+    return config_from_args(args)
 
 
 def run(args: argparse.Namespace) -> int:
     """Listen at once (every route answers 503 while the model loads, engine.server.loading),
     load, then serve; a load that fails ends the command with its one line."""
-    import threading
-
-    from engine.model import check_gguf_file
-    from engine.net import is_loopback
-    from engine.runtime import Runtime, resolve_model
+    # lazy: the HTTP server (starlette, uvicorn, pydantic, the routes: ~0.2 s) only for `serve`,
+    # not at every duet-cli start (the parser imports this module) nor in the window (app.settings
+    # imports SERVE_PARALLEL)
     from engine.server.app import ApiConfig
     from engine.server.loading import Gate, loading_app
     from engine.server.run import build, host_problem, listen, model_names, uvicorn_server

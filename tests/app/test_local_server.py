@@ -27,11 +27,11 @@ def _get(port: int, path: str, key: str | None = None) -> tuple[int, dict]:
 
 
 def _engine(settings, smol_path):  # a loaded model's engine, as the app's worker makes it
-    from app.settings import runtime_config
+    from app.settings import config_from_settings
     from engine.runtime import Runtime
     from engine.service import Engine
 
-    return Engine(Runtime(runtime_config(settings.values, smol_path)))
+    return Engine(Runtime(config_from_settings(settings.values, smol_path)))
 
 
 def test_the_local_server_follows_its_settings(qtbot, settings, smol_path) -> None:

@@ -118,14 +118,14 @@ def test_speculative_params_mapping() -> None:
 def test_runtime_config_mapping(tmp_path: Path) -> None:
     values = {**DEFAULTS, "n_ctx": 1024, "n_threads": 3, "gpu_layers_target": 5,
               "gpu_layers_draft": -1}
-    cfg = S.runtime_config(values, tmp_path / "t.gguf", tmp_path / "d.gguf")
+    cfg = S.config_from_settings(values, tmp_path / "t.gguf", tmp_path / "d.gguf")
     assert cfg.target.path == tmp_path / "t.gguf" and cfg.target.n_gpu_layers == 5
     assert cfg.draft.path == tmp_path / "d.gguf" and cfg.draft.n_gpu_layers == -1
     assert cfg.context.n_ctx == 1024 and cfg.context.n_threads == 3
     assert cfg.speculative.drafter == "auto"
     assert cfg.state_cache_bytes == DEFAULTS["state_cache_mb"] << 20 == RuntimeConfig.state_cache_bytes
-    assert S.runtime_config({**values, "state_cache_mb": 0}, tmp_path / "t.gguf").state_cache_bytes == 0
-    assert S.runtime_config(values, tmp_path / "t.gguf").draft is None
+    assert S.config_from_settings({**values, "state_cache_mb": 0}, tmp_path / "t.gguf").state_cache_bytes == 0
+    assert S.config_from_settings(values, tmp_path / "t.gguf").draft is None
 
 
 def test_a_version_1_file_keeps_its_values_under_the_new_names(tmp_path: Path) -> None:

@@ -75,11 +75,11 @@ def test_cli_flags_give_one_line_errors(flags, capsys):
 
 def test_cli_seeds(smol_path):
     from engine.cli import build_parser
-    from engine.runtime import runtime_config
+    from engine.runtime import config_from_args
 
     def seed(*flags):
         args = build_parser().parse_args(["generate", "--model", str(smol_path), *flags, "hi"])
-        return runtime_config(args).sampling.seed
+        return config_from_args(args).sampling.seed
 
     assert seed("--seed", "-1") == -1 and seed() == -1 and seed("--seed", "-7") == -1  # random
     assert seed("--seed", str(2**70)) == 2**70 % 2**64 and seed("--seed", "7") == 7

@@ -11,7 +11,7 @@ from engine.context_params import ContextParams
 from engine.conversation.presets import Preset
 from engine.params import ParamError
 from engine.placement_params import MAX_GPU_LAYERS, PlacementParams
-from engine.runtime import add_runtime_arguments, runtime_config
+from engine.runtime import add_runtime_arguments, config_from_args
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
 
@@ -135,7 +135,7 @@ def test_the_command_line_flags_come_from_the_table():
     args = p.parse_args(["--model", "/nonexistent.gguf", "--top-p", "0.5", "--stop", "a",
                          "--stop", "b", "--ctx", "512", "--kv-type", "q8_0", "--seed", "-3",
                          "--drafter", "none"])
-    cfg = runtime_config(args)
+    cfg = config_from_args(args)
     assert cfg.sampling.top_p == 0.5 and cfg.sampling.stop == ("a", "b")
     assert cfg.sampling.seed == -1 and cfg.speculative.drafter == "none"
     assert (cfg.context.n_ctx, cfg.context.type_k, cfg.context.type_v) == (512, "q8_0", "q8_0")
@@ -158,11 +158,11 @@ def test_gpu_layers_have_one_range_everywhere(tmp_path):
     add_runtime_arguments(p)
     for flags in (["--gpu-layers", str(MAX_GPU_LAYERS + 1)], ["--gpu-layers", "-2"]):
         with pytest.raises(Exception, match="--gpu-layers"):
-            runtime_config(p.parse_args(["--model", "/nonexistent.gguf", *flags]))
+            config_from_args(p.parse_args(["--model", "/nonexistent.gguf", *flags]))
     with pytest.raises(SystemExit):  # argparse's own one-line refusal
         p.parse_args(["--draft-gpu-layers", str(MAX_GPU_LAYERS + 1)])
     args = p.parse_args(["--model", "/m.gguf", "--draft", "/d.gguf", "--gpu-layers", "-1"])
-    cfg = runtime_config(args)
+    cfg = config_from_args(args)
     assert cfg.target.n_gpu_layers == -1 and cfg.draft is not None and cfg.draft.n_gpu_layers == -1
     options = {o.name: o for o in SCHEMA}
     for name in ("gpu_layers_target", "gpu_layers_draft"):
