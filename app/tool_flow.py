@@ -9,6 +9,10 @@ allow*, *Deny*) unless its tool is always allowed, runs on its server in a threa
 is answered the next reply starts, until a reply makes no call or the rounds allowed by the
 setting ``max_tool_rounds`` are used (the last reply's calls stay text: it is the answer).
 
+How many replies a round has, which call is asked next and when the round ends are the rules
+of engine.tools.machine, the ones the command line drives too; this module adds the person's
+consent, the calls' threads and Qt.
+
 Nothing a server sends can answer a call or change a setting: only ``answer`` does, and only
 the window's buttons call it. Stop (Esc) cancels the round: a call waiting or running ends as
 cancelled, and no reply follows.
@@ -32,6 +36,7 @@ from engine.mcp.host import ToolHost
 from engine.mcp.offer import call_tool, tools_of
 from engine.mcp.toolbox import Toolbox
 from engine.tools import Tool
+from engine.tools.machine import NextReply, Over, Step, ToolRounds
 from engine.tools.rounds import REFUSED
 
 log = logging.getLogger(__name__)
@@ -53,9 +58,8 @@ class ToolSource(Protocol):
 class _Round:
     conv: Conversation
     box: Toolbox
-    tools: tuple[Tool, ...]
-    replies: int = 0
-    queue: list[ToolCall] = field(default_factory=list)  # the calls not yet put to the person
+    rules: ToolRounds  # engine.tools.machine: what comes next
+    reply: NextReply  # the reply being made, or the next one
     turn: Turn | None = None  # the call waiting or running
     call: ToolCall | None = None
     running: object | None = None  # the token of the call running (a stale result is dropped)
@@ -92,9 +96,10 @@ class ToolFlow(QObject):
         if first or r is None or r.conv is not conv:
             src = self.source()
             box = src.host.toolbox() if src is not None else Toolbox()
-            self.round = r = _Round(conv, box, tools_of(box))
-        r.replies += 1
-        return r.tools, bool(r.tools) and r.replies <= self.max_rounds()
+            cancel = threading.Event()
+            rules = ToolRounds(tools_of(box), max_rounds=self.max_rounds(), cancelled=cancel.is_set)
+            self.round = r = _Round(conv, box, rules, rules.start(), cancel=cancel)
+        return r.reply.tools, r.reply.read_calls
 
     def on_reply(self, conv: Conversation, calls: tuple[ToolCall, ...], reason: str) -> bool:
         """A reply of ``conv`` finished with ``calls``: True when they are being answered (the
@@ -102,11 +107,11 @@ class ToolFlow(QObject):
         r = self.round
         if r is None or r.conv is not conv:
             return False
-        if not calls or reason in ("cancelled", "context_full") or r.cancel.is_set():
+        step = r.rules.replied(calls, reason)
+        if isinstance(step, Over):
             self.round = None
             return False
-        r.queue = list(calls)
-        self._next()
+        self._do(step)
         return True
 
     def answer(self, answer: str) -> None:
@@ -116,7 +121,7 @@ class ToolFlow(QObject):
             return
         if answer == "deny":
             r.conv.finish_tool(r.turn, REFUSED, "denied")
-            self._next()
+            self._do(r.rules.answered())
             return
         if answer == "always":
             self._always_allow(r.call)
@@ -146,20 +151,28 @@ class ToolFlow(QObject):
         return self.round is not None and self.round.turn is not None
 
     # -- internals -----------------------------------------------------------------------------
-    def _next(self) -> None:
+    def _do(self, step: Step) -> None:
         r = self.round
         assert r is not None
         r.turn = r.call = None
-        if not r.queue:
+        if isinstance(step, Over):  # stopped while the calls were answered
+            self._end()
+        elif isinstance(step, NextReply):
+            r.reply = step
             self.next_reply(r.conv)
-            return
-        r.call = call = r.queue.pop(0)
-        self.asking(r.conv, r.tools, call)  # (before the turn: its messages end with the reply)
+        else:
+            self._ask(step.call)
+
+    def _ask(self, call: ToolCall) -> None:
+        r = self.round
+        assert r is not None
+        r.call = call
+        self.asking(r.conv, r.reply.tools, call)  # (before the turn: its messages end with the reply)
         r.turn = turn = r.conv.add_tool(call)
         where = r.box.resolve(call.name)
         if where is None:
             r.conv.finish_tool(turn, f"There is no tool named {call.name!r}.", "error")
-            self._next()
+            self._do(r.rules.answered())
         elif where[1] in self._allowed(where[0]):
             self._run()
 
@@ -190,10 +203,9 @@ class ToolFlow(QObject):
         r.running = None
         if r.cancel.is_set():
             r.conv.finish_tool(r.turn, CANCELLED, "cancelled")
-            self._end()
-            return
-        r.conv.finish_tool(r.turn, result.text, "error" if result.is_error else None)
-        self._next()
+        else:
+            r.conv.finish_tool(r.turn, result.text, "error" if result.is_error else None)
+        self._do(r.rules.answered())  # Over when cancelled
 
     def _end(self) -> None:
         r = self.round

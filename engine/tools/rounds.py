@@ -25,9 +25,10 @@ from engine.errors import DecodeError, DuetError
 from engine.events import Done, Event, Stats
 from engine.mcp.content import ToolResult
 from engine.model import Model
-from engine.request import Call, Chat, End, Policy, Reader, Text, prepare
+from engine.request import Call, Chat, Piece, Policy, PreparedTurn, Reader, Text, prepare
 from engine.sampling import SamplingParams
 from engine.tools import MAX_ROUNDS, Tool, ToolChoice
+from engine.tools.machine import Ask, NextReply, Over, Step, ToolRounds
 from engine.tools.prompting import result_prefix
 
 log = logging.getLogger(__name__)
@@ -80,19 +81,16 @@ RoundEvent = Text | Done | CallAnswered | RoundsDone
 def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, params: SamplingParams,
                 *, ask: Callable[[ToolCall], bool], choice: ToolChoice = ToolChoice(),
                 max_rounds: int = MAX_ROUNDS, cancel: threading.Event | None = None) -> Iterator[RoundEvent]:
-    """Reply to ``messages`` with up to ``max_rounds`` rounds of tool calls. ``choice`` holds
-    for the first reply (required: it is a call); later replies choose freely. Yields the text,
-    each reply's Done, each answered call, then RoundsDone. The calls a reply completed run
-    even when it was cut at max_tokens (what was cut off is text)."""
+    """Reply to ``messages`` with up to ``max_rounds`` rounds of tool calls, as the round machine
+    (engine.tools.machine) says. Yields the text, each reply's Done, each answered call, then
+    RoundsDone. The calls a reply completed run even when it was cut at max_tokens (what was
+    cut off is text)."""
     cancel = cancel or threading.Event()
+    rounds = ToolRounds(offer.tools, choice=choice, max_rounds=max_rounds, cancelled=cancel.is_set)
     history, added = list(messages), list[Message]()
-    for replies in range(1, max_rounds + 2):
-        # Every reply's prompt shows the tools (the same prefix as the cached conversation); the
-        # last one reads no calls, so it is the answer. required or a named function holds for
-        # the first reply; then the model is free.
-        tools = offer.tools if choice.mode != "none" else ()
-        asked = choice if replies == 1 else ToolChoice("auto", parallel=choice.parallel)
-        chat = Chat(tuple(history), params, tuple(tools), asked, read_calls=replies <= max_rounds)
+    step: Step = rounds.start()
+    while isinstance(step, NextReply):
+        chat = Chat(tuple(history), params, step.tools, step.choice, read_calls=step.read_calls)
         try:
             turn = prepare(gen.model, chat, Policy(gen.ctx.n_ctx, drop_oldest=False), cancel)
         except DecodeError:
@@ -100,41 +98,51 @@ def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, param
                 raise
             cut = Done("cancelled", "", (), Stats())  # cancelled while the prompt was made
             yield cut
-            yield RoundsDone(tuple(added), cut, replies - 1)
+            yield RoundsDone(tuple(added), cut, rounds.replies - 1)
             return
-        reader = Reader(turn)
         text: list[str] = []
         calls: list[ToolCall] = []
         done: Done | None = None
-        for ev in gen.complete(turn.prompt, turn.sampling, cancel,
-                               grammar=turn.grammar.matcher() if turn.grammar is not None else None):
-            for piece in reader.feed(ev):
-                if isinstance(piece, Call):
-                    calls.append(piece.call)
-                elif isinstance(piece, Text) and piece.text:
-                    text.append(piece.text)
-                    yield Text(piece.text)
-                elif isinstance(piece, End):
-                    done = piece.done
+        for piece in _pieces(gen, turn, cancel):
+            if isinstance(piece, Call):
+                calls.append(piece.call)
+            elif isinstance(piece, Text):
+                text.append(piece.text)
+                yield piece
+            else:
+                done = piece.done
         assert done is not None
         yield done
-        if not calls or done.reason in ("cancelled", "context_full") or cancel.is_set():
+        step = rounds.replied(calls, done.reason)
+        if isinstance(step, Over):
             added.append(Message("assistant", "".join(text)))
-            yield RoundsDone(tuple(added), done, replies)
+            yield RoundsDone(tuple(added), done, rounds.replies)
             return
         said = Message("assistant", "".join(text).strip(), tool_calls=tuple(calls))
         history.append(said)
         added.append(said)
-        for call in calls:
-            allowed, result = _answer(gen, history, tools, call, offer, ask, cancel)
-            yield CallAnswered(call, result, allowed)
-            answer = Message("tool", result.text, tool_call_id=call.id, name=call.name)
-            history.append(answer)
-            added.append(answer)
-    raise AssertionError("unreachable: the last reply reads no calls")
+        while isinstance(step, Ask):
+            allowed, result = _answer(gen, history, step.call, offer, ask, cancel)
+            yield CallAnswered(step.call, result, allowed)
+            history.append(Message("tool", result.text, tool_call_id=step.call.id, name=step.call.name))
+            added.append(history[-1])
+            step = rounds.answered()
+    cut = Done("cancelled", "", (), Stats())  # stopped between a call and the next reply
+    yield cut
+    yield RoundsDone(tuple(added), cut, rounds.replies)
 
 
-def _answer(gen: Completer, history: Sequence[Message], tools: Sequence[Tool], call: ToolCall,
+def _pieces(gen: Completer, turn: PreparedTurn, cancel: threading.Event) -> Iterator[Piece]:
+    """One reply as text (non-empty), calls and its end."""
+    reader = Reader(turn)
+    grammar = turn.grammar.matcher() if turn.grammar is not None else None
+    for ev in gen.complete(turn.prompt, turn.sampling, cancel, grammar=grammar):
+        for piece in reader.feed(ev):
+            if not isinstance(piece, Text) or piece.text:
+                yield piece
+
+
+def _answer(gen: Completer, history: Sequence[Message], call: ToolCall,
             offer: Offer, ask: Callable[[ToolCall], bool],
             cancel: threading.Event) -> tuple[bool, ToolResult]:
     """Put ``call`` to the person and run it if allowed, in a thread, while the part of the
@@ -149,7 +157,7 @@ def _answer(gen: Completer, history: Sequence[Message], tools: Sequence[Tool], c
     worker = threading.Thread(target=put, name=f"tool-call-{call.name}", daemon=True)
     worker.start()
     try:
-        gen.read_ahead(result_prefix(gen.model, history, tools, call, cancel=cancel), cancel)
+        gen.read_ahead(result_prefix(gen.model, history, offer.tools, call, cancel=cancel), cancel)
     except DuetError as e:  # the answer's own prompt will say what is wrong
         log.info("reading ahead of %s's result failed: %s", call.name, e)
     worker.join()
