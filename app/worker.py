@@ -42,21 +42,24 @@ from app.requests import (
     TokenBatch,
 )
 from app.throttle import DEFAULT_INTERVAL_S, Coalescer
-from engine import paths, rescue
+from engine import catalog, fetch, paths, rescue
 from engine.chat import Message, ToolCall
 from engine.conversation.store import cut_reply
+from engine.embeddings import EmbeddingSource
 from engine.errors import DecodeError, DuetError, LoadCancelled, MessageTooLongError, WorkerLostError
 from engine.events import Done, PromptProgress, Stats, Token
 from engine.model import check_gguf_file
+from engine.prefix import common_prefix
 from engine.request import Call, Chat, Piece, Policy, PreparedTurn, Reader, Text, prepare
-from engine.runtime import Runtime
+from engine.runtime import Runtime, resolve_model
 from engine.service import Engine, Job, QueueFull
+from engine.session.format import read_meta
 from engine.session.meta import MAX_TOOL_CALLS
+from engine.session.store import OpenResult, open_conversation, save_conversation
 from engine.tools.prompting import result_prefix
 
 if TYPE_CHECKING:
     from engine.documents.prompt import Source
-    from engine.session.store import OpenResult
     from engine.speculative.later import LaterCurves
 
 log = logging.getLogger(__name__)
@@ -77,6 +80,7 @@ class EngineWorker(QObject):
     def __init__(self, token_interval: float = DEFAULT_INTERVAL_S) -> None:
         super().__init__()
         self.engine: Engine | None = None
+        self.vectors: EmbeddingSource | None = None  # ranks retrieved passages (with an embedding model)
         self.token_interval = token_interval
         self.rescued: tuple[Path, str] | None = None  # (file, why) saved as the process ended
 
@@ -107,6 +111,7 @@ class EngineWorker(QObject):
             # the app's own conversation runs on sequence 0; with more than one, the others are
             # for the local server's clients
             self.engine = Engine(rt, reserved=1 if rt.ctx.params.n_parallel > 1 else 0)
+            self.vectors = _retrieval_vectors(self.engine)
             speculation = rt.speculation
             draft_model = rt.draft_model
             later = rt.later
@@ -132,7 +137,8 @@ class EngineWorker(QObject):
             engine = self._engine()
             n_ctx = engine.runtime.ctx.n_ctx
             chat = Chat(req.messages, req.sampling, req.tools, continue_text=req.continue_text,
-                        read_calls=req.read_calls)
+                        read_calls=req.read_calls,
+                        embed=self.vectors.embed if self.vectors is not None else None)
             try:
                 turn = prepare(engine.runtime.target, chat, Policy(n_ctx), req.cancel)
             except DecodeError:
@@ -169,8 +175,6 @@ class EngineWorker(QObject):
     @Slot(object)
     def save(self, req: SaveRequest) -> None:
         with self._guard("save", req.conversation_id):
-            from engine.session.store import save_conversation
-
             engine = self._engine()
             req.path.parent.mkdir(parents=True, exist_ok=True)
             report = engine.call(lambda: save_conversation(
@@ -195,9 +199,6 @@ class EngineWorker(QObject):
     @Slot(object)
     def fetch(self, req: FetchRequest) -> None:
         with self._guard("fetch"):
-            from engine import catalog
-            from engine.fetch import fetch
-
             last = [0.0]
 
             def report(p) -> None:
@@ -209,7 +210,7 @@ class EngineWorker(QObject):
                 self.progress.emit(Progress("fetch", p.done_bytes, p.total_bytes,
                                             f"{p.model_key}: {p.stage}"))
 
-            got = [fetch(m, paths.models_dir(), progress=report, cancel=req.cancel)
+            got = [fetch.fetch(m, paths.models_dir(), progress=report, cancel=req.cancel)
                    for m in catalog.select(keys=req.keys)]
             self.fetched.emit(Fetched(tuple(got)))
 
@@ -220,6 +221,9 @@ class EngineWorker(QObject):
         if self.engine is not None:
             self.engine.close()
             self.engine = None
+        if self.vectors is not None:  # (its own model: nothing else runs on it now)
+            self.vectors.close()
+            self.vectors = None
 
     # -- helpers ---------------------------------------------------------------------------
     def _engine(self) -> Engine:
@@ -389,8 +393,6 @@ def _line(e: BaseException) -> str:
 
 
 def _open(path: Path, runtime: Runtime | None) -> OpenResult:
-    from engine.session.store import open_conversation
-
     return open_conversation(path, runtime)
 
 
@@ -399,10 +401,6 @@ def _open_live(path: Path, engine: Engine, shown: bool = False) -> tuple[OpenRes
     file into it (its KV state, when it fits). ``shown``: only if the file's state covers more
     than sequence 0 or the state cache already hold (else the text alone: the next reply takes
     the held state)."""
-    from engine.prefix import common_prefix
-    from engine.session.format import read_meta
-    from engine.session.store import open_conversation
-
     rt = engine.runtime
     if shown:
         kv = read_meta(path).kv_target
@@ -419,11 +417,21 @@ def _open_live(path: Path, engine: Engine, shown: bool = False) -> tuple[OpenRes
 def save_cut(plan: RescuePlan, rt: Runtime, messages: tuple[Message, ...], text: str) -> Path:
     """Write the conversation of ``plan`` with the reply ``text`` cut where it stopped: the text
     alone (no llama.cpp call: it runs while ggml aborts)."""
-    from engine.session.store import save_conversation
-
     settings = dict(plan.settings)
     settings["tree"] = cut_reply(settings["tree"], plan.node, text)
     plan.path.parent.mkdir(parents=True, exist_ok=True)
     save_conversation(plan.path, rt, (*messages, Message("assistant", text, time.time())),
                       settings=settings, with_kv=False)
     return plan.path
+
+
+def _retrieval_vectors(engine: Engine) -> EmbeddingSource | None:
+    """The embeddings that rank a large attachment's passages with BM25, as the server's
+    ``/v1/embeddings`` makes them, on the engine's thread: the catalog's embedding model when
+    it is installed (``duet-cli models fetch embed``). Without it, BM25 alone: the chat model's
+    own pooled states would read every candidate passage again, far slower than the answer."""
+    try:
+        path = resolve_model("embed")
+    except DuetError:
+        return None
+    return EmbeddingSource(engine.runtime.target, path, lambda fn: engine.call(fn).result())

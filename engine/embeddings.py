@@ -34,7 +34,8 @@ import functools
 import logging
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -43,7 +44,7 @@ from engine import backend
 from engine.backend import lib
 from engine.context_params import ContextParams, check_memory, flash_attn_type
 from engine.errors import ContextFullError, DecodeError, DuetError, ModelLoadError
-from engine.model import Model
+from engine.model import Model, ModelSpec
 from engine.native import NativeOwner
 
 log = logging.getLogger(__name__)
@@ -232,6 +233,50 @@ class Embedder(NativeOwner):
         if self._mem:
             lib.llama_memory_clear(self._mem, True)
         return _l2_normalised(rows)
+
+
+class EmbeddingSource:
+    """Where the vectors of a program come from (the server's ``/v1/embeddings``, the window's
+    retrieval): the embedding model at ``path`` when there is one, else ``chat_model``'s hidden
+    states, mean-pooled. The Embedder is made at its first use, and every use runs through
+    ``run`` (on the thread that owns llama.cpp: the engine's)."""
+
+    def __init__(self, chat_model: Model, path: Path | None,
+                 run: Callable[[Callable[[], Any]], Any] = lambda fn: fn()) -> None:
+        self.chat_model, self.path, self.run = chat_model, path, run
+        self._embedder: Embedder | None = None
+        self._own_model: Model | None = None
+
+    @property
+    def model(self) -> Model:
+        """The model whose tokens an input is (the embedding model is loaded if it was not)."""
+        model: Model = self.run(lambda: self._made().model)
+        return model
+
+    def embed_counted(self, texts: Sequence[str]) -> tuple[np.ndarray, int]:
+        """The vectors of ``texts`` (rows) and the tokens they took (Embedder.embed_counted)."""
+        result: tuple[np.ndarray, int] = self.run(lambda: self._made().embed_counted(texts))
+        return result
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed_counted(texts)[0]
+
+    def close(self) -> None:
+        """Free the embedder and an embedding model of its own (once nothing else runs)."""
+        if self._embedder is not None:
+            self._embedder.close()
+            self._embedder = None
+        if self._own_model is not None:
+            self._own_model.close()
+            self._own_model = None
+
+    def _made(self) -> Embedder:
+        if self._embedder is None:
+            model = self.chat_model
+            if self.path is not None:
+                self._own_model = model = Model(ModelSpec(self.path))
+            self._embedder = Embedder(model)
+        return self._embedder
 
 
 def _close_if_alive(ref: weakref.ref[Embedder]) -> None:

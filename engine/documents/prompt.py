@@ -15,6 +15,7 @@ A document's text is a message's text: nothing in it becomes markup (engine.prom
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -23,7 +24,7 @@ import numpy as np
 
 from engine.chat import Attachment, Message
 from engine.documents.extract import Document
-from engine.documents.passages import Passage, split
+from engine.documents.passages import TARGET_CHARS, Passage, split
 from engine.documents.retrieve import PassageIndex
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ WHOLE_SHARE = 0.5
 # answer with its neighbours and small beside a plain question's prompt.
 RETRIEVED_SHARE = 0.25
 TOP_K = 8  # passages asked of the index before they are cut to the budget
+MIN_CHARS = 150  # the smallest passages tried for a small context (about two sentences)
 
 Embed = Callable[[list[str]], np.ndarray]
 
@@ -111,14 +113,29 @@ def expand(messages: Sequence[Message], n_ctx: int, count: Callable[[str], int],
 def retrieve(files: Sequence[Attachment], query: str, budget: int, count: Callable[[str], int],
              embed: Embed | None = None) -> list[Passage]:
     """The passages of ``files`` that ``query`` finds, best first, within ``budget`` tokens
-    (then put back in the files' order, so that the prompt reads as the documents do)."""
-    index = PassageIndex()
+    (then put back in the files' order, so that the prompt reads as the documents do). A
+    context too small for one passage gets smaller ones (halved down to MIN_CHARS), then the
+    best one cut at its end."""
+    target = TARGET_CHARS
+    while True:
+        kept, found = _retrieve(files, query, budget, count, embed, target)
+        if kept or not found or budget <= 0:
+            return kept
+        if target // 2 < MIN_CHARS:
+            return [_cut(found[0], budget, count)]
+        target //= 2
+
+
+def _retrieve(files: Sequence[Attachment], query: str, budget: int, count: Callable[[str], int],
+              embed: Embed | None, target_chars: int) -> tuple[list[Passage], list[Passage]]:
+    """(the passages kept within ``budget``, in the files' order; every passage found, best first)."""
     passages: list[Passage] = []
     for a in files:
         doc = Document(a.name, a.kind, a.text, a.sha256, len(a.text.encode()), a.pages)
-        passages += split(doc)
-    index.add(passages)
-    found = index.search(query, TOP_K, embed=embed) if query.strip() else []
+        passages += split(doc, target_chars)
+    with PassageIndex() as index:
+        index.add(passages)
+        found = index.search(query, TOP_K, embed=embed) if query.strip() else []
     if not found:  # a message with nothing to search by: the files' beginnings
         found = [(p, 0.0) for p in passages[:TOP_K]]
     kept: list[Passage] = []
@@ -129,4 +146,12 @@ def retrieve(files: Sequence[Attachment], query: str, budget: int, count: Callab
         kept.append(p)
         budget -= n
     order = {(p.doc_name, p.index): i for i, p in enumerate(passages)}
-    return sorted(kept, key=lambda p: order[(p.doc_name, p.index)])
+    return sorted(kept, key=lambda p: order[(p.doc_name, p.index)]), [p for p, _ in found]
+
+
+def _cut(p: Passage, budget: int, count: Callable[[str], int]) -> Passage:
+    """``p`` cut at its end until it fits ``budget`` tokens (a quarter less each time)."""
+    text = p.text
+    while text and count(block(p.doc_name, text, p.page)) > budget:
+        text = text[:len(text) * 3 // 4]
+    return dataclasses.replace(p, text=text)

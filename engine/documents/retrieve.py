@@ -32,6 +32,7 @@ from types import TracebackType
 import numpy as np
 
 from engine.documents.passages import Passage
+from engine.errors import DuetError
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,11 @@ class PassageIndex:
                  for body, name, idx, page, start, score in rows]
         if embed is None or not found:
             return found
-        return rerank(query, [p for p, _ in found], embed)[:k]
+        try:
+            return rerank(query, [p for p, _ in found], embed)[:k]
+        except (DuetError, ValueError) as e:  # a passage too long for it, a closed embedder...
+            log.warning("the passages are ranked by BM25 alone: %s", e)
+            return found[:k]
 
     def __len__(self) -> int:
         return int(self._conn.execute("SELECT count(*) FROM passages").fetchone()[0])

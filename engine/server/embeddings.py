@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from engine.embeddings import EmbeddingSource
 from engine.errors import DuetError
 from engine.server import schema
 from engine.server.core import DuetServer
@@ -54,12 +55,13 @@ class OllamaEmbeddingsRequest(schema._Body):
 
 
 class Vectors:
-    """The server's embedder, made at first use on the engine's thread."""
+    """The server's embeddings (engine.embeddings.EmbeddingSource on the engine's thread), and
+    what its answers call them."""
 
     def __init__(self, server: DuetServer, model_path: Path | None = None) -> None:
         self.server, self.model_path = server, model_path
-        self._embedder: Any = None
-        self._own_model: Any = None
+        self.source = EmbeddingSource(server.model, model_path,
+                                      lambda fn: server.engine.call(fn).result())
 
     @property
     def name(self) -> str:
@@ -68,32 +70,16 @@ class Vectors:
             return self.model_path.stem
         return f"{self.server.config.model_id} (mean-pooled chat model: no embedding model loaded)"
 
-    def _make(self) -> Any:
-        from engine.embeddings import Embedder  # the engine thread makes it at the first request
-        from engine.model import Model, ModelSpec
-
-        if self._embedder is None:
-            model = self.server.model
-            if self.model_path is not None:
-                self._own_model = model = Model(ModelSpec(self.model_path))
-            self._embedder = Embedder(model)
-        return self._embedder
-
     async def embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
         """The vectors of ``texts`` (rows), and the tokens they took."""
-        def run() -> tuple[np.ndarray, int]:
-            embedder = self._make()
-            vectors = embedder.embed(texts)
-            return vectors, embedder.n_tokens
-
         try:
-            return await run_in_threadpool(lambda: self.server.engine.call(run).result())
+            return await run_in_threadpool(self.source.embed_counted, texts)
         except DuetError as e:
             raise bad_request(str(e), "input") from None
 
     def detokenize(self, ids: list[int]) -> str:
         """Token ids sent as input, read as the embedding model's own tokens (as llama-server)."""
-        model = self._own_model or self.server.model
+        model = self.source.model
         if any(not 0 <= t < model.n_vocab for t in ids):
             raise bad_request(f"input: token ids must be between 0 and {model.n_vocab - 1}", "input")
         return str(model.detokenize(ids))
@@ -134,7 +120,7 @@ async def openai_embeddings(request: Request) -> Response:
     server.check_auth(request)
     body = schema.parse(EmbeddingsRequest, await server.read_json(request))
     vectors = _vectors(request)
-    texts = _texts(body, vectors)
+    texts = await run_in_threadpool(_texts, body, vectors)  # token ids: the engine's thread reads them
     rows, n_tokens = await vectors.embed(texts)
     _check_dimensions(body.dimensions, rows)
     data = [{"object": "embedding", "index": i,

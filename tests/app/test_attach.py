@@ -76,3 +76,21 @@ def test_a_file_that_cannot_be_read_is_one_line(qtbot, window, tmp_path) -> None
         window.attach([fifo])
     assert "pipe.txt" in blocker.args[0] and "\n" not in blocker.args[0]
     assert window.attachments.items == [] and not window.chips.isVisible()
+
+
+def test_a_large_file_is_retrieved_and_ranked_with_the_embedding_model(
+        qtbot, window, driver, settings, smol_path, tmp_path) -> None:
+    """Too large for the context: passages are retrieved (BM25, then the catalog's embedding
+    model, as the server's /v1/embeddings makes them), and the reply says which it saw."""
+    settings.update({"max_tokens": 4, "n_ctx": 1024})
+    big = tmp_path / "logbook.md"
+    topics = ["the weather", "the lamp", "the boat", "the supplies", "the birds", "the fog horn"]
+    big.write_text("\n\n".join(f"## Day {i}\n\n" + f"Today the keeper wrote about {topics[i % 6]}. "
+                               + FILLER * 3 for i in range(60)) + "\n\n" + FACT, encoding="utf-8")
+    driver.load(smol_path)
+    source = window.client.worker.vectors
+    assert source is not None and source.path is not None and source.path.name.startswith("all-minilm")
+    _attach(qtbot, window, big)
+    reply = _ask(qtbot, window, "What is the secret code of the lighthouse?")
+    assert reply.sources == ("logbook.md (passages)",)
+    assert source._embedder is not None  # the candidates were embedded to rank them

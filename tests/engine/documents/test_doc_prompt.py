@@ -104,3 +104,18 @@ def test_a_file_that_cannot_be_read_is_one_line_and_nothing_loads(smol_path, tmp
     code = main(["generate", "--model", str(smol_path), "--attach", str(f), "Q?"])
     err = capsys.readouterr().err.strip()
     assert code == 1 and "bad.txt" in err and "\n" not in err
+
+
+def test_a_context_too_small_for_one_passage_gets_smaller_ones(smol, tmp_path: Path) -> None:
+    f = tmp_path / "log.md"
+    f.write_text("\n\n".join(f"Entry {i}: the keeper checked the lamp and the weather. " * 6
+                             for i in range(40)) + "\n\nThe pelican code is PELICAN-42 and nothing else.",
+                 encoding="utf-8")
+    msg = Message("user", "What is the pelican code?", attachments=(attachment(read_document(f)),))
+    expanded, sources = expand([msg], 512, _count(smol))  # 128 tokens for passages: less than one
+    assert sources and all((s.name, s.mode) == ("log.md", "retrieved") for s in sources)
+    passages = expanded[0].content[:-len(msg.content)]
+    assert "PELICAN" in passages and len(smol.tokenize_text(passages)) <= 512 // 4
+    tiny, sources = expand([msg], 160, _count(smol))  # 40 tokens: the best passage, cut to fit
+    assert len(sources) == 1
+    assert len(smol.tokenize_text(tiny[0].content[:-len(msg.content)])) <= 160 // 4

@@ -101,10 +101,20 @@ def test_embeddings_are_fused_by_reciprocal_rank() -> None:
     assert index.search("apple", 1, embed=embed)[0][0].index == 1
 
 
-def test_an_embedder_giving_the_wrong_shape_is_an_error() -> None:
+def test_an_embedder_that_fails_leaves_bm25s_order(caplog) -> None:
+    """A wrong shape, or an embedder's own refusal (a passage too long for it, a closed model):
+    the question is still answered from what BM25 found, and the log says why."""
+    from engine.errors import DuetError
+
     index, _ = _apple_index()
-    with pytest.raises(ValueError):
-        index.search("apple", 3, embed=lambda texts: np.zeros((1, 4)))
+    plain = [p.index for p, _ in index.search("apple", 2)]
+
+    def refuses(texts):
+        raise DuetError("input 3 is too long to embed")
+
+    for embed in (lambda texts: np.zeros((1, 4)), refuses):
+        assert [p.index for p, _ in index.search("apple", 2, embed=embed)] == plain
+    assert sum("ranked by BM25 alone" in r.message for r in caplog.records) == 2
 
 
 def test_zero_vectors_do_not_divide_by_zero() -> None:
