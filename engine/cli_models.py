@@ -18,6 +18,7 @@ from engine import logsetup, paths
 from engine.catalog import CATALOG, GROUPS, select
 from engine.errors import FetchError
 from engine.fetch import FetchProgress, fetch, status
+from engine.hub.cli import add_subcommands
 from engine.models_folder import label, local_models, starter_name
 
 PROG = "duet-cli"
@@ -41,8 +42,6 @@ def _add_subcommands(parser: argparse.ArgumentParser) -> None:
     f.set_defaults(func=run_fetch)
     ls = sub.add_parser("list", help="show the starter models and other GGUF files in the models folder")
     ls.set_defaults(func=run_list)
-    from engine.hub.cli import add_subcommands  # huggingface_hub is imported only when used
-
     add_subcommands(sub)
 
 

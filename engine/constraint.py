@@ -57,6 +57,8 @@ class GrammarError(DuetError):
 
 
 def _llg() -> Any:
+    # lazy: llguidance (a native library, 7-10 ms) only when a grammar is compiled, not with
+    # every Runtime (the request path imports this module) nor at duet-cli's or the window's start
     import llguidance
 
     return llguidance
@@ -151,12 +153,13 @@ class Matcher:
     """The grammar's state in one reply: advanced by every emitted token."""
 
     def __init__(self, m: Any, model: Model) -> None:
-        from llguidance.numpy import allocate_token_bitmask
+        from llguidance import numpy as llg_numpy  # lazy: as _llg (a matcher follows a compile)
 
         self._m = m
         self._eog = model.eog_ids
         self._n_vocab = model.n_vocab
-        self._bits = allocate_token_bitmask(1, model.n_vocab)
+        self._bits = llg_numpy.allocate_token_bitmask(1, model.n_vocab)
+        self._fill = llg_numpy.fill_next_token_bitmask
 
     @property
     def done(self) -> bool:
@@ -180,9 +183,7 @@ class Matcher:
 
     def mask(self) -> np.ndarray:
         """Which tokens may come next: bool (n_vocab,)."""
-        from llguidance.numpy import fill_next_token_bitmask
-
-        fill_next_token_bitmask(self._m, self._bits)
+        self._fill(self._m, self._bits)
         return np.unpackbits(self._bits[0].view(np.uint8), bitorder="little",
                              count=self._n_vocab).view(bool)
 
@@ -197,11 +198,9 @@ class Matcher:
         logits, the sampler picks it: a pass needs no logits for them)."""
         if self._m.is_stopped():
             return []
-        from llguidance.numpy import fill_next_token_bitmask
-
         kept = []
         for token in self._m.compute_ff_tokens():
-            fill_next_token_bitmask(self._m, self._bits)
+            self._fill(self._m, self._bits)
             words = self._bits[0].view(np.uint32)
             hit = np.flatnonzero(words)
             if len(hit) != 1 or hit[0] != token >> 5 or int(words[hit[0]]) != 1 << (token & 31):

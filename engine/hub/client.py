@@ -14,6 +14,8 @@ import huggingface_hub
 from huggingface_hub import constants
 from huggingface_hub.utils import build_hf_headers, get_session
 
+from engine.hub.errors import HubError, describe, is_network_error
+
 DEFAULT_REVISION = "main"
 TIMEOUT = 10.0  # seconds to connect or between bytes
 
@@ -53,8 +55,6 @@ def check_reachable(what: str) -> None:
 
     ``HfApi.list_models`` retries connection errors with back-off for ~20 s; a search box must
     say "offline" at once instead."""
-    from engine.hub.errors import HubError, describe, is_network_error
-
     try:
         session().request("HEAD", endpoint() + "/", headers=headers(), timeout=TIMEOUT)
     except Exception as e:  # any HTTP answer means reachable; only transport errors count

@@ -17,7 +17,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ModelLoadError
+from engine.conversation.store import describe
+from engine.errors import ModelLoadError, SessionError
+from engine.runtime import resolve_model
 from engine.session.fingerprint import check_model
 from engine.session.format import inspect, read_meta
 from engine.session.meta import ModelInfo
@@ -62,9 +64,6 @@ def summary(path: Path) -> dict[str, Any]:
 
 def _tree(path: Path) -> str | None:
     """One line about the conversation tree (versions of messages) saved in the settings."""
-    from engine.conversation.store import describe
-    from engine.errors import SessionError
-
     try:
         return describe(read_meta(path).settings.get("tree"))
     except SessionError:
@@ -108,12 +107,6 @@ def run_inspect(args: argparse.Namespace) -> int:
 # ─── verify ───────────────────────────────────────────────────────────────────
 
 
-def _model_path(name: str) -> Path:
-    from engine.runtime import resolve_model  # the starter keys; loads no weights
-
-    return resolve_model(name)
-
-
 def _check(role: str, info: ModelInfo | None, name: str | None, ctx: int | None,
            kv_type: str | None) -> tuple[list[str], list[str]]:
     """(reasons it fails, informational lines) for one model role."""
@@ -122,7 +115,7 @@ def _check(role: str, info: ModelInfo | None, name: str | None, ctx: int | None,
     if info is None:
         return [f"this conversation has no {role} model"], []
     try:
-        path = _model_path(name)
+        path = resolve_model(name)  # a path or a starter key; loads no weights
     except ModelLoadError as e:
         return [str(e)], []
     layout = info.layout

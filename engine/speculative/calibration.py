@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from engine import paths
+from engine.backend import _pkg
 from engine.context import Context
 from engine.localfile import read_json, write_json
 from engine.speculative.controller import CostModel
@@ -29,8 +30,6 @@ def _cache_file() -> Path:
 
 def _cache_key(ctx: Context, sizes: Sequence[int]) -> str:
     """The model file, settings, machine, llama.cpp build and RPC layout the curve depends on."""
-    from engine.backend import _pkg
-
     st = ctx.model.path.stat()
     spec = ctx.model.spec
     key = [str(ctx.model.path), st.st_size, st.st_mtime_ns, ctx.params.threads(),

@@ -20,6 +20,7 @@ from engine.context_params import ContextParams
 from engine.model import Model, ModelSpec
 from engine.sampling import Sampler
 from engine.speculative import calibration
+from engine.speculative.compat import check_pair
 from engine.speculative.controller import CostModel, CostTrack, best_length
 from engine.speculative.draft import Draft
 from engine.speculative.draft_model import CURVE_SIZES, ModelDrafter
@@ -147,8 +148,6 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
     ``measure`` False: a curve that is not cached is not measured here; the speculation then
     has no cost (plain decoding) until ``engine.speculative.later`` measures and gives it.
     ``cancel``: stops the draft model's load (engine.model.Model)."""
-    from engine.speculative.compat import check_pair
-
     draft_model = draft_ctx = model_drafter = problem = None
     draft_cost = draft_pass = 0.0
     with ExitStack() as owned:  # closed unless the whole assembly succeeds
