@@ -12,6 +12,9 @@ from engine.runtime import STARTER_FILES
 
 # Resolve the real models folder before any test points DUET_HOME elsewhere.
 MODELS = paths.models_dir()
+# How long a client waits for a reply: as long as pytest lets a test run (pyproject's timeout).
+# A reply's time is the machine's, which a busy machine multiplies; no test may budget it.
+REPLY_WAIT_S = 600
 os.environ.setdefault("DUET_MODELS_DIR", str(MODELS))
 
 

@@ -8,6 +8,7 @@ import json
 import socket
 
 from app.local_server import LocalServer
+from tests.conftest import REPLY_WAIT_S
 
 
 def _free_port() -> int:
@@ -17,7 +18,7 @@ def _free_port() -> int:
 
 
 def _get(port: int, path: str, key: str | None = None) -> tuple[int, dict]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REPLY_WAIT_S)
     try:
         conn.request("GET", path, headers={"Authorization": f"Bearer {key}"} if key else {})
         r = conn.getresponse()
@@ -100,7 +101,7 @@ def test_the_chat_and_the_servers_clients_share_one_engine(qtbot, window, driver
     qtbot.waitUntil(lambda: window.local_server.address is not None, timeout=120_000)
     engine = window.client.worker.engine
     assert info.target_path == smol_path and len(engine.scheduler.slots) == 2
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REPLY_WAIT_S)
     conn.request("POST", "/v1/chat/completions", json.dumps({
         "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}),
         {"Authorization": "Bearer k", "Content-Type": "application/json"})

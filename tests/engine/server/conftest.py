@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.conftest import REPLY_WAIT_S
+
 API_KEY = "test-key-0123"
 N_CTX = 1024
 
@@ -27,12 +29,12 @@ class Served:
         import openai
 
         return openai.OpenAI(base_url=f"{self.url}/v1", api_key=api_key or "none", max_retries=0,
-                             timeout=120)
+                             timeout=REPLY_WAIT_S)
 
     def raw(self, method: str, path: str, body: bytes | str | dict | None = None,
             headers: dict | None = None, key: str | None = API_KEY) -> tuple[int, dict, object]:
         """(status, headers, decoded JSON or text) of one request made with http.client."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REPLY_WAIT_S)
         hdrs = {"Content-Type": "application/json", **(headers or {})}
         if key:
             hdrs["Authorization"] = f"Bearer {key}"

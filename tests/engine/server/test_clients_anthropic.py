@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from engine.server.anthropic import error_body
 from engine.server.errors import ApiError
+from tests.conftest import REPLY_WAIT_S
 
 KEY = "test-key-0123"
 ASK = [{"role": "user", "content": "Name three colours of the rainbow."}]
@@ -28,7 +29,7 @@ PARIS = [{"role": "user", "content": "What's the weather in Paris right now?"}]
 
 def client(served, **kw) -> anthropic.Anthropic:
     kw.setdefault("api_key", KEY)
-    return anthropic.Anthropic(base_url=served.url, max_retries=0, timeout=120, **kw)
+    return anthropic.Anthropic(base_url=served.url, max_retries=0, timeout=REPLY_WAIT_S, **kw)
 
 
 def create(served, **kw):
@@ -106,7 +107,7 @@ def test_count_tokens_matches_the_usage_of_the_message(served):
 
 
 def test_a_bearer_token_is_accepted_too(served):
-    c = anthropic.Anthropic(base_url=served.url, auth_token=KEY, max_retries=0, timeout=120)
+    c = anthropic.Anthropic(base_url=served.url, auth_token=KEY, max_retries=0, timeout=REPLY_WAIT_S)
     assert c.messages.create(model="test", messages=ASK, max_tokens=2).usage.output_tokens == 2
 
 
@@ -191,7 +192,7 @@ def test_a_full_queue_answers_429_in_each_dialect_shape(smol_path, server_factor
         assert status == 429 and set(payload) == {"error"} and headers["retry-after"] == "1"
     finally:
         gate.set()
-        first.join(timeout=120)
+        first.join(timeout=REPLY_WAIT_S)
         server.close()
         served.engine.close()
 

@@ -10,6 +10,8 @@ import jsonschema
 import ollama
 import pytest
 
+from tests.conftest import REPLY_WAIT_S
+
 KEY = "test-key-0123"
 ASK = [{"role": "user", "content": "Name three colours of the rainbow."}]
 GREEDY = {"temperature": 0, "num_predict": 24}
@@ -25,7 +27,7 @@ COLORS = {"type": "object", "properties": {"colors": {"type": "array", "items": 
 
 
 def client(served, key: str = KEY) -> ollama.Client:
-    return ollama.Client(host=served.url, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+    return ollama.Client(host=served.url, headers={"Authorization": f"Bearer {key}"}, timeout=REPLY_WAIT_S)
 
 
 # -- shapes, on the test model --------------------------------------------------------------

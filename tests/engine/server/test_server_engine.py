@@ -8,6 +8,8 @@ import threading
 import openai
 import pytest
 
+from tests.conftest import REPLY_WAIT_S
+
 
 def test_a_closed_stream_cancels_its_generation_and_frees_the_engine(served):
     client = served.client()
@@ -44,7 +46,7 @@ def test_a_full_queue_answers_429_with_retry_after(smol_path, server_factory):
         assert err.value.response.headers["retry-after"] == "1"
         assert err.value.body["code"] == "queue_full"
         gate.set()
-        first.join(timeout=120)
+        first.join(timeout=REPLY_WAIT_S)
         assert results and results[0].choices[0].message.content is not None
         assert served.engine.stats()["rejected"] == 1
     finally:

@@ -11,6 +11,7 @@ import pytest
 from bench.client import Busy, HttpReply, health, post, post_dropping
 from bench.soak import plan
 from bench.soak.command import Client
+from tests.conftest import REPLY_WAIT_S
 
 HELLO = {t.id: t for t in plan.turns()}["hello"]
 
@@ -38,7 +39,7 @@ def test_a_dropped_stream_is_cancelled_and_the_server_stays_healthy(open_server)
     body = {"messages": [{"role": "user", "content": "Count from 1 to 500, one per line."}],
             "max_tokens": 800, "temperature": 0, "stream": True}
     assert post_dropping(open_server.port, plan.CHAT, body, 1) is None
-    assert engine.wait_until(lambda e: e.counters.cancelled == before + 1, timeout=120)
+    assert engine.wait_until(lambda e: e.counters.cancelled == before + 1, timeout=REPLY_WAIT_S)
     health(open_server.port)
 
 
@@ -75,7 +76,7 @@ def test_a_full_queue_is_busy_with_its_retry_after(smol_path, server_factory):
             post(served.port, HELLO.path, plan.body(HELLO, {}))
         assert err.value.retry_after == 1.0
         gate.set()
-        first.join(timeout=120)
+        first.join(timeout=REPLY_WAIT_S)
     finally:
         gate.set()
         server.close()
