@@ -24,6 +24,7 @@ import pytest  # noqa: E402
 from PySide6.QtCore import QObject, Signal  # noqa: E402
 
 from engine import paths  # noqa: E402
+from tests.conftest import REPLY_WAIT_S
 
 if TYPE_CHECKING:
     from app.requests import ChatReply, LoadedModel
@@ -127,7 +128,7 @@ class Relay:
         return [obj for n, _, obj in self.events if n == name]
 
 
-LONG_MS = 180_000  # a generous ceiling for model work on a busy 2-core machine
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 
 
 class Driver:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QToolButton
 
-from tests.conftest import model_path
+from tests.conftest import REPLY_WAIT_S, model_path
 
-LONG_MS = 300_000
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 FACT = "The secret code of the lighthouse is PELICAN-42."
 FILLER = ("The keeper's log records the weather each morning, the state of the lamp, the ships "
           "that passed and the supplies that came with the boat. ")

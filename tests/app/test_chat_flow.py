@@ -6,7 +6,9 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 
-LONG_MS = 180_000
+from tests.conftest import REPLY_WAIT_S
+
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 
 
 def test_send_streams_then_finishes(qtbot, window, driver, smol_path) -> None:

@@ -9,8 +9,9 @@ from engine.chat import Message
 from engine.context import Context
 from engine.context_params import ContextParams
 from engine.session import store
+from tests.conftest import REPLY_WAIT_S
 
-LONG_MS = 180_000
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 
 
 def test_values_out_of_range_are_left_out_with_a_line_each() -> None:

@@ -11,8 +11,9 @@ from PySide6.QtGui import QTextCharFormat, QTextDocument
 
 from app.requests import ChatReply, TokenBatch
 from engine.events import Done, Stats, Token
+from tests.conftest import REPLY_WAIT_S
 
-LONG_MS = 180_000
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 
 
 def _versions(widget) -> str:

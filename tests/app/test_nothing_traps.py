@@ -8,8 +8,9 @@ import pytest
 
 from engine.conversation.presets import preset
 from engine.errors import DuetError
+from tests.conftest import REPLY_WAIT_S
 
-LONG_MS = 180_000
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 
 
 def choose_preset(window, p) -> None:

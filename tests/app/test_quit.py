@@ -6,7 +6,9 @@ from __future__ import annotations
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QMessageBox
 
-LONG_MS = 180_000
+from tests.conftest import REPLY_WAIT_S
+
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 
 
 def answer(window, button: str, asked: list[str]) -> None:

@@ -19,8 +19,9 @@ import pytest
 from llama_cpp import llama_cpp as lib
 
 from engine.runtime import STARTER_FILES
+from tests.conftest import REPLY_WAIT_S
 
-LONG_MS = 300_000
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 REPO = Path(__file__).resolve().parents[2]
 
 

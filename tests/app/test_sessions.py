@@ -6,8 +6,9 @@ from pathlib import Path
 
 from app.__main__ import create_window, parse_args
 from engine import paths
+from tests.conftest import REPLY_WAIT_S
 
-LONG_MS = 180_000
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 
 
 def _autosaved(qtbot, window, driver, text: str):

@@ -14,8 +14,9 @@ from app import theme
 from app.settings import DEFAULTS
 from app.settings_dialog import RELOAD_MARK
 from engine.errors import FetchError
+from tests.conftest import REPLY_WAIT_S
 
-LONG_MS = 180_000
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 
 
 def _record_requests(window) -> list:

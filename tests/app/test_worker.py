@@ -13,8 +13,9 @@ from engine.model import ModelSpec
 from engine.runtime import RuntimeConfig
 from engine.sampling import SamplingParams
 from engine.speculative.params import SpeculativeParams
+from tests.conftest import REPLY_WAIT_S
 
-LONG_MS = 180_000
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)
 
 

@@ -21,6 +21,7 @@ from engine.conversation.tree import Conversation
 from engine.events import Token
 from engine.session.format import read_meta
 from engine.session.store import from_saved
+from tests.conftest import REPLY_WAIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "Count from one to two hundred in words."
@@ -138,7 +139,7 @@ def test_worker_killed_mid_reply_saves_and_relaunches(smol_path, tmp_path):
         assert "ENDED" in lines
 
 
-LONG_MS = 180_000
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 
 
 def _cut_file(smol_path: Path, folder: Path, text: str) -> Path:
