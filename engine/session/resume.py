@@ -5,15 +5,24 @@ saves: every earlier version of a message and every reply's drafted spans, figur
 reason are kept, and the new reply gets its own, so the app shows the file as it left it plus
 the new turn. A file without a usable tree (an older Duet, another tool) continues as the
 linear chat of its messages.
+
+Nothing sent is lost when the process ends during the reply, as in the window
+(app/controller.py): the conversation with the new message is written before the reply's first
+token, and again every CHECKPOINT_S while it streams (text only, atomic), so a SIGKILL loses at
+most that much of the reply; SIGTERM, SIGINT and SIGHUP stop the reply, which is then saved as
+usual (KV state included) before the process exits with 128 + the signal's number.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +41,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+CHECKPOINT_S = 2.0  # the reply streaming is written this often (as by the window)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP")
+                     if hasattr(signal, name))
+
 
 def sampling_settings(sampling: SamplingParams) -> dict[str, Any]:
     """SamplingParams as plain JSON for a session's settings."""
@@ -45,7 +58,7 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
     """Open ``path`` (restoring its KV state unless ``use_kv`` is False) or start a new
     conversation, reply to ``prompt`` (streamed text, or one JSON object), append the turn to
     the conversation's tree and save with KV. Returns 0, or 1 when the reply (still shown)
-    could not be saved."""
+    could not be saved, or 128 + N when signal N stopped the reply (what came is saved)."""
     path = Path(path)
     conv = Conversation(path.stem, path)
     if path.exists():
@@ -65,12 +78,17 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
         print(f"duet-cli: note: {note}", file=sys.stderr)
     conv.add_user(prompt, system_prompt=system or "")
     turn = conv.begin_reply()
+    last_checkpoint = time.monotonic()
 
     def on_token(token: Token) -> None:
+        nonlocal last_checkpoint
         conv.append_tokens([token])  # the drafted tokens become the reply's highlighted spans
         if not as_json:
             sys.stdout.write(token.text)
             sys.stdout.flush()
+        if time.monotonic() - last_checkpoint >= CHECKPOINT_S:
+            checkpoint()
+            last_checkpoint = time.monotonic()
 
     def save_cut(_why: str = "") -> None:
         """Keep the reply so far when a worker is lost: the text alone (no llama.cpp call)."""
@@ -80,9 +98,19 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
         store.save_conversation(path, runtime, cut, settings={**settings, "tree": tree},
                           with_kv=False)
 
-    with rescue.hook(save_cut):  # a worker lost mid-pass: ggml aborts, the hook saves
+    def checkpoint() -> None:
+        """The conversation so far on disk (a SIGKILL next loses nothing sent)."""
         try:
-            done = collect(runtime.generator.chat(list(conv.engine_messages()), sampling),
+            save_cut()
+        except SessionError as e:
+            log.warning("could not checkpoint %s: %s", path.name, e)
+
+    checkpoint()  # the message sent is on disk before its reply's first token
+    stopped: list[int] = []
+    # a worker lost mid-pass: ggml aborts, the hook saves; a signal ends the reply (saved below)
+    with rescue.hook(save_cut), _stop_on_signals(stopped) as cancel:
+        try:
+            done = collect(runtime.generator.chat(list(conv.engine_messages()), sampling, cancel),
                            on_token)
         except WorkerLostError:  # lost between passes: save the same way, then say so
             if turn.text:
@@ -102,7 +130,40 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
         sys.stdout.write(done.tail + "\n")
     if problem:
         print(f"duet-cli: {'note' if report else 'error'}: {problem}", file=sys.stderr)
-    return 0 if report is not None else 1
+    return _exit_status(path, report is not None, stopped)
+
+
+def _exit_status(path: Path, saved: bool, stopped: list[int]) -> int:
+    """0; 1 when the reply could not be saved; 128 + the number of the signal that stopped it."""
+    if not stopped:
+        return 0 if saved else 1
+    if saved:
+        print(f"duet-cli: stopped by {signal.Signals(stopped[0]).name}; the reply so far is "
+              f"saved in {path}", file=sys.stderr)
+    return 128 + stopped[0]
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stopped: list[int]) -> Iterator[threading.Event]:
+    """A cancel event for the reply, set by SIGTERM, SIGINT or SIGHUP while the block runs (their
+    numbers appended to ``stopped``): the reply ends at once and is saved as usual. The handler
+    only sets the event: it may run inside a llama.cpp callback, where an exception is lost.
+    Outside the main thread, signals are left alone."""
+    cancel = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield cancel
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        stopped.append(signum)
+        cancel.set()
+
+    before = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    try:
+        yield cancel
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def save_keeping_turn(path: Path, runtime: Runtime, conv: Conversation,

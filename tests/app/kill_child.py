@@ -22,7 +22,7 @@ def main(message: str) -> int:
 
     def tick() -> None:
         c = window.controller
-        if not state["sent"] and window.model_info is not None:
+        if not state["sent"] and window.state.model is not None:
             c.send(message)
             state["sent"] = True
         elif state["sent"] and not state["said"] and c.current is not None and \
