@@ -219,8 +219,8 @@ def read(cls: type, body: Mapping[str, Any], dialect: str, base: Any) -> Any:
                     raw = [raw]  # "stop": "x" means ["x"]
                 if p.spec.coerce is not None and type(raw) is int:
                     raw = p.spec.coerce(raw)
-                changes[p.name] = p.check(raw, api_name)
-                break  # the first name listed wins (max_completion_tokens over max_tokens)
+                value = p.check(raw, api_name)  # every name given must be valid...
+                changes.setdefault(p.name, value)  # ...and the first listed wins (max_completion_tokens)
     if not changes:
         return base
     try:

@@ -20,7 +20,7 @@ from bench.suite import (
 from engine.chat import Message
 from engine.prompt import chat_tokens
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

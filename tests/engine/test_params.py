@@ -171,3 +171,12 @@ def test_gpu_layers_have_one_range_everywhere(tmp_path):
             options[name].validate(MAX_GPU_LAYERS + 1)
     assert ModelSettings.from_json({"n_gpu_layers": MAX_GPU_LAYERS + 1}) is None
     assert ModelSettings.from_json({"n_gpu_layers": 7}) == ModelSettings(n_gpu_layers=7)
+
+
+def test_every_name_a_request_gives_is_checked_though_the_first_wins():
+    base = SamplingParams()
+    got = params.read(SamplingParams, {"max_completion_tokens": 7, "max_tokens": 9}, "openai", base)
+    assert got.max_tokens == 7
+    with pytest.raises(ParamError) as e:  # found by the API fuzz: max_tokens 0 was let through
+        params.read(SamplingParams, {"max_completion_tokens": 7, "max_tokens": 0}, "openai", base)
+    assert e.value.api_name == "max_tokens"
