@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine import logsetup
-from engine.errors import DuetError
+from engine.errors import SIGPIPE, DuetError
 from engine.tools import MAX_ROUNDS
 
 if TYPE_CHECKING:
@@ -151,3 +152,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("duet-cli: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # stdout's reader went away (`duet-cli ... | head`): end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 128 + SIGPIPE

@@ -53,3 +53,8 @@ class FetchError(DuetError):
 
 class WorkerLostError(DecodeError):
     """An RPC worker holding part of the model went away; the model cannot be used any more."""
+
+
+# A closed stdout ends a command as this signal would: exit status 128 + 13, as a shell reports
+# it (Python ignores the signal itself and raises BrokenPipeError; Windows has no number for it).
+SIGPIPE = 13

@@ -31,7 +31,7 @@ from engine import rescue
 from engine.chat import Message
 from engine.conversation.store import cut_reply, streaming_node, tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation
-from engine.errors import SessionError, WorkerLostError
+from engine.errors import SIGPIPE, SessionError, WorkerLostError
 from engine.events import Token, collect, done_json
 from engine.session import store
 
@@ -60,32 +60,36 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
     the conversation's tree and save with KV. Returns 0, or 1 when the reply (still shown)
     could not be saved, or 128 + N when signal N stopped the reply (what came is saved)."""
     path = Path(path)
-    conv = Conversation(path.stem, path)
-    if path.exists():
-        opened = store.open_conversation(path, runtime, use_kv=use_kv)
-        settings, restored, note = opened.settings, opened.restored_kv, opened.note
-        root = tree_from_json(settings.get("tree"), opened.messages)
-        if root is None:
-            conv.set_messages(opened.messages)
-        else:
-            conv.set_root(root)
-        if system is not None:
-            log.warning("--system is ignored when continuing a saved conversation")
-            system = None
-    else:
-        settings, restored, note = {}, False, None
+    conv, settings, restored, note = _open(path, runtime, use_kv)
+    if system is not None and path.exists():
+        log.warning("--system is ignored when continuing a saved conversation")
+        system = None
     if note and not as_json:
         print(f"duet-cli: note: {note}", file=sys.stderr)
     conv.add_user(prompt, system_prompt=system or "")
     turn = conv.begin_reply()
     last_checkpoint = time.monotonic()
+    stopped: list[int] = []
+    cancel = threading.Event()
+    shown = [not as_json]  # the reply goes to stdout while someone reads it
+
+    def show(text: str) -> None:
+        """Write to stdout; a reader gone (a closed pipe) stops the reply as SIGPIPE would,
+        and what came is saved."""
+        if not shown[0]:
+            return
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            shown[0] = False
+            stopped.append(SIGPIPE)
+            cancel.set()
 
     def on_token(token: Token) -> None:
         nonlocal last_checkpoint
         conv.append_tokens([token])  # the drafted tokens become the reply's highlighted spans
-        if not as_json:
-            sys.stdout.write(token.text)
-            sys.stdout.flush()
+        show(token.text)
         if time.monotonic() - last_checkpoint >= CHECKPOINT_S:
             checkpoint()
             last_checkpoint = time.monotonic()
@@ -106,9 +110,8 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
             log.warning("could not checkpoint %s: %s", path.name, e)
 
     checkpoint()  # the message sent is on disk before its reply's first token
-    stopped: list[int] = []
     # a worker lost mid-pass: ggml aborts, the hook saves; a signal ends the reply (saved below)
-    with rescue.hook(save_cut), _stop_on_signals(stopped) as cancel:
+    with rescue.hook(save_cut), _stop_on_signals(stopped, cancel):
         try:
             done = collect(runtime.generator.chat(list(conv.engine_messages()), sampling, cancel),
                            on_token)
@@ -127,10 +130,26 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
                           "n_tokens": report.n_tokens if report else 0}
         print(json.dumps(out))
     else:
-        sys.stdout.write(done.tail + "\n")
+        show(done.tail + "\n")
     if problem:
         print(f"duet-cli: {'note' if report else 'error'}: {problem}", file=sys.stderr)
     return _exit_status(path, report is not None, stopped)
+
+
+def _open(path: Path, runtime: Runtime, use_kv: bool
+          ) -> tuple[Conversation, dict[str, Any], bool, str | None]:
+    """The conversation in ``path`` (a new one when there is no file), its settings, whether
+    its KV state was restored, and a note on what could not be."""
+    conv = Conversation(path.stem, path)
+    if not path.exists():
+        return conv, {}, False, None
+    opened = store.open_conversation(path, runtime, use_kv=use_kv)
+    root = tree_from_json(opened.settings.get("tree"), opened.messages)
+    if root is None:
+        conv.set_messages(opened.messages)
+    else:
+        conv.set_root(root)
+    return conv, dict(opened.settings), opened.restored_kv, opened.note
 
 
 def _exit_status(path: Path, saved: bool, stopped: list[int]) -> int:
@@ -138,20 +157,20 @@ def _exit_status(path: Path, saved: bool, stopped: list[int]) -> int:
     if not stopped:
         return 0 if saved else 1
     if saved:
-        print(f"duet-cli: stopped by {signal.Signals(stopped[0]).name}; the reply so far is "
-              f"saved in {path}", file=sys.stderr)
+        why = "its reader went away" if stopped[0] == SIGPIPE \
+            else f"stopped by {signal.Signals(stopped[0]).name}"
+        print(f"duet-cli: {why}; the reply so far is saved in {path}", file=sys.stderr)
     return 128 + stopped[0]
 
 
 @contextlib.contextmanager
-def _stop_on_signals(stopped: list[int]) -> Iterator[threading.Event]:
-    """A cancel event for the reply, set by SIGTERM, SIGINT or SIGHUP while the block runs (their
-    numbers appended to ``stopped``): the reply ends at once and is saved as usual. The handler
-    only sets the event: it may run inside a llama.cpp callback, where an exception is lost.
-    Outside the main thread, signals are left alone."""
-    cancel = threading.Event()
+def _stop_on_signals(stopped: list[int], cancel: threading.Event) -> Iterator[None]:
+    """SIGTERM, SIGINT or SIGHUP while the block runs set ``cancel`` (their numbers appended to
+    ``stopped``): the reply ends at once and is saved as usual. The handler only sets the event:
+    it may run inside a llama.cpp callback, where an exception is lost. Outside the main thread,
+    signals are left alone."""
     if threading.current_thread() is not threading.main_thread():
-        yield cancel
+        yield
         return
 
     def stop(signum: int, _frame: object) -> None:
@@ -160,7 +179,7 @@ def _stop_on_signals(stopped: list[int]) -> Iterator[threading.Event]:
 
     before = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
-        yield cancel
+        yield
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

@@ -12,7 +12,8 @@ import signal
 
 import pytest
 
-from tests.app.killing import MESSAGE, end, saved, start_cli, start_window, window_file
+from engine.errors import SIGPIPE
+from tests.app.killing import MESSAGE, end, saved, start_cli, start_window, stderr_of, window_file
 
 
 @pytest.mark.parametrize("run", range(3))
@@ -39,3 +40,14 @@ def test_sigterm_during_a_command_line_reply_saves_the_reply_so_far(tmp_path, sm
     assert end(start_cli(tmp_path, smol_path, session), signal.SIGTERM) == 128 + signal.SIGTERM
     texts = saved(session)
     assert MESSAGE in texts[:-1] and texts[-1]
+
+
+def test_a_command_line_reply_whose_reader_goes_away_is_saved_without_a_traceback(tmp_path,
+                                                                                   smol_path):
+    session = tmp_path / "chat.duet"
+    proc = start_cli(tmp_path, smol_path, session)
+    proc.stdout.close()  # `duet-cli generate ... | head -c 1`: the pipe's reader is gone
+    assert proc.wait(timeout=120) == 128 + SIGPIPE
+    texts = saved(session)
+    assert MESSAGE in texts[:-1] and texts[-1]
+    assert "Traceback" not in stderr_of(tmp_path) and "went away" in stderr_of(tmp_path)
