@@ -8,6 +8,10 @@
 * **agent**: ``duet-cli serve`` with an agent's ~2,000-token system prompt and tool list; the
   first token of a request cold, then of a request with another user message after the server
   was stopped and started again. Target: <= 1/5 of cold.
+* **pdf**: a 300-page PDF (the reference's prose, each page with one code word of its own, written
+  with fpdf2), attached to a question about one page, against a plain question with no file:
+  first token of each in a new conversation, BM25 alone and with the catalog's embedding model
+  (when installed), and whether the answer names that page's code word. Target: <= 2x.
 * **embeddings** (with ``--llama-server PATH``): texts per second through ``/v1/embeddings``,
   batches of 16, Duet's ``serve --embedding-model`` against ``llama-server --embeddings`` on
   the same GGUF, in turns in one run. Target: >= 1.0x.
@@ -34,14 +38,22 @@ from bench.process import free_port, start_server
 from bench.stdlib_text import passage, topic_keys
 from engine.chat import Attachment, Message
 from engine.context_params import ContextParams
+from engine.documents.extract import read_document
+from engine.documents.prompt import attachment
+from engine.embeddings import EmbeddingSource
+from engine.errors import DuetError
 from engine.events import Token
 from engine.model import ModelSpec
+from engine.request import Chat, Policy, prepare
 from engine.runtime import Runtime, RuntimeConfig, resolve_model
 from engine.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 
-TARGETS = {"restart_ratio": 1 / 8, "agent_ratio": 1 / 5, "embeddings_ratio": 1.0}
+TARGETS = {"restart_ratio": 1 / 8, "agent_ratio": 1 / 5, "pdf_ratio": 2.0, "embeddings_ratio": 1.0}
+PDF_PAGES = 300
+PDF_QUESTION_PAGES = (42, 137, 256)
+PLAIN_QUESTION = "What is a good way to learn a new programming language? Answer briefly."
 EMBED_BATCH = 16
 
 
@@ -53,7 +65,7 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--ctx", type=int, default=8192)
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: one per core)")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--parts", default="document,agent,embeddings")
+    p.add_argument("--parts", default="document,agent,pdf,embeddings")
     p.add_argument("--llama-server", type=Path, default=None, help="llama-server binary (embeddings)")
     p.add_argument("--out", type=Path, default=Path("bench-out"))
     p.set_defaults(func=run)
@@ -110,6 +122,70 @@ def document_run(args: argparse.Namespace) -> dict[str, float]:
             rt.cache.disk.flush()
     with Runtime(config) as rt:  # a restart: nothing in memory
         out["restart_s"] = ask(rt, "Which section is the longest?", doc)
+    return out
+
+
+def write_pdf(path: Path, pages: int) -> Path:
+    """A PDF of ``pages`` pages of the reference's prose, page n saying its code word."""
+    # lazy: fpdf2 writes the benchmark's PDF only (the bench extra)
+    from fpdf import FPDF
+
+    texts = [p.text for p in passages()]
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=10)
+    for n in range(1, pages + 1):
+        pdf.add_page()
+        body = texts[n % len(texts)][:1200] + f"\n\nThe code word on page {n} is ZEBRA-{n}.\n\n" \
+            + texts[(n * 7) % len(texts)][:1200]
+        pdf.multi_cell(0, 5, body.encode("latin-1", "replace").decode("latin-1"))
+    pdf.output(str(path))
+    return path
+
+
+def pdf_run(args: argparse.Namespace) -> dict[str, float]:
+    """One run of the pdf part (seconds; ``*_right``: the share of answers naming the code)."""
+    params = SamplingParams(temperature=0, max_tokens=24)
+    config = RuntimeConfig(target=ModelSpec(resolve_model(args.model)),
+                           context=ContextParams(n_ctx=args.ctx, n_threads=args.threads))
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as folder, Runtime(config) as rt:
+        pdf = write_pdf(Path(folder) / "manual.pdf", PDF_PAGES)
+        t0 = time.perf_counter()
+        doc = read_document(pdf)  # once, when the file is attached
+        out["pdf_read_s"] = time.perf_counter() - t0
+        try:
+            vectors: EmbeddingSource | None = EmbeddingSource(rt.target, resolve_model(args.embedding_model))
+            vectors.embed(["loaded before the questions"])  # as in the window after the first
+        except DuetError:
+            vectors = None
+
+        def ask(text: str, files: tuple[Attachment, ...], embed: Any) -> tuple[float, float, str, int]:
+            rt.ctx.clear()  # a new conversation
+            t0 = time.perf_counter()
+            turn = prepare(rt.target, Chat((Message("user", text, attachments=files),), params,
+                                           embed=embed), Policy(rt.ctx.n_ctx))
+            prepared = time.perf_counter() - t0
+            first, reply = None, ""
+            for ev in rt.generator.complete(turn.prompt, params):
+                if isinstance(ev, Token):
+                    first = first or time.perf_counter() - t0
+                    reply += ev.text
+            return first or time.perf_counter() - t0, prepared, reply, len(turn.prompt)
+
+        out["plain_s"] = statistics.median(ask(PLAIN_QUESTION, (), None)[0] for _ in range(2))
+        for label, embed in (("bm25", None), ("embed", vectors.embed if vectors else None)):
+            if label == "embed" and embed is None:
+                continue
+            runs = [ask(f"What is the code word on page {n}?", (attachment(doc),), embed)
+                    for n in PDF_QUESTION_PAGES]
+            out[f"{label}_s"] = statistics.median(r[0] for r in runs)
+            out[f"{label}_retrieve_s"] = statistics.median(r[1] for r in runs)
+            out[f"{label}_prompt_tokens"] = statistics.median(r[3] for r in runs)
+            out[f"{label}_right"] = sum(f"ZEBRA-{n}" in r[2] for n, r in
+                                        zip(PDF_QUESTION_PAGES, runs)) / len(runs)
+        out["plain_prompt_tokens"] = ask(PLAIN_QUESTION, (), None)[3]
+        if vectors is not None:
+            vectors.close()
     return out
 
 
@@ -194,6 +270,10 @@ def run(args: argparse.Namespace) -> int:
                     system = "You are a parts assistant. Use the tools. Reference:\n" + "\n".join(
                         p.text for p in passages()[:6])
                     row["agent"] = agent_run(args, system)
+            if "pdf" in parts:
+                with tempfile.TemporaryDirectory() as kv:
+                    os.environ["DUET_KV_DIR"] = kv
+                    row["pdf"] = pdf_run(args)
             if "embeddings" in parts:
                 texts = [p.text[:600] for p in passages()[:128]]
                 row["embeddings"] = embeddings_run(args, texts)
@@ -222,6 +302,9 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, float]:
 
     for part, keys in (("document", ("doc_tokens", "cold_s", "new_conversation_s", "restart_s")),
                        ("agent", ("cold_s", "restart_s")),
+                       ("pdf", ("pdf_read_s", "plain_s", "plain_prompt_tokens", "bm25_s",
+                                "bm25_retrieve_s", "bm25_prompt_tokens", "bm25_right", "embed_s",
+                                "embed_retrieve_s", "embed_prompt_tokens", "embed_right")),
                        ("embeddings", ("duet_texts_per_s", "llama_server_texts_per_s"))):
         for key in keys:
             value = med(part, key)
@@ -232,6 +315,9 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, float]:
         out["document.new_conversation_ratio"] = out["document.new_conversation_s"] / out["document.cold_s"]
     if "agent.restart_s" in out:
         out["agent.restart_ratio"] = out["agent.restart_s"] / out["agent.cold_s"]
+    for label in ("bm25", "embed"):
+        if f"pdf.{label}_s" in out:
+            out[f"pdf.{label}_ratio"] = out[f"pdf.{label}_s"] / out["pdf.plain_s"]
     if "embeddings.llama_server_texts_per_s" in out:
         out["embeddings.ratio"] = out["embeddings.duet_texts_per_s"] / out["embeddings.llama_server_texts_per_s"]
     return out

@@ -34,6 +34,7 @@ import functools
 import logging
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -235,6 +236,12 @@ class Embedder(NativeOwner):
         return _l2_normalised(rows)
 
 
+# Vectors the retrieval keeps, by text: a conversation about a file ranks its earlier messages'
+# passages again at every turn (engine.documents.prompt), and questions about one file share
+# candidates. 4,096 vectors of all-MiniLM (384 floats) are 6 MiB.
+REMEMBERED_VECTORS = 4096
+
+
 class EmbeddingSource:
     """Where the vectors of a program come from (the server's ``/v1/embeddings``, the window's
     retrieval): the embedding model at ``path`` when there is one, else ``chat_model``'s hidden
@@ -246,6 +253,8 @@ class EmbeddingSource:
         self.chat_model, self.path, self.run = chat_model, path, run
         self._embedder: Embedder | None = None
         self._own_model: Model | None = None
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # least recently used first
+        self._lock = threading.Lock()
 
     @property
     def model(self) -> Model:
@@ -259,7 +268,20 @@ class EmbeddingSource:
         return result
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed_counted(texts)[0]
+        """The vectors of ``texts`` (rows); each text's is remembered once made (the last
+        REMEMBERED_VECTORS used), so a text asked again is not read again. (The embedder works
+        one batch at a time anyway: holding the lock while it runs costs nothing.)"""
+        with self._lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+            if missing:
+                made = self.embed_counted(missing)[0]
+                self._vectors.update(zip(missing, made, strict=True))
+            for text in texts:
+                self._vectors.move_to_end(text)
+            rows = [self._vectors[t] for t in texts]
+            while len(self._vectors) > REMEMBERED_VECTORS:
+                self._vectors.popitem(last=False)
+        return np.stack(rows) if rows else np.zeros((0, 0), dtype=np.float32)
 
     def close(self) -> None:
         """Free the embedder and an embedding model of its own (once nothing else runs)."""

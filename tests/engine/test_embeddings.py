@@ -12,7 +12,7 @@ import pytest
 
 from engine.context import Context
 from engine.context_params import ContextParams
-from engine.embeddings import Embedder, InputTooLongError
+from engine.embeddings import Embedder, EmbeddingSource, InputTooLongError
 from engine.errors import DuetError
 from engine.model import Model
 from tests.conftest import model_path
@@ -184,3 +184,20 @@ def test_closing_the_model_closes_its_embedder(smol_path) -> None:
         assert e.embed(["hello"]).shape == (1, model.n_embd)
     with pytest.raises(DuetError, match="closed"):
         e.embed(["hello"])
+
+
+def test_a_source_reads_each_text_once_and_gives_its_vector_again(smol: Model) -> None:
+    asked: list[list[str]] = []
+    source = EmbeddingSource(smol, model_path("embed"))
+    counted = source.embed_counted
+    source.embed_counted = lambda texts: (asked.append(list(texts)), counted(texts))[1]  # type: ignore[method-assign]
+    try:
+        first = source.embed(SENTENCES[:3])
+        again = source.embed([SENTENCES[2], SENTENCES[0], SENTENCES[3], SENTENCES[0]])
+        assert asked == [SENTENCES[:3], [SENTENCES[3]]]  # only the new text is read
+        assert np.array_equal(again[0], first[2]) and np.array_equal(again[1], first[0])
+        assert np.array_equal(again[3], first[0])
+        fresh = source.embed_counted([SENTENCES[3]])[0][0]
+        assert np.abs(again[2] - fresh).max() < TOLERANCE
+    finally:
+        source.close()
