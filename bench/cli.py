@@ -8,7 +8,6 @@ out."""
 from __future__ import annotations
 
 import argparse
-import sys
 
 from bench import (
     conversation,
@@ -24,7 +23,7 @@ from bench import (
 )
 from bench.soak import command as soak
 from engine import logsetup
-from engine.errors import DuetError
+from engine.cli import run_command
 
 BENCHMARKS = (plain, speculative, session, server, rpc, parallel, structured, tool_turn,
               conversation, documents, soak)
@@ -43,11 +42,4 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logsetup.configure(logsetup.level_for(args.verbose))
-    try:
-        return int(args.func(args) or 0)
-    except DuetError as e:
-        print(f"bench: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("bench: interrupted", file=sys.stderr)
-        return 130
+    return run_command("bench", args)

@@ -153,11 +153,13 @@ def pdf_run(args: argparse.Namespace) -> dict[str, float]:
         t0 = time.perf_counter()
         doc = read_document(pdf)  # once, when the file is attached
         out["pdf_read_s"] = time.perf_counter() - t0
+        vectors: EmbeddingSource | None = None
         try:
-            vectors: EmbeddingSource | None = EmbeddingSource(rt.target, resolve_model(args.embedding_model))
-            vectors.embed(["loaded before the questions"])  # as in the window after the first
+            source = EmbeddingSource(rt.target, resolve_model(args.embedding_model))
+            source.embed(["loaded before the questions"])  # as in the window after the first
+            vectors = source
         except DuetError:
-            vectors = None
+            pass  # no embedding model installed: BM25 alone, as in the window
 
         def ask(text: str, files: tuple[Attachment, ...], embed: Any) -> tuple[float, float, str, int]:
             rt.ctx.clear()  # a new conversation

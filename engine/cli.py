@@ -141,17 +141,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     logsetup.configure(logsetup.level_for(args.verbose))
+    return run_command("duet-cli", args)
+
+
+def run_command(prog: str, args: argparse.Namespace) -> int:
+    """Run the subcommand ``args.func``: its exit status, or 1 with a one-line error, 130 when
+    interrupted, 141 when stdout's reader went away (`duet-cli ... | head`), quietly."""
     try:
         return int(args.func(args) or 0)
     except DuetError as e:
-        print(f"duet-cli: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("duet-cli: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # stdout's reader went away (`duet-cli ... | head`): end quietly
+    except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
         return 128 + SIGPIPE
