@@ -145,8 +145,10 @@ def write_pdf(path: Path, pages: int) -> Path:
 def pdf_run(args: argparse.Namespace) -> dict[str, float]:
     """One run of the pdf part (seconds; ``*_right``: the share of answers naming the code)."""
     params = SamplingParams(temperature=0, max_tokens=24)
+    # no state kept between questions (memory or disk): each is read cold, whatever it shares
     config = RuntimeConfig(target=ModelSpec(resolve_model(args.model)),
-                           context=ContextParams(n_ctx=args.ctx, n_threads=args.threads))
+                           context=ContextParams(n_ctx=args.ctx, n_threads=args.threads),
+                           state_cache_bytes=0, kv_store_bytes=0)
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as folder, Runtime(config) as rt:
         pdf = write_pdf(Path(folder) / "manual.pdf", PDF_PAGES)
