@@ -176,7 +176,9 @@ def pdf_run(args: argparse.Namespace) -> dict[str, float]:
                     reply += ev.text
             return first or time.perf_counter() - t0, prepared, reply, len(turn.prompt)
 
-        out["plain_s"] = statistics.median(ask(PLAIN_QUESTION, (), None)[0] for _ in range(2))
+        plain = [ask(PLAIN_QUESTION, (), None) for _ in range(2)]
+        out["plain_s"] = statistics.median(r[0] for r in plain)
+        out["plain_prompt_tokens"] = plain[0][3]
         for label, embed in (("bm25", None), ("embed", vectors.embed if vectors else None)):
             if label == "embed" and embed is None:
                 continue
@@ -187,7 +189,6 @@ def pdf_run(args: argparse.Namespace) -> dict[str, float]:
             out[f"{label}_prompt_tokens"] = statistics.median(r[3] for r in runs)
             out[f"{label}_right"] = sum(f"ZEBRA-{n}" in r[2] for n, r in
                                         zip(PDF_QUESTION_PAGES, runs)) / len(runs)
-        out["plain_prompt_tokens"] = ask(PLAIN_QUESTION, (), None)[3]
         if vectors is not None:
             vectors.close()
     return out
@@ -274,10 +275,8 @@ def run(args: argparse.Namespace) -> int:
                     system = "You are a parts assistant. Use the tools. Reference:\n" + "\n".join(
                         p.text for p in passages()[:6])
                     row["agent"] = agent_run(args, system)
-            if "pdf" in parts:
-                with tempfile.TemporaryDirectory() as kv:
-                    os.environ["DUET_KV_DIR"] = kv
-                    row["pdf"] = pdf_run(args)
+            if "pdf" in parts:  # (no disk store: every question is read cold)
+                row["pdf"] = pdf_run(args)
             if "embeddings" in parts:
                 texts = [p.text[:600] for p in passages()[:128]]
                 row["embeddings"] = embeddings_run(args, texts)

@@ -71,18 +71,19 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
     last_checkpoint = time.monotonic()
     stopped: list[int] = []
     cancel = threading.Event()
-    shown = [not as_json]  # the reply goes to stdout while someone reads it
+    shown = not as_json  # the reply goes to stdout while someone reads it
 
     def show(text: str) -> None:
         """Write to stdout; a reader gone (a closed pipe) stops the reply as SIGPIPE would,
         and what came is saved."""
-        if not shown[0]:
+        nonlocal shown
+        if not shown:
             return
         try:
             sys.stdout.write(text)
             sys.stdout.flush()
         except BrokenPipeError:
-            shown[0] = False
+            shown = False
             stopped.append(SIGPIPE)
             cancel.set()
 
