@@ -2,17 +2,34 @@
 
 It initialises the backend once and routes llama.cpp's log through Python logging, keeping the
 last error lines so that a failed load can say *why* in one line instead of a native abort.
+
+Loading the library loads GNU OpenMP (libgomp), which reads its settings then. By default a
+thread that waits at one of the many barriers of a pass spins 300,000 times before it sleeps.
+When other programs keep the cores busy, the thread it waits for is not running, so each
+barrier burns a time slice: 1 to 100 times slower replies (docs/benchmarks/busy.md). With
+SPIN_COUNT, the count libgomp itself takes when threads outnumber the cores, a busy machine
+gives Duet its share and a quiet one the same speed. The setting is for this process alone
+(other programs it starts keep their own), and a GOMP_SPINCOUNT of the user's is left alone.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import threading
 from collections import deque
 
-import llama_cpp as _pkg  # noqa: F401  (importing the package loads the shared library)
-from llama_cpp import llama_cpp as lib
+SPIN_COUNT = "1000"
+_spin_set = "GOMP_SPINCOUNT" not in os.environ
+if _spin_set:
+    os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+try:
+    import llama_cpp as _pkg  # noqa: F401, E402  (importing the package loads the libraries)
+    from llama_cpp import llama_cpp as lib  # noqa: E402
+finally:
+    if _spin_set:
+        del os.environ["GOMP_SPINCOUNT"]
 
 log = logging.getLogger(__name__)  # llama.cpp's own log (engine.logsetup.NATIVE)
 
