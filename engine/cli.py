@@ -15,6 +15,7 @@ from engine.tools import MAX_ROUNDS
 
 if TYPE_CHECKING:
     from engine.events import Token
+    from engine.runtime import RuntimeConfig
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:
@@ -79,13 +80,9 @@ def _generate(args: argparse.Namespace) -> int:
         raise DuetError("the prompt is empty")
     files = _attachments(args.attach, args.attach_mode)  # read first: a bad file loads nothing
     config = config_from_args(args)
+    if args.session is not None:
+        return _generate_in_session(args, config, prompt, files)
     with Runtime(config) as rt:
-        if args.session is not None:
-            if args.mcp_config is not None or files:
-                raise DuetError("--mcp-config and --attach cannot be combined with --session yet")
-            from engine.session.resume import continue_session  # lazy: only with --session (~30 ms)
-            return continue_session(rt, args.session, prompt, config.sampling, as_json=args.json,
-                                    system=args.system, use_kv=not args.no_session_kv)
         messages = ([Message("system", args.system)] if args.system else []) + \
             [Message("user", prompt, attachments=files)]
         if args.mcp_config is not None:
@@ -103,6 +100,26 @@ def _generate(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(done.tail + "\n")
     return 0
+
+
+def _generate_in_session(args: argparse.Namespace, config: RuntimeConfig, prompt: str,
+                         files: tuple) -> int:
+    """``generate --session``: the message is on disk before the model loads; a model that
+    cannot load puts the file back as it was."""
+    from engine.runtime import Runtime
+    from engine.session.resume import continue_session, send, unsend  # lazy (~30 ms)
+
+    if args.mcp_config is not None or files:
+        raise DuetError("--mcp-config and --attach cannot be combined with --session yet")
+    sent = send(args.session, prompt, system=args.system, model=config.target.path)
+    try:
+        rt = Runtime(config)
+    except DuetError:
+        unsend(sent)
+        raise
+    with rt:
+        return continue_session(rt, sent, config.sampling, as_json=args.json,
+                                use_kv=not args.no_session_kv)
 
 
 def _attachments(paths: list[Path], mode: str) -> tuple:

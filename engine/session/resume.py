@@ -6,9 +6,10 @@ reason are kept, and the new reply gets its own, so the app shows the file as it
 the new turn. A file without a usable tree (an older Duet, another tool) continues as the
 linear chat of its messages.
 
-Nothing sent is lost when the process ends during the reply, as in the window
-(app/controller.py): the conversation with the new message is written before the reply's first
-token, and again every CHECKPOINT_S while it streams (text only, atomic), so a SIGKILL loses at
+Nothing sent is lost when the process ends, as in the window (app/controller.py): the
+conversation with the new message is written before the model loads (``send``: the file's KV
+states stay in it, for the restore that follows; a model that cannot load puts the file back),
+and again every CHECKPOINT_S while the reply streams (text only, atomic), so a SIGKILL loses at
 most that much of the reply; SIGTERM, SIGINT and SIGHUP stop the reply, which is then saved as
 usual (KV state included) before the process exits with 128 + the signal's number.
 """
@@ -23,17 +24,18 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine import rescue
 from engine.chat import Message
 from engine.conversation.store import cut_reply, streaming_node, tree_from_json, tree_to_json
-from engine.conversation.tree import Conversation
+from engine.conversation.tree import Conversation, Turn
 from engine.errors import SIGPIPE, SessionError, WorkerLostError
 from engine.events import Token, collect, done_json
 from engine.session import store
+from engine.session.format import LoadedSession, read_session
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
@@ -53,21 +55,77 @@ def sampling_settings(sampling: SamplingParams) -> dict[str, Any]:
     return d
 
 
-def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: SamplingParams, *,
-                     as_json: bool, system: str | None, use_kv: bool = True) -> int:
-    """Open ``path`` (restoring its KV state unless ``use_kv`` is False) or start a new
-    conversation, reply to ``prompt`` (streamed text, or one JSON object), append the turn to
-    the conversation's tree and save with KV. Returns 0, or 1 when the reply (still shown)
-    could not be saved, or 128 + N when signal N stopped the reply (what came is saved)."""
+@dataclass(frozen=True)
+class Sent:
+    """A message written to its conversation before the model loads (:func:`send`).
+    ``before``: the file as it was, KV sections included (None: there was none)."""
+
+    path: Path
+    conv: Conversation
+    turn: Turn
+    settings: dict[str, Any]
+    before: LoadedSession | None
+    note: str | None
+
+
+def send(path: Path, prompt: str, *, system: str | None, model: Path) -> Sent:
+    """Before the model loads: the conversation at ``path`` (a new one when there is no file)
+    with ``prompt`` added and its reply begun, on disk, so that a process killed while the model
+    loads keeps the message. The file's KV states stay in it for the restore after the load.
+    Raises SessionError when the file cannot be read or written."""
     path = Path(path)
-    conv, settings, restored, note = _open(path, runtime, use_kv)
-    if system is not None and path.exists():
-        log.warning("--system is ignored when continuing a saved conversation")
-        system = None
-    if note and not as_json:
-        print(f"duet-cli: note: {note}", file=sys.stderr)
+    conv, settings, before = Conversation(path.stem, path), {}, None
+    if path.exists():
+        before = read_session(path)
+        messages = [store.from_saved(m) for m in before.meta.messages]
+        root = tree_from_json(before.meta.settings.get("tree"), messages)
+        if root is None:
+            conv.set_messages(messages)
+        else:
+            conv.set_root(root)
+        settings = dict(before.meta.settings)
+        if system is not None:
+            log.warning("--system is ignored when continuing a saved conversation")
+            system = None
     conv.add_user(prompt, system_prompt=system or "")
     turn = conv.begin_reply()
+    store.save_before_load(path, before, _cut(conv, turn), settings=_cut_settings(conv, turn,
+                           settings), model=model)
+    note = "; ".join(p.text for p in before.problems) if before and before.problems else None
+    return Sent(path, conv, turn, settings, before, note)
+
+
+def unsend(sent: Sent) -> None:
+    """The model could not load: the file as it was before :func:`send`."""
+    store.restore_file(sent.path, sent.before)
+
+
+def _cut(conv: Conversation, turn: Turn) -> list[Message]:
+    """The conversation's messages with the streaming reply as far as it came."""
+    return [*conv.engine_messages(), Message("assistant", turn.text, time.time())]
+
+
+def _cut_settings(conv: Conversation, turn: Turn, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with the tree whose streaming reply holds what came so far, marked cut."""
+    tree = tree_to_json(conv, streaming=True)
+    return {**settings, "tree": cut_reply(tree, streaming_node(conv, tree), turn.text)}
+
+
+def continue_session(runtime: Runtime, sent: Sent, sampling: SamplingParams, *,
+                     as_json: bool, use_kv: bool = True) -> int:
+    """Restore the KV state of the conversation :func:`send` wrote (unless ``use_kv`` is False),
+    stream the reply (text, or one JSON object at the end), append the turn to the
+    conversation's tree and save with KV. Returns 0, or 1 when the reply (still shown) could not
+    be saved, or 128 + N when signal N stopped the reply (what came is saved)."""
+    path, conv, turn, settings = sent.path, sent.conv, sent.turn, sent.settings
+    restored, notes = False, [sent.note] if sent.note else []
+    if sent.before is not None:
+        opened = store.open_conversation(path, runtime, use_kv=use_kv)
+        restored = opened.restored_kv
+        notes += [opened.note] if opened.note else []
+    note = "; ".join(notes) or None
+    if note and not as_json:
+        print(f"duet-cli: note: {note}", file=sys.stderr)
     last_checkpoint = time.monotonic()
     stopped: list[int] = []
     cancel = threading.Event()
@@ -97,11 +155,8 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
 
     def save_cut(_why: str = "") -> None:
         """Keep the reply so far when a worker is lost: the text alone (no llama.cpp call)."""
-        tree = tree_to_json(conv, streaming=True)
-        tree = cut_reply(tree, streaming_node(conv, tree), turn.text)
-        cut = [*conv.engine_messages(), Message("assistant", turn.text, time.time())]
-        store.save_conversation(path, runtime, cut, settings={**settings, "tree": tree},
-                          with_kv=False)
+        store.save_conversation(path, runtime, _cut(conv, turn),
+                                settings=_cut_settings(conv, turn, settings), with_kv=False)
 
     def checkpoint() -> None:
         """The conversation so far on disk (a SIGKILL next loses nothing sent)."""
@@ -110,7 +165,6 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
         except SessionError as e:
             log.warning("could not checkpoint %s: %s", path.name, e)
 
-    checkpoint()  # the message sent is on disk before its reply's first token
     # a worker lost mid-pass: ggml aborts, the hook saves; a signal ends the reply (saved below)
     with rescue.hook(save_cut), _stop_on_signals(stopped, cancel):
         try:
@@ -135,22 +189,6 @@ def continue_session(runtime: Runtime, path: Path, prompt: str, sampling: Sampli
     if problem:
         print(f"duet-cli: {'note' if report else 'error'}: {problem}", file=sys.stderr)
     return _exit_status(path, report is not None, stopped)
-
-
-def _open(path: Path, runtime: Runtime, use_kv: bool
-          ) -> tuple[Conversation, dict[str, Any], bool, str | None]:
-    """The conversation in ``path`` (a new one when there is no file), its settings, whether
-    its KV state was restored, and a note on what could not be."""
-    conv = Conversation(path.stem, path)
-    if not path.exists():
-        return conv, {}, False, None
-    opened = store.open_conversation(path, runtime, use_kv=use_kv)
-    root = tree_from_json(opened.settings.get("tree"), opened.messages)
-    if root is None:
-        conv.set_messages(opened.messages)
-    else:
-        conv.set_root(root)
-    return conv, dict(opened.settings), opened.restored_kv, opened.note
 
 
 def _exit_status(path: Path, saved: bool, stopped: list[int]) -> int:

@@ -15,7 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ from engine.chat import Attachment, Message, ToolCall
 from engine.errors import DecodeError, ModelLoadError, SessionError
 from engine.session import probe
 from engine.session.fingerprint import check_model, file_fingerprint, fingerprint_size, kv_layout
-from engine.session.format import read_meta, read_session, write_session
+from engine.session.format import LoadedSession, read_meta, read_session, write_session
 from engine.session.meta import (
     KVLayout,
     KVState,
@@ -206,6 +206,46 @@ def save_contexts(path: Path, ctx: Context, draft_ctx: Context | None,
                         target is not None)
     log.info("saved %s: %d bytes, %d tokens, %.3f s", path, size, n, report.seconds)
     return report
+
+
+def save_before_load(path: Path, before: LoadedSession | None, messages: Sequence[Message], *,
+                     settings: Mapping[str, Any], model: Path) -> None:
+    """Atomically write ``messages`` and ``settings`` while no model is loaded yet. The file as
+    it was (``before``, read with its KV sections) keeps its models and intact KV states, for
+    the restore that follows the load; a new file names the ``model`` file (no layout: no KV
+    state). Raises SessionError (unsaveable settings, disk errors)."""
+    now = utc_now_iso()
+    saved = tuple(to_saved(m) for m in messages)
+    if before is None:
+        try:
+            fingerprint = model_fingerprint(model)
+        except ModelLoadError:
+            fingerprint = "unknown"  # the load that follows says what is wrong with the file
+        info = ModelInfo(str(Path(model).absolute()), Path(model).stem,
+                         fingerprint_size(fingerprint) or 0, fingerprint)
+        meta = SessionMeta(now, now, saved, info, settings=dict(settings))
+        sections: dict[str, bytes] = {}
+    else:
+        sections = dict(before.sections)  # intact ones only: a damaged state is dropped
+        old = before.meta
+        meta = replace(old, saved=now, messages=saved, settings=dict(settings),
+                       kv_target=old.kv_target if "kv.target" in sections else None,
+                       kv_draft=old.kv_draft if "kv.draft" in sections else None)
+    try:
+        write_session(path, meta, sections)
+    except OSError as e:
+        raise SessionError(f"cannot save the conversation to {path}: {e.strerror or e}") from None
+
+
+def restore_file(path: Path, before: LoadedSession | None) -> None:
+    """Put back the file ``save_before_load`` replaced (None: there was none, remove it)."""
+    try:
+        if before is None:
+            Path(path).unlink(missing_ok=True)
+        else:
+            write_session(path, before.meta, dict(before.sections))
+    except OSError as e:
+        log.warning("could not put back %s: %s", path, e.strerror or e)
 
 
 def save_conversation(path: Path, runtime: Runtime, messages: Sequence[Message], *,
