@@ -197,10 +197,7 @@ def save_contexts(path: Path, ctx: Context, draft_ctx: Context | None,
         sections["kv.target"] = target[1]
     if draft:
         sections["kv.draft"] = draft[1]
-    try:
-        size = write_session(path, meta, sections)
-    except OSError as e:
-        raise SessionError(f"cannot save the conversation to {path}: {e.strerror or e}") from None
+    size = _write(path, meta, sections)
     n = len(ctx.tokens)
     report = SaveReport(path, size, n, size / n if n else 0.0, time.perf_counter() - t0,
                         target is not None)
@@ -231,8 +228,13 @@ def save_before_load(path: Path, before: LoadedSession | None, messages: Sequenc
         meta = replace(old, saved=now, messages=saved, settings=dict(settings),
                        kv_target=old.kv_target if "kv.target" in sections else None,
                        kv_draft=old.kv_draft if "kv.draft" in sections else None)
+    _write(path, meta, sections)
+
+
+def _write(path: Path, meta: SessionMeta, sections: Mapping[str, bytes | memoryview]) -> int:
+    """write_session, a disk error as SessionError; returns the file's size."""
     try:
-        write_session(path, meta, sections)
+        return write_session(path, meta, sections)
     except OSError as e:
         raise SessionError(f"cannot save the conversation to {path}: {e.strerror or e}") from None
 
