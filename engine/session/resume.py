@@ -8,7 +8,8 @@ linear chat of its messages.
 
 Nothing sent is lost when the process ends, as in the window (app/controller.py): the
 conversation with the new message is written before the model loads (``send``: the file's KV
-states stay in it, for the restore that follows; a model that cannot load puts the file back),
+states stay in it, for the restore that follows; a model that cannot load puts the file back;
+the same message sent again after a run that ended before any of its reply is answered once),
 and again every CHECKPOINT_S while the reply streams (text only, atomic), so a SIGKILL loses at
 most that much of the reply; SIGTERM, SIGINT and SIGHUP stop the reply, which is then saved as
 usual (KV state included) before the process exits with 128 + the signal's number.
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import rescue
 from engine.chat import Message
-from engine.conversation.store import cut_reply, streaming_node, tree_from_json, tree_to_json
+from engine.conversation.store import CUT, cut_reply, streaming_node, tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation, Turn
 from engine.errors import SIGPIPE, SessionError, WorkerLostError
 from engine.events import Token, collect, done_json
@@ -87,12 +88,28 @@ def send(path: Path, prompt: str, *, system: str | None, model: Path) -> Sent:
         if system is not None:
             log.warning("--system is ignored when continuing a saved conversation")
             system = None
-    conv.add_user(prompt, system_prompt=system or "")
+    if not _resent(conv, prompt):
+        conv.add_user(prompt, system_prompt=system or "")
     turn = conv.begin_reply()
     store.save_before_load(path, before, _cut(conv, turn), settings=_cut_settings(conv, turn,
                            settings), model=model)
     note = "; ".join(p.text for p in before.problems) if before and before.problems else None
     return Sent(path, conv, turn, settings, before, note)
+
+
+def _resent(conv: Conversation, prompt: str) -> bool:
+    """``prompt`` sent again after a run that ended before any of its reply came (killed while
+    the model loaded): the empty, cut reply is dropped and the message is answered once, not
+    written twice. False (nothing changed) otherwise."""
+    turns = conv.turns
+    if len(turns) < 2:
+        return False
+    asked, reply = turns[-2], turns[-1]
+    if asked.role != "user" or asked.text != prompt or asked.attachments or \
+            reply.role != "assistant" or reply.text or reply.tool_calls or reply.reason != CUT:
+        return False
+    conv.remove(len(turns) - 1)
+    return True
 
 
 def unsend(sent: Sent) -> None:

@@ -57,14 +57,29 @@ def test_a_continued_conversation_keeps_its_kv_state_and_the_new_message(
             main(_generate(path, smol_path, "And a fruit?"))
     assert seen == [[*first, "And a fruit?", ""]]
     assert "kv.target" in read_session(path).sections  # kept for the restore after the load
-    # the next run opens it, the KV state restored, and answers after the cut turn
+    # the same command again opens it, the KV state restored, and answers the message once:
+    # the reply that never began is dropped, the message is not written twice
     capsys.readouterr()
     assert main(_generate(path, smol_path, "And a fruit?", "--json")) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["session"]["restored_kv"] and out["session"]["note"] is None
+    assert [m.content for m in read_meta(path).messages] == [*first, "And a fruit?", out["text"]]
+    # once answered, the same words are a new message
+    assert main(_generate(path, smol_path, "And a fruit?", "--json")) == 0
+    again = json.loads(capsys.readouterr().out)["text"]
+    assert [m.content for m in read_meta(path).messages] == \
+        [*first, "And a fruit?", out["text"], "And a fruit?", again]
+
+
+def test_another_message_after_a_killed_load_keeps_the_one_before(monkeypatch, smol_path, tmp_path):
+    path = tmp_path / "chat.duet"
+    with monkeypatch.context() as m:
+        _killed_while_loading(m, path)
+        with pytest.raises(Killed):
+            main(_generate(path, smol_path, "Name a colour."))
+    assert main(_generate(path, smol_path, "Name a fruit.")) == 0
     texts = [m.content for m in read_meta(path).messages]
-    assert texts[:len(first) + 2] == [*first, "And a fruit?", ""]
-    assert texts[-2:] == ["And a fruit?", out["text"]]
+    assert texts[:3] == ["Name a colour.", "", "Name a fruit."] and len(texts) == 4
 
 
 def test_a_model_that_cannot_load_leaves_the_file_as_it_was(smol_path, tmp_path, capsys):
