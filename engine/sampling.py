@@ -108,8 +108,9 @@ def penalties(logits: np.ndarray, params: SamplingParams, history: Sequence[int]
     ids, counts = np.unique(np.asarray(recent, dtype=np.int64), return_counts=True)
     out = np.array(logits, dtype=np.float32, copy=True)
     vals = out[ids].astype(np.float64)  # a tiny penalty would overflow float32 to inf
-    vals = np.where(vals > 0, vals / params.repeat_penalty, vals * params.repeat_penalty)
-    vals -= counts * params.frequency_penalty + params.presence_penalty
+    with np.errstate(over="ignore"):  # ... and a tinier one float64 too: clipped below
+        vals = np.where(vals > 0, vals / params.repeat_penalty, vals * params.repeat_penalty)
+        vals -= counts * params.frequency_penalty + params.presence_penalty
     out[ids] = np.clip(vals, -F32_MAX, F32_MAX)
     return out
 

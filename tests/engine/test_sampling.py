@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 
@@ -73,6 +75,10 @@ def test_a_tiny_repeat_penalty_keeps_the_logits_finite():
     assert np.isfinite(out).all() and out[0] > out[2] > 0 >= out[1]
     ids, probs = distribution(lg, p, [0, 1])
     assert np.isfinite(probs).all() and ids[0] == 0
+    with warnings.catch_warnings():  # one that overflows float64 too: clipped, without a warning
+        warnings.simplefilter("error", RuntimeWarning)
+        out = penalties(lg, SamplingParams(repeat_penalty=1e-320), [0, 1])
+    assert np.isfinite(out).all() and out[0] > out[2] > 0 >= out[1]
 
 
 def test_presence_and_frequency_penalties_follow_llama_cpp():
