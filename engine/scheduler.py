@@ -6,6 +6,8 @@ Each sequence of the runtime's context is a ``Slot``. A job waits until a slot i
 the free slot whose cache shares most with its prompt (the state cache may restore a saved one
 there first, after saving what the slot held). A long prompt is decoded in slices — large while
 nothing else runs, small while other replies stream, so that a new client does not stall them.
+Prompts read at the same time that start the same way (one agent's parallel requests, with one
+system prompt and tools) read that start once: the others wait for it and copy its cells.
 Each reply is a ``Decoding`` (engine.decoding) with its own sampler, grammar, drafter state, stop
 rules and counters; cancel, the context limit and the end of a reply free a slot at once without
 touching the others. Owned by one thread: ``step`` is called by the engine's thread only.
@@ -100,6 +102,7 @@ class Scheduler:
         self.on_finished = on_finished
         self._clock = 0
         self.s_per_token: float | None = None  # of the last pass of PREFILL_SHARED tokens or more
+        self.copies = True  # False once the memory could not share part of a sequence (recurrent)
 
     @property
     def active(self) -> int:
@@ -142,6 +145,8 @@ class Scheduler:
                     self._finish(s, "cancelled")
                 elif s.decoding.started and s.ctx.n_free < 1:
                     self._finish(s, "context_full")
+                elif not s.decoding.started:
+                    self._catch_up(s, s.decoding)
         busy = [s for s in self.slots if s.job is not None]
         if not busy:
             return False
@@ -210,6 +215,7 @@ class Scheduler:
             owners.append(s)
             budget -= len(tokens)
         slice_ = shared_slice(self.s_per_token) if streaming else PREFILL_ALONE
+        reading: list[Slot] = []  # the prompts read in this pass
         for s in busy:
             d = s.decoding
             if d is None or d.started or budget <= 0:
@@ -221,11 +227,33 @@ class Scheduler:
             end = len(prompt) - 1 if d.logprobs is not None and s.pos < len(prompt) - 1 \
                 else len(prompt)
             n = min(end - s.pos, slice_, budget)
+            if self._follows(s, prompt, n, reading):
+                continue
             last = s.pos + n == len(prompt)
             parts.append(Part(s.ctx, prompt[s.pos:s.pos + n], "last" if last else "none"))
             owners.append(s)
+            reading.append(s)
             budget -= n
         return parts, owners
+
+    def _follows(self, s: Slot, prompt: Sequence[int], n: int, reading: list[Slot]) -> bool:
+        """True when the ``n`` tokens ``s`` would read next are all read in this pass by
+        another prompt that starts the same way (parallel requests with one system prompt and
+        tools): ``s`` waits and copies them (``_catch_up``) rather than reading them again. It
+        loses no pass by it; fewer shared tokens than that, it reads them beside its own."""
+        return self.copies and any(
+            min(common_prefix(o.decoding.prompt, prompt), len(prompt) - 1) - s.pos >= n
+            for o in reading if o.decoding is not None)
+
+    def _catch_up(self, s: Slot, d: Decoding) -> None:
+        """A prompt being read takes what another sequence holds of its next tokens (read
+        since, by a prompt that starts the same way) as a copy of cells; they count as cached."""
+        held = len(s.ctx.tokens)
+        if self._borrow(s, d.prompt):
+            s.pos = len(s.ctx.tokens)
+            d.stats.n_cached += s.pos - held
+        elif len(s.ctx.tokens) != held:  # the copy failed and cleared the sequence
+            s.pos = d.stats.n_cached = 0
 
     def _take(self, s: Slot, part: Part, rows: Any, share_s: float, lone: bool) -> None:
         d, job = s.decoding, s.job
@@ -311,18 +339,23 @@ class Scheduler:
                               grammar=job.grammar, logprobs=job.logprobs, n_cached=reuse)
         s.decoding.note = note
 
-    def _borrow(self, s: Slot, prompt: Sequence[int]) -> None:
+    def _borrow(self, s: Slot, prompt: Sequence[int]) -> bool:
         """When another sequence holds more of ``prompt`` than ``s`` does (the system prompt
         and tools that an agent's parallel requests share), ``s`` takes that prefix from it:
-        a copy of cells in the shared cache, where reading it again would cost a prefill."""
-        if dropped_span(s.ctx.tokens, prompt) is not None:
-            return  # a cache shift keeps more of this sequence's own conversation
+        a copy of cells in the shared cache, where reading it again would cost a prefill.
+        True when it did."""
+        if not self.copies or dropped_span(s.ctx.tokens, prompt) is not None:
+            return False  # a cache shift keeps more of this sequence's own conversation
         own = common_prefix(s.ctx.tokens, prompt)
         n, src = max(((common_prefix(o.ctx.tokens, prompt), o) for o in self.slots if o is not s),
                      key=lambda x: x[0], default=(0, s))
         n = min(n, len(prompt) - 1)  # the last prompt token is decoded for its logits
-        if n > own:
-            s.ctx.copy_from(src.ctx, n)
+        if n <= own:
+            return False
+        if not s.ctx.copy_from(src.ctx, n):
+            self.copies = False
+            return False
+        return True
 
     def _finish(self, s: Slot, reason: str | None = None) -> None:
         d, job = s.decoding, s.job

@@ -224,6 +224,56 @@ def test_a_prefix_another_sequence_holds_is_copied_not_read_again(smol_path, sam
         engine.close()
 
 
+def _together(rt, prompts, cancel_first_after=None):
+    """The scheduler alone, stepped on this thread: every job is admitted in the same step."""
+    from engine.scheduler import Scheduler
+
+    sched = Scheduler(rt.ctx.sequences, rt.speculations)
+    replies = [Reply(p) for p in prompts]
+    for r in replies:
+        sched.add(r.job)
+    steps = 0
+    while sched.step():
+        steps += 1
+        if steps == cancel_first_after:
+            replies[0].job.cancel.set()
+    return replies
+
+
+def test_prompts_that_start_the_same_read_their_start_once(smol_path, same_or_near_tie):
+    """Parallel requests with one long system prompt, arriving together: one sequence reads the
+    shared start, the others wait for it and copy its cells; each reads its own end."""
+    from engine.scheduler import PREFILL_ALONE
+
+    rules = "You answer in one short sentence. " + "Be exact and plain; never guess. " * 70
+    with runtime(smol_path, n_parallel=1, n_ctx=2048) as rt:
+        prompts = [chat_tokens(rt.target, [Message("system", rules), Message("user", q)])
+                   for q in QUESTIONS]
+        solo = [list(rt.generator.complete(p, GREEDY))[-1] for p in prompts]
+    shared = min(next(i for i, (a, b) in enumerate(zip(prompts[0], p)) if a != b) for p in prompts[1:])
+    assert shared > 2 * PREFILL_ALONE
+    with runtime(smol_path, n_parallel=4, n_ctx=4096) as rt:
+        replies = _together(rt, prompts)
+        for r, want, p in zip(replies, solo, prompts):
+            same_or_near_tie(rt.target, p, r.done.token_ids, want.token_ids)
+    cached = [r.done.stats.n_cached_tokens for r in replies]
+    # the first read it all; each other copied all but less than one slice of it
+    assert cached[0] == 0 and all(shared - PREFILL_ALONE < c <= shared for c in cached[1:])
+
+
+def test_a_prompt_waiting_on_another_reads_on_when_that_one_is_cancelled(smol_path, same_or_near_tie):
+    rules = "Be exact and plain; never guess. " * 60
+    with runtime(smol_path, n_parallel=1, n_ctx=2048) as rt:
+        prompts = [chat_tokens(rt.target, [Message("system", rules), Message("user", q)])
+                   for q in QUESTIONS[:2]]
+        want = list(rt.generator.complete(prompts[1], GREEDY))[-1]
+    with runtime(smol_path, n_parallel=2, n_ctx=4096) as rt:
+        first, second = _together(rt, prompts, cancel_first_after=1)
+        assert first.done.reason == "cancelled"
+        same_or_near_tie(rt.target, prompts[1], second.done.token_ids, want.token_ids)
+        assert 0 < second.done.stats.n_cached_tokens < len(prompts[1]) - 1  # copied, then read on
+
+
 def test_a_schema_reply_beside_another_asks_no_logits_for_its_forced_tokens(smol_path, alone, same_or_near_tie,
                                                                             monkeypatch):
     from engine.constraint import Grammar
