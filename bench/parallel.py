@@ -9,6 +9,9 @@ slots (``--parallel N`` / ``-np N``), after one warm-up request of a prompt no c
 - late (N > 1): N - 1 clients start, and once each streams, one more client sends its prompt:
   its time to first token is what a newcomer waits while the others stream.
 
+With ``--system FILE`` every client sends that text as its system prompt and a short question of
+its own: one agent's parallel requests, whose shared start a server may read once.
+
 Medians over ``--repeats`` fresh servers; in each repeat every configuration runs once, in
 turns. Only 127.0.0.1 is contacted.
 """
@@ -16,13 +19,15 @@ turns. Only 127.0.0.1 is contacted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import statistics
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +40,8 @@ from bench.prompts import load_prompts
 from engine.runtime import resolve_model
 
 log = logging.getLogger(__name__)
+
+QUESTION = "Question {i}: in two sentences, what does section {i} of the text above say?"
 
 REPO = Path(__file__).resolve().parents[1]
 DUET_MODES = {"duet-plain": ["--drafter", "none"], "duet-ngram": ["--drafter", "ngram"],
@@ -57,6 +64,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to the GPU, both servers (-1: all)")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "parallel.md")
     p.add_argument("--note", default="", help="a line about the run for the report")
+    p.add_argument("--system", type=Path, default=None,
+                   help="a text file every client sends as its system prompt, each with a short "
+                        "question of its own (one agent's parallel requests)")
     p.set_defaults(func=run)
 
 
@@ -80,9 +90,30 @@ def _server(mode: str, n: int, args: argparse.Namespace, model: Path) -> tuple[A
     return start_server(cmd, port, mode, timeout_s=300), port
 
 
-def _ask(port: int, text: str, max_tokens: int) -> client.HttpReply:
+def _messages(text: str, system: str | None) -> list[dict]:
+    return [*([{"role": "system", "content": system}] if system else []),
+            {"role": "user", "content": text}]
+
+
+@contextlib.contextmanager
+def _empty_kv_store() -> Iterator[None]:
+    """Duet servers started inside keep long prompts' states in an empty disk store, removed
+    after: each run starts cold, as llama-server does (no run reads what an earlier one kept)."""
+    real = os.environ.get("DUET_KV_DIR")
+    with tempfile.TemporaryDirectory(prefix="duet-bench-kv-") as kv:
+        os.environ["DUET_KV_DIR"] = kv
+        try:
+            yield
+        finally:
+            if real is None:
+                os.environ.pop("DUET_KV_DIR", None)
+            else:
+                os.environ["DUET_KV_DIR"] = real
+
+
+def _ask(port: int, text: str, max_tokens: int, system: str | None = None) -> client.HttpReply:
     return client.post(port, "/v1/chat/completions",
-                       {"messages": [{"role": "user", "content": text}], "temperature": 0,
+                       {"messages": _messages(text, system), "temperature": 0,
                         "max_tokens": max_tokens, "stream": True,
                         "stream_options": {"include_usage": True}})
 
@@ -95,7 +126,7 @@ def _threads(jobs: list[Callable[[], None]]) -> None:
         t.join()
 
 
-def together(port: int, prompts: list[str], max_tokens: int) -> dict:
+def together(port: int, prompts: list[str], max_tokens: int, system: str | None = None) -> dict:
     """All clients at once: aggregate tok/s and each one's time to first token."""
     replies: list[client.HttpReply | None] = [None] * len(prompts)
     errors: list[str] = []
@@ -105,7 +136,7 @@ def together(port: int, prompts: list[str], max_tokens: int) -> dict:
         def go() -> None:
             start.wait()
             try:
-                replies[i] = _ask(port, prompts[i], max_tokens)
+                replies[i] = _ask(port, prompts[i], max_tokens, system)
             except client.Failed as e:
                 errors.append(str(e))
         return go
@@ -122,27 +153,28 @@ def together(port: int, prompts: list[str], max_tokens: int) -> dict:
             "max_ttft_s": max(r.ttft_s for r in done)}
 
 
-def late(port: int, prompts: list[str], max_tokens: int) -> float:
+def late(port: int, prompts: list[str], max_tokens: int, system: str | None = None) -> float:
     """N - 1 clients streaming, then one more: the newcomer's time to first token."""
     streaming = threading.Semaphore(0)
     out: dict[str, float] = {}
 
     def early(text: str) -> Callable[[], None]:
-        return lambda: _stream_signalling(port, text, max_tokens, streaming)
+        return lambda: _stream_signalling(port, text, max_tokens, streaming, system)
 
     def newcomer() -> None:
         for _ in prompts[:-1]:
             streaming.acquire()
-        out["ttft"] = _ask(port, prompts[-1], max_tokens).ttft_s
+        out["ttft"] = _ask(port, prompts[-1], max_tokens, system).ttft_s
 
     _threads([*[early(p) for p in prompts[:-1]], newcomer])
     return out["ttft"]
 
 
-def _stream_signalling(port: int, text: str, max_tokens: int, first: threading.Semaphore) -> None:
+def _stream_signalling(port: int, text: str, max_tokens: int, first: threading.Semaphore,
+                       system: str | None = None) -> None:
     """A streamed request that releases ``first`` at its first content chunk (or when it fails,
     so that the newcomer never waits forever)."""
-    body = {"messages": [{"role": "user", "content": text}], "temperature": 0,
+    body = {"messages": _messages(text, system), "temperature": 0,
             "max_tokens": max_tokens, "stream": True}
     released = False
     try:
@@ -164,6 +196,9 @@ def run(args: argparse.Namespace) -> int:
 
     model = resolve_model(args.model)
     texts = [p.text for p in load_prompts()]
+    system = args.system.read_text(encoding="utf-8") if args.system else None
+    if system:  # one agent's parallel requests: the same long system prompt, short questions
+        texts = [QUESTION.format(i=i) for i in range(16)]
     counts = [int(x) for x in args.clients.split(",") if x]
     modes = [m for m in (args.modes.split(",") if args.modes else [*DUET_MODES, *LLAMA_MODES])
              if m in DUET_MODES or args.llama_server is not None]
@@ -173,14 +208,16 @@ def run(args: argparse.Namespace) -> int:
     for _ in range(args.repeats):  # the modes take turns, so that a drift hits them alike
         for mode in modes:
             for n in counts:
-                proc, port = _server(mode, n, args, model)
-                with proc:
-                    _ask(port, WARM_UP, 8)
-                    runs.setdefault((mode, n), []).append(together(port, texts[:n], args.max_tokens))
-                    if n > 1:
-                        lates.setdefault((mode, n), []).append(
-                            late(port, texts[n:2 * n] or texts[:n], args.max_tokens))
-                    rss.setdefault((mode, n), []).append(rss_bytes(proc.pid) or 0)
+                with _empty_kv_store():
+                    proc, port = _server(mode, n, args, model)
+                    with proc:
+                        _ask(port, WARM_UP, 8)
+                        runs.setdefault((mode, n), []).append(
+                            together(port, texts[:n], args.max_tokens, system))
+                        if n > 1:
+                            lates.setdefault((mode, n), []).append(
+                                late(port, texts[n:2 * n] or texts[:n], args.max_tokens, system))
+                        rss.setdefault((mode, n), []).append(rss_bytes(proc.pid) or 0)
     results: dict[str, dict[int, dict]] = {}
     for (mode, n), rs in runs.items():
         row = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
@@ -198,7 +235,8 @@ def run(args: argparse.Namespace) -> int:
 def markdown(results: dict[str, dict[int, dict]], args: argparse.Namespace) -> str:
     lines = ["# Several clients at once", "",
              f"`python -m bench parallel --clients {args.clients} --max-tokens {args.max_tokens} "
-             f"--repeats {args.repeats} --ctx {args.ctx}" + (" --llama-server PATH`" if args.llama_server else "`"),
+             f"--repeats {args.repeats} --ctx {args.ctx}" + (f" --system {args.system}" if args.system else "")
+             + (" --llama-server PATH`" if args.llama_server else "`"),
              "", args.note, "",
              "| mode | clients | aggregate tok/s | median first token (s) | slowest first token (s) "
              "| newcomer's first token (s) | server RSS (MiB) |", "|---|---|---|---|---|---|---|"]
