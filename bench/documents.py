@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import client
-from bench.process import free_port, start_server
+from bench.process import empty_kv_store, free_port, start_server
 from bench.stdlib_text import passage, topic_keys
 from engine.chat import Attachment, Message
 from engine.context_params import ContextParams
@@ -261,32 +261,23 @@ def embeddings_run(args: argparse.Namespace, texts: list[str]) -> dict[str, floa
 def run(args: argparse.Namespace) -> int:
     parts = set(args.parts.split(","))
     results: dict[str, Any] = {"runs": []}
-    real_kv = os.environ.get("DUET_KV_DIR")
-    try:
-        for _ in range(args.repeats):
-            row: dict[str, Any] = {}
-            with tempfile.TemporaryDirectory() as kv:
-                os.environ["DUET_KV_DIR"] = kv  # each run starts from an empty store
-                if "document" in parts:
-                    row["document"] = document_run(args)
-            with tempfile.TemporaryDirectory() as kv:
-                os.environ["DUET_KV_DIR"] = kv
-                if "agent" in parts:
-                    system = "You are a parts assistant. Use the tools. Reference:\n" + "\n".join(
-                        p.text for p in passages()[:6])
-                    row["agent"] = agent_run(args, system)
-            if "pdf" in parts:  # (no disk store: every question is read cold)
-                row["pdf"] = pdf_run(args)
-            if "embeddings" in parts:
-                texts = [p.text[:600] for p in passages()[:128]]
-                row["embeddings"] = embeddings_run(args, texts)
-            results["runs"].append(row)
-            log.info("run: %s", row)
-    finally:
-        if real_kv is None:
-            os.environ.pop("DUET_KV_DIR", None)
-        else:
-            os.environ["DUET_KV_DIR"] = real_kv
+    for _ in range(args.repeats):
+        row: dict[str, Any] = {}
+        with empty_kv_store():  # each run starts from an empty store
+            if "document" in parts:
+                row["document"] = document_run(args)
+        with empty_kv_store():
+            if "agent" in parts:
+                system = "You are a parts assistant. Use the tools. Reference:\n" + "\n".join(
+                    p.text for p in passages()[:6])
+                row["agent"] = agent_run(args, system)
+        if "pdf" in parts:  # (no disk store: every question is read cold)
+            row["pdf"] = pdf_run(args)
+        if "embeddings" in parts:
+            texts = [p.text[:600] for p in passages()[:128]]
+            row["embeddings"] = embeddings_run(args, texts)
+        results["runs"].append(row)
+        log.info("run: %s", row)
     summary = summarize(results["runs"])
     results["summary"] = summary
     args.out.mkdir(parents=True, exist_ok=True)

@@ -19,15 +19,13 @@ turns. Only 127.0.0.1 is contacted.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +33,7 @@ import httpx
 
 from bench import client
 from bench.llama_server import WARM_UP, ngl
-from bench.process import free_port, rss_bytes, start_server
+from bench.process import empty_kv_store, free_port, rss_bytes, start_server
 from bench.prompts import load_prompts
 from engine.runtime import resolve_model
 
@@ -93,22 +91,6 @@ def _server(mode: str, n: int, args: argparse.Namespace, model: Path) -> tuple[A
 def _messages(text: str, system: str | None) -> list[dict]:
     return [*([{"role": "system", "content": system}] if system else []),
             {"role": "user", "content": text}]
-
-
-@contextlib.contextmanager
-def _empty_kv_store() -> Iterator[None]:
-    """Duet servers started inside keep long prompts' states in an empty disk store, removed
-    after: each run starts cold, as llama-server does (no run reads what an earlier one kept)."""
-    real = os.environ.get("DUET_KV_DIR")
-    with tempfile.TemporaryDirectory(prefix="duet-bench-kv-") as kv:
-        os.environ["DUET_KV_DIR"] = kv
-        try:
-            yield
-        finally:
-            if real is None:
-                os.environ.pop("DUET_KV_DIR", None)
-            else:
-                os.environ["DUET_KV_DIR"] = real
 
 
 def _ask(port: int, text: str, max_tokens: int, system: str | None = None) -> client.HttpReply:
@@ -208,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     for _ in range(args.repeats):  # the modes take turns, so that a drift hits them alike
         for mode in modes:
             for n in counts:
-                with _empty_kv_store():
+                with empty_kv_store():
                     proc, port = _server(mode, n, args, model)
                     with proc:
                         _ask(port, WARM_UP, 8)

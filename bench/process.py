@@ -15,8 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from unittest import mock
 
 from bench import client
 from engine.errors import DuetError
@@ -98,6 +99,15 @@ class Process:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def empty_kv_store() -> Iterator[None]:
+    """Duet processes started inside keep long prompts' states in an empty disk KV store
+    (``DUET_KV_DIR``), removed after: a run reads nothing an earlier one kept, as llama-server."""
+    with tempfile.TemporaryDirectory(prefix="duet-bench-kv-") as kv, \
+            mock.patch.dict(os.environ, {"DUET_KV_DIR": kv}):
+        yield
 
 
 def start_server(cmd: Sequence[str], port: int, what: str, *, log_path: Path | None = None,
