@@ -241,9 +241,9 @@ class Scheduler:
         another prompt that starts the same way (parallel requests with one system prompt and
         tools): ``s`` waits and copies them (``_catch_up``) rather than reading them again. It
         loses no pass by it; fewer shared tokens than that, it reads them beside its own."""
-        return self.copies and any(
-            min(common_prefix(o.decoding.prompt, prompt), len(prompt) - 1) - s.pos >= n
-            for o in reading if o.decoding is not None)
+        end = s.pos + n  # (its last token is decoded for its logits: never copied)
+        return self.copies and end < len(prompt) and any(
+            o.decoding is not None and o.decoding.prompt[:end] == prompt[:end] for o in reading)
 
     def _catch_up(self, s: Slot, d: Decoding) -> None:
         """A prompt being read takes what another sequence holds of its next tokens (read
@@ -344,7 +344,9 @@ class Scheduler:
         and tools that an agent's parallel requests share), ``s`` takes that prefix from it:
         a copy of cells in the shared cache, where reading it again would cost a prefill.
         True when it did."""
-        if not self.copies or dropped_span(s.ctx.tokens, prompt) is not None:
+        if not self.copies:
+            return False
+        if dropped_span(s.ctx.tokens, prompt) is not None:
             return False  # a cache shift keeps more of this sequence's own conversation
         own = common_prefix(s.ctx.tokens, prompt)
         n, src = max(((common_prefix(o.ctx.tokens, prompt), o) for o in self.slots if o is not s),
