@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from engine import logsetup, rescue
+from engine import logsetup
+from engine.llama import rescue
 
 if TYPE_CHECKING:  # the GUI modules are imported when the GUI starts
     from PySide6.QtWidgets import QApplication
 
-    from app.main_window import MainWindow
+    from app.views.main_window import MainWindow
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -29,7 +30,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    choices=logsetup.LEVELS, help="log verbosity (stderr)")
     # Startup-time measurement (tests): quit as soon as the window is on screen.
     p.add_argument("--exit-after-show", action="store_true", help=argparse.SUPPRESS)
-    # A relaunch after a lost RPC worker ended the last run (engine.rescue): what happened, and
+    # A relaunch after a lost RPC worker ended the last run (engine.llama.rescue): what happened, and
     # the conversation it saved.
     p.add_argument("--worker-lost", metavar="WHY", help=argparse.SUPPRESS)
     p.add_argument("--reopen", type=Path, metavar="FILE", help=argparse.SUPPRESS)
@@ -74,13 +75,14 @@ def _install_file_open_handler(app: QApplication, window: MainWindow) -> None:
 
 def create_window(args: argparse.Namespace) -> MainWindow:
     """The QApplication (created if needed) and the shown main window, FILE opened if given."""
-    # lazy: Qt and the GUI modules (PySide6 ~0.1 s, app.main_window ~2.5 s with the engine) only
+    # lazy: Qt and the GUI modules (PySide6 ~0.1 s, app.views.main_window ~2.5 s with the engine) only
     # on the GUI path: not for --self-check, nor before app.qt_libs found Qt's system libraries
     from PySide6.QtWidgets import QApplication
 
-    from app import crash, theme
-    from app.main_window import MainWindow
-    from app.settings import Settings
+    from app import crash
+    from app.control.settings import Settings
+    from app.views import theme
+    from app.views.main_window import MainWindow
 
     app = cast(QApplication, QApplication.instance() or QApplication([sys.argv[0]]))
     app.setApplicationName("Duet")
@@ -111,7 +113,7 @@ def run_gui(args: argparse.Namespace) -> int:
 
     window = create_window(args)
     app = cast(QApplication, QApplication.instance())
-    # A worker lost mid-pass ends the process (engine.rescue): the engine worker saves the
+    # A worker lost mid-pass ends the process (engine.llama.rescue): the engine worker saves the
     # conversation, then Duet starts again with it.
     rescue.set_relaunch(lambda why: relaunch_argv(args, window.controller.client.worker.rescued,
                                                   why))

@@ -42,8 +42,8 @@ from engine.errors import DuetError
 from engine.events import Done, collect
 
 if TYPE_CHECKING:  # imported when used: the self-check reports a failed import as a step
-    from engine.chat import Message
-    from engine.runtime import Runtime, RuntimeConfig
+    from engine.chat.messages import Message
+    from engine.runtime.runtime import Runtime, RuntimeConfig
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +113,9 @@ def find_model(opts: CheckOptions) -> tuple[Path, str]:
     """The GGUF to check, fetched if asked; raises CheckFailed when it is missing."""
     # lazy: platformdirs, pip's runner and llama.cpp load in the step that checks them (a broken
     # install fails it with one line, not a traceback at the start)
-    from engine import catalog, fetch, paths
-    from engine.model import check_gguf_file
+    from engine import paths
+    from engine.llama.model import check_gguf_file
+    from engine.models import catalog, fetch
 
     if opts.model is not None:
         path = opts.model.expanduser()
@@ -142,11 +143,11 @@ def check_config(path: Path, opts: CheckOptions, drafter: str) -> RuntimeConfig:
     """Greedy replies with ``drafter`` (ngram, or model: ``path`` as its own draft) forced on:
     adaptive off, so drafts are always tried."""
     # lazy: llama.cpp and numpy, in the step that checks them (as find_model)
-    from engine.context_params import ContextParams
-    from engine.model import ModelSpec
-    from engine.runtime import RuntimeConfig
-    from engine.sampling import SamplingParams
-    from engine.speculative.params import SpeculativeParams
+    from engine.decode.sampling import SamplingParams
+    from engine.decode.speculative.params import SpeculativeParams
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import ModelSpec
+    from engine.runtime.runtime import RuntimeConfig
 
     spec = SpeculativeParams(drafter=drafter, draft_max=8, adaptive=False)
     return RuntimeConfig(target=ModelSpec(path),
@@ -169,7 +170,7 @@ def reply(runtime: Runtime, messages: list[Message]) -> Done:
 
 def check_generate(runtime: Runtime) -> tuple[list[Message], str]:
     """Reply to PROMPT; the configured drafter must have proposed tokens."""
-    from engine.chat import Message  # lazy: jinja2, in the step that checks it (as find_model)
+    from engine.chat.messages import Message  # lazy: jinja2, in the step that checks it (as find_model)
 
     drafter = runtime.config.speculative.drafter
     if runtime.config.draft is not None and runtime.draft_ctx is None:
@@ -188,9 +189,9 @@ def check_session(runtime: Runtime, config: RuntimeConfig, messages: list[Messag
                   folder: Path) -> str:
     """Save ``runtime``'s conversation with KV, close it, reopen into a fresh Runtime, reply."""
     # lazy: the engine, in the step that checks it (as find_model)
-    from engine.chat import Message
-    from engine.runtime import Runtime
-    from engine.session.store import open_conversation, save_conversation
+    from engine.chat.messages import Message
+    from engine.conversation.session.store import open_conversation, save_conversation
+    from engine.runtime.runtime import Runtime
 
     path = folder / "self-check.duet"
     saved = save_conversation(path, runtime, messages, settings={"self_check": True})
@@ -224,7 +225,7 @@ def check_qt() -> str:
     from PySide6.QtGui import QGuiApplication, QIcon, QImageReader
     from PySide6.QtWidgets import QApplication
 
-    import app.main_window  # noqa: F401  (the GUI modules, with all their imports)
+    import app.views.main_window  # noqa: F401  (the GUI modules, with all their imports)
 
     if QApplication.instance() is None:
         _qt_app = QApplication(["duet"])
@@ -318,7 +319,7 @@ def _run(opts: CheckOptions, steps: _Steps, tmp: Path) -> None:
 
 
 def _run_engine(opts: CheckOptions, steps: _Steps, path: Path, tmp: Path) -> None:
-    from engine.runtime import Runtime  # lazy: the engine, in the step that checks it (as find_model)
+    from engine.runtime.runtime import Runtime  # lazy: the engine, in the step that checks it (as find_model)
 
     drafters = ("ngram", "model") if opts.draft else ("ngram",)
     with steps.step("generate") as detail:

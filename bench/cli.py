@@ -23,7 +23,7 @@ from bench import (
 )
 from bench.soak import command as soak
 from engine import logsetup
-from engine.cli import run_command
+from engine.cli.main import run_command
 
 BENCHMARKS = (plain, speculative, session, server, rpc, parallel, structured, tool_turn,
               conversation, documents, soak)

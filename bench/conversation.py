@@ -28,21 +28,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.timing import time_stream
-from engine.chat import Message
-from engine.context import Context
-from engine.context_params import ContextParams
+from engine.cache.state_cache import DEFAULT_CACHE_BYTES, StateCache
+from engine.chat.fit import chat_tokens, fit_messages
+from engine.chat.messages import Message
+from engine.decode.sampling import SamplingParams
 from engine.events import Token
-from engine.generate import Generator
-from engine.model import Model
-from engine.prompt import chat_tokens, fit_messages
-from engine.runtime import resolve_model
-from engine.sampling import SamplingParams
-from engine.state_cache import DEFAULT_CACHE_BYTES, StateCache
+from engine.llama.context import Context
+from engine.llama.context_params import ContextParams
+from engine.llama.model import Model
+from engine.runtime.generate import Generator
+from engine.runtime.runtime import resolve_model
 
 if TYPE_CHECKING:
-    from engine.generate import Generator
-    from engine.model import Model
-    from engine.sampling import SamplingParams
+    from engine.decode.sampling import SamplingParams
+    from engine.llama.model import Model
+    from engine.runtime.generate import Generator
 
 log = logging.getLogger(__name__)
 

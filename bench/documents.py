@@ -36,17 +36,17 @@ from typing import Any
 from bench import client
 from bench.process import empty_kv_store, free_port, start_server
 from bench.stdlib_text import passage, topic_keys
-from engine.chat import Attachment, Message
-from engine.context_params import ContextParams
+from engine.chat.messages import Attachment, Message
+from engine.decode.sampling import SamplingParams
+from engine.documents.embeddings import EmbeddingSource
 from engine.documents.extract import read_document
-from engine.documents.prompt import attachment
-from engine.embeddings import EmbeddingSource
 from engine.errors import DuetError
 from engine.events import Token
-from engine.model import ModelSpec
-from engine.request import Chat, Policy, prepare
-from engine.runtime import Runtime, RuntimeConfig, resolve_model
-from engine.sampling import SamplingParams
+from engine.llama.context_params import ContextParams
+from engine.llama.model import ModelSpec
+from engine.prompts.attachments import attachment
+from engine.prompts.request import Chat, Policy, prepare
+from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
 
 log = logging.getLogger(__name__)
 

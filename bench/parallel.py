@@ -35,7 +35,7 @@ from bench import client
 from bench.llama_server import WARM_UP, ngl
 from bench.process import empty_kv_store, free_port, rss_bytes, start_server
 from bench.prompts import load_prompts
-from engine.runtime import resolve_model
+from engine.runtime.runtime import resolve_model
 
 log = logging.getLogger(__name__)
 

@@ -14,12 +14,12 @@ from typing import Any
 
 from bench.prompts import load_prompts
 from bench.timing import RunTiming, median, peak_rss_mb, time_duet, time_llama
-from engine.chat import Message
-from engine.context_params import ContextParams
-from engine.model import ModelSpec
-from engine.prompt import chat_tokens
-from engine.runtime import Runtime, RuntimeConfig, resolve_model
-from engine.sampling import SamplingParams
+from engine.chat.fit import chat_tokens
+from engine.chat.messages import Message
+from engine.decode.sampling import SamplingParams
+from engine.llama.context_params import ContextParams
+from engine.llama.model import ModelSpec
+from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from unittest import mock
 
 from bench import client
 from engine.errors import DuetError
-from engine.worker import READY
+from engine.llama.rpc_worker import READY
 
 REPO = Path(__file__).resolve().parents[1]
 

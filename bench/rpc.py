@@ -30,15 +30,15 @@ from bench.latency import DelayProxy
 from bench.process import free_port, start_worker
 from bench.prompts import load_prompts
 from bench.timing import median, time_duet
-from engine.chat import Message
-from engine.context_params import ContextParams
+from engine.chat.fit import chat_tokens
+from engine.chat.messages import Message
+from engine.decode.sampling import SamplingParams
+from engine.decode.speculative.params import SpeculativeParams
 from engine.errors import DuetError
-from engine.model import ModelSpec
-from engine.prompt import chat_tokens
-from engine.rpc import parse_endpoint
-from engine.runtime import Runtime, RuntimeConfig, resolve_model
-from engine.sampling import SamplingParams
-from engine.speculative.params import SpeculativeParams
+from engine.llama.context_params import ContextParams
+from engine.llama.model import ModelSpec
+from engine.llama.rpc import parse_endpoint
+from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
 
 log = logging.getLogger(__name__)
 

@@ -31,19 +31,19 @@ from bench.llama_server import NGRAM_MODES, SERVER_MODES, WARM_UP, llama_server
 from bench.prompts import BenchPrompt, load_prompts
 from bench.session import conversation
 from bench.soak.report import keep_section
-from engine.context_params import ContextParams
+from engine.decode.sampling import SamplingParams
+from engine.decode.speculative.params import SpeculativeParams
 from engine.errors import DuetError
-from engine.model import ModelSpec
-from engine.runtime import Runtime, RuntimeConfig, resolve_model
-from engine.sampling import SamplingParams
+from engine.llama.context_params import ContextParams
+from engine.llama.model import ModelSpec
+from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
 from engine.server.app import ApiConfig
 from engine.server.run import BackgroundServer, build, model_names
-from engine.speculative.params import SpeculativeParams
 
 if TYPE_CHECKING:
-    from engine.model import Model
+    from engine.llama.model import Model
+    from engine.runtime.service import Engine
     from engine.server.run import BackgroundServer
-    from engine.service import Engine
 
 log = logging.getLogger(__name__)
 

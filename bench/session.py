@@ -32,18 +32,18 @@ from pathlib import Path
 from typing import Any
 
 from engine import logsetup
-from engine.chat import Message, ToolCall
-from engine.context import Context
-from engine.context_params import KV_BYTES_PER_ELEMENT, ContextParams, default_threads
+from engine.cache.prefix import common_prefix
+from engine.chat.fit import chat_tokens
+from engine.chat.messages import Message, ToolCall
+from engine.conversation.session import inspect, store
+from engine.decode.sampling import SamplingParams
 from engine.errors import DuetError
 from engine.events import Done, Token
-from engine.generate import Generator
-from engine.model import Model, ModelSpec
-from engine.prefix import common_prefix
-from engine.prompt import chat_tokens
-from engine.runtime import resolve_model
-from engine.sampling import SamplingParams
-from engine.session import inspect, store
+from engine.llama.context import Context
+from engine.llama.context_params import KV_BYTES_PER_ELEMENT, ContextParams, default_threads
+from engine.llama.model import Model, ModelSpec
+from engine.runtime.generate import Generator
+from engine.runtime.runtime import resolve_model
 
 log = logging.getLogger(__name__)
 

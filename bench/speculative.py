@@ -26,15 +26,15 @@ from bench.llama_server import SERVER_MODES, run_server_modes
 from bench.prompts import BenchPrompt, load_prompts
 from bench.report import chart, markdown_table, suite_chart, suite_markdown, summarize
 from bench.timing import first_difference, median, time_duet, time_llama, time_stream
-from engine.chat import Message
-from engine.context_params import ContextParams
+from engine.chat.fit import chat_tokens
+from engine.chat.messages import Message
+from engine.decode.sampling import SamplingParams
+from engine.decode.speculative.params import SpeculativeParams
 from engine.errors import DuetError
 from engine.events import Done, Token, collect
-from engine.model import ModelSpec
-from engine.prompt import chat_tokens
-from engine.runtime import Runtime, RuntimeConfig, resolve_model
-from engine.sampling import SamplingParams
-from engine.speculative.params import SpeculativeParams
+from engine.llama.context_params import ContextParams
+from engine.llama.model import ModelSpec
+from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
 
 if TYPE_CHECKING:
     from llama_cpp import Llama

@@ -37,7 +37,7 @@ from bench import client
 from bench.llama_server import WARM_UP, ngl
 from bench.process import free_port, start_server
 from bench.stdlib_text import excerpt
-from engine.runtime import resolve_model
+from engine.runtime.runtime import resolve_model
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from engine.events import Done, Token
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
+    from engine.decode.sampling import SamplingParams
     from engine.events import Done
-    from engine.runtime import Runtime
-    from engine.sampling import SamplingParams
+    from engine.runtime.runtime import Runtime
 
 T = TypeVar("T")
 

@@ -3,10 +3,10 @@ normal turn's, on the same model and context (medians over ``--repeats``).
 
 * **tool**: a question whose first reply is a call of the published MCP time server's
   ``get_current_time`` (mcp-server-time, over stdio, through the tool host and
-  engine.tools.rounds; forced, so the scenario does not hang on a greedy choice: the 1.5B chose
+  engine.runtime.tool_rounds; forced, so the scenario does not hang on a greedy choice: the 1.5B chose
   ``convert_time`` on one build, whose result is three times longer); from the moment
   the server's result is there to the first token of the answer that follows it. The call's
-  re-rendering is read while the call runs (engine.tools.rounds), so the answer reads the result
+  re-rendering is read while the call runs (engine.runtime.tool_rounds), so the answer reads the result
   and what closes it; a read-ahead that outlasts the call is waited for, and counted.
   ``--ask-after S``: the person answers the call S seconds after it is put (the window asks;
   0, the default, is the command line's ``--allow-tool``).
@@ -31,19 +31,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.chat import Message
-from engine.context import Context
-from engine.context_params import ContextParams
+from engine.chat.messages import Message
+from engine.decode.sampling import SamplingParams
 from engine.events import Done, Token
-from engine.generate import Generator
+from engine.llama.context import Context
+from engine.llama.context_params import ContextParams
+from engine.llama.model import Model
 from engine.mcp import McpConfig, ServerConfig, ToolHost
 from engine.mcp.offer import offer
-from engine.model import Model
-from engine.runtime import resolve_model
-from engine.sampling import SamplingParams
+from engine.runtime.generate import Generator
+from engine.runtime.runtime import resolve_model
+from engine.runtime.tool_rounds import Offer, tool_rounds
 from engine.tools import ToolChoice
 from engine.tools.prompting import tool_prompt
-from engine.tools.rounds import Offer, tool_rounds
 
 QUESTION = "What time is it in Tokyo right now?"
 FOLLOW_UP = "And what is the time difference between Tokyo and Paris?"

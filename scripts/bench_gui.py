@@ -82,8 +82,8 @@ def wait_for(signal: SignalInstance, action: Callable[[], object]) -> tuple:
 
 
 def gui_gaps(home: Path, model: Path) -> dict[str, float]:
-    from app.main_window import MainWindow
-    from app.settings import Settings
+    from app.control.settings import Settings
+    from app.views.main_window import MainWindow
 
     settings = Settings(home / "settings.json")
     settings.update({"temperature": 0.0, "max_tokens": 96, "drafter": "none",
@@ -109,10 +109,10 @@ def gui_gaps(home: Path, model: Path) -> dict[str, float]:
 
 
 def render_cost() -> tuple[float, float]:
-    from app.conversation import Turn
-    from app.message_widget import MessageWidget
-    from app.render import render
-    from app.theme import LIGHT_COLORS
+    from app.control.conversation import Turn
+    from app.views.message_widget import MessageWidget
+    from app.views.render import render
+    from app.views.theme import LIGHT_COLORS
 
     para = "Some **bold** prose with `code` and a [link](https://example.org). " * 6
     code = "```python\n" + "\n".join(f"def f{i}(x):\n    return x + {i}  # note"
@@ -147,7 +147,7 @@ def start_to_shown(home: Path) -> float:
 
 
 def fingerprint_s(folder: Path) -> float:
-    from engine.session.fingerprint import file_fingerprint
+    from engine.conversation.session.fingerprint import file_fingerprint
 
     path = folder / "big.gguf"
     with open(path, "wb") as f:
@@ -168,7 +168,7 @@ def main() -> int:
     logsetup.configure()
     app = QApplication.instance() or QApplication([])  # noqa: F841
     from engine import paths
-    from engine.runtime import STARTER_FILES
+    from engine.runtime.runtime import STARTER_FILES
 
     model = paths.models_dir() / STARTER_FILES["draft"]  # before DUET_HOME points elsewhere
     if not model.exists():

@@ -67,7 +67,7 @@ def main() -> int:
     args = p.parse_args()
     logsetup.configure()
     app = QApplication.instance() or QApplication([])  # noqa: F841
-    from app.models_panel import starter_pair
+    from app.views.models_panel import starter_pair
 
     starters = starter_pair()
     if starters is None:
@@ -75,8 +75,8 @@ def main() -> int:
     os.environ.setdefault("DUET_MODELS_DIR", str(starters[0].parent))
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DUET_HOME"] = tmp
-        from app.main_window import MainWindow
-        from app.settings import Settings
+        from app.control.settings import Settings
+        from app.views.main_window import MainWindow
 
         settings = Settings(Path(tmp) / "settings.json")
         settings.update({"temperature": 0.0, "max_tokens": 64})

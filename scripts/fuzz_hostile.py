@@ -6,7 +6,7 @@ Every mutated file must give a result or a one-line SessionError (sessions) or t
 JSON or a KV section changed and its checksum recomputed, so the damage reaches the parsers and
 the KV check behind the checksums).
 
-The test suite runs a short seeded pass (tests/engine/session/test_session_fuzz.py); for a longer
+The test suite runs a short seeded pass (tests/engine/conversation/session/test_session_fuzz.py); for a longer
 one, from the repository root::
 
     python scripts/fuzz_hostile.py --sessions 20000 --local 5000 --open 500 --seed 1
@@ -168,7 +168,7 @@ def mutate_session(valid: bytes, rng: random.Random) -> bytes:
 def check_session(path: Path, data: bytes, ctx: Any = None) -> str:
     """Write ``data`` to ``path`` and read it every way; the outcome ("ok", "refused",
     "restored", "text"). Raises AssertionError on a failure of the rules."""
-    from engine.session import inspect, read_meta, read_session, store
+    from engine.conversation.session import inspect, read_meta, read_session, store
 
     path.write_bytes(data)
     outcome = "ok"
@@ -193,7 +193,7 @@ def check_session(path: Path, data: bytes, ctx: Any = None) -> str:
 
 
 def opened_tokens(path: Path) -> tuple[int, ...]:
-    from engine.session import read_meta
+    from engine.conversation.session import read_meta
 
     return read_meta(path).kv_target.tokens
 
@@ -228,10 +228,10 @@ def mutate_local(valid: Any, rng: random.Random) -> bytes:
 
 def local_checkers() -> list[tuple[str, Any, Callable[[Path], None]]]:
     """(file name, valid content, a function that must not raise on any file at that path)."""
-    from app.conversation import RecentFiles
-    from app.settings import DEFAULTS, load
+    from app.control.conversation import RecentFiles
+    from app.control.settings import DEFAULTS, load
+    from engine.decode.speculative.calibration import _check_cost_cache, curve_from_points
     from engine.localfile import read_json
-    from engine.speculative.calibration import _check_cost_cache, curve_from_points
 
     def settings(path: Path) -> None:
         values = load(path)
@@ -257,9 +257,9 @@ def local_checkers() -> list[tuple[str, Any, Callable[[Path], None]]]:
 
 def _valid_session(folder: Path, model_path: Path | None) -> tuple[bytes, Any]:
     """A real session file (with a KV state and probe when a model is given) and its context."""
-    from engine.chat import Message
-    from engine.session import KVState, ModelInfo, SessionMeta, write_session
-    from engine.session.meta import Probe
+    from engine.chat.messages import Message
+    from engine.conversation.session import KVState, ModelInfo, SessionMeta, write_session
+    from engine.conversation.session.meta import Probe
 
     path = folder / "valid.duet"
     if model_path is None:
@@ -270,11 +270,11 @@ def _valid_session(folder: Path, model_path: Path | None) -> tuple[bytes, Any]:
             kv_target=KVState((1, 2, 3), 512, "f16", "f16", Probe((((5, 1.0),),))))
         write_session(path, meta, {"kv.target": bytes(range(256)) * 64})
         return path.read_bytes(), None
-    from engine.context import Context
-    from engine.context_params import ContextParams
-    from engine.model import Model
-    from engine.prompt import chat_tokens
-    from engine.session import store
+    from engine.chat.fit import chat_tokens
+    from engine.conversation.session import store
+    from engine.llama.context import Context
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import Model
 
     model = Model(model_path)
     ctx = Context(model, ContextParams(n_ctx=512, n_threads=1))

@@ -8,7 +8,7 @@ SIGTERM, then check that
 - the process ended as it should (SIGKILL: killed; SIGTERM: its own exit, the window 0, the
   command line 128 + 15) and, after SIGTERM, the reply so far was saved;
 - every message sent is in the saved ``.duet`` file, which opens with every checksum good
-  (engine.session.format.read_session);
+  (engine.conversation.session.format.read_session);
 - ``duet-cli session verify FILE --model MODEL``, run as a process of its own, passes.
 
 One line per run, a summary at the end; the exit status is 1 when a run failed (its DUET_HOME is
@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.runtime import resolve_model  # noqa: E402
-from tests.app.killing import (  # noqa: E402
+from engine.runtime.runtime import resolve_model  # noqa: E402
+from tests.app.killing import (
     MESSAGE,
     ROOT,
     child_env,

@@ -3,7 +3,7 @@ the last only, on the target starter model at a 500-token context (medians of ``
 
 ``.venv/bin/python scripts/logits_cost.py`` on a quiet machine. The difference is the output
 layer (n_vocab × n_embd) for each extra row: why tokens a grammar forces are decoded without
-logits (engine.decoding).
+logits (engine.decode.decoding).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="1,2,4,8")
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    from engine.context import Context
-    from engine.context_params import ContextParams
-    from engine.model import Model, ModelSpec
-    from engine.runtime import resolve_model
+    from engine.llama.context import Context
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import Model, ModelSpec
+    from engine.runtime.runtime import resolve_model
 
     sizes = [int(n) for n in args.sizes.split(",")]
     with Model(ModelSpec(resolve_model("target"))) as model, \

@@ -3,7 +3,7 @@ extraction (bench.structured's schema, the reply greedy decoding gives) on the t
 starter model's 151,936-token vocabulary, against one decode step of the model (as the drafter's calibration times it).
 
 ``.venv/bin/python scripts/mask_cost.py`` on a quiet machine. Per token, the work the decoding
-loop asks of the grammar (engine.decoding, engine.sampling): the tokens it forces from there
+loop asks of the grammar (engine.decode.decoding, engine.decode.sampling): the tokens it forces from there
 (``Matcher.forced``, which checks each one's mask), the full next-token mask (the sampler needs
 it when the model's own first choice is refused; an upper bound), and taking the token. Prints
 the median and 99th percentile in microseconds, and the median as a share of a decode step.
@@ -33,12 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
     from bench.structured import SCHEMA
-    from engine.constraint import Grammar
-    from engine.context import Context
-    from engine.context_params import ContextParams
-    from engine.model import Model, ModelSpec
-    from engine.runtime import resolve_model
-    from engine.speculative.calibration import measure_cost
+    from engine.decode.constraint import Grammar
+    from engine.decode.speculative.calibration import measure_cost
+    from engine.llama.context import Context
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import Model, ModelSpec
+    from engine.runtime.runtime import resolve_model
 
     with Model(ModelSpec(resolve_model(args.model), n_gpu_layers=args.gpu_layers)) as model:
         grammar = Grammar.compile(model, "json_schema", SCHEMA)

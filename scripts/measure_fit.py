@@ -1,4 +1,4 @@
-"""Compare engine/hub/fit.py's memory estimate with the resident memory measured after loading.
+"""Compare engine/models/hub/fit.py's memory estimate with the resident memory measured after loading.
 
 Each measurement runs in a fresh process: RSS (VmRSS) before, after ``Model`` + ``Context`` (the way
 Duet loads: mmap, f16 KV cache, default batch) and after decoding one full micro-batch (the compute
@@ -20,9 +20,9 @@ import subprocess
 import sys
 
 from engine import logsetup
-from engine.hub import fit
-from engine.hub.remote_header import local_header
-from engine.runtime import resolve_model
+from engine.models.hub import fit
+from engine.models.hub.remote_header import local_header
+from engine.runtime.runtime import resolve_model
 
 
 def rss() -> int:
@@ -34,10 +34,10 @@ def rss() -> int:
 
 
 def child(path: str, n_ctx: int) -> None:
-    from engine import backend
-    from engine.context import Context
-    from engine.context_params import ContextParams
-    from engine.model import Model
+    from engine.llama import backend
+    from engine.llama.context import Context
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import Model
 
     backend.init()
     before = rss()

@@ -22,13 +22,13 @@ def one_run(mode: str, model: str = "target", gpu_layers: int = 0, temperature: 
     as llama-server decodes under a grammar), or ``:free`` for the same prompt without the
     schema (what the grammar costs, where the model writes the same number of tokens)."""
     from bench.structured import SCHEMA, extraction_body
-    from engine.chat import Message
-    from engine.constraint import Grammar, Matcher
-    from engine.context_params import ContextParams
-    from engine.model import ModelSpec
-    from engine.runtime import Runtime, RuntimeConfig, resolve_model
-    from engine.sampling import SamplingParams
-    from engine.speculative.params import SpeculativeParams
+    from engine.chat.messages import Message
+    from engine.decode.constraint import Grammar, Matcher
+    from engine.decode.sampling import SamplingParams
+    from engine.decode.speculative.params import SpeculativeParams
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import ModelSpec
+    from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
 
     drafter, _, how = mode.partition(":")
     original = Matcher.forced
@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
     if args.only_forced:
-        from engine.decoding import Decoding
-        from engine.speculative.draft import Draft
+        from engine.decode.decoding import Decoding
+        from engine.decode.speculative.draft import Draft
 
         both = Decoding._propose
 

@@ -27,15 +27,15 @@ PROMPTS = ("Write a Python function that merges two sorted lists.", "Explain wha
 
 def jobs_at_once(n: int, max_tokens: int, prompts: tuple[str, ...] = PROMPTS,
                  flash_attn: bool | None = None) -> str:
-    import engine.scheduler as scheduler
-    from engine.chat import Message
-    from engine.context_params import ContextParams
+    import engine.decode.scheduler as scheduler
+    from engine.chat.fit import chat_tokens
+    from engine.chat.messages import Message
+    from engine.decode.sampling import SamplingParams
     from engine.events import Done
-    from engine.model import ModelSpec
-    from engine.prompt import chat_tokens
-    from engine.runtime import Runtime, RuntimeConfig, resolve_model
-    from engine.sampling import SamplingParams
-    from engine.service import Engine, Job
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import ModelSpec
+    from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
+    from engine.runtime.service import Engine, Job
 
     runtime = Runtime(RuntimeConfig(ModelSpec(resolve_model("target")),
                                     context=ContextParams(n_ctx=2048, n_parallel=n,
@@ -80,14 +80,14 @@ def jobs_at_once(n: int, max_tokens: int, prompts: tuple[str, ...] = PROMPTS,
 
 
 def prefill_slices() -> list[str]:
-    from engine.context import Context
-    from engine.context_params import ContextParams
-    from engine.model import Model
-    from engine.runtime import resolve_model
+    from engine.llama.context import Context
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import Model
+    from engine.runtime.runtime import resolve_model
 
     out = []
     with Model(resolve_model("target")) as model, Context(model, ContextParams(n_ctx=2048)) as ctx:
-        tokens = model.tokenize_text((REPO / "engine" / "scheduler.py").read_text())[:1024]
+        tokens = model.tokenize_text((REPO / "engine" / "decode" / "scheduler.py").read_text())[:1024]
         for size in (64, 128, 256, 512):
             ctx.clear()
             t = time.perf_counter()

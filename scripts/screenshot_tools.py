@@ -29,10 +29,10 @@ def main(prefix: str) -> int:
     from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
-    from app.main_window import MainWindow
-    from app.settings import Settings
-    from app.tool_turns import ToolTurnWidget
-    from app.tools_panel import Tools
+    from app.control.settings import Settings
+    from app.views.main_window import MainWindow
+    from app.views.tool_turns import ToolTurnWidget
+    from app.views.tools_panel import Tools
     from engine.mcp import McpConfig, ServerConfig, ToolHost
     from tests.conftest import model_path
     from tests.engine.mcp.mcp_servers import stdio_args

@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     sys.path.insert(0, str(REPO))
     from engine import logsetup, paths
-    from engine.runtime import resolve_model
+    from engine.runtime.runtime import resolve_model
 
     logsetup.configure(logging.INFO)
 
@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QEventLoop, QTimer, SignalInstance
     from PySide6.QtWidgets import QApplication
 
-    from app import theme
-    from app.main_window import MainWindow
-    from app.settings import Settings
+    from app.control.settings import Settings
+    from app.views import theme
+    from app.views.main_window import MainWindow
 
     app = QApplication([sys.argv[0]])
     settings = Settings()

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from engine.hub.gguf_header import GGML_TYPES, parse_header  # noqa: E402
+from engine.models.hub.gguf_header import GGML_TYPES, parse_header  # noqa: E402
 
 # ggml type -> (byte offset of the f16 scale in a block, its value, the f16 second scale's
 # offset and value or None). Quants are random bytes; these keep |w| below ~0.1, mean ~0.

@@ -12,7 +12,7 @@ policies can be compared without timing noise. The real figures come from ``pyth
 replay runs through the same speculator first, as the bench does; without it, the shipped
 prompts. ``--half`` replays the suite's tuning half (an even index within its category) or its
 held-out half (odd): constants are set on the tuning half only. ``--set NAME=VALUE`` replays with
-a constant of engine/speculative/tuning.py changed, ``--resend`` replays each prompt sent a
+a constant of engine/decode/speculative/tuning.py changed, ``--resend`` replays each prompt sent a
 second time (a regenerate: the first reply is remembered), ``--no-renames`` without the
 tokenizer, and ``--code DIR`` replays the engine package of another checkout (e.g.
 ``git archive main engine | tar -x -C DIR``), for a before and after on the same traces.
@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported late: --code replays another checkout's engine
-    from engine.model import Model
-    from engine.speculative.controller import CostModel
-    from engine.speculative.speculator import Speculation
+    from engine.decode.speculative.controller import CostModel
+    from engine.decode.speculative.speculator import Speculation
+    from engine.llama.model import Model
 
 # Qwen2.5-Coder 1.5B Q4_K_M, 2 threads on this 2-core CPU, flash attention off, n tokens decoded
 # (all logits) after a 512-token context, median of 7 interleaved repeats (seconds).
@@ -57,16 +57,16 @@ def use_code(folder: str) -> None:
 
 def speculator(cost: CostModel, vocab: Model | None, overrides: dict[str, str]) -> Speculation:
     """A fresh n-gram speculation, built as both this package and the one before issue 27 allow."""
-    from engine.speculative.ngram import NgramDrafter
-    from engine.speculative.params import SpeculativeParams
-    from engine.speculative.speculator import Speculation
+    from engine.decode.speculative.ngram import NgramDrafter
+    from engine.decode.speculative.params import SpeculativeParams
+    from engine.decode.speculative.speculator import Speculation
 
     params = SpeculativeParams(drafter="ngram")
     if not overrides:
         return Speculation(params, cost, ngram=NgramDrafter(vocab=vocab))
     from dataclasses import fields, replace
 
-    from engine.speculative.tuning import TUNING
+    from engine.decode.speculative.tuning import TUNING
 
     kinds = {f.name: type(getattr(TUNING, f.name)) for f in fields(TUNING)}
     tuning = replace(TUNING, **{k: kinds[k](v) for k, v in overrides.items()})
@@ -75,7 +75,7 @@ def speculator(cost: CostModel, vocab: Model | None, overrides: dict[str, str]) 
 
 def replay(spec: Speculation, cost: CostModel, prompt: list[int], output: list[int]) -> dict:
     """One reply through ``spec`` as the generator runs it; its time from the cost curve."""
-    from engine.sampling import Sampler, SamplingParams
+    from engine.decode.sampling import Sampler, SamplingParams
 
     sampler = Sampler(SamplingParams(temperature=0))
     spec.begin(prompt)
@@ -102,7 +102,7 @@ def replay(spec: Speculation, cost: CostModel, prompt: list[int], output: list[i
 def oracle(cost: CostModel, vocab: Model | None, prompt: list[int], output: list[int],
            draft_max: int = 64) -> float:
     """Speedup of the best draft lengths (calibrated batch sizes) for the drafter's proposals."""
-    from engine.speculative.ngram import NgramDrafter
+    from engine.decode.speculative.ngram import NgramDrafter
 
     ngram = NgramDrafter(vocab=vocab)
     ngram.begin(prompt)
@@ -137,14 +137,14 @@ def record(path: str, model: str, max_tokens: int, suite: int = 0, threads: int 
     bench runs it: its earlier turns' prompts and replies are kept under ``earlier``."""
     from bench.prompts import load_prompts
     from bench.suite import build_suite, select
-    from engine.chat import Message
-    from engine.context_params import ContextParams
+    from engine.chat.fit import chat_tokens
+    from engine.chat.messages import Message
+    from engine.decode.sampling import SamplingParams
+    from engine.decode.speculative.params import SpeculativeParams
     from engine.events import collect
-    from engine.model import ModelSpec
-    from engine.prompt import chat_tokens
-    from engine.runtime import Runtime, RuntimeConfig, resolve_model
-    from engine.sampling import SamplingParams
-    from engine.speculative.params import SpeculativeParams
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import ModelSpec
+    from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
 
     if suite:
         chosen = select(build_suite(), categories, per_category=max(0, suite))
@@ -194,7 +194,7 @@ def main() -> None:
                     help="the curve the speculator chooses lengths by (default: --cost, which times the replay)")
     ap.add_argument("--half", choices=HALVES, help="replay only this half of the suite")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                    help="a constant of engine/speculative/tuning.py, changed")
+                    help="a constant of engine/decode/speculative/tuning.py, changed")
     ap.add_argument("--resend", action="store_true", help="replay each prompt sent a second time")
     ap.add_argument("--no-renames", action="store_true", help="without the tokenizer: no renames learned")
     ap.add_argument("--code", metavar="DIR", help="replay the engine package of another checkout")
@@ -210,9 +210,9 @@ def main() -> None:
         record(args.traces, args.model, args.max_tokens, args.suite, args.threads,
                tuple(c for c in args.categories.split(",") if c))
         return
-    from engine.model import Model, ModelSpec
-    from engine.runtime import resolve_model
-    from engine.speculative.controller import CostModel
+    from engine.decode.speculative.controller import CostModel
+    from engine.llama.model import Model, ModelSpec
+    from engine.runtime.runtime import resolve_model
 
     cost = CostModel(tuple((int(a), float(b)) for a, b in (p.split(":") for p in args.cost.split(","))))
     decide = CostModel(tuple((int(a), float(b)) for a, b in (p.split(":") for p in args.decide_cost.split(",")))) \

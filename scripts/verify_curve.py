@@ -1,6 +1,6 @@
 """The verify-cost curve of each model given: what one pass over n tokens (all logits, as a
 verification) costs, in ms and in single steps, as Duet's own calibration measures it
-(engine.speculative.calibration.measure_cost) at the drafter's context depth.
+(engine.decode.speculative.calibration.measure_cost) at the drafter's context depth.
 
     .venv/bin/python scripts/verify_curve.py target draft --gpu-layers -1
 
@@ -27,12 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ctx", type=int, default=2048)
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    from engine.context import Context
-    from engine.context_params import ContextParams
-    from engine.model import Model, ModelSpec
-    from engine.runtime import resolve_model
-    from engine.speculative.calibration import measure_cost
-    from engine.speculative.tuning import TUNING
+    from engine.decode.speculative.calibration import measure_cost
+    from engine.decode.speculative.tuning import TUNING
+    from engine.llama.context import Context
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import Model, ModelSpec
+    from engine.runtime.runtime import resolve_model
 
     sizes = [int(n) for n in args.sizes.split(",")] if args.sizes else list(TUNING.calibration_sizes)
     steps: dict[str, float] = {}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine import paths
-from engine.runtime import STARTER_FILES
+from engine.runtime.runtime import STARTER_FILES
 
 # Resolve the real models folder before any test points DUET_HOME elsewhere.
 MODELS = paths.models_dir()
@@ -20,7 +20,7 @@ os.environ.setdefault("DUET_MODELS_DIR", str(MODELS))
 
 @pytest.fixture(autouse=True)
 def own_kv_store(tmp_path_factory, monkeypatch):
-    """Each test its own disk KV store (engine.kv_store): a prompt one test read is not
+    """Each test its own disk KV store (engine.cache.kv_store): a prompt one test read is not
     restored in another (tests that count prefilled tokens would depend on their order)."""
     monkeypatch.setenv("DUET_KV_DIR", str(tmp_path_factory.mktemp("kv")))
 
@@ -39,7 +39,7 @@ def smol_path() -> Path:
 
 @pytest.fixture(scope="session")
 def smol(smol_path):
-    from engine.model import Model
+    from engine.llama.model import Model
 
     with Model(smol_path) as m:
         yield m
@@ -47,7 +47,7 @@ def smol(smol_path):
 
 @pytest.fixture(scope="session")
 def qwen_target():
-    from engine.model import Model
+    from engine.llama.model import Model
 
     with Model(model_path("target")) as m:
         yield m
@@ -55,7 +55,7 @@ def qwen_target():
 
 @pytest.fixture(scope="session")
 def qwen_draft():
-    from engine.model import Model
+    from engine.llama.model import Model
 
     with Model(model_path("draft")) as m:
         yield m
@@ -63,7 +63,7 @@ def qwen_draft():
 
 @pytest.fixture(scope="session")
 def gemma():
-    from engine.model import Model
+    from engine.llama.model import Model
 
     with Model(model_path("gemma")) as m:
         yield m
@@ -71,8 +71,8 @@ def gemma():
 
 @pytest.fixture
 def smol_ctx(smol):
-    from engine.context import Context
-    from engine.context_params import ContextParams
+    from engine.llama.context import Context
+    from engine.llama.context_params import ContextParams
 
     with Context(smol, ContextParams(n_ctx=1024)) as ctx:
         yield ctx
@@ -89,8 +89,8 @@ def same_or_near_tie():
     near-tie may go either way; a real fault parts where the model is sure."""
     import numpy as np
 
-    from engine.context import Context
-    from engine.context_params import ContextParams
+    from engine.llama.context import Context
+    from engine.llama.context_params import ContextParams
 
     def check(model, prompt, got, want, scores=None) -> None:
         got, want = list(got), list(want)

@@ -14,15 +14,15 @@ import numpy as np
 from bench.client import HttpReply
 from bench.soak import plan
 from bench.timing import first_difference
-from engine.chat import Message
-from engine.context_params import ContextParams
-from engine.model import ModelSpec
-from engine.prompt import chat_tokens
-from engine.runtime import Runtime, RuntimeConfig, resolve_model
-from engine.speculative.params import SpeculativeParams
+from engine.chat.fit import chat_tokens
+from engine.chat.messages import Message
+from engine.decode.speculative.params import SpeculativeParams
+from engine.llama.context_params import ContextParams
+from engine.llama.model import ModelSpec
+from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
 
 if TYPE_CHECKING:
-    from engine.runtime import Runtime
+    from engine.runtime.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from engine.chat import Attachment, ToolCall
+from engine.chat.messages import Attachment, ToolCall
 from engine.conversation.store import tree_to_json
 from engine.conversation.tree import Conversation, Turn
 

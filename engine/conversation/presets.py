@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from engine import params, paths
+from engine.decode.sampling import SamplingParams
+from engine.decode.speculative.params import SpeculativeParams
 from engine.localfile import write_json
-from engine.sampling import SamplingParams
-from engine.speculative.params import SpeculativeParams
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from engine import paths
+from engine.conversation.session import format as session_format
 from engine.errors import SessionError
-from engine.session import format as session_format
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

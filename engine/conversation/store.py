@@ -5,7 +5,7 @@ long chat is never deeply nested JSON. Each node keeps its reply's stats, finish
 drafted spans, so a reopened conversation shows them again; a reply's ``tool_calls`` and a tool
 result's ``tool_call_id`` and ``name`` are written only when present, so a tree without tool
 turns is the same as before. Reading validates everything (the tool fields within the limits of
-engine.session.meta) and returns None on anything unexpected, or when the tree's current path
+engine.conversation.session.meta) and returns None on anything unexpected, or when the tree's current path
 is not exactly the saved messages, tool fields included (an older Duet, or another tool, wrote
 the file): the caller then shows the messages as a linear chat.
 """
@@ -18,11 +18,17 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from engine.chat import Attachment, Message, ToolCall
+from engine.chat.messages import Attachment, Message, ToolCall
+from engine.conversation.session.meta import (
+    MAX_ARGUMENTS_CHARS,
+    MAX_ATTACHMENTS,
+    MAX_TOOL_CALLS,
+    MAX_TOOL_ID_CHARS,
+    SavedAttachment,
+)
 from engine.conversation.tree import Conversation, Node, Turn
 from engine.errors import SessionError
 from engine.events import Stats
-from engine.session.meta import MAX_ARGUMENTS_CHARS, MAX_ATTACHMENTS, MAX_TOOL_CALLS, MAX_TOOL_ID_CHARS, SavedAttachment
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +224,7 @@ def describe(obj: Any) -> str | None:
 
 
 def _attachments(raw: Any, i: int) -> tuple[Attachment, ...]:
-    """A node's files, checked as a .duet file's messages are (engine.session.meta)."""
+    """A node's files, checked as a .duet file's messages are (engine.conversation.session.meta)."""
     if not isinstance(raw, list) or len(raw) > MAX_ATTACHMENTS:
         raise ValueError(f"node {i} has bad attachments")
     try:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.chat import Attachment, Message, ToolCall
+from engine.chat.messages import Attachment, Message, ToolCall
 from engine.events import Done, Stats, Token
 
 log = logging.getLogger(__name__)

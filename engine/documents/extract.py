@@ -21,7 +21,7 @@ text to give anyway).
 Kinds come from the name's extension; an unknown extension is read as text if it decodes as
 UTF-8 (a PDF without its extension is still found by its ``%PDF-`` header). Text must be UTF-8
 (a BOM is allowed and dropped) and hold no NUL byte. Line ends become ``\\n``; nothing else is
-changed, so chat-template markup in a file stays the file's text (engine.prompt keeps a
+changed, so chat-template markup in a file stays the file's text (engine.chat.fit keeps a
 message's text from becoming markup). The PDF, .docx and HTML readers are in
 engine.documents.formats.
 """

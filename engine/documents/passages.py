@@ -2,7 +2,7 @@
 
 Size: 1,200 characters is about 300 tokens of English (four characters a token). That holds a
 paragraph or two with enough of their context to answer from, yet three or four passages fit
-the quarter of a 4,096-token context that retrieved text may take (engine.documents.prompt),
+the quarter of a 4,096-token context that retrieved text may take (engine.prompts.attachments),
 and BM25 ranks passages of similar, moderate length more evenly than whole pages (a long
 passage matches every query a little) or single lines (too few words to match on).
 

@@ -10,23 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 
-
-@dataclass(frozen=True)
-class ToolResult:
-    """What a tool call gave: its text, whether it is an error, whether it was cut."""
-
-    text: str
-    is_error: bool = False
-    truncated: bool = False
-
-    @classmethod
-    def error(cls, line: str) -> ToolResult:
-        return cls(line, is_error=True)
+from engine.tools.calls import ToolResult
 
 
 def _size(base64_data: str) -> str:

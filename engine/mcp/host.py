@@ -33,9 +33,10 @@ from mcp_types import CONNECTION_CLOSED
 
 from engine import paths
 from engine.mcp.config import McpConfig, ServerConfig, ToolConfigError, redact
-from engine.mcp.content import ToolResult, tool_result
+from engine.mcp.content import tool_result
 from engine.mcp.session import list_tools, one_line, open_client, start_failure
 from engine.mcp.toolbox import Toolbox, ToolInfo, build_toolbox
+from engine.tools.calls import ToolResult
 
 log = logging.getLogger(__name__)
 

@@ -1,16 +1,16 @@
-"""The enabled tools of a ToolHost as an Offer for tool rounds (engine.tools.rounds): function
+"""The enabled tools of a ToolHost as an Offer for tool rounds (engine.runtime.tool_rounds): function
 names the model sees, and a call run on the server and tool the name stands for."""
 
 from __future__ import annotations
 
 import threading
 
-from engine.chat import ToolCall
-from engine.mcp.content import ToolResult
+from engine.chat.messages import ToolCall
 from engine.mcp.host import ToolHost
 from engine.mcp.toolbox import Toolbox
+from engine.runtime.tool_rounds import Offer
 from engine.tools import Tool
-from engine.tools.rounds import Offer
+from engine.tools.calls import ToolResult
 
 
 def offer(host: ToolHost) -> Offer:

@@ -18,9 +18,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.chat import Message, ToolCall
+from engine.chat.messages import Message, ToolCall
+from engine.decode.sampling import SamplingParams
 from engine.events import Done, Token
-from engine.sampling import SamplingParams
 from engine.server import schema
 from engine.server.core import DuetServer
 from engine.server.errors import ApiError, bad_request

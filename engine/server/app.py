@@ -21,12 +21,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine import constraint
+from engine.decode import constraint
+from engine.runtime.service import Engine
 from engine.server import anthropic, embeddings, ollama, ollama_models, openai, openai_responses, openapi
 from engine.server.core import ApiConfig, DuetServer
 from engine.server.errors import ApiError
 from engine.server.response_store import ResponseStore
-from engine.service import Engine
 
 __all__ = ["ApiConfig", "create_app"]
 

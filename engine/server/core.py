@@ -18,17 +18,17 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from engine.chat import Message
+from engine.cache.prefix import common_prefix
+from engine.chat.fit import chat_tokens
+from engine.chat.messages import Message
 from engine.errors import DuetError
 from engine.events import Done
-from engine.model import Model
-from engine.prefix import common_prefix
-from engine.prompt import chat_tokens
-from engine.request import RequestError, fit
+from engine.llama.model import Model
+from engine.prompts.request import RequestError, fit
+from engine.runtime.service import Engine, Job, QueueFull
 from engine.server.errors import ApiError, Gone, bad_request
 from engine.server.shape import Shaper, stream
 from engine.server.turn import Chat, PreparedTurn, collect, pieces, prepare
-from engine.service import Engine, Job, QueueFull
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class DuetServer:
 
     def fit(self, turn: PreparedTurn, param: str = "messages") -> PreparedTurn:
         """The turn with max_tokens cut to what the context leaves; a 400 if the prompt does
-        not fit at all (engine.request.fit)."""
+        not fit at all (engine.prompts.request.fit)."""
         try:
             return fit(turn, self.n_ctx, param)
         except RequestError as e:

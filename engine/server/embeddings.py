@@ -5,7 +5,7 @@
 The vectors come from an embedding model when the server was given one (``--embedding-model``,
 the catalog's ``embed``: all-MiniLM-L6-v2), else from the chat model's hidden states, mean-pooled
 (llama-server's ``--pooling mean``), and the answer's ``model`` says which. Either way an
-``engine.embeddings.Embedder`` runs them on the engine's thread, between two steps of the
+``engine.documents.embeddings.Embedder`` runs them on the engine's thread, between two steps of the
 replies (nothing else touches llama.cpp), made at the first request.
 """
 
@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.embeddings import EmbeddingSource
+from engine.documents.embeddings import EmbeddingSource
 from engine.errors import DuetError
 from engine.server import schema
 from engine.server.core import DuetServer
@@ -55,7 +55,7 @@ class OllamaEmbeddingsRequest(schema._Body):
 
 
 class Vectors:
-    """The server's embeddings (engine.embeddings.EmbeddingSource on the engine's thread), and
+    """The server's embeddings (engine.documents.embeddings.EmbeddingSource on the engine's thread), and
     what its answers call them."""
 
     def __init__(self, server: DuetServer, model_path: Path | None = None) -> None:

@@ -22,10 +22,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from engine import params
-from engine.chat import Message, ToolCall
-from engine.constraint import Grammar, GrammarError
+from engine.chat.messages import Message, ToolCall
+from engine.decode.constraint import Grammar, GrammarError
+from engine.decode.sampling import SamplingParams
 from engine.events import Token
-from engine.sampling import SamplingParams
 from engine.server import schema
 from engine.server.core import DuetServer
 from engine.server.errors import ApiError, bad_request

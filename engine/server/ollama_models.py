@@ -15,8 +15,8 @@ from starlette.responses import JSONResponse, Response
 
 import engine
 from engine import params
-from engine.backend import lib
-from engine.sampling import SamplingParams
+from engine.decode.sampling import SamplingParams
+from engine.llama.backend import lib
 from engine.server import schema
 from engine.server.core import DuetServer
 from engine.server.errors import bad_request

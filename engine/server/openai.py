@@ -9,8 +9,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from engine.chat import ROLES, Message, ToolCall
-from engine.constraint import Grammar, GrammarError
+from engine.chat.messages import ROLES, Message, ToolCall
+from engine.decode.constraint import Grammar, GrammarError
 from engine.server import schema
 from engine.server.core import DuetServer
 from engine.server.errors import bad_request

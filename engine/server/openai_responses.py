@@ -18,7 +18,7 @@ from typing import Any, Literal
 from starlette.requests import Request
 from starlette.responses import Response
 
-from engine.chat import Message, ToolCall
+from engine.chat.messages import Message, ToolCall
 from engine.server import schema
 from engine.server.core import DuetServer
 from engine.server.errors import ApiError, bad_request

@@ -8,7 +8,7 @@ import json
 import time
 import uuid
 
-from engine.chat import Message, ToolCall
+from engine.chat.messages import Message, ToolCall
 from engine.events import Token
 from engine.server.core import DuetServer
 from engine.server.errors import ApiError

@@ -10,8 +10,8 @@ from typing import Any
 from pydantic import BaseModel
 
 import engine
+from engine.decode.sampling import SamplingParams
 from engine.params import api_properties
-from engine.sampling import SamplingParams
 from engine.server import anthropic, embeddings, ollama, ollama_models, openai_responses, schema
 from engine.server.turn import ReplyParams
 

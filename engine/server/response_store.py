@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from engine.chat import Message
+from engine.chat.messages import Message
 
 MAX_CHARS = 32 << 20
 

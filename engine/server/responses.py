@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from engine.chat import ToolCall
+from engine.chat.messages import ToolCall
 from engine.events import Done, Stats, Token
 from engine.server.errors import ApiError
 from engine.server.turn import End, Text
@@ -65,7 +65,7 @@ class OpenAIShaper:
         self.id = new_id("chatcmpl" if self.chat else "cmpl")
         self.created = int(time.time())
         self.model_id = model_id
-        self.model = model  # engine.model.Model: token texts for logprobs
+        self.model = model  # engine.llama.model.Model: token texts for logprobs
         self._calls = 0  # tool calls streamed so far (their indices)
         self._offset = 0  # text offset of the next token (legacy logprobs)
 

@@ -14,9 +14,9 @@ import uvicorn
 from starlette.applications import Starlette
 
 from engine.net import is_loopback
-from engine.runtime import Runtime
+from engine.runtime.runtime import Runtime
+from engine.runtime.service import Engine
 from engine.server.app import ApiConfig, create_app
-from engine.service import Engine
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine import params
-from engine.sampling import SamplingParams
+from engine.decode.sampling import SamplingParams
 from engine.server.errors import ApiError, bad_request
 
 READ = frozenset(n for cls in (SamplingParams,) for r in params.table(cls)

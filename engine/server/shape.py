@@ -9,9 +9,9 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from engine.chat import ToolCall
+from engine.chat.messages import ToolCall
 from engine.events import Token
-from engine.request import Call, End, Piece, Text
+from engine.prompts.request import Call, End, Piece, Text
 from engine.server.errors import ApiError, Gone
 
 log = logging.getLogger(__name__)

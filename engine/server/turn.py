@@ -1,4 +1,4 @@
-"""The server's side of a chat request (engine.request holds the request itself, shared with
+"""The server's side of a chat request (engine.prompts.request holds the request itself, shared with
 the window and the command line): the reply parameters of the table, reading the sampling
 fields of a body, refusals as 400s naming the dialect's field, and a turn's events as an async
 stream of pieces for the dialects to shape."""
@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import params
+from engine.decode.sampling import SamplingParams
 from engine.errors import DuetError
 from engine.events import Token
-from engine.model import Model
+from engine.llama.model import Model
 from engine.params import Params, param
-from engine.request import Call, Chat, End, Piece, Policy, PreparedTurn, Reader, RequestError, Text
-from engine.request import prepare as prepare_request
-from engine.sampling import SamplingParams
+from engine.prompts.request import Call, Chat, End, Piece, Policy, PreparedTurn, Reader, RequestError, Text
+from engine.prompts.request import prepare as prepare_request
 from engine.server.errors import ApiError, bad_request
 
 __all__ = ["Call", "Chat", "End", "Piece", "ReplyParams", "Text", "PreparedTurn", "collect", "pieces",
@@ -39,7 +39,7 @@ class ReplyParams(Params):
 
 
 def prepare(model: Model, chat: Chat, n_ctx: int | None = None) -> PreparedTurn:
-    """engine.request.prepare for a client's chat: nothing is left out to fit (a prompt that
+    """engine.prompts.request.prepare for a client's chat: nothing is left out to fit (a prompt that
     does not fit ``n_ctx`` is refused; without it, not checked), every refusal a 400."""
     try:
         return prepare_request(model, chat, Policy(n_ctx or 1 << 62, drop_oldest=False))
@@ -65,7 +65,7 @@ def reply_params(data: dict[str, Any], dialect: str) -> ReplyParams:
 
 # -- the reply, as pieces -----------------------------------------------------------------
 async def pieces(items: AsyncIterator[object], turn: PreparedTurn) -> AsyncIterator[Piece]:
-    """The engine's events for ``turn`` as text, calls and the end (engine.request.Reader);
+    """The engine's events for ``turn`` as text, calls and the end (engine.prompts.request.Reader);
     text pieces with neither text nor log-probabilities are left out."""
     reader = Reader(turn)
     async for item in items:

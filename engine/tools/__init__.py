@@ -1,6 +1,9 @@
 """Tool calling: the functions a request offers, how each model family writes a call, and how a
 reply is read back into calls (engine.tools.formats, engine.tools.scanner). No HTTP here: the
-server's dialects and the app's tools (MCP) share it."""
+server's dialects and the app's tools (MCP) share it.
+
+May import: models, llama, cache, decode, chat.
+"""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from engine.chat import Message
+from engine.chat.messages import Message
 from engine.tools import Tool
 
 INSTRUCTIONS = (

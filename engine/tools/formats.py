@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.chat import ToolCall
-from engine.model import Model
+from engine.chat.messages import ToolCall
+from engine.llama.model import Model
 from engine.tools import Tool, ToolChoice, new_call_id
 
 FENCE = "```"

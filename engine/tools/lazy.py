@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.constraint import Grammar, Matcher
-from engine.model import Model
+from engine.decode.constraint import Grammar, Matcher
+from engine.llama.model import Model
 from engine.tools import Tool, ToolChoice
 from engine.tools.formats import Format, grammar
 
@@ -58,7 +58,7 @@ def lazy_grammar(model: Model, fmt: Format, tools: Sequence[Tool], parallel: boo
 
 class LazyMatcher:
     """A reply's state of a ``LazyGrammar``: free (everything allowed) until a call starts,
-    then the grammar's matcher (engine.constraint.Matcher) fed the call's text so far."""
+    then the grammar's matcher (engine.decode.constraint.Matcher) fed the call's text so far."""
 
     def __init__(self, lazy: LazyGrammar) -> None:
         self._lazy, self._model = lazy, lazy.grammar.model

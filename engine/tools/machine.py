@@ -1,5 +1,5 @@
-"""The rules of tool rounds, as one machine that the window (app.tool_flow: the person answers
-each call with a button) and the command line (engine.tools.rounds: its flags answer) both drive.
+"""The rules of tool rounds, as one machine that the window (app.control.tool_flow: the person answers
+each call with a button) and the command line (engine.runtime.tool_rounds: its flags answer) both drive.
 
 It is pure: no threads, no model, no I/O. The driver starts it, tells it what happened (a reply
 ended with these calls; a call was answered) and does what it says next: ``Ask`` a call of the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from engine.chat import ToolCall
+from engine.chat.messages import ToolCall
 from engine.tools import MAX_ROUNDS, Tool, ToolChoice
 
 

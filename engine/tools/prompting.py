@@ -9,11 +9,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from engine.chat import Message, ToolCall
-from engine.constraint import Grammar
-from engine.model import Model
-from engine.prefix import common_prefix
-from engine.prompt import chat_tokens
+from engine.cache.prefix import common_prefix
+from engine.chat.fit import chat_tokens
+from engine.chat.messages import Message, ToolCall
+from engine.decode.constraint import Grammar
+from engine.llama.model import Model
 from engine.tools import Tool, ToolChoice, fallback
 from engine.tools.formats import GENERIC, Format, detect, grammar, renders_tools
 from engine.tools.lazy import LazyGrammar, lazy_grammar

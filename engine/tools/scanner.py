@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.chat import ToolCall
+from engine.chat.messages import ToolCall
 from engine.tools.formats import FENCE, Format, read_block
 
 Item = str | ToolCall

@@ -27,7 +27,7 @@ from engine import paths  # noqa: E402
 from tests.conftest import REPLY_WAIT_S
 
 if TYPE_CHECKING:
-    from app.requests import ChatReply, LoadedModel
+    from app.engine_link.messages import ChatReply, LoadedModel
 
 REAL_CACHE = paths.cache_dir()
 # The offscreen platform plugin warns about this on every top-level window; it is not ours.
@@ -76,7 +76,7 @@ def duet_home(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture
 def settings(tmp_path: Path):
     """Settings in a per-test file, tuned for short, deterministic replies."""
-    from app.settings import Settings
+    from app.control.settings import Settings
 
     s = Settings(tmp_path / "settings.json")
     s.update({"temperature": 0.0, "max_tokens": 24, "drafter": "none", "autosave": False,
@@ -175,7 +175,7 @@ def quit_without_asking(w) -> None:
 
 @pytest.fixture
 def window(qtbot, settings, home):
-    from app.main_window import MainWindow
+    from app.views.main_window import MainWindow
 
     w = MainWindow(settings, autoload=False)
     qtbot.addWidget(w, before_close_func=quit_without_asking)

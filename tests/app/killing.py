@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 from engine import paths
-from engine.session.format import read_session
+from engine.conversation.session.format import read_session
 
 ROOT = Path(__file__).parents[2]
 MESSAGE = "Explain in detail how TCP congestion control works."

@@ -40,7 +40,7 @@ def _ask(qtbot, window, text: str):
 
 def test_a_file_attached_is_used_and_after_a_restart_it_is_not_read_again(
         qtbot, window, driver, settings, tmp_path) -> None:
-    from app.main_window import MainWindow
+    from app.views.main_window import MainWindow
     from tests.app.conftest import Driver, quit_without_asking
 
     settings.update({"max_tokens": 24, "n_ctx": 4096})

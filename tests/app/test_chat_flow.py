@@ -127,7 +127,7 @@ def test_full_context_is_reported_and_the_app_keeps_working(qtbot, window, drive
 
 def test_incompatible_draft_is_refused_with_its_reason(qtbot, window, driver, smol_path,
                                                       settings) -> None:
-    from engine.runtime import STARTER_FILES
+    from engine.runtime.runtime import STARTER_FILES
 
     gemma = smol_path.parent / STARTER_FILES["gemma"]
     settings.update({"drafter": "auto"})

@@ -4,11 +4,11 @@ conversation answers as usual (it never stays marked as generating)."""
 
 from __future__ import annotations
 
-from app.settings import chat_settings
-from engine.chat import Message
-from engine.context import Context
-from engine.context_params import ContextParams
-from engine.session import store
+from app.control.settings import chat_settings
+from engine.chat.messages import Message
+from engine.conversation.session import store
+from engine.llama.context import Context
+from engine.llama.context_params import ContextParams
 from tests.conftest import REPLY_WAIT_S
 
 LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)

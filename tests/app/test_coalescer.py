@@ -3,7 +3,7 @@ target pass ends, not one pass later; fast single-token steps are still batched.
 
 from __future__ import annotations
 
-from app.throttle import Coalescer
+from app.engine_link.throttle import Coalescer
 
 INTERVAL = 1 / 30
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.conversation import Conversation, RecentFiles, safe_name, title_from, unique_path
+from app.control.conversation import Conversation, RecentFiles, safe_name, title_from, unique_path
 from engine.events import Done, Stats, Token
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from PySide6.QtGui import QTextCharFormat, QTextDocument
 
-from app.requests import ChatReply, TokenBatch
+from app.engine_link.messages import ChatReply, TokenBatch
 from engine.events import Done, Stats, Token
 from tests.conftest import REPLY_WAIT_S
 
@@ -114,7 +114,7 @@ def test_live_figures_and_notices_belong_to_their_conversation(qtbot, window) ->
 
 def test_reopened_conversation_keeps_versions_stats_tint_and_context(qtbot, window, driver,
                                                                    smol_path, settings) -> None:
-    from app.main_window import MainWindow
+    from app.views.main_window import MainWindow
 
     settings.update({"autosave": False, "save_kv": True})
     driver.load(smol_path)
@@ -177,8 +177,8 @@ def _formats(doc: QTextDocument) -> list[tuple[str, QTextCharFormat]]:
 
 
 def test_the_draft_mark_is_on_text_only_in_both_themes(qapp) -> None:
-    from app.render import render
-    from app.theme import DARK_COLORS, LIGHT_COLORS
+    from app.views.render import render
+    from app.views.theme import DARK_COLORS, LIGHT_COLORS
 
     reply = "Code:\n\n```python\ndef f(a):\n    return a\n```\n"
     start = reply.index("    return")
@@ -194,8 +194,8 @@ def test_the_draft_mark_is_on_text_only_in_both_themes(qapp) -> None:
 
 
 def test_user_messages_render_as_markdown_without_html(qtbot) -> None:
-    from app.conversation import Turn
-    from app.message_widget import MessageWidget
+    from app.control.conversation import Turn
+    from app.views.message_widget import MessageWidget
 
     w = MessageWidget(Turn("user", "Look:\n\n```python\nx = 1\n```\n\n<b>not bold</b>"))
     qtbot.addWidget(w)

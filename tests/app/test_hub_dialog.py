@@ -7,9 +7,9 @@ import hashlib
 import pytest
 from huggingface_hub import constants
 
-from engine.catalog import CATALOG
+from engine.models.catalog import CATALOG
 from tests.conftest import model_path
-from tests.engine.hub.fakehub import FakeFile, FakeHub, FakeRepo, sha256_of
+from tests.engine.models.hub.fakehub import FakeFile, FakeHub, FakeRepo, sha256_of
 
 REPO = "bartowski/SmolLM2-135M-Instruct-GGUF"
 
@@ -34,7 +34,7 @@ def hub(monkeypatch, tmp_path):
 
 @pytest.fixture
 def dialog(qtbot, tmp_path):
-    from app.hub_dialog import HubDialog
+    from app.views.hub_dialog import HubDialog
 
     d = HubDialog(dest=tmp_path / "models")
     qtbot.addWidget(d)
@@ -75,7 +75,7 @@ def test_search_pick_fit_download_ready(qtbot, hub, dialog, tmp_path):
 
 def test_the_models_bar_lists_downloads_by_repository(qtbot, monkeypatch, tmp_path):
     """A download named like a starter model is listed by its place, not as the starter."""
-    from app.models_panel import ModelsPanel
+    from app.views.models_panel import ModelsPanel
 
     models = tmp_path / "models"
     starter = models / CATALOG["test"].filename
@@ -103,8 +103,8 @@ def test_an_unreachable_hub_is_reported_not_hung(qtbot, hub, dialog):
 
 
 def test_the_models_panel_opens_the_dialog_and_takes_the_download(qtbot, monkeypatch, tmp_path):
-    from app import hub_dialog
-    from app.models_panel import ModelsPanel
+    from app.views import hub_dialog
+    from app.views.models_panel import ModelsPanel
 
     got = tmp_path / "downloaded.gguf"
     got.write_bytes(b"GGUF")

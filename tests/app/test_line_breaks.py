@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextDocument
 
-from app.markdown import LINE_BREAK, keep_line_breaks
-from app.render import render
-from app.theme import LIGHT_COLORS
+from app.views.markdown import LINE_BREAK, keep_line_breaks
+from app.views.render import render
+from app.views.theme import LIGHT_COLORS
 from engine.events import Done, Stats
 
 if TYPE_CHECKING:
     from pytestqt.qtbot import QtBot
 
-    from app.main_window import MainWindow
+    from app.views.main_window import MainWindow
 
 HAIKU = "An old silent pond\nA frog jumps into the pond\nSplash! Silence again."
 

@@ -7,7 +7,7 @@ import http.client
 import json
 import socket
 
-from app.local_server import LocalServer
+from app.engine_link.local_server import LocalServer
 from tests.conftest import REPLY_WAIT_S
 
 
@@ -28,9 +28,9 @@ def _get(port: int, path: str, key: str | None = None) -> tuple[int, dict]:
 
 
 def _engine(settings, smol_path):  # a loaded model's engine, as the app's worker makes it
-    from app.settings import config_from_settings
-    from engine.runtime import Runtime
-    from engine.service import Engine
+    from app.control.settings import config_from_settings
+    from engine.runtime.runtime import Runtime
+    from engine.runtime.service import Engine
 
     return Engine(Runtime(config_from_settings(settings.values, smol_path)))
 

@@ -71,7 +71,7 @@ def test_a_preset_without_a_drafter_turns_drafting_off_for_its_chat(qtbot, windo
 @pytest.mark.logs_errors  # the worker logs the unexpected error's traceback
 def test_a_request_refused_before_the_reply_gives_the_message_back(qtbot, window, driver,
                                                                    smol_path, monkeypatch) -> None:
-    import app.worker
+    import app.engine_link.worker
 
     driver.load(smol_path)
     real = app.worker.prepare
@@ -108,7 +108,7 @@ def test_a_reply_that_fails_ends_with_one_line_and_the_chat_goes_on(qtbot, windo
                                                                     monkeypatch, after) -> None:
     """The engine fails a pass: while reading the prompt (nothing of the reply yet: the message
     goes back to the composer) or after a few tokens (the reply so far is kept, marked)."""
-    import engine.scheduler
+    import engine.decode.scheduler
 
     settings.set("max_tokens", 24)
     driver.load(smol_path)

@@ -33,7 +33,7 @@ def test_an_idle_window_quits_without_asking(qtbot, window, settings) -> None:
 
 
 def test_an_unsent_message_asks_and_is_back_at_the_next_start(qtbot, window, settings) -> None:
-    from app.main_window import MainWindow
+    from app.views.main_window import MainWindow
 
     qtbot.keyClicks(window.composer.edit, "half a thought")
     asked: list[str] = []

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from PySide6.QtGui import QColor, QTextCursor, QTextDocument
 
-from app.conversation import Conversation
-from app.markdown import MARK_CLOSE, MARK_OPEN
-from app.message_widget import MessageWidget
-from app.render import monospace_font, render
-from app.theme import DARK_COLORS, LIGHT_COLORS
+from app.control.conversation import Conversation
+from app.views.markdown import MARK_CLOSE, MARK_OPEN
+from app.views.message_widget import MessageWidget
+from app.views.render import monospace_font, render
+from app.views.theme import DARK_COLORS, LIGHT_COLORS
 from engine.events import Token
 
 REPLY = "Use **this**:\n\n```python\ndef add(a, b):\n    return a + b  # sum\n```\n\nDone."
@@ -86,7 +86,7 @@ def test_streaming_message_renders_token_spans(qtbot) -> None:
     cur = QTextCursor(doc)
     cur.setPosition(5)  # inside "two"
     tint = cur.charFormat().background().color()
-    from app import theme
+    from app.views import theme
 
     assert tint == theme.colors().draft_bg
     assert _tinted(doc, theme.colors().draft_bg) == " two three"
@@ -97,7 +97,7 @@ def test_streaming_message_renders_token_spans(qtbot) -> None:
 
 def test_incremental_rendering_matches_a_full_render(qapp) -> None:
     """Streaming re-renders only the changed tail; the result must equal a render from scratch."""
-    from app.render import Renderer
+    from app.views.render import Renderer
 
     text = ("Intro with **bold** and `x`.\n\n```python\ndef f(a):\n    return a  # c\n```\n"
             "Then prose,\n- a list\n- of two\n\n```\nplain code\n```\n# Heading\n\n> quoted\n\n"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from llama_cpp import llama_cpp as lib
 
-from engine.runtime import STARTER_FILES
+from engine.runtime.runtime import STARTER_FILES
 from tests.conftest import REPLY_WAIT_S
 
 LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def native_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     """Every llama.cpp function the engine calls, as (function, thread name). The engine reaches
-    llama.cpp only through ``llama_cpp.llama_cpp`` attributes (engine/backend.py), looked up at
+    llama.cpp only through ``llama_cpp.llama_cpp`` attributes (engine/llama/backend.py), looked up at
     call time, so wrapping them sees every call."""
     calls: list[tuple[str, str]] = []
     for name in dir(lib):
@@ -75,9 +75,9 @@ def test_gui_thread_never_calls_llama_cpp(qtbot, window, driver, settings, smol_
 def test_streamed_updates_rebuild_only_the_tail(qtbot) -> None:
     """Streaming a 4,600-character reply in 40-character steps: each update rebuilds at most the
     last block (a paragraph or a code block) plus the new text, never the whole reply."""
-    from app.conversation import Turn
-    from app.markdown import split_blocks
-    from app.message_widget import MessageWidget
+    from app.control.conversation import Turn
+    from app.views.markdown import split_blocks
+    from app.views.message_widget import MessageWidget
 
     para = "Some **bold** prose with `code` and a [link](https://example.org). " * 6
     code = "```python\n" + "\n".join(f"def f{i}(x):\n    return x + {i}  # note"

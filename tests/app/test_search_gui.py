@@ -13,19 +13,19 @@ import pytest
 from PySide6.QtCore import QCoreApplication
 from pytestqt.qtbot import QtBot
 
-from app.main_window import MainWindow
-from app.requests import Saved
-from app.search import ConversationSearch
-from app.settings import Settings
+from app.control.search import ConversationSearch
+from app.control.settings import Settings
+from app.engine_link.messages import Saved
+from app.views.main_window import MainWindow
 from engine import paths
-from engine.context import Context
-from engine.context_params import ContextParams
 from engine.conversation.search_index import SearchIndex
+from engine.conversation.session import store
 from engine.conversation.store import tree_to_json
 from engine.conversation.tree import Conversation
 from engine.events import Done, Stats
-from engine.model import Model
-from engine.session import store
+from engine.llama.context import Context
+from engine.llama.context_params import ContextParams
+from engine.llama.model import Model
 
 
 def test_search_filters_the_list(qtbot, window) -> None:

@@ -76,7 +76,7 @@ def test_going_back_takes_the_state_the_engine_holds_else_the_files(qtbot, windo
 
 
 def test_reopen_falls_back_to_text_and_says_so(qtbot, window, driver, smol_path, settings) -> None:
-    from app.main_window import MainWindow
+    from app.views.main_window import MainWindow
 
     driver.load(smol_path)
     driver.send("Say one word.")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from app import settings as S
-from app.settings import DEFAULTS, OPTIONS, SCHEMA, Settings, load
+from app.control import settings as S
+from app.control.settings import DEFAULTS, OPTIONS, SCHEMA, Settings, load
 from engine.errors import DuetError
-from engine.runtime import RuntimeConfig
+from engine.runtime.runtime import RuntimeConfig
 
 
 def test_schema_is_consistent() -> None:
@@ -69,7 +69,7 @@ def test_bad_values_in_the_file_fall_back_with_a_warning(tmp_path: Path, caplog)
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"version": 1, "values": {
         "temperature": "hot", "top_k": 500000, "seed": 7, "mystery": True, "autosave": False}}))
-    with caplog.at_level(logging.WARNING, logger="app.settings"):
+    with caplog.at_level(logging.WARNING, logger="app.control.settings"):
         s = Settings(path)
     assert s["temperature"] == DEFAULTS["temperature"]
     assert s["top_k"] == DEFAULTS["top_k"]
@@ -82,7 +82,7 @@ def test_bad_values_in_the_file_fall_back_with_a_warning(tmp_path: Path, caplog)
 def test_corrupt_file_gives_defaults(tmp_path: Path, content: str, caplog) -> None:
     path = tmp_path / "settings.json"
     path.write_text(content)
-    with caplog.at_level(logging.WARNING, logger="app.settings"):
+    with caplog.at_level(logging.WARNING, logger="app.control.settings"):
         s = Settings(path)
     assert dict(s.values) == dict(DEFAULTS)
     assert caplog.records
@@ -91,7 +91,7 @@ def test_corrupt_file_gives_defaults(tmp_path: Path, content: str, caplog) -> No
 def test_newer_version_reads_what_it_can(tmp_path: Path, caplog) -> None:
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"version": 99, "values": {"top_k": 12}}))
-    with caplog.at_level(logging.WARNING, logger="app.settings"):
+    with caplog.at_level(logging.WARNING, logger="app.control.settings"):
         assert Settings(path)["top_k"] == 12
     assert "version 99" in caplog.text
 

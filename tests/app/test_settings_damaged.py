@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.conversation import RecentFiles
-from app.settings import DEFAULTS, Settings, load
+from app.control.conversation import RecentFiles
+from app.control.settings import DEFAULTS, Settings, load
 from engine.localfile import read_json, write_json
 
 DAMAGED = {
@@ -60,7 +60,7 @@ def test_damaged_recent_files_list(tmp_path: Path, content: bytes) -> None:
 
 
 def test_verify_cost_cache_damage_is_recovered(tmp_path: Path) -> None:
-    from engine.speculative.calibration import _check_cost_cache, curve_from_points
+    from engine.decode.speculative.calibration import _check_cost_cache, curve_from_points
 
     path = tmp_path / "verify-cost.json"
     for content in DAMAGED.values():

@@ -9,12 +9,12 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication, QDoubleSpinBox, QLabel, QScrollArea, QWidget
 
-from app.settings_dialog import RELOAD_MARK
+from app.views.settings_dialog import RELOAD_MARK
 
 if TYPE_CHECKING:
     from pytestqt.qtbot import QtBot
 
-    from app.main_window import MainWindow
+    from app.views.main_window import MainWindow
 
 
 def wheel(widget: QWidget, steps: int = -1) -> None:

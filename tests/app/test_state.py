@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.requests import LoadedModel
-from app.state import AppState
+from app.control.state import AppState
+from app.engine_link.messages import LoadedModel
 
 ROOT = Path(__file__).parents[2]
 
@@ -17,7 +17,7 @@ def _model() -> LoadedModel:
 
 
 def test_it_imports_no_qt():
-    code = "import sys, app.state; print(any(m.startswith('PySide6') for m in sys.modules))"
+    code = "import sys, app.control.state; print(any(m.startswith('PySide6') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"

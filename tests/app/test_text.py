@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from app.highlight import family, highlight
-from app.markdown import MARK_CLOSE, MARK_OPEN, clip, mark, split_blocks
-from app.throttle import Coalescer
+from app.engine_link.throttle import Coalescer
+from app.views.highlight import family, highlight
+from app.views.markdown import MARK_CLOSE, MARK_OPEN, clip, mark, split_blocks
 from engine.conversation.tree import add_span
 
 

@@ -9,8 +9,8 @@ import pytest
 from PySide6.QtGui import QColor, QPalette, QTextCharFormat
 from PySide6.QtWidgets import QApplication
 
-from app import theme
-from app.render import draft_format
+from app.views import theme
+from app.views.render import draft_format
 
 NON_TEXT, TEXT = 3.0, 4.5  # WCAG 2.1 AA
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.message_widget import MessageWidget
+from app.views.message_widget import MessageWidget
 from engine.conversation.tree import Conversation, Turn
 from engine.events import Token
 

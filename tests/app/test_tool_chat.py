@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from app.tool_turns import ToolTurnWidget
-from app.tools_panel import Tools
+from app.views.tool_turns import ToolTurnWidget
+from app.views.tools_panel import Tools
 from engine.conversation.tree import Turn
 from engine.mcp import HostLimits, McpConfig, ServerConfig, ToolHost
 from engine.mcp.offer import tools_of
+from engine.runtime.tool_rounds import REFUSED
 from engine.tools.prompting import result_prefix
-from engine.tools.rounds import REFUSED
 from tests.app.conftest import LONG_MS
 from tests.conftest import model_path
 from tests.engine.mcp.mcp_servers import INJECTION, stdio_args

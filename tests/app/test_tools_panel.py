@@ -12,8 +12,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox, QTreeWidgetItem
 from pytestqt.qtbot import QtBot
 
-from app.main_window import MainWindow
-from app.tools_panel import Tools, ToolsDialog, tools_for
+from app.views.main_window import MainWindow
+from app.views.tools_panel import Tools, ToolsDialog, tools_for
 from engine.mcp import HostLimits, McpConfig, ServerConfig, ToolHost
 from engine.mcp.config import load
 from tests.engine.mcp.mcp_servers import stdio_args

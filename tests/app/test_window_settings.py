@@ -10,9 +10,9 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QPalette
 from PySide6.QtWidgets import QApplication
 
-from app import theme
-from app.settings import DEFAULTS
-from app.settings_dialog import RELOAD_MARK
+from app.control.settings import DEFAULTS
+from app.views import theme
+from app.views.settings_dialog import RELOAD_MARK
 from engine.errors import FetchError
 from tests.conftest import REPLY_WAIT_S
 
@@ -146,7 +146,7 @@ def empty_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_first_run_offers_fetch_with_progress_and_cancel(qtbot, settings, home, empty_models,
                                                          monkeypatch, relay_for) -> None:
-    import engine.fetch
+    import engine.models.fetch
 
     def fake_fetch(model, dest_dir, *, progress=None, cancel=None):
         total = 1000
@@ -158,7 +158,7 @@ def test_first_run_offers_fetch_with_progress_and_cancel(qtbot, settings, home, 
         raise AssertionError("the test cancels before the end")
 
     monkeypatch.setattr(engine.fetch, "fetch", fake_fetch)
-    from app.main_window import MainWindow
+    from app.views.main_window import MainWindow
 
     w = MainWindow(settings, autoload=False)
     qtbot.addWidget(w)

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from app.engine_client import EngineClient
-from engine.chat import Message
-from engine.context_params import ContextParams
-from engine.model import ModelSpec
-from engine.runtime import RuntimeConfig
-from engine.sampling import SamplingParams
-from engine.speculative.params import SpeculativeParams
+from app.engine_link.client import EngineClient
+from engine.chat.messages import Message
+from engine.decode.sampling import SamplingParams
+from engine.decode.speculative.params import SpeculativeParams
+from engine.llama.context_params import ContextParams
+from engine.llama.model import ModelSpec
+from engine.runtime.runtime import RuntimeConfig
 from tests.conftest import REPLY_WAIT_S
 
 LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
@@ -62,7 +62,7 @@ def test_chat_streams_coalesced_batches_then_finishes(qtbot, loaded) -> None:
 
 def test_cancel_ends_the_reply_and_the_worker_goes_on(qtbot, loaded) -> None:
     """A cancel sent while tokens stream ends the reply as cancelled, long before its limit
-    (how soon, in tokens, is asserted without threads in tests/engine/test_generate.py)."""
+    (how soon, in tokens, is asserted without threads in tests/engine/runtime/test_generate.py)."""
     events = loaded.relay.events
     long = SamplingParams(temperature=0.0, max_tokens=900)
     loaded.chat("c2", [Message("user", "Write a long story about a lighthouse keeper.")], long)
@@ -103,8 +103,8 @@ def test_errors_are_reported_and_the_thread_survives(qtbot, client, smol_path, t
 
 def test_switching_conversations_restores_the_saved_state(qtbot, loaded, smol) -> None:
     """The app's path keeps recent conversations' KV states: back in A, only the new message is
-    prefilled (reply versions: tests/engine/test_switch_cache.py). A new load starts empty."""
-    from engine.prompt import chat_tokens
+    prefilled (reply versions: tests/engine/cache/test_switch_cache.py). A new load starts empty."""
+    from engine.chat.fit import chat_tokens
 
     def ask(cid: str, messages: list[Message]):
         with qtbot.waitSignal(loaded.relay.finished, timeout=LONG_MS) as blocker:

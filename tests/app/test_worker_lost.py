@@ -16,11 +16,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+from engine.conversation.session.format import read_meta
+from engine.conversation.session.store import from_saved
 from engine.conversation.store import CUT, streaming_node, tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation
 from engine.events import Token
-from engine.session.format import read_meta
-from engine.session.store import from_saved
 from tests.conftest import REPLY_WAIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,15 +33,15 @@ SCRIPT = textwrap.dedent("""
     from PySide6.QtCore import QCoreApplication
 
     from engine import rescue
-    from engine.context_params import ContextParams
+    from engine.llama.context_params import ContextParams
     from engine.conversation.store import streaming_node, tree_to_json
     from engine.conversation.tree import Conversation
-    from engine.model import ModelSpec
-    from engine.runtime import RuntimeConfig
-    from engine.sampling import SamplingParams
+    from engine.llama.model import ModelSpec
+    from engine.runtime.runtime import RuntimeConfig
+    from engine.decode.sampling import SamplingParams
     from app.__main__ import parse_args, relaunch_argv
-    from app.requests import ChatRequest, LoadRequest, RescuePlan
-    from app.worker import EngineWorker
+    from app.engine_link.messages import ChatRequest, LoadRequest, RescuePlan
+    from app.engine_link.worker import EngineWorker
 
     model, endpoints, path = Path(sys.argv[1]), tuple(sys.argv[2].split(",")), Path(sys.argv[3])
     conv = Conversation()
@@ -144,11 +144,11 @@ LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/co
 
 def _cut_file(smol_path: Path, folder: Path, text: str) -> Path:
     """A conversation saved the way the rescue hook saves it (a local model stands in)."""
-    from app.requests import RescuePlan
-    from app.worker import save_cut
-    from engine.context_params import ContextParams
-    from engine.model import ModelSpec
-    from engine.runtime import Runtime, RuntimeConfig
+    from app.engine_link.messages import RescuePlan
+    from app.engine_link.worker import save_cut
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import ModelSpec
+    from engine.runtime.runtime import Runtime, RuntimeConfig
 
     conv = Conversation()
     conv.add_user(PROMPT)
@@ -180,10 +180,10 @@ def test_relaunch_reopens_the_saved_conversation_with_one_notice(qtbot, home, sm
 
 def test_worker_lost_between_passes_keeps_and_saves_the_reply(qtbot, window, driver,
                                                               smol_path):
-    """The engine worker's WorkerLostError (tests/engine/test_rpc.py makes a real one) reaches
+    """The engine worker's WorkerLostError (tests/engine/llama/test_rpc.py makes a real one) reaches
     the controller as a Failure marked worker_lost: the reply so far stays, marked as cut, the
     conversation is saved as text and one notice says what happened."""
-    from app.requests import Failure
+    from app.engine_link.messages import Failure
 
     driver.load(smol_path)
     controller = window.controller

@@ -9,10 +9,10 @@ from bench import speculative
 from bench.cli import main
 from bench.report import geomean, summarize
 from bench.suite import build_suite, suite_hash
-from engine.chat import Message
-from engine.context_params import ContextParams
-from engine.prompt import chat_tokens
-from engine.sampling import SamplingParams
+from engine.chat.fit import chat_tokens
+from engine.chat.messages import Message
+from engine.decode.sampling import SamplingParams
+from engine.llama.context_params import ContextParams
 
 TURNS = ("Name three colours.", "Now name three more, different from those.")
 

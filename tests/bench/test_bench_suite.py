@@ -17,8 +17,8 @@ from bench.suite import (
     select,
     suite_hash,
 )
-from engine.chat import Message
-from engine.prompt import chat_tokens
+from engine.chat.fit import chat_tokens
+from engine.chat.messages import Message
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from engine.context_params import ContextParams
-from engine.sampling import Sampler, SamplingParams
-from engine.speculative.params import SpeculativeParams
+from engine.decode.sampling import Sampler, SamplingParams
+from engine.decode.speculative.params import SpeculativeParams
+from engine.llama.context_params import ContextParams
 
 NON_FINITE = [math.nan, math.inf, -math.inf]
 
@@ -66,7 +66,7 @@ def test_threads_are_bounded_by_the_cores(caplog):
     ["--p-min", "nan"], ["--ctx", "0"], ["--threads", "-2"], ["--min-p=-inf"],
 ])
 def test_cli_flags_give_one_line_errors(flags, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     assert main(["generate", "--model", "test", *flags, "hi"]) == 1
     err = capsys.readouterr().err
@@ -74,8 +74,8 @@ def test_cli_flags_give_one_line_errors(flags, capsys):
 
 
 def test_cli_seeds(smol_path):
-    from engine.cli import build_parser
-    from engine.runtime import config_from_args
+    from engine.cli.main import build_parser
+    from engine.runtime.runtime import config_from_args
 
     def seed(*flags):
         args = build_parser().parse_args(["generate", "--model", str(smol_path), *flags, "hi"])
@@ -86,7 +86,7 @@ def test_cli_seeds(smol_path):
 
 
 def test_cli_runs_with_any_seed_and_too_many_threads(smol_path, capsys, monkeypatch, caplog):
-    from engine.cli import main
+    from engine.cli.main import main
 
     monkeypatch.setattr(os, "cpu_count", lambda: 1)  # one spinning thread on a busy machine
 

@@ -21,8 +21,8 @@ for level in sys.argv[1:]:
     logsetup.configure(level)
 logging.getLogger("engine.thing").info("info line")
 logging.getLogger("engine.thing").warning("warning line")
-logging.getLogger("engine.backend").warning("llama.cpp line")
-logging.getLogger("engine.backend").debug("llama.cpp debug line")
+logging.getLogger("engine.llama.backend").warning("llama.cpp line")
+logging.getLogger("engine.llama.backend").debug("llama.cpp debug line")
 """
 
 
@@ -39,8 +39,8 @@ def test_each_level_shows_what_it_should_on_stderr() -> None:
                                     "WARNING engine.thing: warning line"]
     assert stderr_lines("DEBUG") == ["INFO engine.thing: info line",
                                      "WARNING engine.thing: warning line",
-                                     "WARNING engine.backend: llama.cpp line",
-                                     "DEBUG engine.backend: llama.cpp debug line"]
+                                     "WARNING engine.llama.backend: llama.cpp line",
+                                     "DEBUG engine.llama.backend: llama.cpp debug line"]
 
 
 def test_configuring_again_changes_the_level_without_a_second_handler() -> None:

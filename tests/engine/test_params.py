@@ -6,14 +6,14 @@ import math
 import pytest
 
 from engine import params
-from engine.cache_params import CacheParams
-from engine.context_params import ContextParams
+from engine.cache.params import CacheParams
 from engine.conversation.presets import Preset
+from engine.decode.sampling import SamplingParams
+from engine.decode.speculative.params import SpeculativeParams
+from engine.llama.context_params import ContextParams
+from engine.llama.placement_params import MAX_GPU_LAYERS, PlacementParams
 from engine.params import ParamError
-from engine.placement_params import MAX_GPU_LAYERS, PlacementParams
-from engine.runtime import add_runtime_arguments, config_from_args
-from engine.sampling import SamplingParams
-from engine.speculative.params import SpeculativeParams
+from engine.runtime.runtime import add_runtime_arguments, config_from_args
 
 CLASSES = (SamplingParams, SpeculativeParams, ContextParams, CacheParams, PlacementParams)
 
@@ -68,7 +68,7 @@ def test_an_int_is_a_float_but_a_bool_is_not_a_number():
 def test_every_setting_and_preset_value_is_one_the_engine_takes():
     """The app's settings and the presets check values with the table's rows: a value they
     accept can never be refused later by SamplingParams (the Top-p 0 / Min-p 1 trap)."""
-    from app.settings import DEFAULTS, OPTIONS, sampling_params
+    from app.control.settings import DEFAULTS, OPTIONS, sampling_params
 
     for row in params.table(SamplingParams):
         if row.type is tuple:
@@ -151,8 +151,8 @@ def test_the_openapi_properties_carry_the_ranges():
 def test_gpu_layers_have_one_range_everywhere(tmp_path):
     """The target's and the draft's flags, the settings and a model's remembered settings all
     take -1..MAX_GPU_LAYERS, from one row."""
-    from app.settings import SCHEMA
-    from engine.hub.model_settings import ModelSettings
+    from app.control.settings import SCHEMA
+    from engine.runtime.model_settings import ModelSettings
 
     p = argparse.ArgumentParser()
     add_runtime_arguments(p)

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.chat import Message
-from engine.context import Context
-from engine.context_params import ContextParams
+from engine.chat.fit import chat_tokens
+from engine.chat.messages import Message
+from engine.decode.sampling import SamplingParams
 from engine.documents.extract import read_document
-from engine.documents.prompt import attachment, expand
-from engine.generate import Generator
-from engine.prompt import chat_tokens
-from engine.request import Chat, Policy, prepare
-from engine.sampling import SamplingParams
+from engine.llama.context import Context
+from engine.llama.context_params import ContextParams
+from engine.prompts.attachments import attachment, expand
+from engine.prompts.request import Chat, Policy, prepare
+from engine.runtime.generate import Generator
 
 GREEDY = SamplingParams(temperature=0, max_tokens=8)
 
@@ -41,7 +41,7 @@ def test_a_file_that_fits_goes_in_whole_before_the_message(smol, tmp_path: Path)
 
 def test_two_conversations_about_one_file_share_its_prefix(smol, tmp_path: Path) -> None:
     """The file goes before the question, so a new conversation's prompt shares it with the
-    cache (and the disk store restores it, tests/engine/test_kv_store.py)."""
+    cache (and the disk store restores it, tests/engine/cache/test_kv_store.py)."""
     f = tmp_path / "a.txt"
     f.write_text("Line one of the manual.\n" * 40, encoding="utf-8")
     a = attachment(read_document(f))
@@ -77,7 +77,7 @@ def test_markup_in_a_file_stays_text(smol, tmp_path: Path) -> None:
 
 
 def test_generate_attach_from_the_command_line(smol_path, tmp_path: Path, capsys) -> None:
-    from engine.cli import main
+    from engine.cli.main import main
 
     f = tmp_path / "facts.txt"
     f.write_text("The office opens at nine.", encoding="utf-8")
@@ -94,7 +94,7 @@ def test_a_file_that_cannot_be_read_is_one_line_and_nothing_loads(smol_path, tmp
                                                                    capsys, make: str) -> None:
     import os
 
-    from engine.cli import main
+    from engine.cli.main import main
 
     f = tmp_path / "bad.txt"
     if make == "binary":

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from engine.context import Context
-from engine.context_params import ContextParams
 from engine.conversation.export import to_json, to_markdown
 from engine.conversation.search_index import saved_texts
+from engine.conversation.session import store
+from engine.conversation.session.format import read_meta
 from engine.conversation.store import tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation
 from engine.documents.extract import read_document
-from engine.documents.prompt import attachment
 from engine.errors import SessionError
-from engine.session import store
-from engine.session.format import read_meta
+from engine.llama.context import Context
+from engine.llama.context_params import ContextParams
+from engine.prompts.attachments import attachment
 
 
 def _conversation(tmp_path: Path) -> Conversation:

@@ -11,16 +11,16 @@ import pytest
 from mcp_servers import INJECTION
 from mcp_testing import ready, stdio_server
 
-from engine.chat import Message
-from engine.cli import main
+from engine.chat.messages import Message
+from engine.cli.main import main
+from engine.decode.sampling import SamplingParams
 from engine.events import Done
-from engine.generate import Generator
 from engine.mcp import McpConfig, ToolHost
 from engine.mcp.offer import offer
-from engine.sampling import SamplingParams
+from engine.runtime.generate import Generator
+from engine.runtime.tool_rounds import REFUSED, CallAnswered, RoundsDone, Text, tool_rounds
 from engine.tools import ToolChoice
 from engine.tools.prompting import result_prefix
-from engine.tools.rounds import REFUSED, CallAnswered, RoundsDone, Text, tool_rounds
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=64)
 ASK = [Message("user", "Add 2 and 3 with the add tool.")]

@@ -20,9 +20,9 @@ N_CTX = 1024
 class Served:
     url: str
     port: int
-    engine: object  # engine.service.Engine
+    engine: object  # engine.runtime.service.Engine
     model_id: str
-    model: object  # engine.model.Model
+    model: object  # engine.llama.model.Model
     n_ctx: int = N_CTX
 
     def client(self, api_key: str | None = API_KEY):
@@ -74,13 +74,13 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
                  cache_bytes: int = 256 << 20, cors: tuple[str, ...] = (), drafter: str = "auto",
                  adaptive: bool = True, n_ctx: int = N_CTX, max_tokens: int = 16,
                  threads: int = 1, alias: str = "test", embedding_model=None):
-    from engine.context_params import ContextParams
-    from engine.model import ModelSpec
-    from engine.runtime import Runtime, RuntimeConfig
-    from engine.sampling import SamplingParams
+    from engine.decode.sampling import SamplingParams
+    from engine.decode.speculative.params import SpeculativeParams
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import ModelSpec
+    from engine.runtime.runtime import Runtime, RuntimeConfig
     from engine.server.app import ApiConfig
     from engine.server.run import BackgroundServer, build, model_names
-    from engine.speculative.params import SpeculativeParams
 
     config = RuntimeConfig(target=ModelSpec(smol_path),
                            context=ContextParams(n_ctx=n_ctx, n_threads=threads),
@@ -118,7 +118,7 @@ def served(smol_path, duet_home):
 def served_target(duet_home):
     """A server on the starter 1.5B (Qwen2.5-Coder, whose template has tool calling), plain
     decoding, for the tests of tools and schemas with the client libraries."""
-    from engine.runtime import resolve_model
+    from engine.runtime.runtime import resolve_model
 
     server, handle = start_server(resolve_model("target"), drafter="none", n_ctx=4096,
                                   max_tokens=256, threads=0, alias="qwen")

@@ -71,7 +71,7 @@ def test_langchain_openai_embeddings(served):
 
 def test_a_dedicated_embedding_model_makes_the_vectors(server_factory, smol_path):
     """``--embedding-model embed`` (all-MiniLM-L6-v2 from the catalog): its vectors, its name."""
-    from engine.runtime import resolve_model
+    from engine.runtime.runtime import resolve_model
 
     server, served = server_factory(smol_path, drafter="none",
                                     embedding_model=resolve_model("embed"))

@@ -194,8 +194,8 @@ def test_tool_text_holding_chat_markup_stays_text(served_target):
         {"role": "tool", "tool_call_id": "c1", "content": evil}]
     r = create(served_target, messages=history, tools=[WEATHER], max_tokens=4)
     assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
-    from engine.chat import Message, ToolCall
-    from engine.prompt import chat_tokens
+    from engine.chat.fit import chat_tokens
+    from engine.chat.messages import Message, ToolCall
 
     model = served_target.model
     tokens = chat_tokens(model, [Message("user", "hi"),

@@ -16,8 +16,8 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import negative_data_rejection
 
+from engine.decode.sampling import SamplingParams
 from engine.params import row
-from engine.sampling import SamplingParams
 from engine.server.openapi import OPERATIONS
 from tests.conftest import REPLY_WAIT_S
 

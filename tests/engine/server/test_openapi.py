@@ -6,7 +6,7 @@ from __future__ import annotations
 import schemathesis
 
 from engine import params
-from engine.sampling import SamplingParams
+from engine.decode.sampling import SamplingParams
 from engine.server.app import ROUTES
 
 

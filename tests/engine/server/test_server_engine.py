@@ -56,16 +56,16 @@ def test_a_full_queue_answers_429_with_retry_after(smol_path, server_factory):
 
 
 def test_serve_refuses_a_public_host_without_a_key(capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     assert main(["serve", "--model", "test", "--host", "0.0.0.0"]) == 1
     assert "--api-key" in capsys.readouterr().err
 
 
 def test_serve_speculates_by_default_and_takes_its_cache_budget():
-    from engine.cli import build_parser
-    from engine.runtime import RuntimeConfig
-    from engine.server.cli import serve_config
+    from engine.cli.main import build_parser
+    from engine.cli.serve import serve_config
+    from engine.runtime.runtime import RuntimeConfig
 
     args = build_parser().parse_args(["serve", "--model", "test"])
     assert args.drafter == "auto" and args.host == "127.0.0.1"
@@ -128,7 +128,7 @@ def test_a_retried_request_is_drafted_from_the_reply_it_got_before(server_factor
 def test_the_grammar_vocabulary_is_built_while_the_server_waits(server_factory, smol_path):
     """The first request with a schema does not wait for llguidance's view of the vocabulary:
     the engine builds it while no request runs."""
-    from engine import constraint
+    from engine.decode import constraint
 
     server, s = server_factory(smol_path, drafter="none")
     try:

@@ -82,9 +82,9 @@ def test_a_client_started_with_the_server_waits_for_the_model_and_succeeds(tmp_p
 
 
 def test_four_sequences_share_the_cells_of_one(smol):
-    from engine.backend import lib
-    from engine.context import Context
-    from engine.context_params import ContextParams
+    from engine.llama.backend import lib
+    from engine.llama.context import Context
+    from engine.llama.context_params import ContextParams
 
     with Context(smol, ContextParams(n_ctx=2048, n_parallel=4)) as ctx:
         assert lib.llama_n_ctx(ctx._handle) == 2048  # not 4 x 2048

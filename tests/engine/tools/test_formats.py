@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from engine.chat import ToolCall
+from engine.chat.messages import ToolCall
 from engine.tools import Tool, ToolChoice, fallback
 from engine.tools.formats import GENERIC, HERMES, LLAMA3, MISTRAL, detect
 from engine.tools.scanner import Scanner, parse
@@ -86,7 +86,7 @@ def test_the_family_is_told_from_the_template():
 
 
 def test_a_template_without_tools_gets_them_described_and_results_as_messages():
-    from engine.chat import Message
+    from engine.chat.messages import Message
 
     msgs = [Message("system", "Be brief."), Message("user", "Weather?"),
             Message("assistant", "", tool_calls=(ToolCall("c1", "get_weather", '{"city": "X"}'),)),

@@ -9,14 +9,14 @@ import json
 import jsonschema
 import pytest
 
-from engine.chat import Message
-from engine.context import Context
-from engine.context_params import ContextParams
+from engine.chat.messages import Message
+from engine.decode.sampling import SamplingParams
+from engine.decode.speculative.params import SpeculativeParams
+from engine.decode.speculative.speculator import build_speculation
 from engine.events import Done
-from engine.generate import Generator
-from engine.sampling import SamplingParams
-from engine.speculative.params import SpeculativeParams
-from engine.speculative.speculator import build_speculation
+from engine.llama.context import Context
+from engine.llama.context_params import ContextParams
+from engine.runtime.generate import Generator
 from engine.tools import Tool
 from engine.tools.formats import HERMES, detect
 from engine.tools.lazy import LazyMatcher, lazy_grammar

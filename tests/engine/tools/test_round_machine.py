@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.chat import ToolCall
+from engine.chat.messages import ToolCall
 from engine.tools import Tool, ToolChoice
 from engine.tools.machine import Ask, NextReply, Over, ToolRounds
 

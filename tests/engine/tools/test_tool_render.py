@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from engine.chat import Message, ToolCall
-from engine.prompt import chat_tokens
+from engine.chat.fit import chat_tokens
+from engine.chat.messages import Message, ToolCall
 from engine.tools import Tool
 
 WEATHER = Tool("get_weather", "The weather (temperature < 40 & sky).",

@@ -1,0 +1,105 @@
+"""The app's *Local server*: engine.server over the app's own engine, started and stopped from
+the settings (server_enabled, server_host, server_port, server_api_key).
+
+The server's clients and the app's chat share one engine service (engine.runtime.service.Engine): one
+model in memory, one KV cache, replies decoded together (the app's conversation on sequence 0,
+the clients on the others when there are several; ``n_parallel``). When the models are loaded
+again the server follows the new engine. Starting and stopping happen off the GUI thread;
+``started(address)``, ``stopped()`` and ``failed(message)`` report back (queued to the GUI
+thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from engine.errors import DuetError
+
+log = logging.getLogger(__name__)
+
+
+class LocalServer(QObject):
+    started = Signal(str)  # the base URL clients use, e.g. http://127.0.0.1:8080/v1
+    stopped = Signal()
+    failed = Signal(str)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._lock = threading.Lock()  # one start/stop at a time
+        self._queue_lock = threading.Lock()
+        self._wanted: dict[str, Any] | None = None  # the latest snapshot not yet applied
+        self._applier: threading.Thread | None = None
+        self._running: Any = None  # the BackgroundServer
+        self.address: str | None = None
+
+    def apply(self, values: Mapping[str, Any], engine: Any = None) -> None:
+        """Start, restart or stop to match ``values`` (a settings snapshot), serving ``engine``
+        (the app's engine.runtime.service.Engine; None: no model is loaded); returns at once. Snapshots
+        are applied in order by one thread; of several waiting, only the latest."""
+        with self._queue_lock:
+            self._wanted = dict(values)
+            self._wanted["engine"] = engine
+            if self._applier is None:
+                self._applier = threading.Thread(target=self._apply_all, name="duet-local-server",
+                                                 daemon=True)
+                self._applier.start()
+
+    def stop(self) -> None:
+        """Stop now (blocking; call at exit)."""
+        with self._lock:
+            self._stop()
+
+    # -- off the GUI thread ---------------------------------------------------------------
+    def _apply_all(self) -> None:
+        while True:
+            with self._queue_lock:
+                values, self._wanted = self._wanted, None
+                if values is None:
+                    self._applier = None
+                    return
+            self._apply(values)
+
+    def _apply(self, values: dict[str, Any]) -> None:
+        with self._lock:
+            self._stop()
+            if not values["server_enabled"]:
+                return
+            try:
+                self._start(values)
+            except (DuetError, OSError, ValueError) as e:
+                self.failed.emit(f"The local server did not start: {getattr(e, 'strerror', None) or e}")
+            except Exception as e:  # never let the thread die silently
+                log.exception("the local server failed to start")
+                self.failed.emit(f"The local server did not start: {type(e).__name__}: {e}")
+
+    def _start(self, values: dict[str, Any]) -> None:
+        # lazy: the HTTP server's routes and uvicorn (~60 ms) only when the local server is turned on
+        from engine.server.app import ApiConfig, create_app
+        from engine.server.run import BackgroundServer, host_problem, model_names
+
+        host, key = values["server_host"], values["server_api_key"] or None
+        problem = host_problem(host, key)
+        if problem:
+            raise DuetError(problem)
+        engine = values["engine"]
+        if engine is None or engine.runtime.closed:
+            raise DuetError("load a model first")
+        model_id, aliases = model_names(engine.runtime)
+        app = create_app(engine, ApiConfig(model_id, aliases, api_key=key))
+        server = BackgroundServer(app, host, values["server_port"])
+        self._running = server
+        self.address = f"{server.url}/v1"
+        log.info("local server on %s", self.address)
+        self.started.emit(self.address)
+
+    def _stop(self) -> None:
+        if self._running is None:
+            return
+        server, self._running, self.address = self._running, None, None
+        server.close()  # the engine is the app's: it goes on
+        self.stopped.emit()

@@ -1,0 +1,187 @@
+"""Files attached to the message being written: read off the GUI thread, shown as chips above
+the composer (name, size in tokens, pages), opened to show their text, and sent with the
+message (engine.chat.messages.Attachment: the text and the file's SHA-256, never the path).
+
+A file is read once (engine.documents.extract) on a worker thread; what comes back is queued to
+the GUI thread. A file that cannot be read gets its one-line reason in the window, and nothing
+else changes. Each chip's menu sets how the file goes into the prompt: whole, only the passages
+the message finds, or automatically (whole when it fits).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import QDialog, QHBoxLayout, QMenu, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
+
+from engine.chat.messages import Attachment
+from engine.errors import DuetError
+
+log = logging.getLogger(__name__)
+
+MODES = (("auto", "Whole when it fits, else the passages the message finds"),
+         ("whole", "Whole"), ("retrieved", "Only the passages the message finds"))
+
+
+@dataclass(frozen=True)
+class Read:
+    """A file read: its attachment, and its size in the loaded model's tokens (None: no model)."""
+
+    attachment: Attachment
+    n_tokens: int | None
+
+
+def read_file(path: Path, count: Callable[[str], int] | None) -> Read:
+    """Read ``path`` into an attachment (on a worker thread; DuetError: one line)."""
+    # lazy: the document readers (html, xml, SQLite FTS; ~12 ms) load at the first attached file,
+    # not with the window
+    from engine.documents.extract import read_document
+    from engine.prompts.attachments import attachment
+
+    doc = read_document(path)
+    return Read(attachment(doc), count(doc.text) if count is not None else None)
+
+
+def describe(read: Read) -> str:
+    """"manual.pdf · 3,012 tokens · 12 pages"."""
+    a = read.attachment
+    parts = [a.name]
+    if read.n_tokens is not None:
+        parts.append(f"{read.n_tokens:,} tokens")
+    else:
+        parts.append(f"{len(a.text):,} characters")
+    if a.pages:
+        parts.append(f"{len(a.pages)} page{'s' if len(a.pages) != 1 else ''}")
+    return " · ".join(parts)
+
+
+class Attachments(QObject):
+    """The files attached to the next message. ``changed`` when the list does; ``failed(line)``
+    when a file cannot be read."""
+
+    changed = Signal()
+    failed = Signal(str)
+    _done = Signal(object, object)  # (path, Read | DuetError), queued to the GUI thread
+
+    def __init__(self, count: Callable[[], Callable[[str], int] | None],
+                 parent: QObject | None = None) -> None:
+        """``count``: the loaded model's token counter, when there is one."""
+        super().__init__(parent)
+        self.count = count
+        self.items: list[Read] = []
+        self.pending = 0
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="duet-attach")
+        self._done.connect(self._take)
+
+    def add(self, path: Path) -> None:
+        self.pending += 1
+        future = self._pool.submit(read_file, path, self.count())
+        future.add_done_callback(partial(self._finished, path))
+
+    def _finished(self, path: Path, future: Future) -> None:
+        self._done.emit(path, _result(future))  # (on the reading thread: queued to the GUI's)
+
+    def take_all(self) -> tuple[Attachment, ...]:
+        """The attachments for the message being sent; the list is empty afterwards."""
+        out = tuple(r.attachment for r in self.items)
+        if out:
+            self.items.clear()
+            self.changed.emit()
+        return out
+
+    def remove(self, index: int) -> None:
+        if 0 <= index < len(self.items):
+            del self.items[index]
+            self.changed.emit()
+
+    def set_mode(self, index: int, mode: str) -> None:
+        r = self.items[index]
+        self.items[index] = replace(r, attachment=replace(r.attachment, mode=mode))
+        self.changed.emit()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _take(self, path: Path, result: object) -> None:
+        self.pending -= 1
+        if isinstance(result, Read):
+            self.items.append(result)
+            self.changed.emit()
+        else:
+            self.failed.emit(str(result))
+
+
+def _result(future: Future) -> object:
+    error = future.exception()
+    if error is None:
+        return future.result()
+    if isinstance(error, DuetError):
+        return error
+    log.error("reading an attached file failed", exc_info=error)
+    return DuetError(f"the file could not be read: {type(error).__name__}")
+
+
+class ChipBar(QWidget):
+    """The attached files as chips: click one to see its text; its menu sets its mode or
+    removes it."""
+
+    def __init__(self, attachments: Attachments, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.attachments = attachments
+        self.row = QHBoxLayout(self)
+        self.row.setContentsMargins(12, 4, 12, 0)
+        self.row.addStretch(1)
+        self.chips: list[QToolButton] = []
+        attachments.changed.connect(self.refresh)
+        self.refresh()
+
+    def refresh(self) -> None:
+        for chip in self.chips:
+            self.row.removeWidget(chip)
+            chip.deleteLater()
+        self.chips = []
+        for i, read in enumerate(self.attachments.items):
+            chip = QToolButton(self)
+            chip.setObjectName("attachment-chip")
+            mode = read.attachment.mode
+            chip.setText(describe(read) + ("" if mode == "auto" else f" · {mode}"))
+            chip.setToolTip("Click to read the text Duet took from the file")
+            chip.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
+            menu = QMenu(chip)
+            for key, label in MODES:
+                action = menu.addAction(label)
+                action.setCheckable(True)
+                action.setChecked(key == mode)
+                action.triggered.connect(partial(self._mode, i, key))
+            menu.addSeparator()
+            menu.addAction("Remove", partial(self.attachments.remove, i))
+            chip.setMenu(menu)
+            chip.clicked.connect(partial(show_text, self, read))
+            self.row.insertWidget(i, chip)
+            self.chips.append(chip)
+        self.setVisible(bool(self.chips))
+
+    def _mode(self, index: int, mode: str, _checked: bool = False) -> None:
+        self.attachments.set_mode(index, mode)
+
+
+def show_text(parent: QWidget, read: Read, _checked: bool = False) -> QDialog:
+    """A window with the text taken from the file (what the model will see of it)."""
+    dialog = QDialog(parent)
+    dialog.setObjectName("attachment-text")
+    dialog.setWindowTitle(describe(read))
+    view = QPlainTextEdit(dialog)
+    view.setReadOnly(True)
+    view.setPlainText(read.attachment.text)
+    layout = QVBoxLayout(dialog)
+    layout.addWidget(view)
+    dialog.resize(640, 480)
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    dialog.show()
+    return dialog

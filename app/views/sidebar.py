@@ -1,0 +1,147 @@
+"""The conversation list: new, open, rename, delete (the window does the work), and search.
+
+The search matches the conversations open in the app in memory, and the saved ones not opened
+yet through the search index, off the GUI thread (app.control.search): their rows change when its
+answer comes, and meanwhile keep the last answer for the same query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.control.conversation import Conversation
+from app.control.search import ConversationSearch
+from engine.conversation.export import matches
+from engine.conversation.library import Library
+
+ID_ROLE = Qt.ItemDataRole.UserRole
+
+
+class Sidebar(QWidget):
+    selected = Signal(str)
+    new_requested = Signal()
+    open_requested = Signal()
+    rename_requested = Signal(str)
+    delete_requested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.list = QListWidget(self)
+        self.list.setObjectName("conversationList")
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setUniformItemSizes(True)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._menu)
+        self.list.currentItemChanged.connect(self._on_current)
+        self.list.itemDoubleClicked.connect(lambda item: self.rename_requested.emit(item.data(ID_ROLE)))
+        new = QPushButton("New", self)
+        new.setToolTip("New conversation (Ctrl+N)")
+        new.clicked.connect(self.new_requested)
+        open_ = QPushButton("Open…", self)
+        open_.setToolTip("Open a .duet conversation file (Ctrl+O)")
+        open_.clicked.connect(self.open_requested)
+        self.search = QLineEdit(self)
+        self.search.setPlaceholderText("Search conversations")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self._filter)
+        self.searcher = ConversationSearch(parent=self)
+        self.searcher.found.connect(self._show_found)
+        self._found: tuple[str, frozenset[Path]] = ("", frozenset())  # the last answer
+        self._library: Library | None = None
+        buttons = QHBoxLayout()
+        buttons.setContentsMargins(0, 0, 0, 0)
+        buttons.addWidget(new)
+        buttons.addWidget(open_)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 4, 8)
+        layout.addLayout(buttons)
+        layout.addWidget(self.search)
+        layout.addWidget(self.list, 1)
+
+    def follow(self, library: Library) -> None:
+        """List the library's conversations (never a blank one) and mark the one shown."""
+        self._library = library
+
+        def on_change(kind: str, _conv: Conversation | None) -> None:
+            if kind in ("list", "current"):
+                current = library.current
+                self.set_conversations(library.listed(), current.id if current else None)
+        library.subscribe(on_change)
+
+    def set_conversations(self, conversations: Sequence[Conversation], current: str | None) -> None:
+        self.list.blockSignals(True)
+        self.list.clear()  # no current item after it
+        for conv in conversations:
+            item = QListWidgetItem(self._label(conv))
+            item.setData(ID_ROLE, conv.id)
+            item.setToolTip(str(conv.path) if conv.path else "Not saved yet")
+            self.list.addItem(item)
+            if conv.id == current:
+                self.list.setCurrentItem(item)
+        self.list.blockSignals(False)
+        if self.search.text().strip():
+            self._filter(self.search.text())
+
+    def _filter(self, query: str) -> None:
+        """Hide the conversations whose title and text (every version) lack ``query``."""
+        query = query.strip()
+        files: list[Path] = []
+        for item, conv in self._rows():
+            if conv is None or not query:
+                item.setHidden(False)
+            elif conv.loaded:
+                item.setHidden(not matches(conv, query))
+            elif conv.path is None:
+                item.setHidden(True)
+            else:
+                files.append(conv.path)
+                if self._found[0] == query:
+                    item.setHidden(conv.path not in self._found[1])
+        if files:
+            self.searcher.search(query, files)
+
+    def _show_found(self, query: str, hits: frozenset[Path]) -> None:
+        """The index's answer for the saved conversations not opened yet."""
+        self._found = (query, hits)
+        if self.search.text().strip() != query:
+            return
+        for item, conv in self._rows():
+            if conv is not None and not conv.loaded and conv.path is not None:
+                item.setHidden(conv.path not in hits)
+
+    def _rows(self) -> list[tuple[QListWidgetItem, Conversation | None]]:
+        library = self._library
+        return [(item, library.by_id(item.data(ID_ROLE)) if library is not None else None)
+                for item in (self.list.item(i) for i in range(self.list.count()))]
+
+    @staticmethod
+    def _label(conv: Conversation) -> str:
+        return conv.title + (" •" if conv.dirty else "")
+
+    def _on_current(self, item: QListWidgetItem | None, _prev: QListWidgetItem | None) -> None:
+        if item is not None:
+            self.selected.emit(item.data(ID_ROLE))
+
+    def _menu(self, pos: QPoint) -> None:
+        item = self.list.itemAt(pos)
+        if item is None:
+            return
+        cid = item.data(ID_ROLE)
+        menu = QMenu(self)
+        menu.addAction("Rename…", lambda: self.rename_requested.emit(cid))
+        menu.addAction("Delete", lambda: self.delete_requested.emit(cid))
+        menu.exec(self.list.mapToGlobal(pos))

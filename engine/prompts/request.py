@@ -1,0 +1,252 @@
+"""One chat request in the engine's terms, wherever it came from (the window, a server dialect,
+the command line): ``Chat`` is what was asked; ``prepare`` checks it against the model and
+turns it into a ``PreparedTurn`` (the prompt, the grammar the reply must follow, how tool calls are
+read back, what was left out to fit); ``Reader`` turns the engine's events for a turn into the
+reply's pieces (text, calls, the end). Every refusal is a ``RequestError`` with one line and the
+field it names (the server answers 400 with it, the window shows it)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from engine.chat.fit import chat_tokens, fit_messages
+from engine.chat.messages import Message, ToolCall
+from engine.decode.constraint import Grammar, GrammarError, check_schema
+from engine.decode.sampling import SamplingParams
+from engine.errors import DuetError
+from engine.events import Done, Token
+from engine.llama.model import Model
+from engine.tools import NAME, Tool, ToolChoice
+from engine.tools.formats import Format
+from engine.tools.lazy import LazyGrammar
+from engine.tools.prompting import call_grammar, tool_prompt
+from engine.tools.scanner import Scanner
+
+if TYPE_CHECKING:
+    from engine.prompts.attachments import Embed, Source
+
+FINISH = {"stop": "stop", "length": "length", "context_full": "length", "cancelled": "stop"}
+MAX_TOOLS = 128
+
+
+class RequestError(DuetError):
+    """A request the engine cannot run as asked: ``field`` names what is wrong (in the
+    dialect's words where it gave them), ``code`` a machine-readable kind."""
+
+    def __init__(self, message: str, field: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.field, self.code = field, code
+
+
+def reply_budget(n_ctx: int, params: SamplingParams) -> int:
+    """Prompt tokens a conversation may keep: the context less room for the reply (its
+    max_tokens, at most a quarter of the context, so a long limit does not drop every turn)."""
+    return n_ctx - min(params.max_tokens, n_ctx // 4)
+
+
+@dataclass(frozen=True)
+class Chat:
+    """A chat request. ``response``: the grammar the reply must follow, as (kind, source);
+    ``logprobs``: None, or how many alternatives to report with each token's log-probability;
+    ``continue_text``: the reply goes on from this text (the window's Continue);
+    ``read_calls``: False leaves calls in the text (the last reply of a round of tools)."""
+
+    messages: tuple[Message, ...]
+    sampling: SamplingParams
+    tools: tuple[Tool, ...] = ()
+    choice: ToolChoice = field(default_factory=ToolChoice)
+    response: tuple[Literal["json_schema", "gbnf", "lark"], Any] | None = None
+    logprobs: int | None = None
+    continue_text: str | None = None
+    read_calls: bool = True
+    param_names: dict[str, str] = field(default_factory=dict)  # Duet's name -> the dialect's
+    embed: Embed | None = field(default=None, compare=False)  # ranks retrieved passages too
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How a prompt is made to fit ``n_ctx``: ``drop_oldest`` leaves out the oldest turns (the
+    system message stays) to keep room for the reply (the window and the command line); else
+    a prompt that does not fit is refused, and max_tokens is cut to what the context leaves
+    (the server: a client's messages are its own)."""
+
+    n_ctx: int
+    drop_oldest: bool = True
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    prompt: list[int]
+    sampling: SamplingParams
+    grammar: Grammar | LazyGrammar | None
+    logprobs: int | None
+    fmt: Format | None  # how tool calls are read back (None: no tools, all text)
+    names: tuple[str, ...] = ()  # the tools whose calls are read
+    dropped: int = 0  # the oldest messages left out to fit the context
+    sources: tuple[Source, ...] = ()  # what the model sees of the last message's files
+
+
+def prepare(model: Model, chat: Chat, policy: Policy,
+            cancel: threading.Event | None = None) -> PreparedTurn:
+    """Check ``chat`` against the model and build its turn (tokenizes and compiles grammars:
+    run it off an event loop). Raises RequestError, or the DuetError of a template that fails or
+    a message too long for the context (MessageTooLongError), or DecodeError("cancelled")
+    when ``cancel`` is set meanwhile."""
+    names = chat.param_names
+    where = names.get("messages", "messages")
+    tools = _check_tools(chat, names)
+    _check_tool_messages(chat.messages, where)
+    sources: list[Source] = []
+    if any(m.attachments for m in chat.messages):  # the files' text, whole or retrieved
+        # lazy: the readers and the passage index load only when a message carries files
+        from engine.prompts.attachments import expand
+
+        messages, sources = expand(chat.messages, policy.n_ctx,
+                                   lambda text: len(model.tokenize_text(text)), chat.embed)
+        chat = replace(chat, messages=tuple(messages))
+    uses_tools = bool(tools) or any(m.role == "tool" or m.tool_calls for m in chat.messages)
+    dropped, fmt = 0, None
+    try:
+        if chat.continue_text is not None:
+            prompt = chat_tokens(model, chat.messages, cancel=cancel) + \
+                model.tokenize_text(chat.continue_text)
+        elif uses_tools or not policy.drop_oldest:
+            prompt, fmt = tool_prompt(model, chat.messages, tools, cancel=cancel)
+        else:
+            prompt, dropped = fit_messages(model, chat.messages,
+                                           reply_budget(policy.n_ctx, chat.sampling), cancel=cancel)
+    except UnicodeError:
+        raise RequestError("the messages are not valid Unicode text", where) from None
+    grammar: Grammar | LazyGrammar | None = None
+    try:
+        if chat.response is not None:
+            grammar = Grammar.compile(model, *chat.response)
+        elif fmt is not None and chat.read_calls:
+            grammar = call_grammar(model, fmt, tools, chat.choice)
+    except GrammarError as e:
+        field_name = "response_format" if chat.response is not None else "tools"
+        shown = names.get(field_name, field_name)
+        raise RequestError(f"{shown}: {e}", shown, "invalid_grammar") from None
+    turn = PreparedTurn(prompt, chat.sampling, grammar, chat.logprobs, fmt if tools else None,
+                tuple(t.name for t in tools) if chat.read_calls else (), dropped, tuple(sources))
+    return turn if policy.drop_oldest else fit(turn, policy.n_ctx, where)
+
+
+def fit(turn: PreparedTurn, n_ctx: int, where: str) -> PreparedTurn:
+    """The turn with max_tokens cut to what the context leaves; refused if it cannot fit
+    (a raw prompt's turn, too, comes through here)."""
+    if not turn.prompt:
+        raise RequestError("the prompt is empty", "prompt")
+    if len(turn.prompt) >= n_ctx:
+        raise RequestError(f"this model's context is {n_ctx} tokens; the prompt has "
+                           f"{len(turn.prompt)}", where, "context_length_exceeded")
+    s = turn.sampling
+    return replace(turn, sampling=replace(s, max_tokens=min(s.max_tokens, n_ctx - len(turn.prompt))))
+
+
+def _check_tools(chat: Chat, names: dict[str, str]) -> list[Tool]:
+    """The tools offered to the model (none under tool_choice none), checked."""
+    where, choice_field = names.get("tools", "tools"), names.get("tool_choice", "tool_choice")
+    if len(chat.tools) > MAX_TOOLS:
+        raise RequestError(f"{where}: at most {MAX_TOOLS} tools", where)
+    seen: set[str] = set()
+    for i, t in enumerate(chat.tools):
+        if not NAME.match(t.name):
+            raise RequestError(f"{where}[{i}]: a function name is 1 to 64 letters, digits, _ or -",
+                               f"{where}.{i}")
+        if t.name in seen:
+            raise RequestError(f"{where}[{i}]: the function {t.name!r} is given twice", f"{where}.{i}")
+        seen.add(t.name)
+        try:
+            check_schema(t.parameters)
+        except GrammarError as e:
+            raise RequestError(f"{where}[{i}]: {e}", f"{where}.{i}") from None
+    c = chat.choice
+    if c.mode in ("required", "function") and chat.response is not None:
+        raise RequestError(f"{choice_field} {c.mode} and a response format cannot be combined",
+                           choice_field)
+    if c.mode in ("required", "function") and not chat.tools:
+        raise RequestError(f"{choice_field} {c.mode} needs tools", choice_field)
+    if c.mode == "function" and c.name not in seen:
+        raise RequestError(f"{choice_field}: no tool is named {c.name!r}", choice_field)
+    return [] if c.mode == "none" else list(chat.tools)
+
+
+def _check_tool_messages(messages: tuple[Message, ...], where: str) -> None:
+    """A tool result must answer a call made before it."""
+    ids: set[str] = set()
+    for i, m in enumerate(messages):
+        ids.update(c.id for c in m.tool_calls)
+        if m.role == "tool" and m.tool_call_id not in ids:
+            raise RequestError(f"{where}[{i}]: the tool result's id {m.tool_call_id!r} answers no "
+                               "call made before it", f"{where}.{i}")
+
+
+# -- the reply, as pieces -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Text:
+    """Text of the reply: ``tokens`` are the tokens whose log-probabilities came with it,
+    ``source`` the token it came from (None: the reply's held-back tail)."""
+
+    text: str
+    tokens: tuple[Token, ...] = ()
+    source: Token | None = None
+
+
+@dataclass(frozen=True)
+class Call:
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class End:
+    done: Done
+    finish: str  # stop, length or tool_calls
+
+
+Piece = Text | Call | End
+
+
+class Reader:
+    """A turn's events as pieces, one event at a time: tokens as text (with a format, tool
+    calls taken out as they close), the Done as the rest and the End."""
+
+    def __init__(self, turn: PreparedTurn) -> None:
+        self.scanner = Scanner(turn.fmt, turn.names) if turn.fmt is not None else None
+
+    @property
+    def reads_calls(self) -> bool:
+        return self.scanner is not None
+
+    def feed(self, item: object) -> list[Piece]:
+        if isinstance(item, Token):
+            return self._token(item)
+        if isinstance(item, Done):
+            rest: list[str | ToolCall] = []
+            if self.scanner is not None:
+                rest = self.scanner.feed(item.tail) + self.scanner.close()
+            elif item.tail:
+                rest = [item.tail]
+            out: list[Piece] = [Text(x) if isinstance(x, str) else Call(x) for x in rest]
+            made_calls = self.scanner is not None and self.scanner.made_calls
+            out.append(End(item, "tool_calls" if made_calls and item.reason == "stop"
+                           else FINISH[item.reason]))
+            return out
+        return []
+
+    def _token(self, item: Token) -> list[Piece]:
+        tokens = (item,) if item.logprob is not None else ()
+        if self.scanner is None:
+            return [Text(item.text, tokens, item)]
+        out: list[Piece] = []
+        for x in self.scanner.feed(item.text):
+            if isinstance(x, str):
+                out.append(Text(x, tokens, item))
+                tokens = ()
+            else:
+                out.append(Call(x))
+        if tokens:
+            out.append(Text("", tokens, item))
+        return out

@@ -1,0 +1,231 @@
+"""Models + contexts + generator, assembled from one frozen configuration.
+
+The CLI, the GUI worker and the benchmarks all build a ``Runtime`` the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine import params, paths
+from engine.cache.kv_store import DEFAULT_STORE_BYTES, KVStore
+from engine.cache.params import CacheParams
+from engine.cache.state_cache import DEFAULT_CACHE_BYTES, StateCache
+from engine.decode.sampling import SamplingParams
+from engine.decode.speculative.params import SpeculativeParams
+from engine.errors import DuetError, LoadCancelled, ModelLoadError
+from engine.llama.context import Context
+from engine.llama.context_params import ContextParams
+from engine.llama.model import Model, ModelSpec
+from engine.llama.native import NativeOwner
+from engine.llama.placement_params import PlacementParams, gpu_layers_arg
+from engine.llama.rpc import parse_endpoints
+from engine.models.catalog import CATALOG
+from engine.models.identity import file_fingerprint
+from engine.runtime.generate import Generator
+
+if TYPE_CHECKING:
+    from engine.decode.speculative.later import LaterCurves
+    from engine.decode.speculative.speculator import Speculation
+
+log = logging.getLogger(__name__)
+
+STARTER_FILES = {key: model.filename for key, model in CATALOG.items()}
+
+
+def resolve_model(name: str | Path) -> Path:
+    """A path, or the key of a starter model in the models folder (target, draft, test)."""
+    key = str(name)
+    if key in STARTER_FILES:
+        path = paths.models_dir() / STARTER_FILES[key]
+        if not path.exists():
+            raise ModelLoadError(
+                f"the starter model '{key}' is not installed; run: duet-cli models fetch")
+        return path
+    return Path(name).expanduser()
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    target: ModelSpec
+    draft: ModelSpec | None = None
+    context: ContextParams = ContextParams()
+    draft_context: ContextParams | None = None  # default: like ``context``
+    sampling: SamplingParams = SamplingParams()
+    speculative: SpeculativeParams = field(default_factory=lambda: SpeculativeParams(drafter="none"))
+    state_cache_bytes: int = DEFAULT_CACHE_BYTES  # saved states of other conversations/versions
+    kv_store_bytes: int = DEFAULT_STORE_BYTES  # long prompts' states on disk (0: none)
+
+
+class Runtime(NativeOwner):
+    """Owns the loaded models and contexts. Not thread-safe: one owner thread.
+
+    ``speculation`` (None with drafter "none") owns the draft model and its context; ``cache``
+    holds saved states of this model's contexts (empty for each new Runtime). ``later``: the
+    verify-cost curves still to measure (``measure=False`` only; None when there are none)."""
+
+    def __init__(self, config: RuntimeConfig, on_calibrate: Callable[[], None] | None = None,
+                 *, measure: bool = True, cancel: threading.Event | None = None) -> None:
+        """``on_calibrate``: called before a verify-cost curve is measured (for progress).
+        ``measure`` False: a curve not cached is not measured now; speculation decodes plainly
+        until ``later`` has measured it (engine.decode.speculative.later), step by step. ``cancel``:
+        once set, the load stops with LoadCancelled (what was loaded is freed)."""
+        self.config = config
+        self.speculation: Speculation | None = None
+        self.speculations: list[Speculation | None] = []
+        self.later: LaterCurves | None = None
+        self._measure = measure
+        self.cache = StateCache(config.state_cache_bytes)
+        self.target: Model = Model(config.target, cancel)
+        try:
+            self.ctx: Context = Context(self.target, config.context)
+            if config.kv_store_bytes > 0:
+                self.cache.disk = KVStore(paths.kv_store_dir(), [self.ctx],
+                                          [file_fingerprint(config.target.path)],
+                                          config.kv_store_bytes)
+            if config.speculative.drafter != "none":
+                # lazy: the speculative decoders (with statistics and fractions, ~7 ms) load with
+                # the first Runtime that drafts, not with duet-cli's parser nor the window
+                from engine.decode.speculative.speculator import build_speculation
+
+                self.speculation = build_speculation(self.target, self.ctx, config.draft,
+                                                     config.speculative, config.draft_context,
+                                                     on_calibrate, measure=measure,
+                                                     cancel=cancel)
+            if cancel is not None and cancel.is_set():
+                raise LoadCancelled("loading was cancelled")
+            self.generator = Generator(self.ctx, self.speculation, self.cache)
+            # the other sequences' replies draft with their own n-gram drafters (a draft
+            # model serves sequence 0 only)
+            self.speculations = [self.speculation] + [
+                self._more_speculation(ctx) for ctx in self.ctx.sequences[1:]]
+            if any(s is not None and s.cost is None for s in self.speculations):
+                from engine.decode.speculative.later import LaterCurves  # lazy: as build_speculation
+
+                self.later = LaterCurves(self.ctx, self.speculations)
+        except BaseException:
+            self.close()
+            raise
+
+    def _more_speculation(self, ctx: Context) -> Speculation | None:
+        if self.config.speculative.drafter == "none":
+            return None
+        from engine.decode.speculative.speculator import build_speculation  # lazy: as in __init__
+
+        spec = replace(self.config.speculative, drafter="ngram") \
+            if self.config.speculative.drafter == "model" else self.config.speculative
+        return build_speculation(self.target, ctx, None, spec, measure=self._measure)
+
+    @property
+    def draft_model(self) -> Model | None:
+        return self.speculation.draft_model if self.speculation else None
+
+    @property
+    def draft_ctx(self) -> Context | None:
+        return self.speculation.draft_ctx if self.speculation else None
+
+    @property
+    def draft_problem(self) -> str | None:
+        """Why a configured draft model is not used (None: it is, or none was configured)."""
+        return self.speculation.draft_problem if self.speculation else None
+
+    def worker_lost(self) -> str | None:
+        """The endpoint of an RPC worker of the target or draft model that went away, or None."""
+        for model in (self.target, self.draft_model):
+            lost = model.worker_lost() if model is not None else None
+            if lost is not None:
+                return lost
+        return None
+
+    @property
+    def closed(self) -> bool:
+        return "target" not in self.__dict__
+
+    def close(self) -> None:
+        """Free everything; afterwards ``target`` and ``ctx`` are gone (AttributeError, never a
+        call into a freed llama.cpp object)."""
+        later, self.later = getattr(self, "later", None), None
+        if later is not None:
+            later.close()
+        self.cache.clear()
+        if self.cache.disk is not None:
+            self.cache.disk.flush()
+        for obj in (*(self.speculations or [self.speculation]), self.__dict__.pop("ctx", None),
+                    self.__dict__.pop("target", None)):
+            if obj is not None:
+                obj.close()
+        self.speculation = None
+        self.speculations = []
+
+
+def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
+    """The model, context, sampling and speculation flags: the parameter table's (engine.params)
+    and the models' own."""
+    p.add_argument("--model", default="target", help="GGUF path or starter key (target, draft, test)")
+    p.add_argument("--draft", default=None, help="draft model GGUF path or starter key")
+    params.add_arguments(p, PlacementParams)
+    p.add_argument("--draft-gpu-layers", type=gpu_layers_arg, default=None, metavar="N",
+                   help="the draft model's GPU layers (the same range; default: --gpu-layers)")
+    p.add_argument("--rpc", default=None, metavar="HOST:PORT[,...]",
+                   help="run the target's layers on these duet-cli workers (ggml RPC)")
+    p.add_argument("--draft-rpc", default=None, metavar="HOST:PORT[,...]",
+                   help="run the draft model's layers on these workers (default: locally)")
+    p.add_argument("--tensor-split", default=None, metavar="W[,W...]",
+                   help="share of each --rpc worker (default: by the memory each reports)")
+    params.add_arguments(p, SamplingParams)
+    params.add_arguments(p, ContextParams)
+    params.add_arguments(p, SpeculativeParams)
+    params.add_arguments(p, CacheParams)
+
+
+def config_from_args(args: argparse.Namespace) -> RuntimeConfig:
+    try:
+        sampling = params.from_args(SamplingParams, args)
+        speculative = params.from_args(SpeculativeParams, args)
+        context = params.from_args(ContextParams, args, type_v=args.type_k)
+        cache = params.from_args(CacheParams, args)
+        gpu_layers = params.from_args(PlacementParams, args).gpu_layers
+    except ValueError as e:
+        raise DuetError(str(e)) from None
+    drafter = speculative.drafter
+    draft = None
+    if args.draft:
+        gpu = gpu_layers if args.draft_gpu_layers is None else args.draft_gpu_layers
+        draft = ModelSpec(resolve_model(args.draft), n_gpu_layers=gpu,
+                          rpc=endpoints(getattr(args, "draft_rpc", None)))
+    elif drafter == "model":
+        raise DuetError("--drafter model needs --draft PATH")
+    target = ModelSpec(resolve_model(args.model), n_gpu_layers=gpu_layers,
+                       rpc=endpoints(getattr(args, "rpc", None)),
+                       tensor_split=tensor_split(getattr(args, "tensor_split", None)))
+    if target.tensor_split and not target.rpc:
+        raise DuetError("--tensor-split needs --rpc")
+    return RuntimeConfig(target=target, draft=draft, context=context, sampling=sampling,
+                         speculative=speculative, state_cache_bytes=cache.state_cache_mb << 20,
+                         kv_store_bytes=cache.kv_store_mb << 20)
+
+
+def endpoints(text: str | None) -> tuple[str, ...]:
+    """``HOST:PORT[,...]`` -> endpoints (empty text: none); DuetError with one line if bad."""
+    if not text:
+        return ()
+    return parse_endpoints(text)
+
+
+def tensor_split(text: str | None) -> tuple[float, ...]:
+    """``W[,W...]`` -> the shares (empty text: none); DuetError with one line if bad."""
+    if not text:
+        return ()
+    try:
+        parts = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise DuetError(f"--tensor-split wants numbers separated by commas, not {text!r}") from None
+    if any(not x >= 0 for x in parts) or not any(parts):
+        raise DuetError("--tensor-split parts must be >= 0 and not all zero")
+    return parts

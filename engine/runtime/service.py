@@ -1,0 +1,212 @@
+"""The engine service: one thread owns a runtime's contexts; everyone else sends jobs and calls.
+
+The HTTP server's handlers, the app's chat and its local server all ``submit`` jobs (engine.
+scheduler.Job) and receive their events through the job's ``emit`` (thread-safe on their side);
+the thread decodes every active reply in one batch per step. A full queue refuses at once
+(QueueFull: the server answers 429). ``call`` runs a function on the engine thread between two
+steps (the app saves and opens conversations, and loads models, that way), so nothing else ever
+touches llama.cpp. A job whose ``cancel`` is set ends within one step, or is skipped if not
+started; an unexpected error fails the jobs it hit and the thread goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from engine.decode.scheduler import Job, Scheduler
+from engine.errors import DuetError
+from engine.events import Done, Stats
+from engine.runtime.runtime import Runtime
+
+__all__ = ["Engine", "Job", "QueueFull"]
+
+log = logging.getLogger(__name__)
+
+
+class QueueFull(Exception):
+    """The engine's queue is at its bound."""
+
+
+@dataclass
+class EngineCounters:
+    completed: int = 0
+    cancelled: int = 0
+    failed: int = 0
+    rejected: int = 0
+
+
+class Engine:
+    """Runs jobs on ``runtime`` (which it owns from now on) in one daemon thread.
+
+    ``max_queue``: jobs that may wait for a slot before ``submit`` refuses. ``reserved``: the
+    first sequences run only jobs pinned to them (the app's own chat). ``gate``: when given,
+    the thread waits for it before each round (tests hold the engine with it)."""
+
+    def __init__(self, runtime: Runtime, *, max_queue: int = 8, reserved: int = 0,
+                 gate: threading.Event | None = None) -> None:
+        if max_queue < 1:
+            raise ValueError("max_queue must be >= 1")
+        self.runtime = runtime
+        self.cache = runtime.cache
+        self.max_queue = max_queue
+        self.counters = EngineCounters()
+        self.scheduler = Scheduler(runtime.ctx.sequences, runtime.speculations, runtime.cache,
+                                   reserved=reserved, on_finished=self._finished)
+        self._pending: deque[Job] = deque()
+        self._calls: deque[tuple[Callable[[], Any], Future]] = deque()
+        self._changed = threading.Condition()
+        self._closing = False
+        self._gate = gate
+        self._idle: deque[Callable[[], bool]] = deque()
+        self._thread = threading.Thread(target=self._loop, name="duet-engine", daemon=True)
+        self._thread.start()
+
+    # -- the clients' side ----------------------------------------------------------------
+    def submit(self, job: Job) -> None:
+        with self._changed:
+            if self._closing or self.queued >= self.max_queue:
+                self.counters.rejected += 1
+                raise QueueFull
+            self._pending.append(job)
+            self._changed.notify_all()
+
+    def call(self, fn: Callable[[], Any]) -> Future:
+        """Run ``fn()`` on the engine thread between two steps; its result (or exception)
+        comes back in the future."""
+        future: Future = Future()
+        with self._changed:
+            if self._closing:
+                future.set_exception(DuetError("the engine has stopped"))
+                return future
+            self._calls.append((fn, future))
+            self._changed.notify_all()
+        return future
+
+    def read_ahead(self, tokens: Sequence[int], slot: int = 0) -> Future:
+        """Read ``tokens``, the known start of a prompt to come, into sequence ``slot`` between
+        two steps (engine.runtime.generate.read_ahead); the future holds how many were read."""
+        return self.call(lambda: self.scheduler.read_ahead(slot, tokens))
+
+    def add_idle(self, work: Callable[[], bool]) -> None:
+        """Work done in short steps while no job runs or waits, after the work added before:
+        ``work()`` does one step and returns whether more remains (measuring the verify cost
+        after a load). A job that arrives waits for one step at most."""
+        with self._changed:
+            self._idle.append(work)
+            self._changed.notify_all()
+
+    @property
+    def queued(self) -> int:
+        """Jobs waiting for a slot."""
+        return len(self._pending) + len(self.scheduler.waiting)
+
+    @property
+    def busy(self) -> bool:
+        return self.scheduler.active > 0
+
+    def wait_until(self, predicate: Callable[[Engine], bool], timeout: float) -> bool:
+        """Block until ``predicate(self)`` holds (checked whenever the engine's state changes)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self), timeout)
+
+    def stats(self) -> dict:
+        return {"queued": self.queued, "busy": self.busy, "max_queue": self.max_queue,
+                "slots": len(self.scheduler.slots), "active": self.scheduler.active,
+                **self.counters.__dict__, "cache": self.cache.to_json()}
+
+    def close(self, timeout: float = 30) -> None:
+        """Cancel every job (running and queued), stop the thread, then free the runtime."""
+        with self._changed:
+            self._closing = True
+            pending, self._pending = list(self._pending), deque()
+            self._changed.notify_all()
+        for job in pending:
+            job.cancel.set()
+            job.emit(Done("cancelled", "", (), Stats()))
+        if self._gate is not None:
+            self._gate.set()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("the engine thread did not stop in %.0f s", timeout)
+            return
+        self.runtime.close()
+
+    # -- the engine thread ----------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            if self._gate is not None:
+                self._gate.wait()
+            with self._changed:
+                self._changed.wait_for(lambda: self._closing or self._pending or self._calls
+                                       or self.scheduler.active or self.scheduler.waiting
+                                       or bool(self._idle))
+                if self._closing:
+                    break
+                while self._pending:
+                    self.scheduler.add(self._pending.popleft())
+                calls, self._calls = list(self._calls), deque()
+            for fn, future in calls:
+                self._run_call(fn, future)
+            if not calls and not self.scheduler.active and not self.scheduler.waiting:
+                self._idle_step()
+                continue
+            try:
+                self.scheduler.step()
+            except Exception:  # a bug: keep serving, fail what was running, log the traceback
+                log.exception("an engine step failed unexpectedly")
+                self._fail_all(DuetError("the engine failed on this request (see the log)"))
+            with self._changed:
+                self._changed.notify_all()
+        self.scheduler.cancel_all()
+        with self._changed:
+            calls, self._calls = list(self._calls), deque()
+        for _, future in calls:
+            future.set_exception(DuetError("the engine has stopped"))
+
+    def _idle_step(self) -> None:
+        if not self._idle:
+            return
+        try:
+            more = self._idle[0]()
+        except Exception:  # a bug: the idle work is dropped, the engine goes on
+            log.exception("the engine's idle work failed")
+            more = False
+        if not more:
+            with self._changed:
+                self._idle.popleft()
+                self._changed.notify_all()
+
+    def _run_call(self, fn: Callable[[], Any], future: Future) -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn())
+        except BaseException as e:  # the caller gets it; the thread goes on
+            future.set_exception(e)
+
+    def _fail_all(self, error: Exception) -> None:
+        for s in self.scheduler.slots:
+            if s.job is not None:
+                self.scheduler._fail(s, error)
+
+    def _finished(self, job: Job, done: Done | Exception) -> None:
+        if isinstance(done, Exception):
+            self.counters.failed += 1
+            log.warning("a request failed: %s", done)
+            return
+        s = done.stats
+        self.cache.record(s.n_prompt_tokens, s.n_cached_tokens, job.n_template)
+        if done.reason == "cancelled":
+            self.counters.cancelled += 1
+        else:
+            self.counters.completed += 1
+        log.info("request: %d prompt tokens (%d cached), %d generated in %.2f s (%.1f tok/s, "
+                 "%d/%d drafted accepted), %s; cache hit rate %.0f%%",
+                 s.n_prompt_tokens, s.n_cached_tokens, s.n_tokens, s.elapsed_s, s.tokens_per_s,
+                 s.accepted, s.proposed, done.reason, 100 * self.cache.to_json()["hit_rate"])

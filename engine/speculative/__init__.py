@@ -1,1 +1,0 @@
-"""Pure logic of speculative decoding: the accept step, the n-gram drafter, the draft-length controller."""
