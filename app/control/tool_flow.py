@@ -34,15 +34,13 @@ from engine.mcp.config import McpConfig
 from engine.mcp.host import ToolHost
 from engine.mcp.offer import call_tool, tools_of
 from engine.mcp.toolbox import Toolbox
-from engine.runtime.tool_rounds import REFUSED
 from engine.tools import Tool
-from engine.tools.calls import ToolResult
+from engine.tools.calls import CANCELLED, REFUSED, ToolResult, run_call, unknown
 from engine.tools.machine import NextReply, Over, Step, ToolRounds
 
 log = logging.getLogger(__name__)
 
 ANSWERS = ("once", "always", "deny")
-CANCELLED = "The call was cancelled."
 
 
 class ToolSource(Protocol):
@@ -171,7 +169,7 @@ class ToolFlow(QObject):
         r.turn = turn = r.conv.add_tool(call)
         where = r.box.resolve(call.name)
         if where is None:
-            r.conv.finish_tool(turn, f"There is no tool named {call.name!r}.", "error")
+            r.conv.finish_tool(turn, unknown(call.name).text, "error")
             self._do(r.rules.answered())
         elif where[1] in self._allowed(where[0]):
             self._run()
@@ -185,14 +183,12 @@ class ToolFlow(QObject):
         src = self.source()
         host = src.host if src is not None else None
 
+        def run(call: ToolCall, cancel: threading.Event) -> ToolResult:
+            return call_tool(host, box, call, cancel) if host is not None else \
+                ToolResult.error("the tools are closed")
+
         def work() -> None:
-            try:
-                result = call_tool(host, box, call, cancel) if host is not None else \
-                    ToolResult.error("the tools are closed")
-            except Exception as e:  # noqa: BLE001 - a call must always end in a result
-                log.exception("the tool call %s failed unexpectedly", call.name)
-                result = ToolResult.error(f"{call.name}: unexpected error: {type(e).__name__}")
-            self.result_ready.emit(token, result)
+            self.result_ready.emit(token, run_call(run, call, cancel))
 
         threading.Thread(target=work, name=f"tool-call-{call.name}", daemon=True).start()
 

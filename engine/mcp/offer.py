@@ -10,7 +10,7 @@ from engine.mcp.host import ToolHost
 from engine.mcp.toolbox import Toolbox
 from engine.runtime.tool_rounds import Offer
 from engine.tools import Tool
-from engine.tools.calls import ToolResult
+from engine.tools.calls import ToolResult, unknown
 
 
 def offer(host: ToolHost) -> Offer:
@@ -34,7 +34,7 @@ def call_tool(host: ToolHost, box: Toolbox, call: ToolCall, cancel: threading.Ev
     """Run ``call`` on the server and tool its function name stands for in ``box``."""
     where = box.resolve(call.name)
     if where is None:
-        return ToolResult.error(f"no tool is named {call.name!r}")
+        return unknown(call.name)
     arguments = call.parsed_arguments()
     if not isinstance(arguments, dict):
         return ToolResult.error(f"{call.name}: the arguments are not a JSON object")

@@ -27,13 +27,11 @@ from engine.llama.context import Context
 from engine.llama.model import Model
 from engine.prompts.request import Call, Chat, Piece, Policy, PreparedTurn, Reader, Text, prepare
 from engine.tools import MAX_ROUNDS, Tool, ToolChoice
-from engine.tools.calls import ToolResult
+from engine.tools.calls import Runner, ToolResult, cancelled, crashed, refused, run_call
 from engine.tools.machine import Ask, NextReply, Over, Step, ToolRounds
 from engine.tools.prompting import result_prefix
 
 log = logging.getLogger(__name__)
-
-REFUSED = "The person did not allow this call."
 
 class Completer(Protocol):
     model: Model
@@ -52,7 +50,7 @@ class Offer:
     error result; it must stop when ``cancel`` is set)."""
 
     tools: tuple[Tool, ...]
-    run: Callable[[ToolCall, threading.Event], ToolResult]
+    run: Runner
 
 
 @dataclass(frozen=True)
@@ -150,8 +148,8 @@ def _answer(gen: Completer, history: Sequence[Message], call: ToolCall,
 
     def put() -> None:
         allowed = not cancel.is_set() and ask(call)
-        answer.append((allowed, offer.run(call, cancel) if allowed
-                       else ToolResult.error("cancelled" if cancel.is_set() else REFUSED)))
+        answer.append((allowed, run_call(offer.run, call, cancel) if allowed
+                       else cancelled() if cancel.is_set() else refused()))
 
     worker = threading.Thread(target=put, name=f"tool-call-{call.name}", daemon=True)
     worker.start()
@@ -160,4 +158,4 @@ def _answer(gen: Completer, history: Sequence[Message], call: ToolCall,
     except DuetError as e:  # the answer's own prompt will say what is wrong
         log.info("reading ahead of %s's result failed: %s", call.name, e)
     worker.join()
-    return answer[0] if answer else (False, ToolResult.error(f"{call.name}: the call failed"))
+    return answer[0] if answer else (False, crashed(call.name))  # ``ask`` itself raised

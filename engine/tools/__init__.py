@@ -1,6 +1,7 @@
 """Tool calling: the functions a request offers, how each model family writes a call, and how a
-reply is read back into calls (engine.tools.formats, engine.tools.scanner). No HTTP here: the
-server's dialects and the app's tools (MCP) share it.
+reply is read back into calls (formats, scanner); the rules of tool rounds (machine) and what a
+call gives back, in the same words wherever it runs (calls). No HTTP here: the server's dialects
+and the app's tools (MCP) share it.
 
 May import: models, llama, cache, decode, chat.
 """

@@ -19,7 +19,7 @@ from app.views.tools_panel import Tools
 from engine.conversation.tree import Turn
 from engine.mcp import HostLimits, McpConfig, ServerConfig, ToolHost
 from engine.mcp.offer import tools_of
-from engine.runtime.tool_rounds import REFUSED
+from engine.tools.calls import REFUSED
 from engine.tools.prompting import result_prefix
 from tests.app.conftest import LONG_MS
 from tests.conftest import model_path

@@ -18,8 +18,9 @@ from engine.events import Done
 from engine.mcp import McpConfig, ToolHost
 from engine.mcp.offer import offer
 from engine.runtime.generate import Generator
-from engine.runtime.tool_rounds import REFUSED, CallAnswered, RoundsDone, Text, tool_rounds
+from engine.runtime.tool_rounds import CallAnswered, RoundsDone, Text, tool_rounds
 from engine.tools import ToolChoice
+from engine.tools.calls import REFUSED
 from engine.tools.prompting import result_prefix
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=64)
