@@ -134,6 +134,44 @@ def prepare(model: Model, chat: Chat, policy: Policy,
     return turn if policy.drop_oldest else fit(turn, policy.n_ctx, where)
 
 
+@dataclass(frozen=True)
+class Raw:
+    """A prompt used as it is, with no template: text (its special tokens parsed, as llama-server
+    does) or token ids (/v1/completions, Ollama's raw generate). ``response`` and ``logprobs`` as
+    in ``Chat``."""
+
+    prompt: str | list[int]
+    sampling: SamplingParams
+    response: tuple[Literal["json_schema", "gbnf", "lark"], Any] | None = None
+    logprobs: int | None = None
+    param_names: dict[str, str] = field(default_factory=dict)  # Duet's name -> the dialect's
+
+
+def prepare_raw(model: Model, raw: Raw, n_ctx: int) -> PreparedTurn:
+    """``prepare`` for a raw prompt: tokenized (or its ids checked), its grammar compiled, fitted
+    to ``n_ctx`` as a client's prompt is (refused when it does not fit). Raises RequestError."""
+    where = raw.param_names.get("prompt", "prompt")
+    if isinstance(raw.prompt, list):
+        if any(not 0 <= t < model.n_vocab for t in raw.prompt):
+            raise RequestError(f"{where}: a token id is outside the vocabulary", where)
+        prompt = list(raw.prompt)
+    elif not raw.prompt:
+        raise RequestError("the prompt is empty", where)
+    else:
+        try:
+            prompt = model.tokenize(raw.prompt, add_special=True, parse_special=True)
+        except UnicodeError:
+            raise RequestError("the prompt is not valid Unicode text", where) from None
+    grammar = None
+    if raw.response is not None:
+        try:
+            grammar = Grammar.compile(model, *raw.response)
+        except GrammarError as e:
+            shown = raw.param_names.get("response_format", "response_format")
+            raise RequestError(f"{shown}: {e}", shown, "invalid_grammar") from None
+    return fit(PreparedTurn(prompt, raw.sampling, grammar, raw.logprobs, None), n_ctx, where)
+
+
 def fit(turn: PreparedTurn, n_ctx: int, where: str) -> PreparedTurn:
     """The turn with max_tokens cut to what the context leaves; refused if it cannot fit
     (a raw prompt's turn, too, comes through here)."""

@@ -24,11 +24,10 @@ from engine.chat.messages import Message
 from engine.errors import DuetError
 from engine.events import Done
 from engine.llama.model import Model
-from engine.prompts.request import RequestError, fit
 from engine.runtime.service import Engine, Job, QueueFull
 from engine.server.errors import ApiError, Gone, bad_request
 from engine.server.shape import Shaper, stream
-from engine.server.turn import Chat, PreparedTurn, collect, pieces, prepare
+from engine.server.turn import Chat, PreparedTurn, Raw, collect, pieces, prepare, prepare_raw
 
 log = logging.getLogger(__name__)
 
@@ -92,16 +91,11 @@ class DuetServer:
         except (ValueError, RecursionError) as e:
             raise bad_request(f"the body is not valid JSON: {str(e)[:200]}") from None
 
-    def fit(self, turn: PreparedTurn, param: str = "messages") -> PreparedTurn:
-        """The turn with max_tokens cut to what the context leaves; a 400 if the prompt does
-        not fit at all (engine.prompts.request.fit)."""
-        try:
-            return fit(turn, self.n_ctx, param)
-        except RequestError as e:
-            raise ApiError(400, str(e), param=e.field, code=e.code) from None
-
     async def prepare(self, chat: Chat) -> PreparedTurn:
         return await run_in_threadpool(prepare, self.model, chat, self.n_ctx)
+
+    async def prepare_raw(self, raw: Raw) -> PreparedTurn:
+        return await run_in_threadpool(prepare_raw, self.model, raw, self.n_ctx)
 
     # -- the engine -----------------------------------------------------------------------
     def submit(self, turn: PreparedTurn) -> tuple[Job, asyncio.Queue]:

@@ -17,20 +17,18 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import Field
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from engine import params
 from engine.chat.messages import Message, ToolCall
-from engine.decode.constraint import Grammar, GrammarError
 from engine.decode.sampling import SamplingParams
 from engine.events import Token
 from engine.server import schema
 from engine.server.core import DuetServer
 from engine.server.errors import ApiError, bad_request
 from engine.server.responses import chat_logprobs
-from engine.server.turn import Chat, End, PreparedTurn, Text, reply_params
+from engine.server.turn import Chat, End, Raw, Text, reply_params
 from engine.tools import Tool
 
 # Options for how Ollama loads and runs a model: no effect on the reply of a loaded one.
@@ -212,28 +210,14 @@ async def generate(request: Request) -> Response:
         if body.system:
             raise bad_request("system cannot be combined with raw (the prompt is used as it is)",
                               "system")
-        turn = await _raw_turn(server, body.prompt, sampling, grammar, logprobs)
+        turn = await server.prepare_raw(Raw(body.prompt, sampling, grammar, logprobs,
+                                            param_names={"response_format": "format"}))
     else:
         messages = ((Message("system", body.system),) if body.system else ()) + (
             Message("user", body.prompt),)
         turn = await server.prepare(Chat(messages, sampling, response=grammar, logprobs=logprobs,
                                          param_names={**NAMES, "messages": "prompt"}))
     return await server.answer(request, turn, OllamaShaper(server, "generate"), body.stream)
-
-
-async def _raw_turn(server: DuetServer, prompt: str, sampling: SamplingParams, grammar: Any,
-                    logprobs: int | None) -> PreparedTurn:
-    """A prompt used as it is (no template), as /v1/completions takes it."""
-    try:
-        tokens = await run_in_threadpool(server.model.tokenize, prompt, add_special=True,
-                                         parse_special=True)
-        compiled = None if grammar is None else await run_in_threadpool(
-            Grammar.compile, server.model, *grammar)
-    except UnicodeError:
-        raise bad_request("the prompt is not valid Unicode text", "prompt") from None
-    except GrammarError as e:
-        raise bad_request(str(e), "format", "invalid_grammar") from None
-    return server.fit(PreparedTurn(tokens, sampling, compiled, logprobs, None), "prompt")
 
 
 def _loaded(server: DuetServer, reply: dict) -> dict:

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
 from engine.chat.messages import ROLES, Message, ToolCall
-from engine.decode.constraint import Grammar, GrammarError
 from engine.server import schema
 from engine.server.core import DuetServer
 from engine.server.errors import bad_request
 from engine.server.responses import OpenAIShaper
-from engine.server.turn import Chat, PreparedTurn, reply_params, sampling
+from engine.server.turn import Chat, Raw, reply_params, sampling
 from engine.tools import Tool, ToolChoice
 
 
@@ -120,35 +118,20 @@ async def completions(request: Request) -> Response:
     data = await server.read_json(request)
     body = schema.parse(schema.CompletionRequest, data)
     server.check_model(body.model)
-    params = sampling(data, "openai", server.defaults)
-    try:
-        prompt = await run_in_threadpool(_completion_prompt, server, body)
-    except UnicodeError:
-        raise bad_request("the prompt is not valid Unicode text", "prompt") from None
-    grammar = None
-    asked = response_grammar(body)
-    if asked is not None:
-        try:
-            grammar = await run_in_threadpool(Grammar.compile, server.model, *asked)
-        except GrammarError as e:
-            raise bad_request(str(e), "response_format", "invalid_grammar") from None
-    turn = server.fit(PreparedTurn(prompt, params, grammar, body.logprobs, None), "prompt")
+    raw = Raw(_completion_prompt(body), sampling(data, "openai", server.defaults), response_grammar(body),
+              body.logprobs)
+    turn = await server.prepare_raw(raw)
     shaper = OpenAIShaper("text", server.config.model_id, server.model, body.include_usage)
     return await server.answer(request, turn, shaper, body.stream)
 
 
-def _completion_prompt(server: DuetServer, body: schema.CompletionRequest) -> list[int]:
+def _completion_prompt(body: schema.CompletionRequest) -> str | list[int]:
+    """The body's prompt as engine.prompts.request.Raw takes it: token ids, or one string."""
     given = body.prompt
     if isinstance(given, list) and given and all(isinstance(t, int) for t in given):
-        ids = [int(t) for t in given]
-        if any(not 0 <= t < server.model.n_vocab for t in ids):
-            raise bad_request("prompt: a token id is outside the vocabulary", "prompt")
-        return ids
+        return [int(t) for t in given]
     if isinstance(given, list):
         if len(given) != 1 or not isinstance(given[0], str):
             raise bad_request("prompt: give one string (batches are not supported)", "prompt")
         given = given[0]
-    prompt = str(given)
-    if not prompt:
-        raise bad_request("the prompt is empty", "prompt")
-    return server.model.tokenize(prompt, add_special=True, parse_special=True)
+    return str(given)

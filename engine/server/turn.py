@@ -16,12 +16,13 @@ from engine.errors import DuetError
 from engine.events import Token
 from engine.llama.model import Model
 from engine.params import Params, param
-from engine.prompts.request import Call, Chat, End, Piece, Policy, PreparedTurn, Reader, RequestError, Text
+from engine.prompts.request import Call, Chat, End, Piece, Policy, PreparedTurn, Raw, Reader, RequestError, Text
 from engine.prompts.request import prepare as prepare_request
+from engine.prompts.request import prepare_raw as prepare_raw_request
 from engine.server.errors import ApiError, bad_request
 
-__all__ = ["Call", "Chat", "End", "Piece", "ReplyParams", "Text", "PreparedTurn", "collect", "pieces",
-           "prepare", "reply_params", "sampling"]
+__all__ = ["Call", "Chat", "End", "Piece", "ReplyParams", "Raw", "Text", "PreparedTurn", "collect", "pieces",
+           "prepare", "prepare_raw", "reply_params", "sampling"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,14 @@ def prepare(model: Model, chat: Chat, n_ctx: int | None = None) -> PreparedTurn:
         raise ApiError(400, str(e), param=e.field, code=e.code) from None
     except DuetError as e:  # a template that fails
         raise bad_request(str(e), chat.param_names.get("messages", "messages")) from None
+
+
+def prepare_raw(model: Model, raw: Raw, n_ctx: int) -> PreparedTurn:
+    """engine.prompts.request.prepare_raw, every refusal a 400."""
+    try:
+        return prepare_raw_request(model, raw, n_ctx)
+    except RequestError as e:
+        raise ApiError(400, str(e), param=e.field, code=e.code) from None
 
 
 def sampling(data: dict[str, Any], dialect: str, defaults: SamplingParams) -> SamplingParams:
