@@ -2,8 +2,8 @@
 
 A ``Decoding`` holds the state of one reply on one sequence — its sampler (and grammar), its
 drafter, its output (text, stop strings, limits) and its counters — and nothing of the
-llama.cpp context. Whoever owns the context (engine.runtime.generate for one sequence, the scheduler for
-several) decodes ``plan()``'s tokens and hands the rows back to ``take``:
+llama.cpp context. The scheduler (engine.decode.scheduler), which puts every active reply into
+one batch, decodes ``plan()``'s tokens and hands the rows back to ``take``:
 
     events = d.start(last_prompt_logits)
     while d.reason is None:
@@ -89,7 +89,7 @@ class Decoding:
         self.sampler = Sampler(params, grammar)
         self.logprobs = logprobs
         self.reason: str | None = None
-        self.note: str | None = None  # why the cache could not be shifted (engine.runtime.generate.align)
+        self.note: str | None = None  # why the cache could not be shifted (engine.cache.prefix.align)
         self.out = _Output(model, params)
         self.stats = _Counters(len(prompt), n_cached)
         self._draft = Draft()

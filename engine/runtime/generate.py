@@ -35,12 +35,15 @@ class Generator:
     """Streams replies for one conversation on ``ctx`` (owned by one thread)."""
 
     def __init__(self, ctx: Context, speculation: Drafting | None = None,
-                 cache: StateCache | None = None) -> None:
+                 cache: StateCache | None = None, *, scheduler: Scheduler | None = None) -> None:
+        """``scheduler``: the runtime's (engine.runtime.runtime), whose sequence 0 is ``ctx``;
+        without it, one of its own over ``ctx`` alone (tests and benchmarks of one context)."""
         self.ctx = ctx
         self.model = ctx.model
         self.speculation = speculation
         self.cache = cache  # saved states of other conversations and reply versions
-        self.scheduler = Scheduler((ctx,), [speculation], cache)
+        self.scheduler = scheduler or Scheduler((ctx,), [speculation], cache)
+        assert self.scheduler.slots[0].ctx is ctx
         self.last_dropped = 0  # messages the last ``chat`` left out to fit the context
         self.last_sources: tuple[Source, ...] = ()  # what the last ``chat`` showed of its files
         self.shift_note: str | None = None  # why the last reply could not shift the cache
@@ -71,7 +74,7 @@ class Generator:
             raise ContextFullError(
                 f"the prompt ({len(prompt)} tokens) does not fit the context ({self.ctx.n_ctx})")
         job = Job(list(prompt), params, lambda _: None, cancel=cancel or threading.Event(),
-                  grammar=grammar, logprobs=logprobs)
+                  grammar=grammar, logprobs=logprobs, slot=0)
         return self._run(job)
 
     def read_ahead(self, tokens: Sequence[int], cancel: threading.Event | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Models + contexts + generator, assembled from one frozen configuration.
+"""Models, contexts and the one scheduler, assembled from one frozen configuration.
 
 The CLI, the GUI worker and the benchmarks all build a ``Runtime`` the same way.
 """
@@ -18,8 +18,10 @@ from engine.cache.kv_store import DEFAULT_STORE_BYTES, KVStore
 from engine.cache.params import CacheParams
 from engine.cache.state_cache import DEFAULT_CACHE_BYTES, StateCache
 from engine.decode.sampling import SamplingParams
+from engine.decode.scheduler import Job, Scheduler
 from engine.decode.speculative.params import SpeculativeParams
 from engine.errors import DuetError, LoadCancelled, ModelLoadError
+from engine.events import Done
 from engine.llama.context import Context
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model, ModelSpec
@@ -100,11 +102,15 @@ class Runtime(NativeOwner):
                                                      cancel=cancel)
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled("loading was cancelled")
-            self.generator = Generator(self.ctx, self.speculation, self.cache)
             # the other sequences' replies draft with their own n-gram drafters (a draft
             # model serves sequence 0 only)
             self.speculations = [self.speculation] + [
                 self._more_speculation(ctx) for ctx in self.ctx.sequences[1:]]
+            # the process's one decode loop over every sequence: driven on the caller's thread
+            # (``generator``) or by an Engine's thread (``hand_over``), never both
+            self.scheduler = Scheduler(self.ctx.sequences, self.speculations, self.cache)
+            self._generator: Generator | None = None
+            self._handed_over = False
             if any(s is not None and s.cost is None for s in self.speculations):
                 from engine.decode.speculative.later import LaterCurves  # lazy: as build_speculation
 
@@ -121,6 +127,27 @@ class Runtime(NativeOwner):
         spec = replace(self.config.speculative, drafter="ngram") \
             if self.config.speculative.drafter == "model" else self.config.speculative
         return build_speculation(self.target, ctx, None, spec, measure=self._measure)
+
+    @property
+    def generator(self) -> Generator:
+        """The runtime's scheduler driven on the caller's thread, one conversation on sequence 0
+        (the command line, session resume, the self-check, the benchmarks). Refused once an
+        Engine drives the scheduler from its own thread."""
+        if self._handed_over:
+            raise RuntimeError("an Engine drives this runtime's scheduler: submit jobs to it")
+        if self._generator is None:
+            self._generator = Generator(self.ctx, self.speculation, self.cache, scheduler=self.scheduler)
+        return self._generator
+
+    def hand_over(self, *, reserved: int,
+                  on_finished: Callable[[Job, Done | Exception], None]) -> Scheduler:
+        """The scheduler, for an Engine (engine.runtime.service) to drive from its thread from
+        now on; ``reserved``: its first sequences run only jobs pinned to them."""
+        if self._handed_over:
+            raise RuntimeError("this runtime's scheduler is driven by another Engine already")
+        self._handed_over = True
+        self.scheduler.reserved, self.scheduler.on_finished = reserved, on_finished
+        return self.scheduler
 
     @property
     def draft_model(self) -> Model | None:

@@ -1,8 +1,9 @@
 """The engine service: one thread owns a runtime's contexts; everyone else sends jobs and calls.
 
-The HTTP server's handlers, the app's chat and its local server all ``submit`` jobs (engine.
-scheduler.Job) and receive their events through the job's ``emit`` (thread-safe on their side);
-the thread decodes every active reply in one batch per step. A full queue refuses at once
+The HTTP server's handlers, the app's chat and its local server all ``submit`` jobs
+(engine.decode.scheduler.Job) and receive their events through the job's ``emit`` (thread-safe on their side);
+the thread drives the runtime's one scheduler (``Runtime.hand_over``), which decodes every
+active reply in one batch per step. A full queue refuses at once
 (QueueFull: the server answers 429). ``call`` runs a function on the engine thread between two
 steps (the app saves and opens conversations, and loads models, that way), so nothing else ever
 touches llama.cpp. A job whose ``cancel`` is set ends within one step, or is skipped if not
@@ -19,7 +20,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from engine.decode.scheduler import Job, Scheduler
+from engine.decode.scheduler import Job
 from engine.errors import DuetError
 from engine.events import Done, Stats
 from engine.runtime.runtime import Runtime
@@ -56,8 +57,7 @@ class Engine:
         self.cache = runtime.cache
         self.max_queue = max_queue
         self.counters = EngineCounters()
-        self.scheduler = Scheduler(runtime.ctx.sequences, runtime.speculations, runtime.cache,
-                                   reserved=reserved, on_finished=self._finished)
+        self.scheduler = runtime.hand_over(reserved=reserved, on_finished=self._finished)
         self._pending: deque[Job] = deque()
         self._calls: deque[tuple[Callable[[], Any], Future]] = deque()
         self._changed = threading.Condition()
@@ -90,7 +90,7 @@ class Engine:
 
     def read_ahead(self, tokens: Sequence[int], slot: int = 0) -> Future:
         """Read ``tokens``, the known start of a prompt to come, into sequence ``slot`` between
-        two steps (engine.runtime.generate.read_ahead); the future holds how many were read."""
+        two steps (engine.decode.scheduler.Scheduler.read_ahead); the future holds how many were read."""
         return self.call(lambda: self.scheduler.read_ahead(slot, tokens))
 
     def add_idle(self, work: Callable[[], bool]) -> None:

@@ -196,6 +196,27 @@ def test_ngram_drafts_in_a_batch_keep_each_reply_exact(smol_path, alone, same_or
         engine.close()
 
 
+def test_the_runtime_owns_the_one_scheduler_and_one_driver_drives_it(smol_path):
+    """The command line's generator and the window's and server's Engine drive the runtime's
+    scheduler; once an Engine's thread drives it, the caller's thread may not."""
+    with runtime(smol_path, n_parallel=2) as rt:
+        assert rt.generator.scheduler is rt.scheduler
+        prompt = chat_tokens(rt.target, [Message("user", QUESTIONS[0])])
+        first = list(rt.generator.complete(prompt, GREEDY))[-1]
+        engine = Engine(rt)
+        try:
+            assert engine.scheduler is rt.scheduler
+            with pytest.raises(RuntimeError, match="an Engine drives"):
+                rt.generator.complete(prompt, GREEDY)
+            with pytest.raises(RuntimeError, match="another Engine"):
+                Engine(rt)
+            reply = Reply(prompt)
+            engine.submit(reply.job)
+            assert reply.done.token_ids == first.token_ids  # the same sequence, the same cells
+        finally:
+            engine.close()
+
+
 def test_a_prefix_another_sequence_holds_is_copied_not_read_again(smol_path, same_or_near_tie):
     rules = "You answer in one short sentence. " + "Be exact and plain; never guess. " * 20
     prompts = []
@@ -226,9 +247,7 @@ def test_a_prefix_another_sequence_holds_is_copied_not_read_again(smol_path, sam
 
 def _together(rt, prompts, cancel_first_after=None):
     """The scheduler alone, stepped on this thread: every job is admitted in the same step."""
-    from engine.decode.scheduler import Scheduler
-
-    sched = Scheduler(rt.ctx.sequences, rt.speculations)
+    sched = rt.scheduler
     replies = [Reply(p) for p in prompts]
     for r in replies:
         sched.add(r.job)
