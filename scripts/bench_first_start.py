@@ -111,7 +111,7 @@ def main() -> int:
     args = p.parse_args()
     logsetup.configure()
     app = QApplication.instance() or QApplication([])  # noqa: F841
-    from app.views.models_panel import starter_pair
+    from app.control.models import starter_pair
 
     if starter_pair() is None:  # before DUET_HOME points elsewhere
         raise SystemExit("bench_first_start: no starter models (duet-cli models fetch --group starter)")

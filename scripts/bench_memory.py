@@ -67,7 +67,7 @@ def main() -> int:
     args = p.parse_args()
     logsetup.configure()
     app = QApplication.instance() or QApplication([])  # noqa: F841
-    from app.views.models_panel import starter_pair
+    from app.control.models import starter_pair
 
     starters = starter_pair()
     if starters is None:

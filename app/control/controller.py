@@ -24,7 +24,6 @@ from app.control.state import AppState
 from app.control.tool_flow import ToolFlow, ToolSource
 from app.engine_link.client import EngineClient
 from app.engine_link.messages import ChatReply, Failure, RescuePlan, TokenBatch
-from app.engine_link.worker import save_cut
 from engine import paths
 from engine.chat.messages import Attachment, Message
 from engine.conversation.presets import Preset
@@ -65,7 +64,7 @@ class ChatController(QObject):
         self._live: dict[str, tuple[float, int, int]] = {}  # id → (first token at, tokens, drafted)
         self.files = ConversationFiles(client, settings, recent, self.library, show=self._show,
                                        new=self.new, notify=self._notify,
-                                       can_chat=lambda: self.state.can_chat, parent=self)
+                                       state=self.state, parent=self)
         f = self.files
         for mine, theirs in ((self.current_changed, f.current_changed),
                              (self.model_suggested, f.model_suggested),
@@ -275,13 +274,11 @@ class ChatController(QObject):
         if conv is None or conv.streaming is None or not self.settings["autosave"]:
             self._checkpoints.stop()
             return
-        rt = self.client.worker.runtime
-        if rt is None or rt.closed:
-            return
         plan = self._rescue_plan(conv)
         conv.path = plan.path  # the reply's own save writes the same file
         try:
-            save_cut(plan, rt, conv.engine_messages(), conv.streaming.text)
+            if not self.client.save_cut(plan, conv.engine_messages(), conv.streaming.text):
+                return  # no model is loaded
         except (DuetError, OSError) as e:
             log.warning("could not checkpoint %s: %s", plan.path.name, e)
             return

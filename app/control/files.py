@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.control.conversation import RecentFiles, saved_conversations, unique_path
 from app.control.settings import SAMPLING_KEYS, Settings, chat_settings
+from app.control.state import AppState
 from app.engine_link.client import EngineClient
 from app.engine_link.messages import Failure, Opened, Saved
 from engine import paths
@@ -40,14 +41,14 @@ class ConversationFiles(QObject):
 
     def __init__(self, client: EngineClient, settings: Settings, recent: RecentFiles,
                  library: Library, *, show: Callable[[Conversation], None],
-                 new: Callable[[], Conversation], notify: Notify, can_chat: Callable[[], bool],
+                 new: Callable[[], Conversation], notify: Notify, state: AppState,
                  parent: QObject | None = None) -> None:
         """``show``: make a conversation the one shown (reading its file when needed); ``new``:
-        show a blank one; ``notify``: a notice with a conversation (or none); ``can_chat``:
-        whether a model is there to reopen the KV state into."""
+        show a blank one; ``notify``: a notice with a conversation (or none); ``state``: the
+        app's, which says whether a model is there to reopen the KV state into."""
         super().__init__(parent)
         self.client, self.settings, self.recent, self.library = client, settings, recent, library
-        self.show, self.new, self.notify, self.can_chat = show, new, notify, can_chat
+        self.show, self.new, self.notify, self.state = show, new, notify, state
         self._pending_notice: dict[str, str] = {}  # id → notice to show once it is opened
         w = client.worker
         w.saved.connect(self.on_saved)
@@ -184,11 +185,11 @@ class ConversationFiles(QObject):
         elif res.restored_kv:
             self.notify(conv, f"Reopened {res.path.name} with its saved KV state.{unusable}", "info")
         else:
-            why = res.note or ("no model is loaded" if not self.can_chat()
+            why = res.note or ("no model is loaded" if not self.state.can_chat
                                else "the file holds no KV state")
             self.notify(conv, f"Reopened {res.path.name} from its text ({why}); the next "
                          f"reply recomputes the prompt.{unusable}", "info")
-        if res.model_path is not None and not self.can_chat():
+        if res.model_path is not None and not self.state.can_chat:
             self.model_suggested.emit(res.model_path)
         self.conversation_opened.emit(res)
 

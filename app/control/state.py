@@ -1,26 +1,53 @@
 """The app's state, without Qt (as napari's ViewerModel is its viewer's): the conversations
-(engine.conversation.library.Library), the loaded model, whether a load is running, and the
-settings that wait for the next load. The window and the chat controller change it through its
-methods and are told of each change; no decision reads a widget."""
+(engine.conversation.library.Library), the loaded model, a load or a fetch under way, the notice
+above the chat, the page shown, the verify-cost measurement, and the settings that wait for the
+next load. Controllers change it through its methods; the views subscribe and follow each change
+(``subscribe``), so nothing updates a view by hand and no decision reads a widget."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 from app.engine_link.messages import LoadedModel
 from engine.conversation.library import Library
 
-Listener = Callable[[str], None]  # what changed: "loading", "model" or "pending_reload"
+# What changed: "choice", "loading", "model", "refused", "pending_reload", "notice", "page",
+# "fetching", "fetch_progress", "measuring" or "message"
+Listener = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """The one-line notice above the chat: ``until_load`` ones go at the next load."""
+
+    text: str
+    kind: Literal["info", "error"] = "info"
+    action: str | None = None
+    callback: Callable[[], None] | None = None
+    until_load: bool = False
 
 
 class AppState:
     def __init__(self, library: Library | None = None) -> None:
         self.library = library or Library()
         self.model: LoadedModel | None = None
-        self.loading = False
+        self.choice: tuple[Path | None, Path | None] = (None, None)  # target and draft picked
+        self.starters_here = False  # the starter models are in the models folder (first run)
+        self.loading: Path | None = None  # the target being loaded
+        self.load_error: str | None = None  # why the last load failed (None: it did not)
+        self.refused: tuple[Path, ...] = ()  # files the last choice could not load
         self.pending_reload: frozenset[str] = frozenset()  # settings waiting for the next load
         self.recalling = False  # the settings change to a chosen model's remembered ones
+        self.notice: Notice | None = None
+        self.page: Literal["chat", "first_run"] = "chat"
+        self.fetching = False
+        self.fetch_progress: tuple[int, int, str] = (0, 0, "")  # done, total, what
+        self.measuring: tuple[int, int] | None = None  # the verify cost's measurement: done, total
+        self.message: tuple[str, int] = ("", 0)  # a passing status line and how long it shows (ms)
         self._listeners: list[Listener] = []
 
     def subscribe(self, listener: Listener) -> None:
@@ -29,21 +56,47 @@ class AppState:
     @property
     def can_chat(self) -> bool:
         """A reply can be asked for: a model is loaded, or loading (the request waits for it)."""
-        return self.model is not None or self.loading
+        return self.model is not None or self.loading is not None
 
-    def load_started(self) -> None:
-        self.loading = True
+    # -- models ------------------------------------------------------------------------------
+    def choose(self, target: Path | None, draft: Path | None) -> None:
+        """The models bar shows ``target`` and ``draft`` as the choice (nothing loads)."""
+        self.choice = (target, draft)
+        self._emit("choice")
+
+    def load_started(self, target: Path) -> None:
+        self.loading, self.load_error, self.page = target, None, "chat"
+        self._emit("page")
         self._emit("loading")
 
     def loaded(self, model: LoadedModel) -> None:
         """``model`` is loaded: what waited for a load applies now."""
-        self.loading, self.model, self.pending_reload = False, model, frozenset()
+        self.loading, self.model, self.pending_reload = None, model, frozenset()
+        self.measuring = (0, 0) if model.measuring else None
+        if self.notice is not None and (self.notice.kind == "info" or self.notice.until_load):
+            self.notice = None
+        if model.draft_problem:
+            self.notice = Notice(f"The draft model was not used: {model.draft_problem}. "
+                                 f"Drafting with: {model.drafter}.")
         self._emit("model")
+        self._emit("measuring")
+        self._emit("notice")
 
-    def load_failed(self) -> None:
+    def load_failed(self, message: str, notice: Notice) -> None:
         """A load failed or was cancelled: the models it replaced are gone too."""
-        self.loading, self.model = False, None
+        self.loading, self.model, self.load_error, self.measuring = None, None, message, None
+        self.notice = notice
         self._emit("model")
+        self._emit("measuring")
+        self._emit("notice")
+
+    def refuse(self, paths: tuple[Path, ...], notice: Notice) -> None:
+        """A choice that cannot load (``paths``: its files that are no models): what is loaded stays."""
+        self.refused, self.notice = paths, notice
+        self.choice = (self.model.target_path, self.model.draft_path) if self.model else (None, None)
+        self._emit("refused")
+        self._emit("choice")
+        self._emit("notice")
 
     def wait_for_reload(self, name: str) -> bool:
         """Setting ``name``, which applies at a load, changed: True when it now waits for a
@@ -62,6 +115,37 @@ class AppState:
             yield
         finally:
             self.recalling = False
+
+    # -- what the window shows ---------------------------------------------------------------
+    def say(self, notice: Notice | None) -> None:
+        self.notice = notice
+        self._emit("notice")
+
+    def show_page(self, page: Literal["chat", "first_run"]) -> None:
+        self.page = page
+        self._emit("page")
+
+    def set_fetching(self, on: bool) -> None:
+        self.fetching = on
+        if on:
+            self.page = "first_run"
+            self._emit("page")
+        self._emit("fetching")
+
+    def fetch_progressed(self, done: int, total: int, text: str) -> None:
+        self.fetch_progress = (done, total, text)
+        self._emit("fetch_progress")
+
+    def measured(self, done: int, total: int, text: str = "") -> None:
+        """The verify cost's measurement went on: ``done`` of ``total`` (all: it ended, ``text`` says how)."""
+        self.measuring = (done, total) if done < total else None
+        self._emit("measuring")
+        if self.measuring is None and text:
+            self.show_message(text, 8000)
+
+    def show_message(self, text: str, ms: int = 3000) -> None:
+        self.message = (text, ms)
+        self._emit("message")
 
     def _emit(self, what: str) -> None:
         for listener in list(self._listeners):

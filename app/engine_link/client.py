@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from app.engine_link.messages import (
     RescuePlan,
     SaveRequest,
 )
-from app.engine_link.worker import EngineWorker
+from app.engine_link.worker import EngineWorker, save_cut
 from engine.chat.messages import Message, ToolCall
 from engine.decode.sampling import SamplingParams
 from engine.runtime.runtime import RuntimeConfig
@@ -101,6 +101,33 @@ class EngineClient(QObject):
     def _remember(self, what: str, event: threading.Event) -> None:
         self._cancels[what] = [e for e in self._cancels[what] if not e.is_set()]
         self._cancels[what].append(event)
+
+    # -- what the engine thread holds, asked from the GUI thread --------------------------
+    def worker_lost(self) -> str | None:
+        """An RPC worker of the loaded models that went away (None: none, or nothing loaded)."""
+        return self.worker.worker_lost()
+
+    def token_counter(self) -> Callable[[str], int] | None:
+        """Counts a text's tokens on the engine's thread (which owns the model: a reload cannot
+        free it under the count); None while no model is loaded."""
+        engine = self.worker.engine
+        if engine is None:
+            return None
+
+        def count(text: str) -> int:
+            return int(engine.call(lambda: len(engine.runtime.target.tokenize_text(text))).result())
+
+        return count
+
+    def save_cut(self, plan: RescuePlan, messages: Sequence[Message], text: str) -> bool:
+        """Write the conversation of ``plan`` with its reply so far ``text``, marked as cut (text
+        only, atomic, on the calling thread: it must hold even when the process ends next).
+        False when no model is loaded. Raises DuetError or OSError."""
+        rt = self.worker.runtime
+        if rt is None or rt.closed:
+            return False
+        save_cut(plan, rt, tuple(messages), text)
+        return True
 
     # -- lifetime --------------------------------------------------------------------------
     def shutdown(self, timeout_ms: int = 30_000) -> None:

@@ -28,8 +28,10 @@ class LocalServer(QObject):
     stopped = Signal()
     failed = Signal(str)
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, client: Any = None, parent: QObject | None = None) -> None:
+        """``client``: the app's EngineClient, whose engine ``apply`` serves unless given one."""
         super().__init__(parent)
+        self.client = client
         self._lock = threading.Lock()  # one start/stop at a time
         self._queue_lock = threading.Lock()
         self._wanted: dict[str, Any] | None = None  # the latest snapshot not yet applied
@@ -39,8 +41,11 @@ class LocalServer(QObject):
 
     def apply(self, values: Mapping[str, Any], engine: Any = None) -> None:
         """Start, restart or stop to match ``values`` (a settings snapshot), serving ``engine``
-        (the app's engine.runtime.service.Engine; None: no model is loaded); returns at once. Snapshots
-        are applied in order by one thread; of several waiting, only the latest."""
+        (an engine.runtime.service.Engine; by default the client's, None when no model is
+        loaded); returns at once. Snapshots are applied in order by one thread; of several
+        waiting, only the latest."""
+        if engine is None and self.client is not None:
+            engine = self.client.worker.engine
         with self._queue_lock:
             self._wanted = dict(values)
             self._wanted["engine"] = engine

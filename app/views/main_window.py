@@ -1,19 +1,18 @@
 """The main window: conversations on the left; models bar, notices, chat and composer on the right.
 
-It assembles the widgets, the menus and the engine client, loads models (off the GUI thread,
-through the worker), fetches the starter models on first run, and applies settings changes:
-theme and highlighting at once, model-load options at the next load (it says so).
+It builds and lays out the views, the menus and the controllers, and wires the views' requests to
+the controllers (app.control: the chat flow, the model flow). The views follow the app's state
+(app.control.state.AppState) by subscription: nothing here updates a view after a change.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QIcon
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
@@ -26,27 +25,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.control import model_memory
 from app.control.controller import ChatController
 from app.control.conversation import SUFFIX, Conversation, RecentFiles
-from app.control.settings import OPTIONS, Settings
+from app.control.models import ModelFlow
+from app.control.settings import Settings
 from app.control.state import AppState
 from app.engine_link.client import EngineClient
-from app.engine_link.local_server import LocalServer
-from app.engine_link.messages import Failure, Fetched, LoadedModel, Progress
-from app.views import file_dialogs, theme
+from app.views import file_dialogs, menus, theme
 from app.views.attachments import Attachments, ChipBar
 from app.views.chat_view import ChatView
 from app.views.composer import Composer
-from app.views.models_panel import FirstRunPanel, ModelsPanel, gguf_paths, installed_models, starter_pair
+from app.views.models_panel import FirstRunPanel, ModelsPanel, gguf_paths
 from app.views.notice import NoticeBar
 from app.views.presets import PresetBar
 from app.views.settings_dialog import SettingsDialog
 from app.views.sidebar import Sidebar
 from app.views.status import StatusBar
-from app.views.tools_panel import Tools, open_tools_dialog, tools_for
-from engine.errors import DuetError
-from engine.llama.model import check_gguf_file
+from app.views.tools_panel import Tools, tools_for
 from engine.mcp import config as mcp_config
 
 log = logging.getLogger(__name__)
@@ -54,16 +49,13 @@ log = logging.getLogger(__name__)
 ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "duet.svg"
 
 
-
-
 class MainWindow(QMainWindow):
-    model_loaded = Signal(object)  # LoadedModel, once the window has shown it
-    model_failed = Signal(object)  # Failure of a load or a fetch
     ask_before_closing = True  # False: the process is asked to end (a signal); it just does
     notice: NoticeBar  # (made by _build)
     chat_view: ChatView
     composer: Composer
     status: StatusBar
+    recent_menu: QMenu  # (made by menus.build)
 
     def __init__(self, settings: Settings | None = None, *, client: EngineClient | None = None,
                  autoload: bool = True) -> None:
@@ -82,16 +74,14 @@ class MainWindow(QMainWindow):
         self.composer.edit.setPlainText(self.settings["composer_draft"])  # unsent at the last quit
         self.controller = ChatController(self.client, self.settings, self.recent, self.state,
                                          parent=self)
+        self.flow = ModelFlow(self.client, self.settings, self.state, self)  # models and their loads
+        self.model_loaded, self.model_failed = self.flow.loaded, self.flow.failed
+        self.load_models, self.local_server = self.flow.load, self.flow.local_server
+        self._observe()
         self._connect_controller()
-        self._build_menus()
-        w = self.client.worker
-        w.loaded.connect(self.on_loaded)
-        w.progress.connect(self.on_progress)
-        w.fetched.connect(self.on_fetched)
-        w.failed.connect(self.on_failed)
+        menus.build(self)
         self.settings.changed.connect(self.on_setting_changed)
         self.chat_view.set_highlight_draft(self.settings["highlight_draft"])
-        self.local_server = LocalServer(self)
         # Methods, not lambdas: PySide queues a method of a QObject to its thread (the signals
         # come from the server's start-up thread) but would run a lambda on the emitting one.
         self.local_server.started.connect(self.status.set_server)
@@ -100,7 +90,7 @@ class MainWindow(QMainWindow):
         self.controller.start()
         if any(server.enabled for server in mcp_config.load().servers):
             tools_for(self)  # the person's MCP servers start with the window
-        self._choose_initial_models(autoload)
+        self.flow.start(autoload)
         self.resize(1100, 760)
 
     # -- layout ----------------------------------------------------------------------------
@@ -109,20 +99,14 @@ class MainWindow(QMainWindow):
         self.sidebar.open_requested.connect(lambda: file_dialogs.open_conversation(self))
         self.sidebar.rename_requested.connect(lambda cid: file_dialogs.rename(self, cid))
         self.models = ModelsPanel(self)
-        self.models.load_requested.connect(self.load_models)
-        self.models.cancel_requested.connect(lambda: self.client.cancel("load"))
         self.notice = NoticeBar(self)
         self.chat_view = ChatView(self)
         self.composer = Composer(self)
         # files attached to the next message (counted in the loaded model's tokens)
-        self.attachments = Attachments(self._token_counter, self)
+        self.attachments = Attachments(self.client.token_counter, self)
         self.chips = ChipBar(self.attachments, self)
         self.presets = PresetBar(self)
         self.first_run = FirstRunPanel(self)
-        self.first_run.use_requested.connect(self.use_starters)
-        self.first_run.fetch_requested.connect(self.fetch_starters)
-        self.first_run.open_requested.connect(self._first_run_open)
-        self.first_run.cancel_requested.connect(lambda: self.client.cancel("fetch"))
         self.stack = QStackedWidget(self)
         self.stack.addWidget(self.chat_view)
         self.stack.addWidget(self.first_run)
@@ -147,6 +131,23 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(splitter)
         self.status = StatusBar(self)
         self.setStatusBar(self.status)
+
+    def _observe(self) -> None:
+        """The views follow the app's state; their requests about models go to the model flow."""
+        state, flow = self.state, self.flow
+        self.notice.observe(state)
+        self.status.observe(state)
+        self.models.observe(state, self.client.worker_lost)
+        self.first_run.observe(state)
+        pages = {"chat": self.chat_view, "first_run": self.first_run}
+        state.subscribe(lambda what: self.stack.setCurrentWidget(pages[state.page]) if what == "page" else None)
+        self.models.load_requested.connect(flow.load)
+        self.models.choice_changed.connect(flow.choose)
+        self.models.cancel_requested.connect(lambda: self.client.cancel("load"))
+        self.first_run.use_requested.connect(flow.use_starters)
+        self.first_run.fetch_requested.connect(flow.fetch_starters)
+        self.first_run.open_requested.connect(self._first_run_open)
+        self.first_run.cancel_requested.connect(lambda: self.client.cancel("fetch"))
 
     def _connect_controller(self) -> None:
         """The views follow the conversation model; their requests go to the controller."""
@@ -178,242 +179,36 @@ class MainWindow(QMainWindow):
         c.message.connect(self.status.showMessage)
         c.draft_returned.connect(self.composer.give_back)
         c.current_changed.connect(self._update_title)
-        c.model_suggested.connect(self._suggest_model)
-
-    def _build_menus(self) -> None:
-        c = self.controller
-        bar = self.menuBar()
-        file = bar.addMenu("&File")
-        self._action(file, "&New conversation", c.new, QKeySequence.StandardKey.New)
-        self._action(file, "&Open…", lambda: file_dialogs.open_conversation(self),
-                     QKeySequence.StandardKey.Open)
-        self.recent_menu = file.addMenu("Open &recent")
-        self.recent_menu.aboutToShow.connect(lambda: file_dialogs.fill_recent(self))
-        self._action(file, "&Save", lambda: c.files.save(), QKeySequence.StandardKey.Save)
-        self._action(file, "Save &as…", lambda: file_dialogs.save_as(self),
-                     QKeySequence.StandardKey.SaveAs)
-        file.addSeparator()
-        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
-        conv = bar.addMenu("&Conversation")
-        self._action(conv, "&Rename…", lambda: file_dialogs.rename(self, c.current.id if c.current else None),
-                     QKeySequence("F2"))
-        self._action(conv, "&Delete", lambda: file_dialogs.delete(self))
-        self._action(conv, "&Export the branch shown…", lambda: file_dialogs.export_shown(self))
-        self._action(conv, "&Find…", self.sidebar.search.setFocus, QKeySequence.StandardKey.Find)
-        self._action(conv, "S&top the reply or tool call", c.stop, QKeySequence("Esc"))
-        model = bar.addMenu("&Model")
-        self._action(model, "Choose &target model…", lambda: self._browse_model(False))
-        self._action(model, "Choose &draft model…", lambda: self._browse_model(True))
-        self._action(model, "&Load / reload", self.reload, QKeySequence("Ctrl+R"))
-        self._action(model, "&Fetch the starter models…", self.fetch_starters)
-        settings = bar.addMenu("&Settings")
-        self._action(settings, "&Preferences…", self.settings_dialog, QKeySequence("Ctrl+,"))
-        self._action(settings, "&Tools (MCP servers)…", lambda: open_tools_dialog(self))
-        self._action(settings, "&Measure the verification cost again", self.recalibrate)
-        help_ = bar.addMenu("&Help")
-        self._action(help_, "&About Duet", self._about)
-
-    def _action(self, menu: QMenu, text: str, slot: Callable[[], object],
-                shortcut: QKeySequence | QKeySequence.StandardKey | None = None) -> QAction:
-        action = menu.addAction(text)
-        action.triggered.connect(lambda _checked=False: slot())
-        if shortcut is not None:
-            action.setShortcut(shortcut)
-        return action
+        c.model_suggested.connect(self.flow.suggest)
 
     def _update_title(self, conv: Conversation | None) -> None:
         self.setWindowTitle(f"{conv.title} — Duet" if conv is not None else "Duet")
 
     # -- models ----------------------------------------------------------------------------
-    def _choose_initial_models(self, autoload: bool) -> None:
-        """The model chosen last loads at once. Nobody has chosen yet: nothing loads; the
-        first-run panel offers the starter models (one button) or their fetch, and other
-        installed models wait in the models bar for Load."""
-        s = self.settings
-        target = Path(s["target_model"]) if s["target_model"] else None
-        if target is not None and target.exists():
-            draft = Path(s["draft_model"]) if s["draft_model"] else None
-            self.models.populate(target, draft)
-            if autoload:
-                self.load_models(target, draft)
-            return
-        starters, installed = starter_pair(), installed_models()
-        self.models.populate(*(starters or (installed[-1] if installed else None, None)))
-        self.first_run.offer_starters(starters is not None)
-        if starters is not None or not installed:
-            self.stack.setCurrentWidget(self.first_run)
-
-    def use_starters(self) -> None:
-        starters = starter_pair()
-        if starters is None:  # gone since the window opened
-            self.first_run.offer_starters(False)
-            return
-        self.load_models(*starters)
-
-    def load_models(self, target: Path, draft: Path | None = None) -> None:
-        try:
-            for path in (target, draft):
-                if path is not None:
-                    check_gguf_file(Path(path))
-            if str(target) != self.settings["target_model"]:  # another model: its own settings
-                remembered = model_memory.recall(Path(target))
-                remembered_draft = remembered.pop("draft_model", None)
-                if draft is None and remembered_draft:
-                    draft = Path(remembered_draft)
-                with self.state.recalling_settings():  # they belong to the new model, not the old
-                    self.settings.update(remembered)
-            config = self.settings.runtime_config(target, draft)
-        except (DuetError, ValueError) as e:
-            self._refuse_model(target, draft, f"Could not load the model: {e}")
-            return
-        self.settings.update({"target_model": str(target), "draft_model": str(draft or "")})
-        model_memory.remember(Path(target), self.settings.values)
-        self.models.populate(target, draft)
-        self.stack.setCurrentWidget(self.chat_view)
-        self.state.load_started()
-        self.models.set_loading(True, f"Loading {target.name}…")
-        self.client.load(config)
-
-    def _refuse_model(self, target: Path, draft: Path | None, message: str) -> None:
-        """A choice that cannot load: say why, keep what is loaded, drop bad files from the
-        pickers."""
-        for path in (target, draft):
-            if path is not None:
-                try:
-                    check_gguf_file(Path(path))
-                except DuetError:
-                    self.models.forget(Path(path))
-        info = self.state.model
-        if info is not None:
-            self.models.populate(info.target_path, info.draft_path)
-            self.models.show_loaded(info, self.client.worker.worker_lost)
-        else:
-            self.models.populate()
-        self.notice.show_message(message + (f" (still using {info.target_name})" if info else ""),
-                                 "error", until_load=True)
-
-    def recalibrate(self) -> None:
-        """Forget every measured verify-cost curve and reload: the loaded model is measured
-        again after the load, between replies (on a quiet machine, for figures that hold)."""
-        # lazy: the speculative modules (statistics; ~5 ms) load with the first model that
-        # drafts (engine.runtime.runtime), not before the window shows
-        from engine.decode.speculative import calibration
-
-        calibration.forget(None)
-        if self.state.model is not None and not self.state.loading:
-            self.reload()
-
-    def reload(self) -> None:
-        target = self.models.target()
-        if target is not None:
-            self.load_models(target, self.models.draft())
-
-    def on_loaded(self, info: LoadedModel) -> None:
-        self.state.loaded(info)
-        self.status.clearMessage()  # "Loading…": done
-        if info.measuring:  # the status bar says how far, until the measurement ends
-            self.status.set_measuring(0, 0)
-        else:
-            self.status.clear_measuring()
-        self.models.show_loaded(info, self.client.worker.worker_lost)
-        self.status.set_drafter(info.drafter)
-        self.status.set_context(0, info.n_ctx)
-        if info.draft_problem:
-            self.notice.show_message(f"The draft model was not used: {info.draft_problem}. "
-                                     f"Drafting with: {info.drafter}.", "info")
-        elif self.notice.kind == "info" or self.notice.until_load:
-            self.notice.hide()
-        if self.settings["server_enabled"]:
-            self.local_server.apply(self.settings.values, self.client.worker.engine)  # the new one
-        self.model_loaded.emit(info)
-
-    def on_progress(self, p: Progress) -> None:
-        if p.op == "fetch":
-            self.first_run.show_progress(p.done, p.total, p.text)
-        elif p.op == "prompt" and p.total:
-            self.status.showMessage(f"Reading the prompt: {p.done} / {p.total} tokens", 2000)
-        elif p.op == "calibrate":  # after a load, between replies: the status bar says how far
-            if p.done < p.total:
-                self.status.set_measuring(p.done, p.total)
-            else:
-                self.status.clear_measuring()
-                self.status.showMessage(p.text, 8000)
-        elif p.text:
-            self.status.showMessage(p.text, 3000)
-
-    def on_failed(self, failure: Failure) -> None:
-        if failure.op == "load":
-            self.state.load_failed()
-            self.models.show_failed(failure.message)
-            self.status.clearMessage()
-            self.status.clear_stats()
-            self.status.clear_measuring()
-            if failure.cancelled:
-                self.notice.show_message("Loading was cancelled: choose a model and press Load.",
-                                         "info", until_load=True)
-            else:
-                self.notice.show_message(f"Could not load the model: {failure.message}", "error",
-                                         until_load=True)
-        elif failure.op == "fetch":
-            self.first_run.set_fetching(False)
-            self.notice.show_message(f"Fetching the starter models stopped: {failure.message}",
-                                     "error")
-        else:
-            return
-        self.model_failed.emit(failure)
-
-    def fetch_starters(self) -> None:
-        self.stack.setCurrentWidget(self.first_run)
-        self.first_run.set_fetching(True)
-        self.client.fetch(("target", "draft"))
-
-    def on_fetched(self, fetched: Fetched) -> None:
-        self.first_run.set_fetching(False)
-        target, *rest = fetched.paths
-        self.load_models(target, rest[0] if rest else None)
-
     def _first_run_open(self) -> None:
         path = self.models.browse()
         if path is not None:
-            self.load_models(path, None)
+            self.flow.load(path, None)
 
     def _browse_model(self, as_draft: bool) -> None:
         path = self.models.browse(as_draft)
         if path is not None:
             self.models.set_choice(path, as_draft=as_draft)
 
-    def _suggest_model(self, path: Path) -> None:
-        if Path(path).exists() and not self.state.loading:
-            self.notice.show_message(f"This conversation was made with {Path(path).name}.",
-                                     "info", "Load it", lambda: self.load_models(Path(path)))
-
     # -- settings --------------------------------------------------------------------------
     def on_setting_changed(self, name: str) -> None:
-        value = self.settings[name]
-        option = OPTIONS[name]
+        """The look applies at once (the model flow takes the settings about models)."""
         if name == "theme":
-            theme.apply_theme(cast(QApplication, QApplication.instance()), value)
+            theme.apply_theme(cast(QApplication, QApplication.instance()), self.settings[name])
             self.chat_view.restyle()
         elif name == "highlight_draft":
-            self.chat_view.set_highlight_draft(value)
-        if name in model_memory.REMEMBERED and self.settings["target_model"] and not self.state.recalling:
-            model_memory.remember(Path(self.settings["target_model"]), self.settings.values)
-        if name.startswith("server_"):
-            self.local_server.apply(self.settings.values, self.client.worker.engine)  # off the GUI thread
-        elif option.applies == "reload" and option.visible and self.state.wait_for_reload(name):
-            labels = ", ".join(OPTIONS[n].label for n in sorted(self.state.pending_reload))
-            self.notice.show_message(f"{labels}: applies at the next model load.", "info",
-                                     "Reload now", self.reload, until_load=True)
+            self.chat_view.set_highlight_draft(self.settings[name])
 
     def settings_dialog(self) -> SettingsDialog:
         dialog = SettingsDialog(self.settings, self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()
         return dialog
-
-    def _about(self) -> None:
-        QMessageBox.about(self, "About Duet", "Duet: a desktop chat for local GGUF models, with "
-                          "speculative decoding and conversations that reopen instantly.")
 
     # -- window events ---------------------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
@@ -453,18 +248,6 @@ class MainWindow(QMainWindow):
             self.notice.show_error("A file is still being read: send again in a moment.")
             return
         self.controller.send(text, self.attachments.take_all())
-
-    def _token_counter(self) -> Callable[[str], int] | None:
-        """Counts a text's tokens on the engine's thread (which owns the model: a reload
-        cannot free it under the count)."""
-        engine = self.client.worker.engine
-        if engine is None:
-            return None
-
-        def count(text: str) -> int:
-            return int(engine.call(lambda: len(engine.runtime.target.tokenize_text(text))).result())
-
-        return count
 
     def unfinished(self) -> str | None:
         """What quitting now would interrupt, in words (None: nothing)."""

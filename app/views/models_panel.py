@@ -25,13 +25,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.control.models import installed_models
+from app.control.state import AppState
 from app.engine_link.messages import LoadedModel
 from app.views.workers_view import WorkerMonitor
 from engine import paths
-from engine.errors import DuetError
-from engine.llama.model import check_gguf_file
 from engine.models.catalog import CATALOG
-from engine.models.folder import label, local_models, starter_name
+from engine.models.folder import label, starter_name
 
 log = logging.getLogger(__name__)
 
@@ -42,38 +42,6 @@ GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
 def gguf_paths(urls: Iterable[QUrl]) -> list[Path]:
     return [Path(u.toLocalFile()) for u in urls
             if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf")]
-
-
-def starter_pair(folder: Path | None = None) -> tuple[Path, Path | None] | None:
-    """The starter target in the models folder and its draft (None if absent), or None."""
-    folder = folder or paths.models_dir()
-    target, draft = (folder / CATALOG[key].filename for key in ("target", "draft"))
-    if not target.exists():
-        return None
-    return target, draft if draft.exists() else None
-
-
-def installed_models(folder: Path | None = None) -> list[Path]:
-    """GGUF files in the models folder and its subfolders, smallest first (partial downloads
-    excluded)."""
-    found = [p for p in local_models(folder or paths.models_dir()) if _is_gguf(p)]
-    return sorted(found, key=_size)
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _is_gguf(path: Path) -> bool:
-    """Whether ``path`` starts like a GGUF file (a renamed text file is not offered)."""
-    try:
-        check_gguf_file(path)
-    except DuetError:
-        return False
-    return True
 
 
 def label_for(path: Path) -> str:
@@ -249,6 +217,23 @@ class ModelsPanel(QWidget):
         self._request_load()
 
     # -- state -----------------------------------------------------------------------------
+    def observe(self, state: AppState, worker_lost: Callable[[], str | None] | None = None) -> None:
+        """Follow the choice, a load and its end; ``worker_lost`` names an RPC worker of the
+        loaded models that went away."""
+        def on_change(what: str) -> None:
+            if what == "choice":
+                self.populate(*state.choice)
+            elif what == "refused":
+                for path in state.refused:
+                    self.forget(path)
+            elif what == "loading" and state.loading is not None:
+                self.set_loading(True, f"Loading {state.loading.name}…")
+            elif what == "model" and state.model is not None:
+                self.show_loaded(state.model, worker_lost)
+            elif what == "model" and state.load_error is not None:
+                self.show_failed(state.load_error)
+        state.subscribe(on_change)
+
     def set_loading(self, on: bool, text: str = "") -> None:
         self.busy.setVisible(on)
         self.cancel_button.setVisible(on)
@@ -346,6 +331,17 @@ class FirstRunPanel(QWidget):
                               f"{size_gb:.1f} GB) or open a GGUF file you already have.")
         self.use_button.setVisible(here)
         self.fetch_button.setVisible(not here)
+
+    def observe(self, state: AppState) -> None:
+        """Follow the starter models' fetch, and whether they are here."""
+        def on_change(what: str) -> None:
+            if what == "fetching":
+                self.set_fetching(state.fetching)
+            elif what == "fetch_progress":
+                self.show_progress(*state.fetch_progress)
+            elif what == "page" and state.page == "first_run":
+                self.offer_starters(state.starters_here)
+        state.subscribe(on_change)
 
     def set_fetching(self, on: bool) -> None:
         self.fetch_button.setEnabled(not on)

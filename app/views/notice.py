@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
 
+from app.control.state import AppState
 from engine.conversation.library import Library
 from engine.conversation.tree import Conversation
 
@@ -37,6 +38,7 @@ class NoticeBar(QFrame):
         layout.addWidget(close)
         self._callback: Callable[[], None] | None = None
         self.owner: Conversation | None = None  # the conversation the notice is about
+        self.from_state = False  # the notice shown is the app's (AppState.notice)
         close.clicked.connect(self._dismiss)
         self.hide()
 
@@ -53,6 +55,19 @@ class NoticeBar(QFrame):
                 self.hide()
         library.subscribe(on_change)
 
+    def observe(self, state: AppState) -> None:
+        """Show the app's notice (about models and settings); one a load resolves goes with it."""
+        def on_change(what: str) -> None:
+            if what == "model" and (self.kind == "info" or self.until_load):
+                self.hide()  # a load ended: what it resolved goes
+            elif what == "notice" and state.notice is not None:
+                n = state.notice
+                self.show_message(n.text, n.kind, n.action, n.callback, until_load=n.until_load)
+                self.from_state = True
+            elif what == "notice" and self.from_state:
+                self.hide()
+        state.subscribe(on_change)
+
     def show_message(self, text: str, kind: str = "info", action: str | None = None,
                      callback: Callable[[], None] | None = None, *, until_load: bool = False) -> None:
         self.kind, self.until_load = kind, until_load
@@ -62,6 +77,7 @@ class NoticeBar(QFrame):
         self.action.setText(action or "")
         self._callback = callback
         self.owner = None
+        self.from_state = False
         self.show()
 
     def show_error(self, text: str) -> None:

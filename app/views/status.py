@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
+from app.control.state import AppState
 from engine.conversation.library import Library
 from engine.conversation.tree import Conversation, Status
 from engine.events import Stats
@@ -43,6 +44,26 @@ class StatusBar(QStatusBar):
             if kind in ("current", "status") and conv is not None:
                 self.show_status(conv.status)
         library.subscribe(on_change)
+
+    def observe(self, state: AppState) -> None:
+        """Follow the loaded model (drafter, context), the verify cost's measurement and the
+        passing messages."""
+        def on_change(what: str) -> None:
+            if what == "model":
+                self.clearMessage()  # "Loading…": done
+                if state.model is not None:
+                    self.set_drafter(state.model.drafter)
+                    self.set_context(0, state.model.n_ctx)
+                else:
+                    self.clear_stats()
+            elif what == "measuring":
+                if state.measuring is None:
+                    self.clear_measuring()
+                else:
+                    self.set_measuring(*state.measuring)
+            elif what == "message":
+                self.showMessage(*state.message)
+        state.subscribe(on_change)
 
     def show_status(self, status: Status) -> None:
         s = status.stats

@@ -76,8 +76,8 @@ def test_a_load_can_be_cancelled_and_the_window_loads_again(qtbot, window, drive
 
 def test_nobody_chose_a_model_yet_so_the_starters_are_offered_with_one_button(
         qtbot, settings, home) -> None:
+    from app.control.models import starter_pair
     from app.views.main_window import MainWindow
-    from app.views.models_panel import starter_pair
     from tests.app.conftest import Driver, quit_without_asking
 
     starters = starter_pair()

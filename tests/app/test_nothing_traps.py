@@ -74,18 +74,18 @@ def test_a_request_refused_before_the_reply_gives_the_message_back(qtbot, window
     import app.engine_link.worker
 
     driver.load(smol_path)
-    real = app.worker.prepare
+    real = app.engine_link.worker.prepare
 
     def refuse(*args, **kwargs):
         raise RuntimeError("the prompt could not be built")
 
-    monkeypatch.setattr(app.worker, "prepare", refuse)
+    monkeypatch.setattr(app.engine_link.worker, "prepare", refuse)
     send_and_settle(qtbot, window, "Hello there.")
     assert window.notice.text() == \
         "The reply failed: unexpected error: RuntimeError: the prompt could not be built"
     assert window.composer.edit.toPlainText() == "Hello there."  # back, editable
     assert window.controller.current.turns == [] and window.composer.button.text() == "Send"
-    monkeypatch.setattr(app.worker, "prepare", real)
+    monkeypatch.setattr(app.engine_link.worker, "prepare", real)
     send_and_settle(qtbot, window, window.composer.edit.toPlainText())
     assert [t.role for t in window.controller.current.turns] == ["user", "assistant"]
     assert window.controller.current.turns[-1].text.strip() and window.notice.text() == ""
@@ -112,7 +112,7 @@ def test_a_reply_that_fails_ends_with_one_line_and_the_chat_goes_on(qtbot, windo
 
     settings.set("max_tokens", 24)
     driver.load(smol_path)
-    real = engine.scheduler.decode_batch
+    real = engine.decode.scheduler.decode_batch
     calls = [0]
 
     def failing(parts, cancel=None):
@@ -121,7 +121,7 @@ def test_a_reply_that_fails_ends_with_one_line_and_the_chat_goes_on(qtbot, windo
             raise DuetError("llama_decode returned -3")
         return real(parts, cancel)
 
-    monkeypatch.setattr(engine.scheduler, "decode_batch", failing)
+    monkeypatch.setattr(engine.decode.scheduler, "decode_batch", failing)
     send_and_settle(qtbot, window, "Count to twenty.")
     assert window.notice.text() == "The reply failed: llama_decode returned -3"
     assert window.composer.button.text() == "Send"
@@ -133,6 +133,6 @@ def test_a_reply_that_fails_ends_with_one_line_and_the_chat_goes_on(qtbot, windo
         assert [t.role for t in conv.turns] == ["user", "assistant"]
         assert conv.turns[-1].text and conv.turns[-1].reason == "error"
         assert "failed" in window.chat_view.widgets[-1].meta_label.text()
-    monkeypatch.setattr(engine.scheduler, "decode_batch", real)
+    monkeypatch.setattr(engine.decode.scheduler, "decode_batch", real)
     reply = driver.send("Say hi.")
     assert reply.done.stats.n_tokens > 0 and conv.turns[-1].text == reply.done.text

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.control.state import AppState
+from app.control.state import AppState, Notice
 from app.engine_link.messages import LoadedModel
 
 ROOT = Path(__file__).parents[2]
@@ -27,20 +27,31 @@ def test_a_reply_can_be_asked_for_while_a_model_loads_or_once_it_has():
     state, seen = AppState(), []
     state.subscribe(seen.append)
     assert not state.can_chat
-    state.load_started()
-    assert state.can_chat and state.loading
+    state.load_started(Path("/m.gguf"))
+    assert state.can_chat and state.loading == Path("/m.gguf")
     state.loaded(_model())
-    assert state.can_chat and not state.loading and state.model == _model()
-    state.load_failed()
-    assert not state.can_chat and state.model is None
-    assert seen == ["loading", "model", "model"]
+    assert state.can_chat and state.loading is None and state.model == _model()
+    state.load_failed("no memory", Notice("Could not load the model: no memory", "error"))
+    assert not state.can_chat and state.model is None and state.load_error == "no memory"
+    assert [w for w in seen if w in ("loading", "model")] == ["loading", "model", "model"]
+
+
+def test_a_load_takes_the_notices_it_resolves_away():
+    state = AppState()
+    state.say(Notice("n_ctx: applies at the next model load.", until_load=True))
+    state.load_started(Path("/m.gguf"))
+    state.loaded(_model())
+    assert state.notice is None
+    state.say(Notice("A tool server failed.", "error"))
+    state.loaded(_model())
+    assert state.notice is not None and state.notice.kind == "error"  # not the load's to resolve
 
 
 def test_a_setting_for_the_next_load_waits_only_while_a_model_is_there():
     state = AppState()
     assert not state.wait_for_reload("n_ctx")  # nothing loaded: the next load takes it
     assert state.pending_reload == frozenset()
-    state.load_started()
+    state.load_started(Path("/m.gguf"))
     assert state.wait_for_reload("n_ctx") and state.wait_for_reload("type_k")
     assert state.pending_reload == {"n_ctx", "type_k"}
     state.loaded(_model())

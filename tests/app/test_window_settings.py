@@ -153,11 +153,11 @@ def test_first_run_offers_fetch_with_progress_and_cancel(qtbot, settings, home, 
         for done in range(0, total, 10):
             if cancel is not None and cancel.is_set():
                 raise FetchError(f"{model.key}: cancelled")
-            progress(engine.fetch.FetchProgress(model.key, "download", done, total))
+            progress(engine.models.fetch.FetchProgress(model.key, "download", done, total))
             cancel.wait(0.02)
         raise AssertionError("the test cancels before the end")
 
-    monkeypatch.setattr(engine.fetch, "fetch", fake_fetch)
+    monkeypatch.setattr(engine.models.fetch, "fetch", fake_fetch)
     from app.views.main_window import MainWindow
 
     w = MainWindow(settings, autoload=False)
@@ -185,7 +185,7 @@ def test_measuring_the_verify_cost_again_shows_its_progress(qtbot, window, drive
     qtbot.waitUntil(lambda: not label.isVisibleTo(window), timeout=LONG_MS)
     driver.relay.events.clear()
     with qtbot.waitSignal(window.model_loaded, timeout=LONG_MS) as loaded:
-        window.recalibrate()  # forgets the curves and reloads: measured again, with progress
+        window.flow.recalibrate()  # forgets the curves and reloads: measured again, with progress
     assert loaded.args[0].measuring and label.isVisibleTo(window)
 
     def measured() -> list:

@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent("""
 
     from PySide6.QtCore import QCoreApplication
 
-    from engine import rescue
+    from engine.llama import rescue
     from engine.llama.context_params import ContextParams
     from engine.conversation.store import streaming_node, tree_to_json
     from engine.conversation.tree import Conversation

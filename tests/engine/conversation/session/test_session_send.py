@@ -33,7 +33,7 @@ def _killed_while_loading(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[l
         seen.append([m.content for m in read_meta(path).messages] if path.exists() else [])
         raise Killed
 
-    monkeypatch.setattr(engine.runtime, "Runtime", load)
+    monkeypatch.setattr(engine.runtime.runtime, "Runtime", load)
     return seen
 
 
