@@ -46,7 +46,7 @@ from engine.mcp import config as mcp_config
 
 log = logging.getLogger(__name__)
 
-ICON = Path(__file__).resolve().parent.parent / "resources" / "icons" / "duet.svg"
+ICON = Path(__file__).resolve().parents[2] / "resources" / "icons" / "duet.svg"
 
 
 class MainWindow(QMainWindow):

@@ -128,7 +128,7 @@ def test_a_disk_that_refuses_writes_keeps_nothing_and_the_reply_is_whole(smol_pa
         print(done.reason, done.stats.n_tokens)
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=300, cwd=Path(__file__).parents[2])
+                         timeout=300, cwd=Path(__file__).parents[3])
     assert out.returncode == 0, out.stderr[-2000:]
     reason, n = out.stdout.split()
     assert reason in ("stop", "length") and int(n) > 0

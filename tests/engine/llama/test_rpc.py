@@ -22,7 +22,7 @@ from engine.llama.context_params import ContextParams
 from engine.llama.model import Model, ModelSpec
 from engine.runtime.runtime import Runtime, RuntimeConfig
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)
 MESSAGES = [Message("user", "Write three short sentences about the sea.")]
 CTX = ContextParams(n_ctx=512, n_threads=1)
