@@ -12,6 +12,7 @@ import argparse
 from bench import (
     conversation,
     documents,
+    exact,
     parallel,
     plain,
     rpc,
@@ -26,7 +27,7 @@ from engine import logsetup
 from engine.cli.main import run_command
 
 BENCHMARKS = (plain, speculative, session, server, rpc, parallel, structured, tool_turn,
-              conversation, documents, soak)
+              conversation, documents, exact, soak)
 
 
 def build_parser() -> argparse.ArgumentParser:
