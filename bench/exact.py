@@ -23,8 +23,7 @@ import json
 import logging
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -71,15 +70,9 @@ def _reply(rt: Runtime, prompt: list[int], params: SamplingParams) -> tuple[int,
     return done.token_ids
 
 
-@contextmanager
-def _runtime(config: RuntimeConfig) -> Iterator[Runtime]:
-    with Runtime(config) as rt:
-        yield rt
-
-
 def _cold(config: RuntimeConfig, prompts: list[list[int]], params: SamplingParams) -> list[tuple[int, ...]]:
     out = []
-    with _runtime(config) as rt:
+    with Runtime(config) as rt:
         for p in prompts:
             rt.ctx.clear()
             if rt.speculation is not None:
@@ -107,7 +100,7 @@ class _Group:
 def _parallel(config: RuntimeConfig, prompts: list[list[int]], params: SamplingParams) -> list[tuple[int, ...]]:
     """Each prompt answered in one batch with the next three (four sequences, started together)."""
     out: list[tuple[int, ...]] = []
-    with _runtime(replace(config, context=replace(config.context, n_parallel=4, n_ctx=8192))) as rt:
+    with Runtime(replace(config, context=replace(config.context, n_parallel=4, n_ctx=8192))) as rt:
         engine = Engine(rt)
         try:
             for i in range(len(prompts)):
@@ -134,10 +127,10 @@ def run_conditions(path: Path, draft: Path | None, prompts: list[list[int]], con
         if c in ("ngram", "auto") or (c == "model" and draft is not None):
             got[c] = _cold(_config(path, c, draft if c != "ngram" else None), prompts, greedy)
         elif c == "warm":
-            with _runtime(base) as rt:
+            with Runtime(base) as rt:
                 got[c] = [(_reply(rt, p, greedy), _reply(rt, p, greedy))[1] for p in prompts]
         elif c == "memory":
-            with _runtime(replace(base, state_cache_bytes=1 << 30)) as rt:
+            with Runtime(replace(base, state_cache_bytes=1 << 30)) as rt:
                 got[c] = []
                 for i, p in enumerate(prompts):
                     _reply(rt, p, greedy)
@@ -146,11 +139,11 @@ def run_conditions(path: Path, draft: Path | None, prompts: list[list[int]], con
         elif c == "disk":
             with tempfile.TemporaryDirectory() as kv, mock.patch.dict("os.environ", {"DUET_KV_DIR": kv}):
                 disk = replace(base, kv_store_bytes=1 << 31)
-                with _runtime(disk) as rt:
+                with Runtime(disk) as rt:
                     for p in prompts:
                         _reply(rt, p, greedy)
                         rt.ctx.clear()
-                with _runtime(disk) as rt:
+                with Runtime(disk) as rt:
                     got[c] = [_reply(rt, p, greedy) for p in prompts]
         elif c == "parallel":
             got[c] = _parallel(base, prompts, greedy)
@@ -174,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     path = resolve_model(args.model)
     draft = resolve_model(args.draft) if args.draft else None
     texts = json.loads((RESOURCES / "open_prompts.json").read_text(encoding="utf-8"))[:args.prompts]
-    with _runtime(_config(path)) as rt:
+    with Runtime(_config(path)) as rt:
         prompts = [chat_tokens(rt.target, [Message("system", SYSTEM), Message("user", t)]) for t in texts]
     conditions = [c for c in args.conditions.split(",") if c]
     report = run_conditions(path, draft, prompts, conditions, args.max_tokens)

@@ -18,6 +18,7 @@ from engine.mcp.offer import call_tool, tools_of
 from engine.mcp.toolbox import Toolbox, ToolInfo, build_toolbox
 from engine.runtime.tool_rounds import Offer, _answer
 from engine.tools.calls import ToolResult
+from tests.conftest import REPLY_WAIT_S
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
 
@@ -61,7 +62,7 @@ class Reader:
 
     def read_ahead(self, tokens, cancel=None) -> int:
         if self.cancel_on_read is not None:
-            self.host.entered.wait(60)
+            self.host.entered.wait(REPLY_WAIT_S)
             self.cancel_on_read.set()
         return len(tokens)
 
@@ -73,7 +74,8 @@ def call_of(name: str) -> ToolCall:
 def command_line(model, behaviour: str, name: str) -> str:
     host = Host(build_toolbox([("weather", [ToolInfo("forecast", "", SCHEMA)])]), behaviour)
     cancel = threading.Event()
-    gen = Reader(model, host, cancel if behaviour == "hang" else None)
+    hangs = behaviour == "hang" and name == "forecast"  # an unknown name never reaches the host
+    gen = Reader(model, host, cancel if hangs else None)
     offer = Offer(tools_of(host.box), lambda call, c: call_tool(host, host.box, call, c))  # type: ignore[arg-type]
     history = [Message("user", "Weather in Oslo?"), Message("assistant", "", tool_calls=(call_of(name),))]
     allowed, result = _answer(gen, history, call_of(name), offer, lambda call: True, cancel)  # type: ignore[arg-type]
@@ -93,9 +95,9 @@ def window(qtbot, behaviour: str, name: str) -> str:
     if turn.streaming:  # a real tool: it waits for the person
         flow.answer("once")
         if behaviour == "hang":
-            assert host.entered.wait(60)
+            assert host.entered.wait(REPLY_WAIT_S)
             flow.cancel()
-        qtbot.waitUntil(lambda: not turn.streaming, timeout=60_000)
+        qtbot.waitUntil(lambda: not turn.streaming, timeout=REPLY_WAIT_S * 1000)
     return turn.text
 
 
