@@ -60,16 +60,37 @@ if [ -z "$USER_ARGS" ]; then
   flavour=cpu; [ -n "${DUET_NO_RPC:-}" ] || flavour=cpu-rpc
   [ -z "$NO_AMX" ] || flavour="$flavour-$(printf '%s' "$NO_AMX" | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-8)"
 fi
+hash_of() { if command -v sha256sum >/dev/null; then sha256sum "$@"; else shasum -a 256 "$@"; fi; }
+
+# Batch-invariant decoding (docs/benchmarks/exact.md): patches/ggml-exact.patch makes ggml's CPU
+# kernels sum a token's products in one order whatever shares its batch, so drafting, caches and
+# parallel sequences never change a reply. It is applied to the sdist's vendored llama.cpp and is
+# part of the flavour's name; DUET_EXACT_KERNELS=0 builds llama.cpp as released.
+PATCH="$ROOT/patches/ggml-exact.patch"
+if [ "${DUET_EXACT_KERNELS:-1}" != 0 ]; then
+  flavour="$flavour-exact-$(hash_of "$PATCH" | cut -c1-8)"
+else
+  PATCH=
+fi
 WHEELS="${DUET_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/duet/wheels}/$flavour"
 mkdir -p "$WHEELS"
 if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
-  echo "bootstrap: building llama-cpp-python $LLAMA_VERSION (${USER_ARGS:-CPU build}${CMAKE_ARGS:+; $CMAKE_ARGS}); about 8 minutes, once" >&2
+  echo "bootstrap: building llama-cpp-python $LLAMA_VERSION (${USER_ARGS:-CPU build}${CMAKE_ARGS:+; $CMAKE_ARGS}${PATCH:+; patched for exact decoding}); about 8 minutes, once" >&2
+  src="llama-cpp-python==$LLAMA_VERSION"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  if [ -n "$PATCH" ]; then
+    "${PIP[@]}" download -q --no-deps --no-binary :all: "$src" -d "$work"
+    tar xzf "$work"/llama_cpp_python-"$LLAMA_VERSION".tar.gz -C "$work"
+    src="$work/llama_cpp_python-$LLAMA_VERSION"
+    patch -s -p1 -d "$src" < "$PATCH"
+  fi
   CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)} \
     "${PIP[@]}" wheel --no-cache-dir --no-deps --no-binary llama-cpp-python \
-      "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"  # (pip's own cache ignores CMAKE_ARGS)
+      "$src" -w "$work/wheel"  # (pip's own cache ignores CMAKE_ARGS)
+  mv "$work"/wheel/llama_cpp_python-"$LLAMA_VERSION"-*.whl "$WHEELS"/
 fi
 
-hash_of() { if command -v sha256sum >/dev/null; then sha256sum "$@"; else shasum -a 256 "$@"; fi; }
 stamp="$VENV/.duet-installed"
 want="$(hash_of pyproject.toml | cut -c1-16)-$flavour-${1:-}"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then

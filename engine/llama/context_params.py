@@ -44,6 +44,11 @@ class ContextParams(Params):
     type_v: str = param("f16", "KV cache type (values)", "Precision of the cache's values "
                         "(--kv-type sets both).", applies="load", choices=tuple(KV_TYPES),
                         cli=False)
+    exact: bool = param(True, "Exact decoding", "The same request gives the same reply, "
+                        "whatever drafting, caches or parallel replies do (on the CPU: flash "
+                        "attention on, weights not repacked; docs/benchmarks/exact.md). Off: "
+                        "llama.cpp's own kernel choices, which can change a reply at a near-tie.",
+                        applies="load")
     flash_attn: bool | None = None  # None: chosen for the machine and the sequences (flash_attn_type)
 
     def threads(self) -> int:
@@ -63,7 +68,10 @@ def _warn_threads(asked: int, cores: int) -> None:
 
 
 def flash_attn_type(params: ContextParams, n_gpu_layers: int) -> int:
-    """Flash attention: as asked; needed for a quantized V cache; automatic with a GPU. When
+    """Flash attention: as asked; on the CPU with exact decoding (the patched kernel reads a
+    sequence's cells one by one, skipping the others': its sums do not depend on the batch, on
+    strangers' cells nor on holes left by a cache shift, where plain attention's do); needed for
+    a quantized V cache; automatic with a GPU. Without exact decoding, when
     everything runs on the CPU it is off for one sequence (measured on a 2-core x86 CPU with
     the 1.5B target: a 16-token verify took 378-415 ms without it, 428-444 ms with it) and on
     for several: their cells share one cache, and the CPU kernel skips the cells of the other
@@ -73,6 +81,8 @@ def flash_attn_type(params: ContextParams, n_gpu_layers: int) -> int:
     --suite --flash-attn on|off`)."""
     if params.flash_attn is not None:
         return lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if params.flash_attn else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    if params.exact and n_gpu_layers == 0:
+        return lib.LLAMA_FLASH_ATTN_TYPE_ENABLED  # reads a sequence's cells alone, in order
     if params.type_v not in ("f16", "f32") or (n_gpu_layers == 0 and params.n_parallel > 1):
         return lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
     return lib.LLAMA_FLASH_ATTN_TYPE_DISABLED if n_gpu_layers == 0 else lib.LLAMA_FLASH_ATTN_TYPE_AUTO

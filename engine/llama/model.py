@@ -30,11 +30,17 @@ class ModelSpec:
     ``rpc``: ``HOST:PORT`` endpoints of ``duet-cli worker`` processes that hold the offloaded
     layers instead of a local GPU (with ``rpc``, ``n_gpu_layers`` 0 means all of them; a count
     below the number of layers keeps the first ones in this process). ``tensor_split``: the
-    share of each remote device (default: in proportion to the memory each one reports)."""
+    share of each remote device (default: in proportion to the memory each one reports).
+
+    ``repack``: let llama.cpp's CPU backend copy some weights into its repacked layouts. Their
+    GEMM takes groups of 4 rows and a GEMV the rest, which sum in other orders, so a token's
+    logits would depend on its batch: off unless decoding need not be exact (the Runtime turns
+    it on when ``ContextParams.exact`` is off)."""
 
     path: Path
     n_gpu_layers: int = 0
     use_mmap: bool = True
+    repack: bool = False
     vocab_only: bool = False
     rpc: tuple[str, ...] = ()
     tensor_split: tuple[float, ...] = ()
@@ -72,6 +78,7 @@ class Model(NativeOwner):
         params.n_gpu_layers = spec.n_gpu_layers
         params.load_mode = lib.LLAMA_LOAD_MODE_MMAP if spec.use_mmap else lib.LLAMA_LOAD_MODE_NONE
         params.vocab_only = spec.vocab_only
+        params.use_extra_bufts = spec.repack
         self._watch = None
         remote = None
         if spec.rpc and not spec.vocab_only:

@@ -84,7 +84,7 @@ class Runtime(NativeOwner):
         self.later: LaterCurves | None = None
         self._measure = measure
         self.cache = StateCache(config.state_cache_bytes)
-        self.target: Model = Model(config.target, cancel)
+        self.target: Model = Model(_kernels(config.target, config.context), cancel)
         try:
             self.ctx: Context = Context(self.target, config.context)
             if config.kv_store_bytes > 0:
@@ -96,7 +96,8 @@ class Runtime(NativeOwner):
                 # the first Runtime that drafts, not with duet-cli's parser nor the window
                 from engine.decode.speculative.speculator import build_speculation
 
-                self.speculation = build_speculation(self.target, self.ctx, config.draft,
+                draft = _kernels(config.draft, config.context) if config.draft else None
+                self.speculation = build_speculation(self.target, self.ctx, draft,
                                                      config.speculative, config.draft_context,
                                                      on_calibrate, measure=measure,
                                                      cancel=cancel)
@@ -189,6 +190,11 @@ class Runtime(NativeOwner):
                 obj.close()
         self.speculation = None
         self.speculations = []
+
+
+def _kernels(spec: ModelSpec, context: ContextParams) -> ModelSpec:
+    """``spec`` with llama.cpp's repacked weights allowed when decoding need not be exact."""
+    return spec if spec.repack or context.exact else replace(spec, repack=True)
 
 
 def add_runtime_arguments(p: argparse.ArgumentParser) -> None:

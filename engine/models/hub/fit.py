@@ -5,7 +5,8 @@ creates a context (engine/llama/context.py: f16 KV cache, n_ubatch 512, no flash
 
 - weights: the tensors' data, split by layer (``blk.N.*``) between CPU and GPU by ``n_gpu_layers``;
   the token embeddings stay on the CPU; the output layer goes to the GPU with the last layer;
-- repacked weights: on x86 with AVX2, llama.cpp copies the CPU-side matrices of some types (Q4_0,
+- repacked weights (only when exact decoding is off: Duet loads without them otherwise):
+  on x86 with AVX2, llama.cpp copies the CPU-side matrices of some types (Q4_0,
   Q4_K, IQ4_NL, MXFP4; Q2_K with AVX-512) into an interleaved layout (its CPU_REPACK buffer) while
   the mapped file pages stay resident, so those bytes count twice (measured: Qwen2.5 1.5B Q4_K_M
   holds 1.06 GiB mapped + 0.58 GiB repacked);
@@ -68,6 +69,7 @@ class FitRequest:
     n_ctx: int = 4096
     n_gpu_layers: int = 0  # -1: all
     kv_bytes_per_element: float = 2.0  # f16
+    exact: bool = True  # exact decoding loads without repacked copies (ContextParams.exact)
 
 
 @dataclass(frozen=True)
@@ -147,11 +149,13 @@ def split_weights(h: GGUFHeader, n_layer: int, n_gpu_layers: int,
 def estimate(h: GGUFHeader, req: FitRequest, box: Machine | None = None, *,
              file_size: int | None = None, repack: frozenset[int] | None = None) -> FitEstimate:
     """Memory ``h``'s model needs under ``req``, and whether ``box`` (this machine) can hold it.
-    ``repack``: the types the CPU backend repacks (default: this machine's, see repack_types)."""
+    ``repack``: the types the CPU backend repacks (default: none with exact decoding, which
+    loads without them; else this machine's, see repack_types)."""
     box = box or machine()
     f = model_facts(h)
     cpu_w, gpu_w, repacked = split_weights(h, f.n_layer, req.n_gpu_layers,
-                                           repack_types() if repack is None else repack)
+                                           repack if repack is not None else
+                                           frozenset() if req.exact else repack_types())
     if not f.tensor_bytes and file_size:  # a tensor type we do not know: count the file instead
         cpu_w, gpu_w, repacked = max(file_size - h.data_offset, 0), 0, 0
     cpu_w += repacked

@@ -24,9 +24,12 @@ GREEDY = SamplingParams(temperature=0, max_tokens=40)
 
 
 def runtime(path, n_parallel=4, drafter="none", n_ctx=512):
+    """A runtime without the disk KV store: each reads its prompts itself (one with one
+    sequence and one with four lay out their caches alike, so one would restore the other's)."""
     return Runtime(RuntimeConfig(target=ModelSpec(path),
                                  context=ContextParams(n_ctx=n_ctx, n_parallel=n_parallel),
-                                 speculative=SpeculativeParams(drafter=drafter, adaptive=False)))
+                                 speculative=SpeculativeParams(drafter=drafter, adaptive=False),
+                                 kv_store_bytes=0))
 
 
 class Reply:
@@ -75,7 +78,7 @@ def batches(monkeypatch):
     return seen
 
 
-def test_four_replies_share_each_pass_and_are_the_replies_they_would_be_alone(smol_path, alone, same_or_near_tie,
+def test_four_replies_share_each_pass_and_are_the_replies_they_would_be_alone(smol_path, alone, same_tokens,
                                                                               batches):
     prompts, solo = alone
     with runtime(smol_path) as rt:
@@ -84,13 +87,13 @@ def test_four_replies_share_each_pass_and_are_the_replies_they_would_be_alone(sm
         for r in replies:
             engine.submit(r.job)
         for r, want, p in zip(replies, solo, prompts):
-            same_or_near_tie(rt.target, p, r.done.token_ids, want.token_ids)
+            same_tokens(rt.target, p, r.done.token_ids, want.token_ids)
         engine.close()
     assert max(len(b) for b in batches) == 4  # four sequences in one llama_decode
     assert len(batches) < sum(len(d.token_ids) for d in solo)
 
 
-def test_a_cancelled_reply_frees_its_slot_and_leaves_the_others_alone(smol_path, alone, same_or_near_tie):
+def test_a_cancelled_reply_frees_its_slot_and_leaves_the_others_alone(smol_path, alone, same_tokens):
     prompts, solo = alone
     with runtime(smol_path, n_parallel=2) as rt:
         engine = Engine(rt)
@@ -111,7 +114,7 @@ def test_a_cancelled_reply_frees_its_slot_and_leaves_the_others_alone(smol_path,
         stopped.job.cancel.set()
         assert stopped.done.reason == "cancelled"
         for r, want, p in zip(others, solo[1:], prompts[1:]):  # three replies through 1 free slot
-            same_or_near_tie(rt.target, p, r.done.token_ids, want.token_ids)
+            same_tokens(rt.target, p, r.done.token_ids, want.token_ids)
         assert engine.stats()["cancelled"] == 1 and engine.stats()["completed"] == 3
         engine.close()
 
@@ -184,7 +187,7 @@ def test_a_pinned_job_waits_for_its_slot_and_others_never_take_it(smol_path, alo
         engine.close()
 
 
-def test_ngram_drafts_in_a_batch_keep_each_reply_exact(smol_path, alone, same_or_near_tie):
+def test_ngram_drafts_in_a_batch_keep_each_reply_exact(smol_path, alone, same_tokens):
     prompts, solo = alone
     with runtime(smol_path, drafter="ngram") as rt:
         engine = Engine(rt)
@@ -192,7 +195,7 @@ def test_ngram_drafts_in_a_batch_keep_each_reply_exact(smol_path, alone, same_or
         for r in replies:
             engine.submit(r.job)
         for r, want, p in zip(replies, solo, prompts):
-            same_or_near_tie(rt.target, p, r.done.token_ids, want.token_ids)
+            same_tokens(rt.target, p, r.done.token_ids, want.token_ids)
         engine.close()
 
 
@@ -217,7 +220,7 @@ def test_the_runtime_owns_the_one_scheduler_and_one_driver_drives_it(smol_path):
             engine.close()
 
 
-def test_a_prefix_another_sequence_holds_is_copied_not_read_again(smol_path, same_or_near_tie):
+def test_a_prefix_another_sequence_holds_is_copied_not_read_again(smol_path, same_tokens):
     rules = "You answer in one short sentence. " + "Be exact and plain; never guess. " * 20
     prompts = []
     with runtime(smol_path, n_parallel=1) as rt:
@@ -230,18 +233,18 @@ def test_a_prefix_another_sequence_holds_is_copied_not_read_again(smol_path, sam
         engine = Engine(rt, reserved=1)  # the first job runs in sequence 0, the second in 1
         first = Reply(prompts[0], slot=0)
         engine.submit(first.job)
-        same_or_near_tie(rt.target, prompts[0], first.done.token_ids, solo[0].token_ids)
+        same_tokens(rt.target, prompts[0], first.done.token_ids, solo[0].token_ids)
         held = list(rt.ctx.sequences[0].tokens)
         second = Reply(prompts[1])
         engine.submit(second.job)
         assert second.done.stats.n_cached_tokens == shared  # the rules came from sequence 0
-        same_or_near_tie(rt.target, prompts[1], second.done.token_ids, solo[1].token_ids)
+        same_tokens(rt.target, prompts[1], second.done.token_ids, solo[1].token_ids)
         assert rt.ctx.sequences[0].tokens == held  # the lender keeps what it held...
         assert rt.ctx.sequences[0].kv_pos_max() == len(held) - 1
         again = Reply(prompts[0], slot=0)  # ...and reuses it whole
         engine.submit(again.job)
         assert again.done.stats.n_cached_tokens == len(prompts[0]) - 1
-        same_or_near_tie(rt.target, prompts[0], again.done.token_ids, solo[0].token_ids)
+        same_tokens(rt.target, prompts[0], again.done.token_ids, solo[0].token_ids)
         engine.close()
 
 
@@ -259,7 +262,7 @@ def _together(rt, prompts, cancel_first_after=None):
     return replies
 
 
-def test_prompts_that_start_the_same_read_their_start_once(smol_path, same_or_near_tie):
+def test_prompts_that_start_the_same_read_their_start_once(smol_path, same_tokens):
     """Parallel requests with one long system prompt, arriving together: one sequence reads the
     shared start, the others wait for it and copy its cells; each reads its own end."""
     from engine.decode.scheduler import PREFILL_ALONE
@@ -274,13 +277,13 @@ def test_prompts_that_start_the_same_read_their_start_once(smol_path, same_or_ne
     with runtime(smol_path, n_parallel=4, n_ctx=4096) as rt:
         replies = _together(rt, prompts)
         for r, want, p in zip(replies, solo, prompts):
-            same_or_near_tie(rt.target, p, r.done.token_ids, want.token_ids)
+            same_tokens(rt.target, p, r.done.token_ids, want.token_ids)
     cached = [r.done.stats.n_cached_tokens for r in replies]
     # the first read it all; each other copied all but less than one slice of it
     assert cached[0] == 0 and all(shared - PREFILL_ALONE < c <= shared for c in cached[1:])
 
 
-def test_a_prompt_waiting_on_another_reads_on_when_that_one_is_cancelled(smol_path, same_or_near_tie):
+def test_a_prompt_waiting_on_another_reads_on_when_that_one_is_cancelled(smol_path, same_tokens):
     rules = "Be exact and plain; never guess. " * 60
     with runtime(smol_path, n_parallel=1, n_ctx=2048) as rt:
         prompts = [chat_tokens(rt.target, [Message("system", rules), Message("user", q)])
@@ -289,11 +292,11 @@ def test_a_prompt_waiting_on_another_reads_on_when_that_one_is_cancelled(smol_pa
     with runtime(smol_path, n_parallel=2, n_ctx=4096) as rt:
         first, second = _together(rt, prompts, cancel_first_after=1)
         assert first.done.reason == "cancelled"
-        same_or_near_tie(rt.target, prompts[1], second.done.token_ids, want.token_ids)
+        same_tokens(rt.target, prompts[1], second.done.token_ids, want.token_ids)
         assert 0 < second.done.stats.n_cached_tokens < len(prompts[1]) - 1  # copied, then read on
 
 
-def test_a_schema_reply_beside_another_asks_no_logits_for_its_forced_tokens(smol_path, alone, same_or_near_tie,
+def test_a_schema_reply_beside_another_asks_no_logits_for_its_forced_tokens(smol_path, alone, same_tokens,
                                                                             monkeypatch):
     from engine.decode.constraint import Grammar
     from engine.runtime.generate import Generator
@@ -318,8 +321,8 @@ def test_a_schema_reply_beside_another_asks_no_logits_for_its_forced_tokens(smol
         shaped, other = Reply(prompts[0], grammar=grammar.matcher()), Reply(prompts[1])
         engine.submit(shaped.job)
         engine.submit(other.job)
-        same_or_near_tie(rt.target, prompts[0], shaped.done.token_ids, by_itself.token_ids)
-        same_or_near_tie(rt.target, prompts[1], other.done.token_ids, solo[1].token_ids)
+        same_tokens(rt.target, prompts[0], shaped.done.token_ids, by_itself.token_ids)
+        same_tokens(rt.target, prompts[1], other.done.token_ids, solo[1].token_ids)
         engine.close()
     assert shaped.done.stats.drafters_used.get("grammar", 0) > 0
     forced_passes = [(n, rows) for n, rows in asked if isinstance(rows, int) and rows < n]

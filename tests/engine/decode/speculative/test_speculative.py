@@ -2,12 +2,10 @@
 
 import threading
 
-import numpy as np
 import pytest
 
-from engine.chat.fit import chat_tokens
 from engine.chat.messages import Message
-from engine.decode.sampling import SamplingParams, penalties
+from engine.decode.sampling import SamplingParams
 from engine.decode.speculative.compat import check_pair
 from engine.decode.speculative.params import SpeculativeParams
 from engine.events import Done, Token
@@ -110,29 +108,7 @@ def test_a_seeded_sampled_reply_is_the_same_with_and_without_drafts(smol_path, d
         a = reply(rt, params=p)[-1]
         check_cache(rt, a)
         assert a.stats.accepted > 0
-    if a.token_ids != plain.token_ids:  # only where batch-shape numerics flip a near-tie
-        i = next(i for i, (x, y) in enumerate(zip(a.token_ids, plain.token_ids)) if x != y)
-        ranked = noisy_ranking(smol_path, p, plain.token_ids[:i])
-        (first, best), (second, runner_up) = ranked[:2]
-        assert first == plain.token_ids[i] and second == a.token_ids[i], (i, ranked[:3])
-        assert best - runner_up < 0.5, f"tokens differ at {i}, noisy margin {best - runner_up:.3f}"
-
-
-def noisy_ranking(path, params, reply_ids):
-    """The sampler's candidates after ``reply_ids``, as (token, log-prob + Gumbel noise), best
-    first, from a plain one-token decode (what plain sampling compares)."""
-    from engine.decode.sampling import Sampler, _truncate, gumbel, penalties
-
-    with runtime(path) as rt:
-        history = chat_tokens(rt.target, [Message("user", REPEAT)])
-        rt.ctx.decode(history)
-        for token in reply_ids:  # one at a time, as plain decoding did (batch shapes matter)
-            rt.ctx.decode([token])
-            history.append(token)
-        ids, vals = _truncate(penalties(rt.ctx.logits().copy(), params, history), params)
-    noisy = (vals - vals.max()) / params.temperature + gumbel(Sampler(params).seed, len(history), ids)
-    order = np.argsort(-noisy)
-    return [(int(ids[j]), float(noisy[j])) for j in order]
+    assert a.token_ids == plain.token_ids
 
 
 def test_incompatible_pairs_are_refused_with_reason(smol, qwen_target, qwen_draft, gemma):
@@ -156,7 +132,7 @@ def test_runtime_falls_back_to_ngram_with_incompatible_draft(smol_path):
 
 
 @pytest.mark.parametrize("last_n", [64, 0])
-def test_greedy_verify_applies_the_repeat_penalty_as_plain_decoding_does(smol_path, last_n, same_or_near_tie):
+def test_greedy_verify_applies_the_repeat_penalty_as_plain_decoding_does(smol_path, last_n):
     """Greedy verification penalises the same window as the sampler: the last ``last_n`` tokens,
     or none at all when it is 0 (llama.cpp's "off", not "the whole history")."""
     params = SamplingParams(temperature=0, max_tokens=48, repeat_penalty=1.5, repeat_last_n=last_n)
@@ -166,8 +142,4 @@ def test_greedy_verify_applies_the_repeat_penalty_as_plain_decoding_does(smol_pa
         got = reply(rt, params=params)[-1]
         check_cache(rt, got)
     assert got.stats.proposed > 20  # the verify path ran
-    # only where batched numerics break a near-tie (a verify that skipped the penalty would part
-    # where the penalised scores are far apart)
-    with Model(smol_path) as model:
-        same_or_near_tie(model, chat_tokens(model, [Message("user", REPEAT)]), got.token_ids,
-                         want.token_ids, scores=lambda logits, history: penalties(logits, params, history))
+    assert got.token_ids == want.token_ids  # a verify that skipped the penalty would part
