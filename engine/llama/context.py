@@ -58,6 +58,10 @@ class _Llama:
         cp.type_k = KV_TYPES[params.type_k]
         cp.type_v = KV_TYPES[params.type_v]
         cp.flash_attn_type = flash_attn_type(params, model.spec.n_gpu_layers)
+        # flash attention reads a sequence's cells one by one, skipping empty and other
+        # sequences' cells; plain attention sums over every cell, so where a cache shift left
+        # holes its sums depend on the layout (which a saved state's restore compacts)
+        self.flash_attn = cp.flash_attn_type == lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
         backend.take_errors()
         handle = lib.llama_init_from_model(model.handle, cp)
         if not handle:
@@ -118,6 +122,11 @@ class Context(NativeOwner):
         view._setup(seq)
         view.sequences = ()
         return view
+
+    @property
+    def flash_attn(self) -> bool:
+        """Flash attention is on: a sequence's sums do not depend on where its cells lie."""
+        return self._shared.flash_attn
 
     @property
     def _shared(self) -> _Llama:

@@ -155,6 +155,16 @@ def _capture(ctx: Context | None) -> tuple[KVState, memoryview] | None:
         log.warning("%s: the cache and its token mirror disagree; saving text only",
                     ctx.model.display_name)
         return None
+    if not ctx.flash_attn:
+        # plain attention sums over the cells in their order, holes included (a cache shift
+        # leaves some); the restore lays them out anew, so the check below would see other
+        # sums (logits 0.1-0.3 apart on SmolLM2) and reject the state: lay them out first
+        try:
+            ctx.load_state(ctx.state_bytes(), list(ctx.tokens))
+        except DecodeError as e:
+            log.info("%s: its KV state could not be laid out (%s); saving text only",
+                     ctx.model.display_name, e)
+            return None
     check = probe.take(ctx)  # decodes the last tokens again: the same cells, the same tokens
     if check is None:
         log.info("%s: its KV state cannot be checked; saving text only", ctx.model.display_name)
