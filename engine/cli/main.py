@@ -109,9 +109,10 @@ def _generate_in_session(args: argparse.Namespace, config: RuntimeConfig, prompt
     from engine.conversation.session.resume import continue_session, send, unsend  # lazy (~30 ms)
     from engine.runtime.runtime import Runtime
 
-    if args.mcp_config is not None or files:
-        raise DuetError("--mcp-config and --attach cannot be combined with --session yet")
-    sent = send(args.session, prompt, system=args.system, model=config.target.path)
+    if args.mcp_config is not None:
+        raise DuetError("--mcp-config cannot be combined with --session yet")
+    sent = send(args.session, prompt, system=args.system, model=config.target.path,
+                attachments=files)
     try:
         rt = Runtime(config)
     except DuetError:

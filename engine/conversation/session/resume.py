@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.chat.messages import Message
+from engine.chat.messages import Attachment, Message
 from engine.conversation.session import store
 from engine.conversation.session.format import LoadedSession, read_session
 from engine.conversation.store import CUT, cut_reply, streaming_node, tree_from_json, tree_to_json
@@ -69,11 +69,12 @@ class Sent:
     note: str | None
 
 
-def send(path: Path, prompt: str, *, system: str | None, model: Path) -> Sent:
+def send(path: Path, prompt: str, *, system: str | None, model: Path,
+         attachments: tuple[Attachment, ...] = ()) -> Sent:
     """Before the model loads: the conversation at ``path`` (a new one when there is no file)
-    with ``prompt`` added and its reply begun, on disk, so that a process killed while the model
-    loads keeps the message. The file's KV states stay in it for the restore after the load.
-    Raises SessionError when the file cannot be read or written."""
+    with ``prompt`` (and the files it carries) added and its reply begun, on disk, so that a
+    process killed while the model loads keeps the message. The file's KV states stay in it for
+    the restore after the load. Raises SessionError when the file cannot be read or written."""
     path = Path(path)
     conv, settings, before = Conversation(path.stem, path), {}, None
     if path.exists():
@@ -88,8 +89,8 @@ def send(path: Path, prompt: str, *, system: str | None, model: Path) -> Sent:
         if system is not None:
             log.warning("--system is ignored when continuing a saved conversation")
             system = None
-    if not _resent(conv, prompt):
-        conv.add_user(prompt, system_prompt=system or "")
+    if attachments or not _resent(conv, prompt):
+        conv.add_user(prompt, system_prompt=system or "", attachments=attachments)
     turn = conv.begin_reply()
     store.save_before_load(path, before, _cut(conv, turn), settings=_cut_settings(conv, turn,
                            settings), model=model)
@@ -196,6 +197,9 @@ def continue_session(runtime: Runtime, sent: Sent, sampling: SamplingParams, *,
                                         {"sampling": sampling_settings(sampling)})
     if as_json:
         out = done_json(done)
+        if turn_files(conv):
+            out["sources"] = [{"name": x.name, "mode": x.mode, "page": x.page}
+                              for x in runtime.generator.last_sources]
         out["session"] = {"restored_kv": restored, "note": note, "path": str(path),
                           "saved": report is not None, "save_problem": problem,
                           "bytes": report.bytes if report else 0,
@@ -206,6 +210,12 @@ def continue_session(runtime: Runtime, sent: Sent, sampling: SamplingParams, *,
     if problem:
         print(f"duet-cli: {'note' if report else 'error'}: {problem}", file=sys.stderr)
     return _exit_status(path, report is not None, stopped)
+
+
+def turn_files(conv: Conversation) -> tuple[Attachment, ...]:
+    """The files the last user message carries."""
+    asked = [t for t in conv.turns if t.role == "user"]
+    return asked[-1].attachments if asked else ()
 
 
 def _exit_status(path: Path, saved: bool, stopped: list[int]) -> int:

@@ -97,3 +97,23 @@ def test_a_model_that_cannot_load_leaves_the_file_as_it_was(smol_path, tmp_path,
     new = tmp_path / "new.duet"
     assert main(_generate(new, bad, "Name a colour.")) == 1
     assert not new.exists()
+
+
+def test_a_file_attached_in_a_saved_conversation_is_kept_with_its_message(smol_path, tmp_path, capsys):
+    """``--attach`` with ``--session``: the file goes with its message into the conversation
+    (the window shows it there), the reply reads it, and the next turn still has it."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The lighthouse keeper's cat is called Biscuit. It sleeps by the lamp.\n")
+    path = tmp_path / "chat.duet"
+    assert main(_generate(path, smol_path, "What is the cat called?", "--attach", str(notes),
+                          "--json")) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in out["sources"]] == ["notes.txt"]
+    asked = read_meta(path).messages[0]
+    assert asked.content == "What is the cat called?"
+    assert [a.name for a in asked.attachments] == ["notes.txt"]
+    assert "Biscuit" in asked.attachments[0].text
+    assert main(_generate(path, smol_path, "Where does it sleep?", "--json")) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["session"]["restored_kv"] and "sources" not in again
+    assert [a.name for a in read_meta(path).messages[0].attachments] == ["notes.txt"]
