@@ -1,9 +1,12 @@
-"""The status bar: speed, acceptance, tokens per target pass, drafter, context fill, and while it
-runs, the measurement of this machine's verify cost after a load."""
+"""The status bar: speed, acceptance, tokens per target pass, drafter, context fill on the right;
+on the left one line, the passing message ("Reading the prompt: …") or else, while it runs, the
+measurement of this machine's verify cost after a load. One label holds both, so two texts are
+never drawn over each other, and a long one is cut rather than pushed under the figures."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QLabel, QSizePolicy, QStatusBar, QWidget
 
 from app.control.state import AppState
 from engine.conversation.library import Library
@@ -12,11 +15,11 @@ from engine.events import Stats
 
 
 class StatusBar(QStatusBar):
-    FIELDS = ("measuring", "speed", "acceptance", "per_pass", "drafter", "context", "server")
-    TIPS = {
-        "measuring": "Duet measures what a verification pass costs on this machine, once per "
+    FIELDS = ("speed", "acceptance", "per_pass", "drafter", "context", "server")
+    MEASURING_TIP = ("Duet measures what a verification pass costs on this machine, once per "
                      "model and settings, between replies; speculative decoding drafts by it. "
-                     "Until then replies are decoded plainly (the same text, without drafting).",
+                     "Until then replies are decoded plainly (the same text, without drafting).")
+    TIPS = {
         "speed": "Generated tokens per second (last reply)",
         "acceptance": "Share of drafted tokens the target accepted",
         "per_pass": "Tokens produced per target model pass (1.0 without speculation)",
@@ -29,6 +32,14 @@ class StatusBar(QStatusBar):
         super().__init__(parent)
         self.labels: dict[str, QLabel] = {}
         self._n_ctx = 0
+        self.note = QLabel(self)  # the passing message, else the measurement
+        self.note.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.addWidget(self.note, 1)
+        self.measuring = ""  # the measurement's line while it runs
+        self._message = ""
+        self._expire = QTimer(self)
+        self._expire.setSingleShot(True)
+        self._expire.timeout.connect(self.clearMessage)
         for name in self.FIELDS:
             label = QLabel(self)
             label.setToolTip(self.TIPS[name])
@@ -97,16 +108,39 @@ class StatusBar(QStatusBar):
     def clear_server(self) -> None:
         self.set_server(None)
 
+    def showMessage(self, text: str, timeout: int | None = 0) -> None:  # noqa: N802 (Qt's name)
+        """A passing message, for ``timeout`` ms (0: until the next one or clearMessage)."""
+        self._message = text
+        self._expire.stop()
+        if timeout:
+            self._expire.start(timeout)
+        self._show_note()
+        self.messageChanged.emit(text)
+
+    def clearMessage(self) -> None:  # noqa: N802 (Qt's name)
+        if self._message:
+            self._message = ""
+            self._expire.stop()
+            self._show_note()
+            self.messageChanged.emit("")
+
+    def currentMessage(self) -> str:  # noqa: N802 (Qt's name)
+        return self._message
+
     def set_measuring(self, done: int, total: int) -> None:
         """The verify cost is being measured: how far (``total`` 0: just started)."""
         share = f" {done / total:.0%}" if total else ""
-        self.labels["measuring"].setText(f"Measuring this machine's speed for drafting{share} "
-                                         "(replies work meanwhile)")
-        self.labels["measuring"].setVisible(True)
+        self.measuring = (f"Measuring this machine's speed for drafting{share} "
+                          "(replies work meanwhile)")
+        self._show_note()
 
     def clear_measuring(self) -> None:
-        self.labels["measuring"].setText("")
-        self.labels["measuring"].setVisible(False)
+        self.measuring = ""
+        self._show_note()
+
+    def _show_note(self) -> None:
+        self.note.setText(self._message or self.measuring)
+        self.note.setToolTip(self.MEASURING_TIP if self.measuring and not self._message else "")
 
     def set_drafter(self, name: str) -> None:
         self.labels["drafter"].setText(f"drafter {name}")

@@ -43,11 +43,11 @@ def test_the_models_bar_and_the_status_bar_follow_a_load(window, smol_path) -> N
     assert not window.models.cancel_button.isVisibleTo(window)
     assert window.status.labels["drafter"].text() == "drafter ngram"
     assert window.status.labels["context"].text() == "context 0 / 4,096"
-    assert window.status.labels["measuring"].isVisibleTo(window)  # measuring after the load
+    assert window.status.measuring  # measuring after the load
     window.state.measured(3, 4)
-    assert "75%" in window.status.labels["measuring"].text()
+    assert "75%" in window.status.measuring
     window.state.measured(4, 4, "Measured.")
-    assert not window.status.labels["measuring"].isVisibleTo(window)
+    assert not window.status.measuring
     window.state.load_failed("out of memory", Notice("Could not load the model: out of memory", "error"))
     assert window.models.status.text() == "Not loaded: out of memory"
     assert window.notice.text() == "Could not load the model: out of memory"
@@ -70,3 +70,21 @@ def test_the_page_and_the_first_run_panel_follow_the_state(window) -> None:
 def test_the_models_bar_shows_the_choice_of_the_state(window, smol_path) -> None:
     window.state.choose(smol_path, smol_path)
     assert window.models.target() == smol_path and window.models.draft() == smol_path
+
+
+def test_a_passing_message_and_the_measurement_never_share_the_status_bar(window, smol_path) -> None:
+    """"Reading the prompt: …" used to be drawn over "Measuring this machine's speed…": one
+    label on the left shows the passing message, else the measurement."""
+    window.state.load_started(smol_path)
+    window.state.loaded(_model(smol_path))
+    window.state.measured(3, 4)
+    note = window.status.note
+    assert "75%" in note.text() and note.isVisibleTo(window)
+    window.state.show_message("Reading the prompt: 1021 / 1024 tokens", 2000)
+    assert note.text() == window.status.currentMessage() == "Reading the prompt: 1021 / 1024 tokens"
+    window.state.measured(4, 4, "Speculative decoding is on.")
+    assert note.text() == "Speculative decoding is on."
+    window.status.clearMessage()
+    assert note.text() == "" and not window.status.measuring
+    window.state.measured(1, 4)
+    assert "25%" in note.text()

@@ -53,16 +53,16 @@ def test_dialog_persists_and_applies_settings(qtbot, window, driver, smol_path, 
     assert data["version"] == 2
     assert data["values"]["temperature"] == 0.9 and data["values"]["n_ctx"] == 1024
 
-    # "now" options reach the next request...
-    driver.send("Hi again.")
-    sampling = requests[-1].sampling
-    assert (sampling.temperature, sampling.top_k, sampling.seed) == (0.9, 12, 1234)
-    # ..."reload" ones wait for the next load, and the window says so
+    # "reload" options wait for the next load, and the window says so...
     assert "Context size" in window.notice.text() and "next model load" in window.notice.text()
     with qtbot.waitSignal(window.model_loaded, timeout=LONG_MS) as loaded:
         window.notice.action.click()  # "Reload now"
     assert loaded.args[0].n_ctx == 1024
     assert "next model load" not in window.notice.text()
+    # ..."now" ones reach the next request
+    driver.send("Hi again.")
+    sampling = requests[-1].sampling
+    assert (sampling.temperature, sampling.top_k, sampling.seed) == (0.9, 12, 1234)
 
 
 def test_dialog_marks_reload_options(qtbot, window) -> None:
@@ -181,22 +181,22 @@ def test_measuring_the_verify_cost_again_shows_its_progress(qtbot, window, drive
                                                            smol_path) -> None:
     settings.update({"drafter": "ngram"})
     driver.load(smol_path)  # measured after it if the session's cache had no curve for it
-    label = window.status.labels["measuring"]
-    qtbot.waitUntil(lambda: not label.isVisibleTo(window), timeout=LONG_MS)
+    status = window.status
+    qtbot.waitUntil(lambda: not status.measuring, timeout=LONG_MS)
     driver.relay.events.clear()
     with qtbot.waitSignal(window.model_loaded, timeout=LONG_MS) as loaded:
         window.flow.recalibrate()  # forgets the curves and reloads: measured again, with progress
-    assert loaded.args[0].measuring and label.isVisibleTo(window)
+    assert loaded.args[0].measuring and status.measuring
 
     def measured() -> list:
         """The measurement's steps as the relay got them since the reload. The relay and the
-        window take the worker's signal each through its own queued call, so the label can be
-        hidden before the relay has the last step: the test waits for both."""
+        window take the worker's signal each through its own queued call, so the measurement
+        can leave the status bar before the relay has the last step: the test waits for both."""
         events = driver.relay.events
         start = next((i for i, (n, _, _) in enumerate(events) if n == "loaded"), len(events))
         return [o for n, _, o in events[start:] if n == "progress" and o.op == "calibrate"]
 
-    qtbot.waitUntil(lambda: not label.isVisibleTo(window)
+    qtbot.waitUntil(lambda: not status.measuring
                     and any(p.done == p.total for p in measured()), timeout=LONG_MS)
     steps = measured()
     assert [p.done for p in steps] == sorted(p.done for p in steps) and len(steps) > 1
