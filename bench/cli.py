@@ -1,5 +1,5 @@
 """``python -m bench ...``: plain, speculative, session, server, rpc, parallel, structured,
-tool-turn, conversation, documents, soak.
+tool-turn, conversation, documents, exact, edge, soak.
 
 The benchmarks live beside the product, not in it: run them from a checkout's root (the folder
 that holds engine/ and bench/), with the venv's Python. ``pip install`` and the bundle leave them
@@ -12,6 +12,7 @@ import argparse
 from bench import (
     conversation,
     documents,
+    edge,
     exact,
     parallel,
     plain,
@@ -27,7 +28,7 @@ from engine import logsetup
 from engine.cli.main import run_command
 
 BENCHMARKS = (plain, speculative, session, server, rpc, parallel, structured, tool_turn,
-              conversation, documents, exact, soak)
+              conversation, documents, exact, edge, soak)
 
 
 def build_parser() -> argparse.ArgumentParser:
