@@ -86,21 +86,27 @@ class StateCache:
         580-token conversation, 0.01 s without it, docs/benchmarks/gpu.md)."""
         target = ctxs[0]
         live = common_prefix(target.tokens, prompt)
-        if target.n_past - live >= MIN_SAVE and self.max_bytes > 0 \
-                and dropped_span(target.tokens, prompt) is None:  # a cache shift keeps it
+        shift = dropped_span(target.tokens, prompt)  # a cache shift keeps the turns after it
+        if target.n_past - live >= MIN_SAVE and self.max_bytes > 0 and shift is None:
             if read_s_per_token is None or self.save_s_per_token is None \
                     or self.save_s_per_token < read_s_per_token:
                 self._save(ctxs)  # first: saving may evict
             else:
                 self.stats.unsaved += 1
-        best_id, best = None, live
+        # what the live context keeps, counting what a shift keeps: a saved state must beat
+        # that, not the shared head alone (past the context's edge, any state that shares the
+        # template's next few tokens did, and the turns a shift keeps were read again)
+        held = live if shift is None else shift[0] + shift[2]
+        best_id, best = None, held
         for key, entry in self._entries.items():
             n = common_prefix(entry[0][0], prompt)
             if n > best:
                 best_id, best = key, n
         if self.disk is not None and self._from_disk(ctxs, prompt, best):
             return common_prefix(target.tokens, prompt)
-        if best_id is not None and not self._restore(ctxs, best_id):
+        if best_id is None:
+            return live
+        if not self._restore(ctxs, best_id):
             return common_prefix(target.tokens, prompt)  # nothing (the failed restore cleared it)
         return best
 

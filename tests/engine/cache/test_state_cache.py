@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.cache.prefix import common_prefix
 from engine.cache.state_cache import MIN_SAVE, StateCache
 from engine.llama.context import Context
 from engine.llama.context_params import ContextParams
@@ -80,3 +81,27 @@ def test_a_state_is_not_saved_where_reading_its_tokens_again_costs_less(smol, co
     target.decode(b)
     cache.prepare([target], a + b, read_s_per_token=cache.save_s_per_token / 1000)
     assert cache.stats.saves == 2 and cache.stats.unsaved == 1 and len(cache) == 2
+
+
+def test_a_conversation_past_its_context_keeps_its_shifted_cache(smol, contexts):
+    """Past the context's edge the oldest turns are dropped and the cache shifts: the live
+    context then shares only the head with the prompt, and a saved state that shared a few
+    more tokens of the template (another conversation) used to be restored instead, so every
+    kept turn was read again (issue 59: 16 of 450 tokens reused)."""
+    target = contexts[0]
+    head = smol.tokenize("System: be brief.\n")
+    turn = smol.tokenize_text
+    a, b, c = (turn(f"\nUser: Turn {i}. " + t) for i, t in ((1, TEXT_A), (2, TEXT_B), (3, TEXT_A)))
+    cache = StateCache(64 << 20)
+    other = head + turn("\nUser: Turn 2. Another conversation. " + TEXT_B)
+    target.decode(other)
+    live = common_prefix(other, head + a)
+    assert len(head) < live < len(head + a)  # they share "\nUser: Turn"
+    assert cache.prepare([target], head + a) == live and cache.stats.saves == 1
+    target.rewind(live)
+    target.decode((head + a + b)[live:])
+    prompt = head + b + c  # turn a dropped to fit
+    shared = common_prefix(target.tokens, prompt)
+    assert common_prefix(other, prompt) > shared  # the saved state shares "\nUser: Turn 2. "
+    assert cache.prepare([target], prompt) == shared
+    assert cache.stats.restores == 0 and target.tokens == head + a + b  # kept for the shift
