@@ -1,4 +1,6 @@
-"""``duet-cli serve``: the OpenAI-compatible server on one model (with the generate flags)."""
+"""``duet-cli serve``: the HTTP server (OpenAI, Anthropic and Ollama dialects) over every model
+in the models folders, by name, loaded on demand (engine.runtime.fleet), with ``generate``'s
+flags for all of them; ``--model`` is the default one, loaded at start."""
 
 from __future__ import annotations
 
@@ -6,11 +8,14 @@ import argparse
 import logging
 import os
 import threading
+from functools import partial
+from pathlib import Path
 
 from engine.errors import DuetError
 from engine.llama.model import check_gguf_file
 from engine.net import is_loopback
-from engine.runtime.runtime import Runtime, RuntimeConfig, add_runtime_arguments, config_from_args, resolve_model
+from engine.runtime import fleet
+from engine.runtime.runtime import RuntimeConfig, add_runtime_arguments, config_from_args, resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +37,16 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--max-queue", type=int, default=8,
                    help="requests that may wait for the engine (beyond the one it runs) before 429")
     p.add_argument("--max-body-mb", type=int, default=8, help="largest request body, in MiB")
+    p.add_argument("--models-dir", action="append", default=[], metavar="DIR",
+                   help="serve the GGUF models under DIR too (repeatable; the models folder always)")
+    p.add_argument("--models-max", type=int, default=fleet.MAX_LOADED, metavar="N",
+                   help=f"models loaded at once, at most (default {fleet.MAX_LOADED})")
+    p.add_argument("--models-budget", type=float, default=None, metavar="GB",
+                   help="memory the loaded models may take together, estimated from their headers "
+                        f"(default: {fleet.BUDGET_SHARE:.0%} of the memory available at start)")
+    p.add_argument("--ttl", type=float, default=fleet.TTL_S, metavar="SECONDS",
+                   help=f"unload a model idle this long (default {fleet.TTL_S:.0f}; -1: never; "
+                        "a request's keep_alive overrides it)")
     p.add_argument("--embedding-model", default=None, metavar="PATH|embed",
                    help="a GGUF embedding model for /v1/embeddings and /api/embed (default: the "
                         "chat model's hidden states, mean-pooled)")
@@ -56,14 +71,17 @@ def run(args: argparse.Namespace) -> int:
     # lazy: the HTTP server (starlette, uvicorn, pydantic, the routes: ~0.2 s) only for `serve`,
     # not at every duet-cli start (the parser imports this module) nor in the window (app.control.settings
     # imports SERVE_PARALLEL)
-    from engine.server.app import ApiConfig
+    from engine.models.hub.fit import machine
+    from engine.server.app import ApiConfig, create_fleet_app
     from engine.server.loading import Gate, loading_app
-    from engine.server.run import build, host_problem, listen, model_names, uvicorn_server
+    from engine.server.run import host_problem, listen, offered, open_model, uvicorn_server
 
     if not 1 <= args.port <= 65535:
         raise DuetError(f"--port {args.port} is not a port number (1-65535)")
-    if args.max_queue < 1 or args.max_body_mb < 1:
-        raise DuetError("--max-queue and --max-body-mb must be >= 1")
+    if args.max_queue < 1 or args.max_body_mb < 1 or args.models_max < 1:
+        raise DuetError("--max-queue, --max-body-mb and --models-max must be >= 1")
+    if args.models_budget is not None and not args.models_budget > 0:
+        raise DuetError("--models-budget must be a positive number of GB")
     problem = host_problem(args.host, args.api_key)
     if problem and not args.insecure_no_key:
         raise DuetError(f"{problem} (--api-key KEY, or --insecure-no-key if you mean it)")
@@ -82,24 +100,28 @@ def run(args: argparse.Namespace) -> int:
     host = f"[{args.host}]" if ":" in args.host else args.host
     gate = Gate(loading_app(config.target.path.name))
     server = uvicorn_server(gate)
-    engines: list = []
+    fleets: list = []
     failed: list[BaseException] = []
 
     def load() -> None:
         try:
-            runtime = Runtime(config)
-            model_id, aliases = model_names(runtime, args.model)
-            server_config = ApiConfig(model_id=model_id, aliases=aliases,
+            offers = offered(config, [Path(d).expanduser() for d in args.models_dir], args.model)
+            model_id = offers[0].name
+            server_config = ApiConfig(model_id=model_id, aliases=offers[0].aliases,
                                          api_key=args.api_key or None,
                                          max_body=args.max_body_mb << 20,
                                          cors_origins=tuple(args.cors),
                                          embedding_model=embedding_model)
-            engine, app = build(runtime, server_config, max_queue=args.max_queue)
-            engines.append(engine)
-            gate.open(app)
+            budget = int(args.models_budget * 1e9) if args.models_budget else \
+                int(fleet.BUDGET_SHARE * machine().ram_available)
+            models = fleet.Fleet(offers, partial(open_model, config, server_config, args.max_queue),
+                                 budget=budget, max_loaded=args.models_max, ttl_s=args.ttl)
+            fleets.append(models)
+            models.acquire(model_id).release()  # the default model, loaded now
+            gate.open(create_fleet_app(models, server_config, config.sampling))
             print(f"duet-cli: serving {model_id} (drafter {config.speculative.drafter}, "
-                  f"{config.context.n_parallel} parallel) on http://{host}:{args.port}/v1",
-                  flush=True)
+                  f"{config.context.n_parallel} parallel) and {len(offers) - 1} other models "
+                  f"by name on http://{host}:{args.port}/v1", flush=True)
         except BaseException as e:  # the command ends with it (a DuetError: one line)
             failed.append(e)
             server.should_exit = True
@@ -111,8 +133,8 @@ def run(args: argparse.Namespace) -> int:
         server.run(sockets=[sock])
     finally:
         sock.close()
-        for engine in engines:
-            engine.close()
+        for models in fleets:
+            models.close()
     if failed:
         raise failed[0]
     return 0

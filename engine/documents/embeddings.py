@@ -248,7 +248,7 @@ class EmbeddingSource:
     states, mean-pooled. The Embedder is made at its first use, and every use runs through
     ``run`` (on the thread that owns llama.cpp: the engine's)."""
 
-    def __init__(self, chat_model: Model, path: Path | None,
+    def __init__(self, chat_model: Model | None, path: Path | None,
                  run: Callable[[Callable[[], Any]], Any] = lambda fn: fn()) -> None:
         self.chat_model, self.path, self.run = chat_model, path, run
         self._embedder: Embedder | None = None
@@ -297,6 +297,7 @@ class EmbeddingSource:
             model = self.chat_model
             if self.path is not None:
                 self._own_model = model = Model(ModelSpec(self.path))
+            assert model is not None, "an EmbeddingSource needs a chat model or a path"
             self._embedder = Embedder(model)
         return self._embedder
 

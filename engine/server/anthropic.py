@@ -22,7 +22,7 @@ from engine.chat.messages import Message, ToolCall
 from engine.decode.sampling import SamplingParams
 from engine.events import Done, Token
 from engine.server import schema
-from engine.server.core import DuetServer
+from engine.server.core import DuetServer, Front
 from engine.server.errors import ApiError, bad_request
 from engine.server.turn import Chat, End, PreparedTurn, Text, prepare, sampling
 from engine.tools import Tool, ToolChoice
@@ -168,25 +168,28 @@ def _tools(body: CountRequest) -> tuple[tuple[Tool, ...], ToolChoice]:
     return tools, ToolChoice(mode, parallel=parallel)
 
 
-def _chat(server: DuetServer, data: Any, cls: type[CountRequest]) -> tuple[CountRequest, Chat]:
+async def _chat(front: Front, request: Request, data: Any,
+                cls: type[CountRequest]) -> tuple[DuetServer, CountRequest, Chat]:
     body = schema.parse(cls, data)
-    server.check_model(body.model)
+    front.offer(body.model)
     if body.thinking is not None and body.thinking.type == "enabled":
         raise bad_request("thinking: this model does not think before answering", "thinking")
     tools, choice = _tools(body)
+    messages = tuple(_messages(body))
+    server = await front.pick(request, body.model)
     params = sampling(data, "anthropic", server.defaults)
     fmt = body.output_config.format if body.output_config is not None else None
-    return body, Chat(tuple(_messages(body)), params, tools, choice,
+    return server, body, Chat(messages, params, tools, choice,
                       ("json_schema", fmt.schema_) if fmt is not None else None,
                       param_names={"response_format": "output_config.format"})
 
 
 # -- routes -------------------------------------------------------------------------------
 async def messages(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request, header="x-api-key")
-    data = await server.read_json(request)
-    body, chat = _chat(server, data, MessagesRequest)
+    front: Front = request.app.state.duet
+    front.check_auth(request, header="x-api-key")
+    data = await front.read_json(request)
+    server, body, chat = await _chat(front, request, data, MessagesRequest)
     turn = await server.prepare(chat)
     shaper = AnthropicShaper(server, turn)
     streamed = isinstance(body, MessagesRequest) and body.stream
@@ -194,10 +197,10 @@ async def messages(request: Request) -> Response:
 
 
 async def count_tokens(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request, header="x-api-key")
-    data = await server.read_json(request)
-    _, chat = _chat(server, data, CountRequest)
+    front: Front = request.app.state.duet
+    front.check_auth(request, header="x-api-key")
+    data = await front.read_json(request)
+    server, _, chat = await _chat(front, request, data, CountRequest)
     turn = await run_in_threadpool(prepare, server.model, chat)
     return JSONResponse({"input_tokens": len(turn.prompt)})
 
@@ -210,7 +213,7 @@ class AnthropicShaper:
 
     def __init__(self, server: DuetServer, turn: PreparedTurn) -> None:
         self.id = "msg_" + uuid.uuid4().hex[:24]
-        self.model_id = server.config.model_id
+        self.model_id = server.model_id
         self.model = server.model
         self.turn = turn
         self.index = 0  # the next content block's index

@@ -11,7 +11,7 @@ shape, never with a traceback.
 from __future__ import annotations
 
 import logging
-from functools import partial
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -21,37 +21,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.decode import constraint
+from engine.decode.sampling import SamplingParams
+from engine.models.served import Offer
+from engine.runtime.fleet import Fleet, FleetError
 from engine.runtime.service import Engine
-from engine.server import anthropic, embeddings, ollama, ollama_models, openai, openai_responses, openapi
-from engine.server.core import ApiConfig, DuetServer
+from engine.server import anthropic, embeddings, model_routes, ollama, ollama_models, openai, openai_responses, openapi
+from engine.server.core import ApiConfig, DuetServer, Front, HoldLeases
 from engine.server.errors import ApiError
 from engine.server.response_store import ResponseStore
 
-__all__ = ["ApiConfig", "create_app"]
+__all__ = ["ApiConfig", "create_app", "create_fleet_app"]
 
 log = logging.getLogger(__name__)
-
-
-async def models(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request)
-    return JSONResponse({"object": "list", "data": [
-        {"id": server.config.model_id, "object": "model", "created": 0, "owned_by": "duet",
-         "meta": {"n_ctx": server.n_ctx, "n_vocab": server.model.n_vocab}}]})
-
-
-async def health(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    stats = server.engine.stats()
-    return JSONResponse({"status": "ok", "model": server.config.model_id, "queued": stats["queued"],
-                         "cache_hit_rate": stats["cache"]["hit_rate"]})
-
-
-async def stats(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request)
-    return JSONResponse(server.engine.stats())
 
 
 async def openapi_document(request: Request) -> Response:
@@ -62,7 +43,10 @@ ROUTES = (
     Route("/v1/chat/completions", openai.chat_completions, methods=["POST"]),
     Route("/v1/completions", openai.completions, methods=["POST"]),
     Route("/v1/responses", openai_responses.responses, methods=["POST"]),
-    Route("/v1/models", models, methods=["GET"]),
+    Route("/v1/models", model_routes.models, methods=["GET"]),
+    Route("/models", model_routes.models, methods=["GET"]),
+    Route("/models/load", model_routes.load, methods=["POST"]),
+    Route("/models/unload", model_routes.unload, methods=["POST"]),
     Route("/v1/messages", anthropic.messages, methods=["POST"]),
     Route("/v1/messages/count_tokens", anthropic.count_tokens, methods=["POST"]),
     Route("/api/chat", ollama.chat, methods=["POST"]),
@@ -74,8 +58,8 @@ ROUTES = (
     Route("/v1/embeddings", embeddings.openai_embeddings, methods=["POST"]),
     Route("/api/embed", embeddings.ollama_embed, methods=["POST"]),
     Route("/api/embeddings", embeddings.ollama_embeddings, methods=["POST"]),
-    Route("/v1/duet/stats", stats, methods=["GET"]),
-    Route("/health", health, methods=["GET"]),
+    Route("/v1/duet/stats", model_routes.stats, methods=["GET"]),
+    Route("/health", model_routes.health, methods=["GET"]),
     Route("/openapi.json", openapi_document, methods=["GET"]),
 )  # engine.server.openapi.OPERATIONS describes each one
 
@@ -109,20 +93,36 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 
 def create_app(engine: Engine, config: ApiConfig) -> Starlette:
-    middleware = []
+    """The app over one loaded model (the window's: its owner loads and closes it)."""
+    server = DuetServer(engine, config.model_id, config)
+    offer = Offer(config.model_id, Path(engine.runtime.target.path), config.aliases,
+                  n_ctx=server.n_ctx)
+    fleet: Fleet[DuetServer] = Fleet([offer], _no_load, budget=1 << 62, reaper=False)
+    fleet.adopt(offer, server)
+    return create_fleet_app(fleet, config, engine.runtime.config.sampling)
+
+
+def create_fleet_app(fleet: Fleet[DuetServer], config: ApiConfig,
+                     defaults: SamplingParams) -> Starlette:
+    """The app over every model of ``fleet`` (``config.model_id``: the default one)."""
+    middleware = [Middleware(HoldLeases)]
     if config.cors_origins:
-        middleware.append(Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),
-                                     allow_methods=["GET", "POST", "OPTIONS"],
-                                     allow_headers=["Authorization", "Content-Type", "x-api-key",
-                                                    "anthropic-version"]))
+        middleware.insert(0, Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),
+                                        allow_methods=["GET", "POST", "OPTIONS"],
+                                        allow_headers=["Authorization", "Content-Type", "x-api-key",
+                                                       "anthropic-version"]))
     app = Starlette(
         routes=list(ROUTES),
         middleware=middleware,
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected})
-    app.state.duet = DuetServer(engine, config)
-    app.state.vectors = embeddings.Vectors(app.state.duet, config.embedding_model)
+    app.state.duet = Front(fleet, config, defaults)
+    app.state.vectors = embeddings.Vectors.of_file(config.embedding_model) \
+        if config.embedding_model is not None else None
     app.state.responses = ResponseStore()  # for the Responses API's previous_response_id
-    app.state.openapi = openapi.document(config.model_id, app.state.duet.n_ctx)
-    # agents send schemas: the first one does not wait for llguidance's view of the vocabulary
-    engine.add_idle(partial(constraint.prepare, engine.runtime.target))
+    n_ctx = max((o.n_ctx for o in fleet.offers), default=0)
+    app.state.openapi = openapi.document([o.name for o in fleet.offers], n_ctx)
     return app
+
+
+def _no_load(offer: Offer) -> DuetServer:
+    raise FleetError(f"the model '{offer.name}' is not loaded")

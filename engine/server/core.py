@@ -1,6 +1,7 @@
-"""What every dialect's routes share: the configuration, authentication, request bodies, and
-the bridge to the engine (a turn queued as a job; its events come back through an asyncio
-queue, while the client's connection is watched)."""
+"""What every dialect's routes share: the configuration, authentication, request bodies, the
+model a request names (``Front.pick``: a lease from the fleet of loaded models, engine.runtime.fleet),
+and the bridge to that model's engine (``DuetServer``: a turn queued as a job; its events come
+back through an asyncio queue, while the client's connection is watched)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import asyncio
 import hmac
 import json
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +24,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from engine.cache.prefix import common_prefix
 from engine.chat.fit import chat_tokens
 from engine.chat.messages import Message
+from engine.decode import constraint
+from engine.decode.sampling import SamplingParams
 from engine.errors import DuetError
 from engine.events import Done
 from engine.llama.model import Model
+from engine.models.served import Offer
+from engine.runtime.fleet import Fleet, FleetError, Lease, LoadFailed, UnknownModel
 from engine.runtime.service import Engine, Job, QueueFull
 from engine.server.errors import ApiError, Gone, bad_request
 from engine.server.shape import Shaper, stream
@@ -36,6 +43,9 @@ POLL_S = 0.1  # how often a waiting handler checks whether its client is still t
 
 @dataclass(frozen=True)
 class ApiConfig:
+    """The server's settings; ``model_id`` and ``aliases``: the default model's names (a request
+    that names no model gets it)."""
+
     model_id: str
     aliases: frozenset[str] = frozenset()
     api_key: str | None = None
@@ -45,18 +55,15 @@ class ApiConfig:
     embedding_model: Path | None = None  # None: embeddings from the chat model, mean-pooled
 
 
-class DuetServer:
-    """What the routes share: the engine thread, the model (for tokenizing) and the config."""
+class Front:
+    """What every route starts with: the key, the body, and the model it names (a lease on it
+    from the fleet, loaded first if it is not, held until the answer is sent: ``Leases``)."""
 
-    def __init__(self, engine: Engine, config: ApiConfig) -> None:
-        self.engine = engine
-        self.config = config
-        self.model = engine.runtime.target
-        self.n_ctx = engine.runtime.ctx.n_ctx
-        self.defaults = engine.runtime.config.sampling
-        self.n_template = _template_prefix(self.model)
+    def __init__(self, fleet: Fleet[DuetServer], config: ApiConfig,
+                 defaults: SamplingParams) -> None:
+        self.fleet, self.config = fleet, config
+        self.defaults = defaults  # the sampling a request's fields override (every model's)
 
-    # -- checks ---------------------------------------------------------------------------
     def check_auth(self, request: Request, *, header: str | None = None) -> None:
         """The API key, as ``Authorization: Bearer KEY`` (or in ``header``, when the dialect
         has its own, such as Anthropic's x-api-key)."""
@@ -70,11 +77,6 @@ class DuetServer:
         if not hmac.compare_digest(token.strip().encode(), key.encode()):
             raise ApiError(401, "invalid or missing API key (send Authorization: Bearer KEY)",
                            code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
-
-    def check_model(self, name: str | None, param: str = "model") -> None:
-        if name is not None and name != self.config.model_id and name not in self.config.aliases:
-            raise ApiError(404, f"the model '{name}' does not exist (this server has "
-                                f"'{self.config.model_id}')", param=param, code="model_not_found")
 
     async def read_json(self, request: Request) -> Any:
         limit = self.config.max_body
@@ -90,6 +92,102 @@ class DuetServer:
             return json.loads(body)
         except (ValueError, RecursionError) as e:
             raise bad_request(f"the body is not valid JSON: {str(e)[:200]}") from None
+
+    def offer(self, name: str | None, param: str = "model") -> Offer:
+        """The model ``name`` names (None: the default), or 404."""
+        try:
+            return self.fleet.find(self.config.model_id if name is None else name)
+        except UnknownModel as e:
+            raise ApiError(404, str(e), param=param, code="model_not_found") from None
+
+    async def pick(self, request: Request, name: str | None, param: str = "model", *,
+                   keep_alive: float | None = None) -> DuetServer:
+        """The server of the model ``name`` (None: the default), loaded if it is not: the
+        client waits. A lease keeps it loaded until this request's answer is sent."""
+        offer = self.offer(name, param)
+        leases: Leases = request.scope[LEASES]
+
+        def take() -> DuetServer:
+            lease = self.fleet.acquire(offer.name)
+            leases.add(lease)  # released with the answer, or at once if the client has gone
+            if keep_alive is not None:
+                lease.keep_alive(keep_alive)
+            return lease.value
+
+        try:
+            return await run_in_threadpool(take)
+        except LoadFailed as e:
+            raise ApiError(500, str(e), type="server_error", code="model_load_failed") from None
+        except FleetError as e:
+            raise ApiError(503, str(e), type="server_error", code="model_unavailable",
+                           headers={"Retry-After": str(self.config.retry_after_s)}) from None
+
+
+LEASES = "duet.leases"
+
+
+class Leases:
+    """The leases one request holds; ``close`` releases them once the answer is sent (and any
+    taken later at once: a load that ended after its client left)."""
+
+    def __init__(self) -> None:
+        self._held: list[Lease] = []
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def add(self, lease: Lease) -> None:
+        with self._lock:
+            if not self._closed:
+                self._held.append(lease)
+                return
+        lease.release()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            held, self._held = self._held, []
+        for lease in held:
+            lease.release()
+
+
+class HoldLeases:
+    """ASGI middleware: each HTTP request's ``Leases``, released when its answer is sent (a
+    stream included: the app returns once the last byte has gone)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        leases = scope[LEASES] = Leases()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            leases.close()
+
+
+class DuetServer:
+    """One loaded model as the routes use it: its engine thread, the model (for tokenizing),
+    its name and its defaults."""
+
+    def __init__(self, engine: Engine, model_id: str, config: ApiConfig) -> None:
+        self.engine = engine
+        self.model_id = model_id
+        self.config = config
+        self.model = engine.runtime.target
+        self.n_ctx = engine.runtime.ctx.n_ctx
+        self.defaults = engine.runtime.config.sampling
+        self.n_template = _template_prefix(self.model)
+        self.vectors: Any = None  # its mean-pooled embeddings (engine.server.embeddings), once asked
+        # agents send schemas: the first one does not wait for llguidance's view of the vocabulary
+        engine.add_idle(partial(constraint.prepare, self.model))
+
+    def close(self) -> None:
+        if self.vectors is not None:
+            self.engine.call(self.vectors.source.close).result()
+        self.engine.close()
 
     async def prepare(self, chat: Chat) -> PreparedTurn:
         return await run_in_threadpool(prepare, self.model, chat, self.n_ctx)

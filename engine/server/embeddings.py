@@ -4,15 +4,18 @@
 
 The vectors come from an embedding model when the server was given one (``--embedding-model``,
 the catalog's ``embed``: all-MiniLM-L6-v2), else from the chat model's hidden states, mean-pooled
-(llama-server's ``--pooling mean``), and the answer's ``model`` says which. Either way an
-``engine.documents.embeddings.Embedder`` runs them on the engine's thread, between two steps of the
-replies (nothing else touches llama.cpp), made at the first request.
+(llama-server's ``--pooling mean``; the model the request names, the default one if it names
+none the server has), and the answer's ``model`` says which. An
+``engine.documents.embeddings.Embedder`` made at the first request runs them: the chat model's on
+its engine's thread between two steps of the replies, the embedding model's on a thread of its
+own.
 """
 
 from __future__ import annotations
 
 import base64
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 from engine.documents.embeddings import EmbeddingSource
 from engine.errors import DuetError
 from engine.server import schema
-from engine.server.core import DuetServer
+from engine.server.core import DuetServer, Front
 from engine.server.errors import ApiError, bad_request
 
 MAX_INPUTS = 2048  # OpenAI's limit on one request's inputs
@@ -55,20 +58,24 @@ class OllamaEmbeddingsRequest(schema._Body):
 
 
 class Vectors:
-    """The server's embeddings (engine.documents.embeddings.EmbeddingSource on the engine's thread), and
-    what its answers call them."""
+    """Where a request's vectors come from (engine.documents.embeddings.EmbeddingSource), and
+    what the answers call them."""
 
-    def __init__(self, server: DuetServer, model_path: Path | None = None) -> None:
-        self.server, self.model_path = server, model_path
-        self.source = EmbeddingSource(server.model, model_path,
-                                      lambda fn: server.engine.call(fn).result())
+    def __init__(self, source: EmbeddingSource, name: str) -> None:
+        self.source, self.name = source, name
 
-    @property
-    def name(self) -> str:
-        """What the answers' ``model`` says made the vectors."""
-        if self.model_path is not None:
-            return self.model_path.stem
-        return f"{self.server.config.model_id} (mean-pooled chat model: no embedding model loaded)"
+    @classmethod
+    def of_chat_model(cls, server: DuetServer) -> Vectors:
+        """``server``'s model's hidden states, mean-pooled, on its engine's thread."""
+        source = EmbeddingSource(server.model, None, lambda fn: server.engine.call(fn).result())
+        return cls(source, f"{server.model_id} (mean-pooled chat model: no embedding model loaded)")
+
+    @classmethod
+    def of_file(cls, path: Path) -> Vectors:
+        """An embedding model of its own, loaded at its first use and run on a thread of its own
+        (its context is nobody else's)."""
+        worker = ThreadPoolExecutor(1, thread_name_prefix="duet-embed")
+        return cls(EmbeddingSource(None, path, lambda fn: worker.submit(fn).result()), path.stem)
 
     async def embed(self, texts: list[str]) -> tuple[np.ndarray, int]:
         """The vectors of ``texts`` (rows), and the tokens they took."""
@@ -85,8 +92,18 @@ class Vectors:
         return str(model.detokenize(ids))
 
 
-def _vectors(request: Request) -> Vectors:
-    vectors: Vectors = request.app.state.vectors
+async def _vectors(request: Request, name: str | None) -> Vectors:
+    """The embedding model when the server has one (whatever ``name`` says, as before it served
+    several models); else the named chat model's (an unknown name or none: the default's)."""
+    own: Vectors | None = request.app.state.vectors
+    if own is not None:
+        return own
+    front: Front = request.app.state.duet
+    known = name is not None and any(o.answers_to(name) for o in front.fleet.offers)
+    server = await front.pick(request, name if known else None)
+    if server.vectors is None:
+        server.vectors = Vectors.of_chat_model(server)
+    vectors: Vectors = server.vectors
     return vectors
 
 
@@ -116,10 +133,10 @@ def _check_dimensions(dimensions: int | None, vectors: np.ndarray) -> None:
 
 
 async def openai_embeddings(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request)
-    body = schema.parse(EmbeddingsRequest, await server.read_json(request))
-    vectors = _vectors(request)
+    front: Front = request.app.state.duet
+    front.check_auth(request)
+    body = schema.parse(EmbeddingsRequest, await front.read_json(request))
+    vectors = await _vectors(request, body.model)
     texts = await run_in_threadpool(_texts, body, vectors)  # token ids: the engine's thread reads them
     rows, n_tokens = await vectors.embed(texts)
     _check_dimensions(body.dimensions, rows)
@@ -132,14 +149,14 @@ async def openai_embeddings(request: Request) -> Response:
 
 
 async def ollama_embed(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request)
+    front: Front = request.app.state.duet
+    front.check_auth(request)
     t0 = time.perf_counter()
-    body = schema.parse(OllamaEmbedRequest, await server.read_json(request))
+    body = schema.parse(OllamaEmbedRequest, await front.read_json(request))
     texts = [body.input] if isinstance(body.input, str) else list(body.input)
     if not texts or any(not t for t in texts) or len(texts) > MAX_INPUTS:
         raise bad_request(f"input: 1 to {MAX_INPUTS} texts, none empty", "input")
-    vectors = _vectors(request)
+    vectors = await _vectors(request, _ollama_name(body.model))
     rows, n_tokens = await vectors.embed(texts)
     _check_dimensions(body.dimensions, rows)
     ns = int((time.perf_counter() - t0) * 1e9)
@@ -148,10 +165,14 @@ async def ollama_embed(request: Request) -> Response:
 
 
 async def ollama_embeddings(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request)
-    body = schema.parse(OllamaEmbeddingsRequest, await server.read_json(request))
+    front: Front = request.app.state.duet
+    front.check_auth(request)
+    body = schema.parse(OllamaEmbeddingsRequest, await front.read_json(request))
     if not body.prompt:
         return JSONResponse({"embedding": []})  # as Ollama answers an empty prompt
-    rows, _ = await _vectors(request).embed([body.prompt])
+    rows, _ = await (await _vectors(request, _ollama_name(body.model))).embed([body.prompt])
     return JSONResponse({"embedding": rows[0].tolist()})
+
+
+def _ollama_name(name: str | None) -> str | None:
+    return name.removesuffix(":latest") if name is not None else None

@@ -12,11 +12,13 @@ context. Sampling options Duet does not have are refused unless they hold their 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import Field
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -25,7 +27,7 @@ from engine.chat.messages import Message, ToolCall
 from engine.decode.sampling import SamplingParams
 from engine.events import Token
 from engine.server import schema
-from engine.server.core import DuetServer
+from engine.server.core import DuetServer, Front
 from engine.server.errors import ApiError, bad_request
 from engine.server.responses import chat_logprobs
 from engine.server.turn import Chat, End, Raw, Text, reply_params
@@ -103,21 +105,62 @@ class OllamaGenerateRequest(_OllamaRequest):
 
 
 # -- from Ollama's terms to Duet's --------------------------------------------------------
-def check_model(server: DuetServer, name: str, param: str = "model") -> None:
+def model_name(name: str) -> str:
     """Ollama's names carry a tag; ``:latest`` is the one a bare name means."""
-    server.check_model(name.removesuffix(":latest"), param)
+    return name.removesuffix(":latest")
 
 
-def _common(server: DuetServer, body: _OllamaRequest, data: dict) -> tuple[SamplingParams,
-                                                                      int | None, Any]:
-    """The sampling parameters, log-probabilities and grammar a request asks for."""
-    check_model(server, body.model)
+def keep_alive(value: float | str | None) -> float | None:
+    """Ollama's ``keep_alive`` in seconds: a number of seconds or a duration ("5m", "1h30m",
+    "90s"); negative: for ever (-1); None: the server's time to live."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        parts = re.fullmatch(r"(-?)((?:\d+(?:\.\d+)?(?:ms|h|m|s))+)", text)
+        if parts is None:
+            raise bad_request(f"keep_alive: {value!r} is not a duration (such as \"5m\", "
+                              "\"1h\", 300, 0 or -1)", "keep_alive")
+        seconds = sum(float(n) * UNITS[u] for n, u in
+                      re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", parts.group(2)))
+        return -seconds if parts.group(1) else seconds
+    if value != value or value in (float("inf"), float("-inf")):
+        raise bad_request("keep_alive must be a finite number of seconds", "keep_alive")
+    return float(value)
+
+
+UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+async def _common(front: Front, request: Request, body: _OllamaRequest,
+                  data: dict) -> tuple[DuetServer, SamplingParams, int | None, Any]:
+    """The model's server (loaded on demand) and the sampling parameters, log-probabilities and
+    grammar a request asks for."""
+    front.offer(model_name(body.model))
     if body.think:
         raise bad_request("think: this model does not think before answering", "think")
     r = reply_params(data, "ollama")
     fmt = body.format
     grammar = None if not fmt else ("json_schema", {"type": "object"} if fmt == "json" else fmt)
-    return options(server, body.options or {}), r.top_logprobs if r.logprobs else None, grammar
+    alive = keep_alive(body.keep_alive)
+    server = await front.pick(request, model_name(body.model), keep_alive=alive)
+    return server, options(server, body.options or {}), r.top_logprobs if r.logprobs else None, \
+        grammar
+
+
+async def unload(front: Front, body: _OllamaRequest) -> Response | None:
+    """Ollama's way to unload a model: a request with nothing to answer and ``keep_alive`` 0.
+    None when ``body`` is not one."""
+    if keep_alive(body.keep_alive) != 0:
+        return None
+    offer = front.offer(model_name(body.model))
+    await run_in_threadpool(front.fleet.unload, offer.name)
+    return JSONResponse({"model": offer.name, "created_at": now(), "done": True,
+                         "done_reason": "unload"})
 
 
 def options(server: DuetServer, given: dict[str, Any]) -> SamplingParams:
@@ -182,11 +225,13 @@ def _tools(body: OllamaChatRequest) -> tuple[Tool, ...]:
 
 # -- routes -------------------------------------------------------------------------------
 async def chat(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request)
-    data = await server.read_json(request)
+    front: Front = request.app.state.duet
+    front.check_auth(request)
+    data = await front.read_json(request)
     body = schema.parse(OllamaChatRequest, data)
-    sampling, logprobs, grammar = _common(server, body, data)
+    if not body.messages and (gone := await unload(front, body)) is not None:
+        return gone
+    server, sampling, logprobs, grammar = await _common(front, request, body, data)
     if not body.messages:  # Ollama loads the model and says so
         return JSONResponse(_loaded(server, {"message": {"role": "assistant", "content": ""}}))
     chat = Chat(tuple(_messages(body)), sampling, _tools(body), response=grammar,
@@ -196,11 +241,13 @@ async def chat(request: Request) -> Response:
 
 
 async def generate(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request)
-    data = await server.read_json(request)
+    front: Front = request.app.state.duet
+    front.check_auth(request)
+    data = await front.read_json(request)
     body = schema.parse(OllamaGenerateRequest, data)
-    sampling, logprobs, grammar = _common(server, body, data)
+    if not body.prompt and (gone := await unload(front, body)) is not None:
+        return gone
+    server, sampling, logprobs, grammar = await _common(front, request, body, data)
     for name in ("suffix", "template", "context", "images"):
         if getattr(body, name):
             raise bad_request(f"{name} is not supported by this server", name)
@@ -221,7 +268,7 @@ async def generate(request: Request) -> Response:
 
 
 def _loaded(server: DuetServer, reply: dict) -> dict:
-    return {"model": server.config.model_id, "created_at": now(), **reply, "done": True,
+    return {"model": server.model_id, "created_at": now(), **reply, "done": True,
             "done_reason": "load"}
 
 
@@ -234,7 +281,7 @@ class OllamaShaper:
 
     def __init__(self, server: DuetServer, kind: Literal["chat", "generate"]) -> None:
         self.chat = kind == "chat"
-        self.model_id = server.config.model_id
+        self.model_id = server.model_id
         self.model = server.model  # token texts for logprobs
         self.calls = 0
 

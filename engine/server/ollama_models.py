@@ -1,15 +1,20 @@
-"""Ollama's model routes: ``/api/tags`` and ``/api/ps`` list the served model under its id,
-``/api/show`` describes it (its GGUF metadata, template and capabilities), ``/api/version``
-says which Duet answers."""
+"""Ollama's model routes: ``/api/tags`` lists the served models by name, ``/api/ps`` the loaded
+ones (with when each unloads), ``/api/show`` describes one from its GGUF header (its metadata,
+template and capabilities; nothing is loaded), ``/api/version`` says which Duet answers."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import time
 from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from pydantic import ConfigDict
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -17,10 +22,12 @@ import engine
 from engine import params
 from engine.decode.sampling import SamplingParams
 from engine.llama.backend import lib
+from engine.models import served
+from engine.models.served import Offer
 from engine.server import schema
-from engine.server.core import DuetServer
-from engine.server.errors import bad_request
-from engine.server.ollama import check_model
+from engine.server.core import Front
+from engine.server.errors import ApiError, bad_request
+from engine.server.ollama import model_name
 
 # llama.cpp's file types (general.file_type) by number: 15 -> Q4_K_M
 FILE_TYPES = {v: k.removeprefix("LLAMA_FTYPE_MOSTLY_").removeprefix("LLAMA_FTYPE_ALL_")
@@ -38,66 +45,95 @@ class ShowRequest(schema._Body):
     verbose: bool = False
 
 
-def _model(server: DuetServer) -> dict[str, Any]:
+def _model(front: Front, offer: Offer) -> dict[str, Any]:
     """The model as /api/tags lists it."""
-    m = server.model
-    stat = m.path.stat()
+    stat = offer.path.stat()
     # An identity, not a checksum: hashing a gigabyte file at every listing would be slow.
-    digest = hashlib.sha256(f"{m.path}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{offer.path}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
     modified = datetime.fromtimestamp(stat.st_mtime, UTC).isoformat()
-    return {"name": server.config.model_id, "model": server.config.model_id,
-            "modified_at": modified, "size": m.size_bytes, "digest": digest,
-            "details": _details(m)}
+    return {"name": offer.name, "model": offer.name, "modified_at": modified,
+            "size": stat.st_size, "digest": digest, "details": _details(_header(offer.path))}
 
 
-def _details(m: Any) -> dict[str, Any]:
-    file_type = m.metadata.get("general.file_type", "")
-    return {"parent_model": "", "format": "gguf", "family": m.architecture,
-            "families": [m.architecture], "parameter_size": m.metadata.get("general.size_label", ""),
-            "quantization_level": FILE_TYPES.get(int(file_type), "") if file_type.isdigit() else ""}
+def _header(path: Path) -> dict[str, Any]:
+    """The metadata of ``path``'s GGUF header, and its parameter count (read once a file)."""
+    stat = path.stat()
+    return _read_header(path, stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _read_header(path: Path, size: int, mtime_ns: int) -> dict[str, Any]:
+    found = served.read(path)
+    if found is None:
+        raise ApiError(500, f"cannot read the GGUF header of {path}", type="server_error")
+    meta = dict(found.header.metadata)
+    meta["general.parameter_count"] = sum(math.prod(t.shape) for t in found.header.tensors)
+    return meta
+
+
+def _details(meta: dict[str, Any]) -> dict[str, Any]:
+    arch = str(meta.get("general.architecture", ""))
+    file_type = meta.get("general.file_type")
+    return {"parent_model": "", "format": "gguf", "family": arch, "families": [arch],
+            "parameter_size": str(meta.get("general.size_label", "")),
+            "quantization_level": FILE_TYPES.get(file_type, "") if isinstance(file_type, int) else ""}
 
 
 async def tags(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request)
-    return JSONResponse({"models": [_model(server)]})
+    front: Front = request.app.state.duet
+    front.check_auth(request)
+    models = await run_in_threadpool(lambda: [_model(front, o) for o in front.fleet.offers])
+    return JSONResponse({"models": models})
 
 
 async def ps(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request)
-    return JSONResponse({"models": [{**_model(server), "size_vram": 0,
-                                     "context_length": server.n_ctx}]})
+    front: Front = request.app.state.duet
+    front.check_auth(request)
+    loaded = front.fleet.loaded()
+
+    def listed() -> list[dict[str, Any]]:
+        return [{**_model(front, lo.offer), "size": lo.offer.bytes_needed or lo.offer.path.stat().st_size,
+                 "size_vram": 0, "context_length": lo.value.n_ctx,
+                 "expires_at": _expires(lo.expires)} for lo in loaded]
+
+    return JSONResponse({"models": await run_in_threadpool(listed)})
+
+
+def _expires(at: float | None) -> str:
+    """A monotonic deadline as Ollama's ``expires_at`` (far in the future: never)."""
+    wall = time.time() + (at - time.monotonic()) if at is not None else NEVER
+    return datetime.fromtimestamp(wall, UTC).isoformat()
+
+
+NEVER = datetime(2318, 1, 1, tzinfo=UTC).timestamp()  # Ollama's "for ever" is as far
 
 
 async def show(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request)
-    body = schema.parse(ShowRequest, await server.read_json(request))
+    front: Front = request.app.state.duet
+    front.check_auth(request)
+    body = schema.parse(ShowRequest, await front.read_json(request))
     if not (body.model or body.name):
         raise bad_request("model is required", "model")
-    for field, value in (("model", body.model), ("name", body.name)):  # each one given must
-        if value is not None:  # name this model
-            check_model(server, value, field)
-    m = server.model
-    info: dict[str, Any] = {k: _value(v) for k, v in sorted(m.metadata.items())
-                            if len(v) <= MAX_INFO_CHARS and not k.startswith("tokenizer.")}
-    info["general.parameter_count"] = lib.llama_model_n_params(m.handle)
+    offers = {front.offer(model_name(value), field) for field, value in
+              (("model", body.model), ("name", body.name)) if value is not None}
+    if len(offers) > 1:  # each one given must name the same model
+        raise bad_request("model and name name two models", "name")
+    offer = offers.pop()
+    meta = await run_in_threadpool(_header, offer.path)
+    info: dict[str, Any] = {k: v for k, v in sorted(meta.items())
+                            if isinstance(v, int | float | str) and not k.startswith("tokenizer.")
+                            and (not isinstance(v, str) or len(v) <= MAX_INFO_CHARS)}
+    template = meta.get("tokenizer.chat_template")
     return JSONResponse({
-        "modelfile": f"# Served by Duet\nFROM {m.path}\n",
-        "parameters": _parameters(server.defaults),
-        "template": m.chat_template or "",
-        "details": _details(m),
+        "modelfile": f"# Served by Duet\nFROM {offer.path}\n",
+        "parameters": _parameters(front.defaults),
+        "template": template if isinstance(template, str) else "",
+        "details": _details(meta),
         "model_info": info,
         "capabilities": ["completion", "tools"],  # any model: a generic prompt where its
                                                   # template has no tools (engine.tools.fallback)
-        "modified_at": _model(server)["modified_at"],
+        "modified_at": _model(front, offer)["modified_at"],
     })
-
-
-def _value(text: str) -> Any:
-    """A metadata value as JSON: integers as numbers, the rest as text."""
-    return int(text) if text.isdigit() else text
 
 
 def _parameters(defaults: SamplingParams) -> str:

@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from engine.chat.messages import ROLES, Message, ToolCall
 from engine.server import schema
-from engine.server.core import DuetServer
+from engine.server.core import Front
 from engine.server.errors import bad_request
 from engine.server.responses import OpenAIShaper
 from engine.server.turn import Chat, Raw, reply_params, sampling
@@ -99,29 +99,33 @@ def _logprobs(data: dict[str, Any]) -> int | None:
 
 # -- routes -----------------------------------------------------------------------------
 async def chat_completions(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request)
-    data = await server.read_json(request)
+    front: Front = request.app.state.duet
+    front.check_auth(request)
+    data = await front.read_json(request)
     body = schema.parse(schema.ChatCompletionRequest, data)
-    server.check_model(body.model)
+    front.offer(body.model)
     tools, choice = _tools(body)
-    chat = Chat(tuple(_messages(body)), sampling(data, "openai", server.defaults), tools, choice,
+    messages = tuple(_messages(body))
+    server = await front.pick(request, body.model)
+    chat = Chat(messages, sampling(data, "openai", server.defaults), tools, choice,
                 response_grammar(body), _logprobs(data))
     turn = await server.prepare(chat)
-    shaper = OpenAIShaper("chat", server.config.model_id, server.model, body.include_usage)
+    shaper = OpenAIShaper("chat", server.model_id, server.model, body.include_usage)
     return await server.answer(request, turn, shaper, body.stream)
 
 
 async def completions(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request)
-    data = await server.read_json(request)
+    front: Front = request.app.state.duet
+    front.check_auth(request)
+    data = await front.read_json(request)
     body = schema.parse(schema.CompletionRequest, data)
-    server.check_model(body.model)
-    raw = Raw(_completion_prompt(body), sampling(data, "openai", server.defaults), response_grammar(body),
+    front.offer(body.model)
+    prompt = _completion_prompt(body)
+    server = await front.pick(request, body.model)
+    raw = Raw(prompt, sampling(data, "openai", server.defaults), response_grammar(body),
               body.logprobs)
     turn = await server.prepare_raw(raw)
-    shaper = OpenAIShaper("text", server.config.model_id, server.model, body.include_usage)
+    shaper = OpenAIShaper("text", server.model_id, server.model, body.include_usage)
     return await server.answer(request, turn, shaper, body.stream)
 
 

@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from engine.chat.messages import Message, ToolCall
 from engine.server import schema
-from engine.server.core import DuetServer
+from engine.server.core import DuetServer, Front
 from engine.server.errors import ApiError, bad_request
 from engine.server.openai_responses_body import (
     INCLUDE,
@@ -126,30 +126,32 @@ def _before(store: ResponseStore, body: ResponsesRequest) -> tuple[Message, ...]
     return before
 
 
-def _chat(server: DuetServer, store: ResponseStore, data: Any) -> tuple[ResponsesRequest, Chat,
-                                                                         tuple[Message, ...]]:
-    """The request, its chat, and the messages its input adds (what is kept with its reply)."""
+async def _chat(front: Front, request: Request, store: ResponseStore, data: Any
+                ) -> tuple[DuetServer, ResponsesRequest, Chat, tuple[Message, ...]]:
+    """The model's server, the request, its chat, and the messages its input adds (what is kept
+    with its reply)."""
     body = schema.parse(ResponsesRequest, data)
-    server.check_model(body.model)
+    front.offer(body.model)
     _refuse(body)
     before = _before(store, body)
     new = _messages(body, before)
     tools, choice = _tools(body)
+    server = await front.pick(request, body.model)
     reply = reply_params(data, "responses")
     logprobs = reply.top_logprobs if LOGPROBS in (body.include or ()) else None
     system = (Message("system", body.instructions),) if body.instructions else ()
-    return body, Chat(system + before + new, sampling(data, "responses", server.defaults),
+    return server, body, Chat(system + before + new, sampling(data, "responses", server.defaults),
                       tools, choice, _response_format(body), logprobs,
                       param_names={"messages": "input", "response_format": "text.format"}), new
 
 
 # -- the route ----------------------------------------------------------------------------
 async def responses(request: Request) -> Response:
-    server: DuetServer = request.app.state.duet
-    server.check_auth(request)
-    data = await server.read_json(request)
+    front: Front = request.app.state.duet
+    front.check_auth(request)
+    data = await front.read_json(request)
     store: ResponseStore = request.app.state.responses
-    body, chat, new = _chat(server, store, data)
+    server, body, chat, new = await _chat(front, request, store, data)
     turn = await server.prepare(chat)
     shaper = ResponsesShaper(server, body, turn, store if body.store is not False else None, new)
     return await server.answer(request, turn, shaper, body.stream)

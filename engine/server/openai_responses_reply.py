@@ -29,7 +29,7 @@ class ResponsesShaper:
         self.id = "resp_" + uuid.uuid4().hex
         self.store, self.new = store, new  # where the reply is kept, with the input it answers
         self.created = int(time.time())
-        self.model_id = server.config.model_id
+        self.model_id = server.model_id
         self.body = body
         self.turn = turn
         self.model = server.model  # token texts for logprobs

@@ -4,6 +4,7 @@ dialect, request bodies from their pydantic models, the sampling fields from the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,7 @@ from pydantic import BaseModel
 import engine
 from engine.decode.sampling import SamplingParams
 from engine.params import api_properties
-from engine.server import anthropic, embeddings, ollama, ollama_models, openai_responses, schema
+from engine.server import anthropic, embeddings, model_routes, ollama, ollama_models, openai_responses, schema
 from engine.server.turn import ReplyParams
 
 PREFIX = {"openai": "OpenAI", "responses": "Responses", "anthropic": "Anthropic", "ollama": "Ollama"}
@@ -55,7 +56,12 @@ OPERATIONS = (
               schema.CompletionRequest, SAMPLING, streams=True),
     Operation("/v1/responses", "post", "responses", "A response (OpenAI Responses)",
               openai_responses.ResponsesRequest, REPLY, streams=True),
-    Operation("/v1/models", "get", "openai", "The served model (OpenAI)"),
+    Operation("/v1/models", "get", "openai", "The served models, loaded or not (OpenAI)"),
+    Operation("/models", "get", "openai", "The served models, loaded or not (llama-server's router)"),
+    Operation("/models/load", "post", "openai", "Load a model now (llama-server's router)",
+              model_routes.ModelRequest),
+    Operation("/models/unload", "post", "openai", "Unload a model (llama-server's router)",
+              model_routes.ModelRequest),
     Operation("/v1/messages", "post", "anthropic", "A message (Anthropic Messages)",
               anthropic.MessagesRequest, SAMPLING, streams=True),
     Operation("/v1/messages/count_tokens", "post", "anthropic",
@@ -65,8 +71,8 @@ OPERATIONS = (
               REPLY, streams=True),
     Operation("/api/generate", "post", "ollama", "A completion of a prompt (Ollama)",
               ollama.OllamaGenerateRequest, REPLY, streams=True),
-    Operation("/api/tags", "get", "ollama", "The served model (Ollama)"),
-    Operation("/api/ps", "get", "ollama", "The loaded model (Ollama)"),
+    Operation("/api/tags", "get", "ollama", "The served models (Ollama)"),
+    Operation("/api/ps", "get", "ollama", "The loaded models (Ollama)"),
     Operation("/api/show", "post", "ollama", "The model's details (Ollama)",
               ollama_models.ShowRequest),
     Operation("/api/version", "get", "ollama", "The server's version", auth=False),
@@ -82,9 +88,9 @@ OPERATIONS = (
 )
 
 
-def document(model_id: str, n_ctx: int) -> dict[str, Any]:
-    """The document for a server of model ``model_id`` (which also answers to its aliases) whose
-    context is ``n_ctx`` tokens."""
+def document(model_ids: Sequence[str], n_ctx: int) -> dict[str, Any]:
+    """The document for a server of the models ``model_ids`` (which also answer to their
+    aliases) whose context is ``n_ctx`` tokens."""
     components: dict[str, Any] = {f"{PREFIX[d]}Error": s for d, s in ERRORS.items()}
     paths: dict[str, Any] = {}
     for op in OPERATIONS:
@@ -100,7 +106,7 @@ def document(model_id: str, n_ctx: int) -> dict[str, Any]:
         elif op.dialect == "anthropic":
             entry["security"] = [{"apiKey": []}, {"bearer": []}]
         if op.body is not None:
-            name = _body_schema(op, components, model_id, n_ctx)
+            name = _body_schema(op, components, model_ids, n_ctx)
             entry["requestBody"] = {"required": True, "content": {"application/json": {
                 "schema": {"$ref": f"#/components/schemas/{name}"}}}}
         paths.setdefault(op.path, {})[op.method] = entry
@@ -130,7 +136,8 @@ def _answer(op: Operation) -> str:
     return f"The reply: one JSON body, or {kind}"
 
 
-def _body_schema(op: Operation, components: dict[str, Any], model_id: str, n_ctx: int) -> str:
+def _body_schema(op: Operation, components: dict[str, Any], model_ids: Sequence[str],
+                 n_ctx: int) -> str:
     """Puts the schema of ``op``'s body (and the models it uses) into ``components``; returns
     its name there. The sampling fields come from the parameter table."""
     prefix = PREFIX[op.dialect]
@@ -139,7 +146,7 @@ def _body_schema(op: Operation, components: dict[str, Any], model_id: str, n_ctx
     for name, sub in body.pop("$defs", {}).items():
         components[f"{prefix}{name}"] = sub
     props = body.setdefault("properties", {})
-    names = [model_id, f"{model_id}:latest"] if op.dialect == "ollama" else [model_id]
+    names = [n for m in model_ids for n in ((m, f"{m}:latest") if op.dialect == "ollama" else (m,))]
     for key in ("model", "name"):
         if key in props and op.any_model:
             props[key]["description"] = "Any name: the embedding model is the server's own"

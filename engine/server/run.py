@@ -7,16 +7,22 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 
+from engine import paths
+from engine.models import served
+from engine.models.hub.fit import FitRequest
+from engine.models.served import Offer
 from engine.net import is_loopback
-from engine.runtime.runtime import Runtime
+from engine.runtime.runtime import Runtime, RuntimeConfig
 from engine.runtime.service import Engine
 from engine.server.app import ApiConfig, create_app
+from engine.server.core import DuetServer
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,35 @@ def model_names(runtime: Runtime, given: str | None = None) -> tuple[str, frozen
     if given:
         names.add(given)
     return path.stem, frozenset(names)
+
+
+def offered(config: RuntimeConfig, folders: list[Path], given: str | None = None) -> list[Offer]:
+    """What ``duet-cli serve`` offers by name: ``config.target`` first (the default model,
+    which also answers to ``given``, the name it was asked by), then every chat model in the
+    models folder and ``folders`` (engine.models.served), each with its draft when the drafter
+    may use one."""
+    found = served.gather(config.target.path, [paths.models_dir(), *folders])
+    fit = FitRequest(n_ctx=config.context.n_ctx, n_gpu_layers=config.target.n_gpu_layers,
+                     exact=config.context.exact)
+    drafts = config.speculative.drafter in ("auto", "model")
+    return served.offers(found, fit=fit, draft_for_first=config.draft.path if config.draft else None,
+                         drafts=drafts, first_aliases=(given,) if given else ())
+
+
+def open_model(config: RuntimeConfig, api: ApiConfig, max_queue: int, offer: Offer) -> DuetServer:
+    """Load ``offer`` with ``config``'s settings (its own file and draft): its engine thread
+    and its server, for the fleet."""
+    draft = None
+    if offer.draft is not None:
+        like = config.draft or config.target
+        draft = replace(like, path=offer.draft, rpc=() if config.draft is None else like.rpc)
+    speculative = config.speculative
+    if draft is None and speculative.drafter == "model":
+        speculative = replace(speculative, drafter="auto")  # no draft for this one: n-gram
+    mine = replace(config, target=replace(config.target, path=offer.path), draft=draft,
+                   speculative=speculative)
+    engine = Engine(Runtime(mine), max_queue=max_queue)
+    return DuetServer(engine, offer.name, api)
 
 
 def build(runtime: Runtime, config: ApiConfig, *, max_queue: int = 8,
