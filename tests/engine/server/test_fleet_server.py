@@ -7,7 +7,6 @@ unloads it, and a file that will not load is named in a clear error while the ot
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import anthropic
 import ollama
