@@ -34,13 +34,13 @@ class ThinkSplitter:
         while buf:
             if self.state == "start":
                 stripped = buf.lstrip()
-                if OPEN.startswith(stripped):  # white space, or part of the marker: wait
-                    self.held = buf
-                    break
                 if stripped.startswith(OPEN):
                     buf = stripped[len(OPEN):]
                     self.state, self.fresh = "thinking", True
                     continue
+                if OPEN.startswith(stripped):  # white space, or part of the marker: wait
+                    self.held = buf
+                    break
                 self.state = "answer"
             if self.state == "thinking":
                 if self.fresh:

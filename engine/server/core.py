@@ -10,7 +10,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ class ApiConfig:
     cors_origins: tuple[str, ...] = ()
     retry_after_s: int = 1
     embedding_model: Path | None = None  # None: embeddings from the chat model, mean-pooled
+    reasoning_budget: int | None = None  # a reasoning model's thinking, when a request sets none
 
 
 class DuetServer:
@@ -92,6 +93,9 @@ class DuetServer:
             raise bad_request(f"the body is not valid JSON: {str(e)[:200]}") from None
 
     async def prepare(self, chat: Chat) -> PreparedTurn:
+        t, budget = chat.thinking, self.config.reasoning_budget
+        if budget is not None and t.on is not False and t.budget is None:  # the server's default
+            chat = replace(chat, thinking=replace(t, budget=budget))
         return await run_in_threadpool(prepare, self.model, chat, self.n_ctx)
 
     async def prepare_raw(self, raw: Raw) -> PreparedTurn:
@@ -110,7 +114,7 @@ class DuetServer:
 
         matcher = turn.grammar.matcher() if turn.grammar is not None else None
         job = Job(turn.prompt, turn.sampling, emit, n_template=self.n_template, grammar=matcher,
-                  logprobs=turn.logprobs)
+                  logprobs=turn.logprobs, think=turn.think)
         try:
             self.engine.submit(job)
         except QueueFull:
@@ -135,10 +139,10 @@ class DuetServer:
             return StreamingResponse(stream(reply, shaper), media_type=shaper.media_type,
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
-            text, calls, tokens, end = await collect(reply)
+            text, calls, tokens, end, reasoning = await collect(reply)
         except Gone:
             return Response(status_code=499)
-        return JSONResponse(shaper.whole(text, calls, tokens, end))
+        return JSONResponse(shaper.whole(text, calls, tokens, end, reasoning))
 
 
 async def _watched(request: Request, job: Job, events: asyncio.Queue) -> AsyncIterator[object]:

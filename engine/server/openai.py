@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from engine.chat.messages import ROLES, Message, ToolCall
+from engine.chat.reasoning import from_effort
 from engine.server import schema
 from engine.server.core import DuetServer
 from engine.server.errors import bad_request
@@ -106,7 +107,8 @@ async def chat_completions(request: Request) -> Response:
     server.check_model(body.model)
     tools, choice = _tools(body)
     chat = Chat(tuple(_messages(body)), sampling(data, "openai", server.defaults), tools, choice,
-                response_grammar(body), _logprobs(data))
+                response_grammar(body), _logprobs(data), thinking=from_effort(body.reasoning_effort),
+                param_names={"thinking": "reasoning_effort"})
     turn = await server.prepare(chat)
     shaper = OpenAIShaper("chat", server.config.model_id, server.model, body.include_usage)
     return await server.answer(request, turn, shaper, body.stream)
