@@ -153,10 +153,13 @@ def test_ollama_thinking_closed_by_the_budget(r1):
 
 # -- Qwen3: thinking off ------------------------------------------------------------------------
 def test_qwen3_with_thinking_off_has_no_reasoning(qwen3):
-    msg = qwen3.client().chat.completions.create(
-        model="test", messages=ASK, max_tokens=16, temperature=0,
-        reasoning_effort="none").choices[0].message
+    off = qwen3.client().chat.completions.create(
+        model="test", messages=ASK, max_tokens=16, temperature=0, reasoning_effort="none")
+    msg = off.choices[0].message
     assert (msg.model_extra or {}).get("reasoning_content") is None and msg.content.strip()
+    # the template was told: its empty section "<think>\n\n</think>\n\n" is in the prompt
+    default = qwen3.client().chat.completions.create(model="test", messages=ASK, max_tokens=1)
+    assert off.usage.prompt_tokens > default.usage.prompt_tokens
     blocks = client(qwen3).messages.create(model="test", messages=ASK, max_tokens=16,
                                            thinking={"type": "disabled"}).content
     assert [b.type for b in blocks] == ["text"]
