@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.chat.messages import Message, Segment, render_segments
@@ -31,13 +31,16 @@ def _special_strings(model: Model) -> tuple[str, str]:
 
 def chat_tokens(model: Model, messages: Sequence[Message], *, template: str | None = None,
                 tools: Sequence[Any] = (), add_generation_prompt: bool = True,
-                cancel: threading.Event | None = None) -> list[int]:
+                cancel: threading.Event | None = None,
+                variables: Mapping[str, Any] | None = None) -> list[int]:
     """Render ``messages`` with the model's template and tokenize (message text never parsed for
-    special tokens), adding BOS only where the model wants it and the template did not write it."""
+    special tokens), adding BOS only where the model wants it and the template did not write it.
+    ``variables``: more that the template gets (``enable_thinking``)."""
     bos, eos = _special_strings(model)
     segments = render_segments(messages, template if template is not None else model.chat_template,
                                tools=tools, inert=model.inert, bos_token=bos, eos_token=eos,
-                               add_generation_prompt=add_generation_prompt, cancel=cancel)
+                               add_generation_prompt=add_generation_prompt, cancel=cancel,
+                               variables=variables)
     tokens: list[int] = []
     for seg in segments:
         if cancel is not None and cancel.is_set():
@@ -50,7 +53,8 @@ def chat_tokens(model: Model, messages: Sequence[Message], *, template: str | No
 
 def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
                  template: str | None = None, tools: Sequence[Any] = (),
-                 cancel: threading.Event | None = None) -> tuple[list[int], int]:
+                 cancel: threading.Event | None = None,
+                 variables: Mapping[str, Any] | None = None) -> tuple[list[int], int]:
     """Tokens of the longest suffix of the conversation that fits ``budget`` tokens.
 
     The system message (if first) is always kept; the oldest other turns are dropped first.
@@ -67,7 +71,7 @@ def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
     bos, eos = _special_strings(model)
     segments = render_segments(msgs, template if template is not None else model.chat_template,
                                tools=tools, inert=model.inert, bos_token=bos, eos_token=eos,
-                               cancel=cancel)
+                               cancel=cancel, variables=variables)
     head = 0  # segments up to the system message's text are always kept
     if n_system:
         head = next((i + 1 for i, seg in enumerate(segments) if seg.message == 0), 0)
@@ -83,14 +87,15 @@ def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
             break
         parts.append(part)
     else:  # everything fits
-        return chat_tokens(model, msgs, template=template, tools=tools, cancel=cancel), 0
+        return chat_tokens(model, msgs, template=template, tools=tools, cancel=cancel,
+                           variables=variables), 0
     dropped = max(oldest + 1 - n_system, 0)
     rest = len(msgs) - n_system
     while True:
         if dropped >= rest:
             raise MessageTooLongError(budget)
         tokens = chat_tokens(model, msgs[:n_system] + msgs[n_system + dropped:],
-                             template=template, tools=tools, cancel=cancel)
+                             template=template, tools=tools, cancel=cancel, variables=variables)
         if len(tokens) <= budget:
             break
         dropped += 1

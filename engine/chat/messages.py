@@ -24,7 +24,7 @@ import json
 import re
 import secrets
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -143,12 +143,13 @@ def _compile(source: str) -> jinja2.Template:
 
 def _run(tpl: jinja2.Template, messages: list[dict[str, Any]], tools: Any, *, bos_token: str,
          eos_token: str, add_generation_prompt: bool, limits: Limits,
-         cancel: threading.Event | None, extra: int) -> str:
+         cancel: threading.Event | None, extra: int,
+         variables: Mapping[str, Any] | None = None) -> str:
     budget = limits.with_output(limits.max_output + extra)
     try:
         with bounded(budget, cancel):
             return tpl.environment.checked_concat(tpl.generate(  # type: ignore[attr-defined]
-                messages=messages, tools=tools or None,
+                **(variables or {}), messages=messages, tools=tools or None,
                 add_generation_prompt=add_generation_prompt,
                 bos_token=bos_token, eos_token=eos_token))
     except TemplateError as e:
@@ -220,19 +221,21 @@ def _dicts(messages: Sequence[Message], content: Callable[[int, Message], str],
 
 def render(messages: Sequence[Message], template: str | None, *, tools: Sequence[Any] = (),
            bos_token: str = "", eos_token: str = "", add_generation_prompt: bool = True,
-           limits: Limits = Limits(), cancel: threading.Event | None = None) -> str:
-    """Render ``messages`` with ``template`` (ChatML when None), ending with the generation prompt."""
+           limits: Limits = Limits(), cancel: threading.Event | None = None,
+           variables: Mapping[str, Any] | None = None) -> str:
+    """Render ``messages`` with ``template`` (ChatML when None), ending with the generation
+    prompt; ``variables``: more that the template gets (``enable_thinking``)."""
     return _run(_compile(template or CHATML), _dicts(messages, lambda i, m: m.content, None),
                 list(tools), bos_token=bos_token, eos_token=eos_token,
                 add_generation_prompt=add_generation_prompt, limits=limits, cancel=cancel,
-                extra=sum(len(m.content) for m in messages))
+                extra=sum(len(m.content) for m in messages), variables=variables)
 
 
 def render_segments(messages: Sequence[Message], template: str | None, *,
                     tools: Sequence[Any] = (), inert: Callable[[str], bool] | None = None,
                     bos_token: str = "", eos_token: str = "", add_generation_prompt: bool = True,
-                    limits: Limits = Limits(), cancel: threading.Event | None = None
-                    ) -> list[Segment]:
+                    limits: Limits = Limits(), cancel: threading.Event | None = None,
+                    variables: Mapping[str, Any] | None = None) -> list[Segment]:
     """The rendered prompt as segments: template text, message texts and the strings of tools
     and tool calls, in order.
 
@@ -241,7 +244,8 @@ def render_segments(messages: Sequence[Message], template: str | None, *,
     pass (None: all of them). A template that drops, repeats or rewrites a message's text makes
     its placeholder appear other than once; then the message's text is located in a normal
     render instead, and a template whose output cannot be split either way is refused (as is
-    any rewritten placeholder when tools or tool calls are present)."""
+    any rewritten placeholder when tools or tool calls are present). ``variables``: as in
+    ``render``."""
     tpl = _compile(template or CHATML)
     marks = _Marks(inert)
     # an empty text stays empty: templates test it (``{% if message.content %}``)
@@ -252,7 +256,7 @@ def render_segments(messages: Sequence[Message], template: str | None, *,
     extra = sum(len(t) for t in marks.texts)
     kw = dict(bos_token=bos_token, eos_token=eos_token,
               add_generation_prompt=add_generation_prompt, limits=limits, cancel=cancel,
-              extra=extra)
+              extra=extra, variables=variables)
     text = _run(tpl, dicts, marked_tools, **kw)  # type: ignore[arg-type]
     segments = _split(text, marks)
     with_tools = bool(tools) or any(m.tool_calls or m.role == "tool" for m in messages)

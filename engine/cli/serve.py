@@ -47,6 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--ttl", type=float, default=fleet.TTL_S, metavar="SECONDS",
                    help=f"unload a model idle this long (default {fleet.TTL_S:.0f}; -1: never; "
                         "a request's keep_alive overrides it)")
+    p.add_argument("--reasoning-budget", type=int, default=None, metavar="N",
+                   help="a reasoning model thinks at most N tokens when a request sets no budget "
+                        "(default: no limit; 0: thinking off)")
     p.add_argument("--embedding-model", default=None, metavar="PATH|embed",
                    help="a GGUF embedding model for /v1/embeddings and /api/embed (default: the "
                         "chat model's hidden states, mean-pooled)")
@@ -80,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         raise DuetError(f"--port {args.port} is not a port number (1-65535)")
     if args.max_queue < 1 or args.max_body_mb < 1 or args.models_max < 1:
         raise DuetError("--max-queue, --max-body-mb and --models-max must be >= 1")
+    if args.reasoning_budget is not None and args.reasoning_budget < 0:
+        raise DuetError("--reasoning-budget must be >= 0")
     if args.models_budget is not None and not args.models_budget > 0:
         raise DuetError("--models-budget must be a positive number of GB")
     problem = host_problem(args.host, args.api_key)
@@ -111,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
                                          api_key=args.api_key or None,
                                          max_body=args.max_body_mb << 20,
                                          cors_origins=tuple(args.cors),
-                                         embedding_model=embedding_model)
+                                         embedding_model=embedding_model,
+                                         reasoning_budget=args.reasoning_budget)
             budget = int(args.models_budget * 1e9) if args.models_budget else \
                 int(fleet.BUDGET_SHARE * machine().ram_available)
             models = fleet.Fleet(offers, partial(open_model, config, server_config, args.max_queue),

@@ -33,6 +33,7 @@ from engine.decode.sampling import Sampler, SamplingParams, logprob
 from engine.decode.speculative.accept import accept
 from engine.decode.speculative.draft import Draft
 from engine.decode.stops import StopMatcher
+from engine.decode.think_budget import ThinkBudget
 from engine.events import Done, Event, Stats, Token
 from engine.llama.detok import StreamingDetokenizer
 
@@ -80,7 +81,8 @@ class Decoding:
 
     def __init__(self, model: Model, prompt: Sequence[int], params: SamplingParams, *,
                  speculation: Drafting | None = None, grammar: GrammarState | None = None,
-                 logprobs: int | None = None, n_cached: int = 0) -> None:
+                 logprobs: int | None = None, n_cached: int = 0,
+                 think: ThinkBudget | None = None) -> None:
         self.prompt = list(prompt)
         self.history = list(prompt)  # the prompt, then every emitted token (the last: pending)
         self.params = params
@@ -94,6 +96,8 @@ class Decoding:
         self.stats = _Counters(len(prompt), n_cached)
         self._draft = Draft()
         self._forced: tuple[int, ...] = ()
+        self.think = think  # closes a thinking section past its budget (None: no budget)
+        self._closing = 0  # how many of the forced tokens close a thinking section
 
     @property
     def n_tokens(self) -> int:
@@ -152,8 +156,8 @@ class Decoding:
         def pick(i: int) -> int:  # after accept, the grammar has taken the accepted tokens
             if i > 0 and self.grammar is not None:
                 self.grammar.advance(tokens[i - 1])  # accepted: the grammar moves past it
-            if i < skip:
-                return tokens[i]  # forced: the grammar allows nothing else
+            if i < skip or i < self._closing:
+                return tokens[i]  # forced: the grammar allows nothing else, or the budget
             return self.sampler.pick(rows[i - skip], self.history + list(tokens[:i]))
 
         verdict = accept(tokens, pick)
@@ -162,13 +166,14 @@ class Decoding:
         s.proposed += len(tokens)
         s.accepted += n
         s.draft_s += draft.seconds
-        for source, part in (("grammar", forced), (draft.source, draft.tokens)):
+        forcer = "think_budget" if self._closing else "grammar"
+        for source, part in ((forcer, forced), (draft.source, draft.tokens)):
             if part:
                 s.used[source] = s.used.get(source, 0) + 1
         if self.speculation is not None and draft.tokens:  # its own part, and its share of the pass
             share = (len(draft.tokens) + 1) / (len(tokens) + 1)
             self.speculation.observe(draft, max(n - len(forced), 0), verify_s * share, lone and not forced)
-        sources = ["grammar"] * len(forced) + [draft.source] * len(draft.tokens)
+        sources = [forcer] * len(forced) + [draft.source] * len(draft.tokens)
         emitted = [(t, sources[i], rows[i - skip] if i >= skip else None)
                    for i, t in enumerate(tokens[:n])]
         self._emit(emitted + [(verdict.next_token, None, rows[n - skip])], advanced=n)
@@ -189,7 +194,12 @@ class Decoding:
     def _propose(self, room: int, width: int = 0) -> tuple[tuple[int, ...], Draft]:
         """The tokens the grammar forces next (no choice to make: they are taken as they are
         verified, "jump forward"), then the speculation's draft from there, cut where the
-        grammar would refuse it. The drafter plans knowing the forced tokens widen the pass."""
+        grammar would refuse it. The drafter plans knowing the forced tokens widen the pass.
+        A thinking section past its budget is closed first: those tokens alone."""
+        closing = self.think.due() if self.think is not None else []
+        self._closing = min(len(closing), room)
+        if closing:
+            return tuple(closing[:room]), Draft()
         g = self.grammar
         forced = tuple(g.forced()[:room]) if g is not None else ()
         if self.speculation is None or len(forced) >= room:
@@ -210,6 +220,8 @@ class Decoding:
                 self.grammar.advance(token)
             self.history.append(token)
             reason = self.out.push(token, source, lp)
+            if self.think is not None and reason is None:
+                self.think.observe(self.out.parts[-1])
             if reason is None and self.grammar is not None:
                 reason = _grammar_end(self.grammar)
             if reason is not None:

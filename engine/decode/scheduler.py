@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING, Any
 from engine.cache.prefix import align, common_prefix, dropped_span, read_ahead
 from engine.decode.decoding import Decoding, Drafting, GrammarState
 from engine.decode.sampling import SamplingParams
+from engine.decode.think_budget import ThinkBudget
 from engine.errors import CellsFullError, ContextFullError, DuetError
 from engine.events import Done, PromptProgress, Stats
 from engine.llama.context import Context, Part, decode_batch
 
 if TYPE_CHECKING:
     from engine.cache.state_cache import StateCache
+    from engine.chat.reasoning import ThinkSpec
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,7 @@ class Job:
     logprobs: int | None = None  # report log-probabilities, with this many alternatives
     slot: int | None = None  # the sequence it must run on (the app's own conversation)
     speculate: bool = True  # False: plain decoding for this reply (a chat whose preset says none)
+    think: ThinkSpec | None = None  # a reasoning model's turn (its thinking budget)
 
 
 class Slot:
@@ -334,9 +337,14 @@ class Scheduler:
         # log-probabilities come from one-row passes: a verify pass computes the same logits
         # in another batch shape, whose rounding differs (as llama-server, no drafting then)
         drafts = job.speculate and job.logprobs is None
+        think = job.think
+        budget = None if think is None or think.budget is None else ThinkBudget(
+            think.budget, think.inside,
+            lambda text: self.model.tokenize(text, add_special=False, parse_special=True))
         s.decoding = Decoding(self.model, job.prompt, job.params,
                               speculation=s.speculation if drafts else None,
-                              grammar=job.grammar, logprobs=job.logprobs, n_cached=reuse)
+                              grammar=job.grammar, logprobs=job.logprobs, n_cached=reuse,
+                              think=budget)
         s.decoding.note = note
 
     def _borrow(self, s: Slot, prompt: Sequence[int]) -> bool:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from engine.chat.fit import chat_tokens, fit_messages
 from engine.chat.messages import Message, ToolCall
+from engine.chat.reasoning import Thinking, ThinkSpec, close_text, opens_section, thinks
+from engine.chat.think_split import ThinkSplitter
 from engine.decode.constraint import Grammar, GrammarError, check_schema
 from engine.decode.sampling import SamplingParams
 from engine.errors import DuetError
@@ -51,7 +53,8 @@ class Chat:
     """A chat request. ``response``: the grammar the reply must follow, as (kind, source);
     ``logprobs``: None, or how many alternatives to report with each token's log-probability;
     ``continue_text``: the reply goes on from this text (the window's Continue);
-    ``read_calls``: False leaves calls in the text (the last reply of a round of tools)."""
+    ``read_calls``: False leaves calls in the text (the last reply of a round of tools);
+    ``thinking``: what a reasoning model is asked of its thinking (engine.chat.reasoning)."""
 
     messages: tuple[Message, ...]
     sampling: SamplingParams
@@ -62,6 +65,7 @@ class Chat:
     continue_text: str | None = None
     read_calls: bool = True
     param_names: dict[str, str] = field(default_factory=dict)  # Duet's name -> the dialect's
+    thinking: Thinking = field(default_factory=Thinking)
     embed: Embed | None = field(default=None, compare=False)  # ranks retrieved passages too
 
 
@@ -86,6 +90,7 @@ class PreparedTurn:
     names: tuple[str, ...] = ()  # the tools whose calls are read
     dropped: int = 0  # the oldest messages left out to fit the context
     sources: tuple[Source, ...] = ()  # what the model sees of the last message's files
+    think: ThinkSpec | None = None  # a reasoning model's turn: its reply is split, maybe budgeted
 
 
 def prepare(model: Model, chat: Chat, policy: Policy,
@@ -107,18 +112,25 @@ def prepare(model: Model, chat: Chat, policy: Policy,
                                    lambda text: len(model.tokenize_text(text)), chat.embed)
         chat = replace(chat, messages=tuple(messages))
     uses_tools = bool(tools) or any(m.role == "tool" or m.tool_calls for m in chat.messages)
+    on, think, variables = _thinking(model, chat)
     dropped, fmt = 0, None
     try:
         if chat.continue_text is not None:
-            prompt = chat_tokens(model, chat.messages, cancel=cancel) + \
+            prompt = chat_tokens(model, chat.messages, cancel=cancel, variables=variables) + \
                 model.tokenize_text(chat.continue_text)
         elif uses_tools or not policy.drop_oldest:
-            prompt, fmt = tool_prompt(model, chat.messages, tools, cancel=cancel)
+            prompt, fmt = tool_prompt(model, chat.messages, tools, cancel=cancel,
+                                      variables=variables)
         else:
             prompt, dropped = fit_messages(model, chat.messages,
-                                           reply_budget(policy.n_ctx, chat.sampling), cancel=cancel)
+                                           reply_budget(policy.n_ctx, chat.sampling), cancel=cancel,
+                                           variables=variables)
     except UnicodeError:
         raise RequestError("the messages are not valid Unicode text", where) from None
+    if think is not None and not on and think.inside and chat.continue_text is None:
+        # a template that opens the section whatever it is told: closed in the prompt
+        prompt = prompt + model.tokenize(close_text(""), add_special=False, parse_special=True)
+        think = ThinkSpec(inside=False, budget=0)
     grammar: Grammar | LazyGrammar | None = None
     try:
         if chat.response is not None:
@@ -130,8 +142,32 @@ def prepare(model: Model, chat: Chat, policy: Policy,
         shown = names.get(field_name, field_name)
         raise RequestError(f"{shown}: {e}", shown, "invalid_grammar") from None
     turn = PreparedTurn(prompt, chat.sampling, grammar, chat.logprobs, fmt if tools else None,
-                tuple(t.name for t in tools) if chat.read_calls else (), dropped, tuple(sources))
+                tuple(t.name for t in tools) if chat.read_calls else (), dropped, tuple(sources),
+                think)
     return turn if policy.drop_oldest else fit(turn, policy.n_ctx, where)
+
+
+def _thinking(model: Model, chat: Chat) -> tuple[bool, ThinkSpec | None, dict[str, Any]]:
+    """(whether the reply thinks, the turn's ThinkSpec, the template's variables) for a chat
+    (engine.chat.reasoning): None and nothing for a model that does not think, which a request
+    that asks for thinking is refused; a reply that must follow a grammar does not think."""
+    t, names = chat.thinking, chat.param_names
+    template = model.chat_template
+    if not thinks(template):
+        if t.on:
+            shown = names.get("thinking", "thinking")
+            raise RequestError(f"{shown}: this model does not think before answering", shown,
+                               "thinking_not_supported")
+        return False, None, {}
+    if chat.response is not None:
+        if t.on:
+            shown = names.get("thinking", "thinking")
+            raise RequestError(f"{shown}: a reply that follows a response format cannot think "
+                               "first; turn thinking off", shown)
+        t = Thinking(on=False)
+    on = t.on is not False
+    budget = 0 if not on else t.budget
+    return on, ThinkSpec(opens_section(template, on), budget), {"enable_thinking": on}
 
 
 @dataclass(frozen=True)
@@ -226,11 +262,13 @@ def _check_tool_messages(messages: tuple[Message, ...], where: str) -> None:
 @dataclass(frozen=True)
 class Text:
     """Text of the reply: ``tokens`` are the tokens whose log-probabilities came with it,
-    ``source`` the token it came from (None: the reply's held-back tail)."""
+    ``source`` the token it came from (None: the reply's held-back tail); ``thinking``: text of
+    its reasoning, not of its answer."""
 
     text: str
     tokens: tuple[Token, ...] = ()
     source: Token | None = None
+    thinking: bool = False  # the reply's reasoning (a reasoning model's <think> section)
 
 
 @dataclass(frozen=True)
@@ -248,11 +286,13 @@ Piece = Text | Call | End
 
 
 class Reader:
-    """A turn's events as pieces, one event at a time: tokens as text (with a format, tool
-    calls taken out as they close), the Done as the rest and the End."""
+    """A turn's events as pieces, one event at a time: tokens as text (a reasoning model's
+    thinking told apart first; with a format, tool calls taken out as they close), the Done as
+    the rest and the End."""
 
     def __init__(self, turn: PreparedTurn) -> None:
         self.scanner = Scanner(turn.fmt, turn.names) if turn.fmt is not None else None
+        self.splitter = ThinkSplitter(turn.think.inside) if turn.think is not None else None
 
     @property
     def reads_calls(self) -> bool:
@@ -262,12 +302,20 @@ class Reader:
         if isinstance(item, Token):
             return self._token(item)
         if isinstance(item, Done):
+            out: list[Piece] = []
+            tail = item.tail
+            if self.splitter is not None:
+                thought, tail = self.splitter.feed(tail)
+                more_thought, more = self.splitter.flush()
+                tail += more
+                if thought + more_thought:
+                    out.append(Text(thought + more_thought, thinking=True))
             rest: list[str | ToolCall] = []
             if self.scanner is not None:
-                rest = self.scanner.feed(item.tail) + self.scanner.close()
-            elif item.tail:
-                rest = [item.tail]
-            out: list[Piece] = [Text(x) if isinstance(x, str) else Call(x) for x in rest]
+                rest = self.scanner.feed(tail) + self.scanner.close()
+            elif tail:
+                rest = [tail]
+            out += [Text(x) if isinstance(x, str) else Call(x) for x in rest]
             made_calls = self.scanner is not None and self.scanner.made_calls
             out.append(End(item, "tool_calls" if made_calls and item.reason == "stop"
                            else FINISH[item.reason]))
@@ -276,10 +324,16 @@ class Reader:
 
     def _token(self, item: Token) -> list[Piece]:
         tokens = (item,) if item.logprob is not None else ()
-        if self.scanner is None:
-            return [Text(item.text, tokens, item)]
+        text = item.text
         out: list[Piece] = []
-        for x in self.scanner.feed(item.text):
+        if self.splitter is not None:
+            thought, text = self.splitter.feed(text)
+            if thought or (tokens and not text):
+                out.append(Text(thought, tokens, item, thinking=True))
+                tokens = ()
+        if self.scanner is None:
+            return out + [Text(text, tokens, item)] if text or tokens or not out else out
+        for x in self.scanner.feed(text):
             if isinstance(x, str):
                 out.append(Text(x, tokens, item))
                 tokens = ()

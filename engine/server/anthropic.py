@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from engine.chat.messages import Message, ToolCall
+from engine.chat.reasoning import OFF, Thinking
 from engine.decode.sampling import SamplingParams
 from engine.events import Done, Token
 from engine.server import schema
@@ -53,7 +54,17 @@ class ToolResultBlock(schema._Body):
     is_error: bool = False
 
 
-Block = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]
+class ThinkingBlock(schema._Body):
+    """An earlier reply's thinking, sent back: not shown to the model again."""
+
+    type: Literal["thinking", "redacted_thinking"]
+    thinking: str | None = None
+    signature: str | None = None
+    data: str | None = None
+
+
+Block = Annotated[TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock,
+                  Field(discriminator="type")]
 
 
 class AnthropicMessage(schema._Body):
@@ -74,8 +85,14 @@ class ToolChoiceBody(schema._Body):
     disable_parallel_tool_use: bool = False
 
 
-class Thinking(schema._Body):
-    type: Literal["disabled", "enabled"]
+class ThinkingConfig(schema._Body):
+    type: Literal["disabled", "enabled", "adaptive"]
+    budget_tokens: int | None = Field(None, ge=1)
+
+    def asked(self) -> Thinking:
+        if self.type == "disabled":
+            return OFF
+        return Thinking(on=True, budget=self.budget_tokens if self.type == "enabled" else None)
 
 
 class JsonFormat(schema._Body):
@@ -97,7 +114,7 @@ class CountRequest(schema._Body):
     system: str | list[TextBlock] | None = None
     tools: list[AnthropicTool] | None = None
     tool_choice: ToolChoiceBody | None = None
-    thinking: Thinking | None = None
+    thinking: ThinkingConfig | None = None
     output_config: OutputConfig | None = None  # structured output: a JSON schema
 
 
@@ -128,6 +145,8 @@ def _messages(body: CountRequest) -> list[Message]:
             where = f"messages.{i}.content.{j}"
             if isinstance(block, TextBlock):
                 text.append(block.text)
+            elif isinstance(block, ThinkingBlock):
+                continue  # an earlier reply's thinking: the model does not read it again
             elif isinstance(block, ToolUseBlock):
                 if m.role != "assistant":
                     raise bad_request(f"{where}: tool_use blocks belong to assistant messages",
@@ -172,8 +191,6 @@ async def _chat(front: Front, request: Request, data: Any,
                 cls: type[CountRequest]) -> tuple[DuetServer, CountRequest, Chat]:
     body = schema.parse(cls, data)
     front.offer(body.model)
-    if body.thinking is not None and body.thinking.type == "enabled":
-        raise bad_request("thinking: this model does not think before answering", "thinking")
     tools, choice = _tools(body)
     messages = tuple(_messages(body))
     server = await front.pick(request, body.model)
@@ -181,7 +198,8 @@ async def _chat(front: Front, request: Request, data: Any,
     fmt = body.output_config.format if body.output_config is not None else None
     return server, body, Chat(messages, params, tools, choice,
                       ("json_schema", fmt.schema_) if fmt is not None else None,
-                      param_names={"response_format": "output_config.format"})
+                      param_names={"response_format": "output_config.format"},
+                      thinking=body.thinking.asked() if body.thinking is not None else Thinking())
 
 
 # -- routes -------------------------------------------------------------------------------
@@ -218,6 +236,7 @@ class AnthropicShaper:
         self.turn = turn
         self.index = 0  # the next content block's index
         self.open: str | None = None  # the type of the block being streamed
+        self.kinds: list[str] = []  # the types of the blocks so far
 
     def head(self) -> dict:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model_id}
@@ -232,8 +251,10 @@ class AnthropicShaper:
         return {"input_tokens": len(self.turn.prompt),
                 "output_tokens": done.stats.n_completion if done is not None else 0}
 
-    def whole(self, text: str, calls: list[ToolCall], tokens: list[Token], end: End) -> dict:
-        content: list[dict] = [{"type": "text", "text": text}] if text or not calls else []
+    def whole(self, text: str, calls: list[ToolCall], tokens: list[Token], end: End,
+              reasoning: str = "") -> dict:
+        content: list[dict] = [_thinking(reasoning)] if reasoning else []
+        content += [{"type": "text", "text": text}] if text or not calls else []
         content += [_tool_use(c) for c in calls]
         return {**self.head(), "content": content, **self.stop(end), "usage": self.usage(end.done)}
 
@@ -246,6 +267,10 @@ class AnthropicShaper:
     def text(self, piece: Text) -> list[bytes]:
         if not piece.text:  # log-probabilities alone: Anthropic's messages carry none
             return []
+        if piece.thinking:
+            out = [] if self.open == "thinking" else self._open({**_thinking(""), "signature": ""})
+            delta = {"type": "thinking_delta", "thinking": piece.text}
+            return out + [event("content_block_delta", {"index": self.index, "delta": delta})]
         out = [] if self.open == "text" else self._open({"type": "text", "text": ""})
         delta = {"type": "text_delta", "text": piece.text}
         return out + [event("content_block_delta", {"index": self.index, "delta": delta})]
@@ -258,7 +283,8 @@ class AnthropicShaper:
 
     def end(self, end: End) -> list[bytes]:
         out = self._close()
-        if self.index == 0:  # an empty reply: one empty text block, as the whole body has
+        if self.index == 0 or self.kinds == ["thinking"]:  # no answer: one empty text block,
+            # as the whole body has
             out += self._open({"type": "text", "text": ""}) + self._close()
         out.append(event("message_delta", {"delta": self.stop(end), "usage": self.usage(end.done)}))
         return out + [event("message_stop", {})]
@@ -269,14 +295,28 @@ class AnthropicShaper:
     def _open(self, block: dict) -> list[bytes]:
         out = self._close()
         self.open = block["type"]
+        self.kinds.append(block["type"])
         return out + [event("content_block_start", {"index": self.index, "content_block": block})]
 
     def _close(self) -> list[bytes]:
         if self.open is None:
             return []
+        out = []
+        if self.open == "thinking":  # the SDK's thinking blocks carry a signature
+            out.append(event("content_block_delta", {"index": self.index, "delta": {
+                "type": "signature_delta", "signature": SIGNATURE}}))
         self.open = None
         self.index += 1
-        return [event("content_block_stop", {"index": self.index - 1})]
+        return out + [event("content_block_stop", {"index": self.index - 1})]
+
+
+# Anthropic signs its thinking so that it can be sent back untouched; Duet's is not signed (a
+# thinking block sent back is accepted and left out of the prompt whatever it says).
+SIGNATURE = "duet-unsigned"
+
+
+def _thinking(text: str) -> dict:
+    return {"type": "thinking", "thinking": text, "signature": SIGNATURE}
 
 
 def _tool_use(call: ToolCall) -> dict:

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ class ApiConfig:
     cors_origins: tuple[str, ...] = ()
     retry_after_s: int = 1
     embedding_model: Path | None = None  # None: embeddings from the chat model, mean-pooled
+    reasoning_budget: int | None = None  # a reasoning model's thinking, when a request sets none
 
 
 class Front:
@@ -190,6 +191,11 @@ class DuetServer:
         self.engine.close()
 
     async def prepare(self, chat: Chat) -> PreparedTurn:
+        t, budget = chat.thinking, self.config.reasoning_budget
+        if budget == 0 and t.on is None:  # the server's default: no thinking
+            chat = replace(chat, thinking=replace(t, on=False))
+        elif budget is not None and t.on is not False and t.budget is None:  # its default budget
+            chat = replace(chat, thinking=replace(t, budget=budget))
         return await run_in_threadpool(prepare, self.model, chat, self.n_ctx)
 
     async def prepare_raw(self, raw: Raw) -> PreparedTurn:
@@ -208,7 +214,7 @@ class DuetServer:
 
         matcher = turn.grammar.matcher() if turn.grammar is not None else None
         job = Job(turn.prompt, turn.sampling, emit, n_template=self.n_template, grammar=matcher,
-                  logprobs=turn.logprobs)
+                  logprobs=turn.logprobs, think=turn.think)
         try:
             self.engine.submit(job)
         except QueueFull:
@@ -233,10 +239,10 @@ class DuetServer:
             return StreamingResponse(stream(reply, shaper), media_type=shaper.media_type,
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
-            text, calls, tokens, end = await collect(reply)
+            text, calls, tokens, end, reasoning = await collect(reply)
         except Gone:
             return Response(status_code=499)
-        return JSONResponse(shaper.whole(text, calls, tokens, end))
+        return JSONResponse(shaper.whole(text, calls, tokens, end, reasoning))
 
 
 async def _watched(request: Request, job: Job, events: asyncio.Queue) -> AsyncIterator[object]:

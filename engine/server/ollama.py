@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 
 from engine import params
 from engine.chat.messages import Message, ToolCall
+from engine.chat.reasoning import OFF, Thinking, from_effort
 from engine.decode.sampling import SamplingParams
 from engine.events import Token
 from engine.server import schema
@@ -44,7 +45,7 @@ NEUTRAL_OPTIONS: dict[str, tuple[Any, ...]] = {"typical_p": (1, 1.0), "tfs_z": (
 NO_EFFECT = frozenset({"mirostat_tau", "mirostat_eta", "penalize_newline"})
 READ = frozenset(n for r in params.table(SamplingParams) for n in r.spec.api.get("ollama", ()))
 NO_LIMIT = int(params.row(SamplingParams, "max_tokens").spec.maximum or 0)  # cut to the context
-NAMES = {"response_format": "format"}  # Duet's field names -> Ollama's, in errors
+NAMES = {"response_format": "format", "thinking": "think"}  # Duet's field names -> Ollama's
 
 
 # -- request bodies -----------------------------------------------------------------------
@@ -83,8 +84,7 @@ class _OllamaRequest(schema._Body):
     format: Literal["", "json"] | dict[str, Any] | None = None
     options: dict[str, Any] | None = None
     keep_alive: float | str | None = None
-    think: bool | Literal["low", "medium", "high"] | None = Field(
-        None, json_schema_extra={"enum": [False, None]})
+    think: bool | Literal["low", "medium", "high"] | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = None
 
@@ -141,8 +141,6 @@ async def _common(front: Front, request: Request, body: _OllamaRequest,
     """The model's server (loaded on demand) and the sampling parameters, log-probabilities and
     grammar a request asks for."""
     front.offer(model_name(body.model))
-    if body.think:
-        raise bad_request("think: this model does not think before answering", "think")
     r = reply_params(data, "ollama")
     fmt = body.format
     grammar = None if not fmt else ("json_schema", {"type": "object"} if fmt == "json" else fmt)
@@ -161,6 +159,15 @@ async def unload(front: Front, body: _OllamaRequest) -> Response | None:
     await run_in_threadpool(front.fleet.unload, offer.name)
     return JSONResponse({"model": offer.name, "created_at": now(), "done": True,
                          "done_reason": "unload"})
+
+
+def thinking(body: _OllamaRequest) -> Thinking:
+    """``think``: true or false, or an effort (engine.chat.reasoning)."""
+    if body.think is None:
+        return Thinking()
+    if isinstance(body.think, bool):
+        return Thinking(on=True) if body.think else OFF
+    return from_effort(body.think)
 
 
 def options(server: DuetServer, given: dict[str, Any]) -> SamplingParams:
@@ -235,7 +242,7 @@ async def chat(request: Request) -> Response:
     if not body.messages:  # Ollama loads the model and says so
         return JSONResponse(_loaded(server, {"message": {"role": "assistant", "content": ""}}))
     chat = Chat(tuple(_messages(body)), sampling, _tools(body), response=grammar,
-                logprobs=logprobs, param_names=NAMES)
+                logprobs=logprobs, param_names=NAMES, thinking=thinking(body))
     turn = await server.prepare(chat)
     return await server.answer(request, turn, OllamaShaper(server, "chat"), body.stream)
 
@@ -263,7 +270,8 @@ async def generate(request: Request) -> Response:
         messages = ((Message("system", body.system),) if body.system else ()) + (
             Message("user", body.prompt),)
         turn = await server.prepare(Chat(messages, sampling, response=grammar, logprobs=logprobs,
-                                         param_names={**NAMES, "messages": "prompt"}))
+                                         param_names={**NAMES, "messages": "prompt"},
+                                         thinking=thinking(body)))
     return await server.answer(request, turn, OllamaShaper(server, "generate"), body.stream)
 
 
@@ -290,6 +298,8 @@ class OllamaShaper:
         return []
 
     def text(self, piece: Text) -> list[bytes]:
+        if piece.thinking:
+            return [line(self.body("", (), piece.tokens, reasoning=piece.text))]
         return [line(self.body(piece.text, (), piece.tokens))]
 
     def call(self, call: ToolCall) -> list[bytes]:
@@ -301,19 +311,24 @@ class OllamaShaper:
     def failed(self, error: ApiError) -> list[bytes]:
         return [line({"error": error.message})]
 
-    def whole(self, text: str, calls: list[ToolCall], tokens: list[Token], end: End) -> dict:
-        return self.body(text, calls, tokens, end)
+    def whole(self, text: str, calls: list[ToolCall], tokens: list[Token], end: End,
+              reasoning: str = "") -> dict:
+        return self.body(text, calls, tokens, end, reasoning)
 
     def body(self, text: str, calls: Sequence[ToolCall], tokens: Sequence[Token],
-             end: End | None = None) -> dict:
+             end: End | None = None, reasoning: str = "") -> dict:
         out: dict[str, Any] = {"model": self.model_id, "created_at": now()}
         if self.chat:
             message: dict[str, Any] = {"role": "assistant", "content": text}
+            if reasoning:
+                message["thinking"] = reasoning
             if calls:
                 message["tool_calls"] = [self._call(c) for c in calls]
             out["message"] = message
         else:
             out["response"] = text
+            if reasoning:
+                out["thinking"] = reasoning
         if tokens:
             out["logprobs"] = chat_logprobs(self.model, tokens)
         out["done"] = end is not None

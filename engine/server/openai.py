@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from engine.chat.messages import ROLES, Message, ToolCall
+from engine.chat.reasoning import from_effort
 from engine.server import schema
 from engine.server.core import Front
 from engine.server.errors import bad_request
@@ -108,7 +109,8 @@ async def chat_completions(request: Request) -> Response:
     messages = tuple(_messages(body))
     server = await front.pick(request, body.model)
     chat = Chat(messages, sampling(data, "openai", server.defaults), tools, choice,
-                response_grammar(body), _logprobs(data))
+                response_grammar(body), _logprobs(data), thinking=from_effort(body.reasoning_effort),
+                param_names={"thinking": "reasoning_effort"})
     turn = await server.prepare(chat)
     shaper = OpenAIShaper("chat", server.model_id, server.model, body.include_usage)
     return await server.answer(request, turn, shaper, body.stream)

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from engine.chat.messages import Message, ToolCall
+from engine.chat.reasoning import EFFORTS, Thinking, from_effort
 from engine.server import schema
 from engine.server.core import DuetServer, Front
 from engine.server.errors import ApiError, bad_request
@@ -28,6 +29,7 @@ from engine.server.openai_responses_body import (
     FunctionCallItem,
     InputText,
     MessageItem,
+    ReasoningItem,
     ResponsesNamedFunction,
     ResponsesRequest,
 )
@@ -49,6 +51,8 @@ def _messages(body: ResponsesRequest, before: tuple[Message, ...]) -> tuple[Mess
     out = list(before)
     names = {c.id: c.name for m in before for c in m.tool_calls}  # call_id -> function name
     for i, item in enumerate(body.input):
+        if isinstance(item, ReasoningItem):
+            continue  # an earlier reply's reasoning: the model does not read it again
         if isinstance(item, MessageItem):
             role = "system" if item.role == "developer" else item.role
             out.append(Message(role, _text(item.content)))
@@ -112,6 +116,16 @@ def _refuse(body: ResponsesRequest) -> None:
                               f"{', '.join(sorted(INCLUDE))})", f"include.{i}")
 
 
+def _thinking(body: ResponsesRequest) -> Thinking:
+    """``reasoning.effort`` (engine.chat.reasoning); the rest of ``reasoning`` (summary) has no
+    effect: the reasoning comes whole."""
+    effort = (body.reasoning or {}).get("effort")
+    if effort is not None and effort not in EFFORTS:
+        raise bad_request(f"reasoning.effort: {effort!r} is not one of {', '.join(EFFORTS)}",
+                          "reasoning.effort")
+    return from_effort(effort)
+
+
 def _before(store: ResponseStore, body: ResponsesRequest) -> tuple[Message, ...]:
     """The conversation up to ``previous_response_id`` (its instructions are not carried over,
     as OpenAI has it)."""
@@ -142,7 +156,9 @@ async def _chat(front: Front, request: Request, store: ResponseStore, data: Any
     system = (Message("system", body.instructions),) if body.instructions else ()
     return server, body, Chat(system + before + new, sampling(data, "responses", server.defaults),
                       tools, choice, _response_format(body), logprobs,
-                      param_names={"messages": "input", "response_format": "text.format"}), new
+                      param_names={"messages": "input", "response_format": "text.format",
+                                   "thinking": "reasoning.effort"},
+                      thinking=_thinking(body)), new
 
 
 # -- the route ----------------------------------------------------------------------------

@@ -39,17 +39,30 @@ class FunctionCallOutputItem(schema._Body):
     output: str | list[InputText]
 
 
+class ReasoningItem(schema._Body):
+    """An earlier reply's reasoning, sent back: not shown to the model again."""
+
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[dict[str, Any]] | None = None
+    content: list[dict[str, Any]] | None = None
+    encrypted_content: str | None = None
+    status: str | None = None
+
+
 def _item_kind(item: Any) -> str | None:
     kind = item.get("type", "message") if isinstance(item, dict) else getattr(item, "type", None)
-    return kind if kind in ("message", "function_call", "function_call_output") else None
+    return kind if kind in ("message", "function_call", "function_call_output",
+                            "reasoning") else None
 
 
 Item = Annotated[Annotated[MessageItem, Tag("message")]
                  | Annotated[FunctionCallItem, Tag("function_call")]
-                 | Annotated[FunctionCallOutputItem, Tag("function_call_output")],
+                 | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
+                 | Annotated[ReasoningItem, Tag("reasoning")],
                  Discriminator(_item_kind, custom_error_type="item_type",
-                               custom_error_message="an input item is a message, a function_call "
-                                                    "or a function_call_output")]
+                               custom_error_message="an input item is a message, a function_call, "
+                                                    "a function_call_output or a reasoning item")]
 
 
 class ResponsesTool(schema._Body):
@@ -93,7 +106,7 @@ class ResponsesRequest(schema._Body):
     stream: bool = False
     store: bool | None = None
     metadata: dict[str, str] | None = None
-    reasoning: dict[str, Any] | None = None  # these models answer at once: nothing to set
+    reasoning: dict[str, Any] | None = None  # effort: a reasoning model's (engine.chat.reasoning)
     previous_response_id: str | None = None
     conversation: Any = Field(default=None, json_schema_extra={"type": "null"})
     background: bool = Field(default=False, json_schema_extra={"enum": [False]})

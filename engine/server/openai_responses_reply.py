@@ -38,6 +38,7 @@ class ResponsesShaper:
         self.parts: list[str] = []  # the text of the message item being streamed
         self.logprobs: list[dict] = []
         self.pending = ""  # white space that opens no message before a call
+        self.thought: list[str] = []  # the text of the reasoning item being streamed
 
     def response(self, status: str, end: End | None = None) -> dict:
         b = self.body
@@ -63,7 +64,10 @@ class ResponsesShaper:
             "usage": _usage(end) if end is not None else None,
         }
 
-    def whole(self, text: str, calls: list[ToolCall], tokens: list[Token], end: End) -> dict:
+    def whole(self, text: str, calls: list[ToolCall], tokens: list[Token], end: End,
+              reasoning: str = "") -> dict:
+        if reasoning:
+            self.output.append(_reasoning_item(reasoning))
         if text.strip() or tokens or not calls:
             self.output.append(self._message(text, [logprob_entry(self.model, t) for t in tokens]))
         self.output += [_call_item(c) for c in calls]
@@ -83,11 +87,13 @@ class ResponsesShaper:
                 self.event("response.in_progress", {"response": head})]
 
     def text(self, piece: Text) -> list[bytes]:
+        if piece.thinking:
+            return self._think(piece.text)
         entries = [logprob_entry(self.model, t) for t in piece.tokens]
         if not self._open() and not piece.text.strip() and not entries:
             self.pending += piece.text
             return []
-        out = [] if self._open() else self._open_message()
+        out = self._end_thought() + ([] if self._open() else self._open_message())
         text, self.pending = self.pending + piece.text, ""
         self.parts.append(text)
         self.logprobs += entries
@@ -99,7 +105,7 @@ class ResponsesShaper:
             "delta": text, "logprobs": entries})]
 
     def call(self, call: ToolCall) -> list[bytes]:
-        out, self.pending = self._close(), ""
+        out, self.pending = self._end_thought() + self._close(), ""
         item = _call_item(call)
         index = len(self.output)
         self.output.append(item)
@@ -114,8 +120,9 @@ class ResponsesShaper:
             self.event("response.output_item.done", {"output_index": index, "item": item})]
 
     def end(self, end: End) -> list[bytes]:
-        out = self._close()
-        if not self.output:  # an empty reply: one message, as the whole body has
+        out = self._end_thought() + self._close()
+        if all(o["type"] == "reasoning" for o in self.output):  # no answer: one message, as
+            # the whole body has
             out += self._open_message()
             self.parts, self.pending = [self.pending], ""
             out += self._close()
@@ -138,6 +145,37 @@ class ResponsesShaper:
                       if o["type"] == "function_call")
         self.store.put(self.id, self.body.previous_response_id,
                        (*self.new, Message("assistant", text, tool_calls=calls)))
+
+    def _think(self, text: str) -> list[bytes]:
+        """Reasoning: a reasoning item before the message, its text streamed as it comes."""
+        if not text:
+            return []
+        out = []
+        if not self._thinking():
+            item = {**_reasoning_item(""), "status": "in_progress", "content": []}
+            self.output.append(item)
+            self.thought = []
+            out.append(self.event("response.output_item.added",
+                                  {"output_index": len(self.output) - 1, "item": item}))
+        self.thought.append(text)
+        return out + [self.event("response.reasoning_text.delta", {
+            "item_id": self.output[-1]["id"], "output_index": len(self.output) - 1,
+            "content_index": 0, "delta": text})]
+
+    def _thinking(self) -> bool:
+        return bool(self.output) and self.output[-1]["type"] == "reasoning" and \
+            self.output[-1]["status"] == "in_progress"
+
+    def _end_thought(self) -> list[bytes]:
+        if not self._thinking():
+            return []
+        index = len(self.output) - 1
+        text = "".join(self.thought)
+        item = self.output[index] = _reasoning_item(text, self.output[index]["id"])
+        return [self.event("response.reasoning_text.done", {
+                    "item_id": item["id"], "output_index": index, "content_index": 0,
+                    "text": text}),
+                self.event("response.output_item.done", {"output_index": index, "item": item})]
 
     def _open(self) -> bool:
         return bool(self.output) and self.output[-1]["type"] == "message" and \
@@ -170,6 +208,12 @@ class ResponsesShaper:
     def _message(text: str, logprobs: list[dict], item_id: str | None = None) -> dict:
         return {"type": "message", "id": item_id or "msg_" + uuid.uuid4().hex,
                 "status": "completed", "role": "assistant", "content": [_part(text, logprobs)]}
+
+
+def _reasoning_item(text: str, item_id: str | None = None) -> dict:
+    """A reasoning model's thinking, whole (as its content; no summary is made)."""
+    return {"type": "reasoning", "id": item_id or "rs_" + uuid.uuid4().hex, "summary": [],
+            "content": [{"type": "reasoning_text", "text": text}], "status": "completed"}
 
 
 def _part(text: str, logprobs: list[dict]) -> dict:

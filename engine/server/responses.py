@@ -75,12 +75,14 @@ class OpenAIShaper:
 
     # -- whole replies --------------------------------------------------------------------
     def whole(self, text: str, calls: Sequence[ToolCall], tokens: Sequence[Token],
-              end: End) -> dict:
+              end: End, reasoning: str = "") -> dict:
         body = self._base("chat.completion" if self.chat else "text_completion")
         lp = self.logprobs(tokens) if tokens else None
         if self.chat:
             message: dict[str, Any] = {"role": "assistant",
                                        "content": text if text or not calls else None}
+            if reasoning:  # as llama-server's --reasoning-format deepseek
+                message["reasoning_content"] = reasoning
             if calls:
                 message["tool_calls"] = [call_json(c) for c in calls]
             choice = {"index": 0, "message": message, "logprobs": lp, "finish_reason": end.finish}
@@ -94,6 +96,8 @@ class OpenAIShaper:
         return [sse(self.chunk(role=True))] if self.chat else []
 
     def text(self, piece: Text) -> list[bytes]:
+        if piece.thinking:
+            return [sse(self.chunk(reasoning=piece.text, tokens=piece.tokens))]
         return [sse(self.chunk(piece.text, tokens=piece.tokens))]
 
     def call(self, call: ToolCall) -> list[bytes]:
@@ -111,7 +115,7 @@ class OpenAIShaper:
         return [sse(error.body())]
 
     def chunk(self, text: str | None = None, *, finish: str | None = None, role: bool = False,
-              tokens: Sequence[Token] = ()) -> dict:
+              tokens: Sequence[Token] = (), reasoning: str | None = None) -> dict:
         body = self._base("chat.completion.chunk" if self.chat else "text_completion")
         lp = self.logprobs(tokens) if tokens else None
         if self.chat:
@@ -120,6 +124,8 @@ class OpenAIShaper:
                 delta["role"] = "assistant"
             if text is not None:
                 delta["content"] = text
+            if reasoning is not None:
+                delta["reasoning_content"] = reasoning
             choice = {"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish}
         else:
             choice = {"index": 0, "text": text or "", "logprobs": lp, "finish_reason": finish}

@@ -111,6 +111,7 @@ class _Request(_Body):
 
 class ChatCompletionRequest(_Request):
     messages: list[ChatMessage] = Field(json_schema_extra={"minItems": 1})
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
     tools: list[ToolSpec] | None = None
     tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True

@@ -21,7 +21,8 @@ class Shaper(Protocol):
     """One reply in one dialect. A stream is ``start``, then ``text`` and ``call`` in the order
     the reply gives them, then ``end``; each returns the bytes to send (often none). ``failed``
     tells an error that comes once the stream has begun; ``whole`` is the body of a reply that
-    is not streamed."""
+    is not streamed. A reasoning model's thinking comes as text pieces marked ``thinking``
+    (before the answer), and as ``whole``'s ``reasoning``."""
 
     media_type: str
 
@@ -35,7 +36,8 @@ class Shaper(Protocol):
 
     def failed(self, error: ApiError) -> list[bytes]: ...
 
-    def whole(self, text: str, calls: list[ToolCall], tokens: list[Token], end: End) -> Any: ...
+    def whole(self, text: str, calls: list[ToolCall], tokens: list[Token], end: End,
+              reasoning: str = "") -> Any: ...
 
 
 async def stream(reply: AsyncIterator[Piece], shaper: Shaper) -> AsyncIterator[bytes]:

@@ -86,17 +86,19 @@ async def pieces(items: AsyncIterator[object], turn: PreparedTurn) -> AsyncItera
                 return
 
 
-async def collect(stream: AsyncIterator[Piece]) -> tuple[str, list[Any], list[Token], End]:
-    """A whole reply: (text, calls, tokens with log-probabilities, end)."""
+async def collect(stream: AsyncIterator[Piece]) -> tuple[str, list[Any], list[Token], End, str]:
+    """A whole reply: (text, calls, tokens with log-probabilities, end, reasoning: the text of
+    a reasoning model's thinking)."""
     text: list[str] = []
+    thought: list[str] = []
     calls: list[Any] = []
     tokens: list[Token] = []
     async for p in stream:
         if isinstance(p, Text):
-            text.append(p.text)
+            (thought if p.thinking else text).append(p.text)
             tokens.extend(p.tokens)
         elif isinstance(p, Call):
             calls.append(p.call)
         else:
-            return "".join(text), calls, tokens, p
+            return "".join(text), calls, tokens, p, "".join(thought)
     raise asyncio.CancelledError  # the stream ended without its end: the server is stopping

@@ -7,7 +7,8 @@ of the CLI and the window build their prompts here."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from engine.cache.prefix import common_prefix
 from engine.chat.fit import chat_tokens
@@ -20,15 +21,17 @@ from engine.tools.lazy import LazyGrammar, lazy_grammar
 
 
 def tool_prompt(model: Model, messages: Sequence[Message], tools: Sequence[Tool], *,
-                cancel: threading.Event | None = None) -> tuple[list[int], Format]:
-    """(prompt tokens, the format calls are read with) for ``messages`` offering ``tools``.
-    Raises DuetError (a template that fails) or UnicodeError (text that is not Unicode)."""
+                cancel: threading.Event | None = None,
+                variables: Mapping[str, Any] | None = None) -> tuple[list[int], Format]:
+    """(prompt tokens, the format calls are read with) for ``messages`` offering ``tools``
+    (``variables``: more that the template gets, ``enable_thinking``). Raises DuetError (a
+    template that fails) or UnicodeError (text that is not Unicode)."""
     template = model.chat_template
     msgs, specs, fmt = list(messages), [t.spec() for t in tools], detect(template)
     uses_tools = bool(tools) or any(m.tool_calls or m.role == "tool" for m in msgs)
     if uses_tools and not renders_tools(template):
         msgs, specs, fmt = fallback.messages(msgs, tools), [], GENERIC
-    return chat_tokens(model, msgs, tools=specs, cancel=cancel), fmt
+    return chat_tokens(model, msgs, tools=specs, cancel=cancel, variables=variables), fmt
 
 
 def call_grammar(model: Model, fmt: Format, tools: Sequence[Tool],
