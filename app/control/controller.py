@@ -92,6 +92,7 @@ class ChatController(QObject):
         w.finished.connect(self.on_finished)
         w.failed.connect(self.on_failed)
         w.loaded.connect(self.on_model_loaded)
+        w.typed_ahead.connect(self.on_typed_ahead)  # a method: queued to this (the GUI's) thread
 
     # -- the model's state, by its old names -----------------------------------------------
     @property
@@ -158,6 +159,26 @@ class ChatController(QObject):
         conv.add_user(text, self.system_prompt(conv), attachments)
         self.current_changed.emit(conv)
         self._reply(conv)
+
+    def on_typed_ahead(self, figure: tuple[int, int] | None) -> None:
+        self.state.read_ahead(figure)
+
+    def typing(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
+        """The person paused while writing ``text`` (with ``attachments``) in the conversation
+        shown: the engine reads the prompt it would make, up to the last complete word, while
+        nothing else runs (setting read_ahead). Nothing to read: it stops."""
+        certain = certain_text(text)
+        if not self.settings["read_ahead"] or self.generating or self.state.model is None or \
+                not (certain or attachments):
+            self.client.read_typing("", None)
+            return
+        conv = self.current if self.current is not None and self.current.loaded else None
+        system = self.settings["system_prompt"] if conv is None else self.system_prompt(conv)
+        messages = (conv or Conversation()).next_messages(certain, system, attachments)
+        tools = self.tool_flow.tools_for(conv, first=True)[0] if conv is not None else ()
+        self.client.read_typing(conv.id if conv is not None else "", messages,
+                                self.sampling_for(conv) if conv is not None else
+                                sampling_params(dict(self.settings.values)), tools)
 
     def regenerate(self, index: int) -> None:
         """A new version of reply ``index``; the old one stays one click away."""
@@ -438,3 +459,11 @@ class ChatController(QObject):
         else:
             conv.set_status(notice=(text, kind, action, callback))
 
+
+def certain_text(text: str) -> str:
+    """What of ``text`` will be sent as it is: up to its last complete word or line (the word
+    being typed may still change), stripped as a message is."""
+    if not text or text[-1].isspace():  # the last word is complete
+        return text.strip()
+    cut = max(text.rfind(c) for c in " \n\t")
+    return text[:cut].strip() if cut >= 0 else ""

@@ -126,6 +126,10 @@ SCHEMA: tuple[Option, ...] = (
            "How many replies in a row may call tools (MCP) before the model must answer "
            "(0: tools are shown but no call is run).", "now", CONVERSATIONS, 0, 64),
     *_rows(CacheParams, CONVERSATIONS),
+    Option("read_ahead", bool, True, "Read while I type",
+           "While you write, the model reads the conversation and what you have typed so far, "
+           "so that the reply starts sooner after Enter (it gives way to everything else).",
+           "now", CONVERSATIONS),
     Option("composer_draft", str, "", "Unsent message",
            "What the composer held when Duet last quit (it is there again at the next start).",
            "now", CONVERSATIONS, visible=False),

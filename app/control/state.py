@@ -16,7 +16,7 @@ from app.engine_link.messages import LoadedModel
 from engine.conversation.library import Library
 
 # What changed: "choice", "loading", "model", "refused", "pending_reload", "notice", "page",
-# "fetching", "fetch_progress", "measuring" or "message"
+# "fetching", "fetch_progress", "measuring", "typed_ahead" or "message"
 Listener = Callable[[str], None]
 
 
@@ -48,6 +48,8 @@ class AppState:
         self.fetch_progress: tuple[int, int, str] = (0, 0, "")  # done, total, what
         self.measuring: tuple[int, int] | None = None  # the verify cost's measurement: done, total
         self.message: tuple[str, int] = ("", 0)  # a passing status line and how long it shows (ms)
+        # tokens of the prompt of the message being typed read ahead, of its tokens (None: none)
+        self.typed_ahead: tuple[int, int] | None = None
         self._listeners: list[Listener] = []
 
     def subscribe(self, listener: Listener) -> None:
@@ -142,6 +144,13 @@ class AppState:
         self._emit("measuring")
         if self.measuring is None and text:
             self.show_message(text, 8000)
+
+    def read_ahead(self, figure: tuple[int, int] | None) -> None:
+        """``(held, total)``: the tokens of the prompt being typed that are read (None: none,
+        or it was sent)."""
+        if figure != self.typed_ahead:
+            self.typed_ahead = figure
+            self._emit("typed_ahead")
 
     def show_message(self, text: str, ms: int = 3000) -> None:
         self.message = (text, ms)

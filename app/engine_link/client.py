@@ -22,6 +22,7 @@ from app.engine_link.messages import (
     ReadAheadRequest,
     RescuePlan,
     SaveRequest,
+    TypingRequest,
 )
 from app.engine_link.worker import EngineWorker, save_cut
 from engine.chat.messages import Message, ToolCall
@@ -39,6 +40,7 @@ class EngineClient(QObject):
     _open = Signal(object)
     _fetch = Signal(object)
     _read_ahead = Signal(object)
+    _read_typing = Signal(object)
 
     def __init__(self, parent: QObject | None = None, worker: EngineWorker | None = None) -> None:
         super().__init__(parent)
@@ -52,6 +54,7 @@ class EngineClient(QObject):
         self._open.connect(self.worker.open)
         self._fetch.connect(self.worker.fetch)
         self._read_ahead.connect(self.worker.read_ahead)
+        self._read_typing.connect(self.worker.read_typing)
         self._cancels: dict[str, list[threading.Event]] = {"chat": [], "fetch": [], "load": []}
         self._thread.start()
 
@@ -76,6 +79,12 @@ class EngineClient(QObject):
     def read_ahead(self, conversation_id: str, messages: Sequence[Message], tools: tuple[Tool, ...],
                    call: ToolCall) -> None:
         self._read_ahead.emit(ReadAheadRequest(conversation_id, tuple(messages), tools, call))
+
+    def read_typing(self, conversation_id: str, messages: Sequence[Message] | None,
+                    sampling: SamplingParams = SamplingParams(), tools: tuple[Tool, ...] = ()) -> None:
+        """Read ahead the prompt ``messages`` make (None: stop reading ahead)."""
+        self._read_typing.emit(TypingRequest(conversation_id, tuple(messages) if messages is not None
+                                             else None, sampling, tools))
 
     def save(self, conversation_id: str, path: Path, messages: Sequence[Message], *,
              settings: Mapping[str, Any], with_kv: bool) -> None:

@@ -73,6 +73,17 @@ class ReadAheadRequest:
 
 
 @dataclass(frozen=True)
+class TypingRequest:
+    """The person paused while writing: read the prompt that ``messages`` (the conversation
+    and the message so far) make (None: read nothing more)."""
+
+    conversation_id: str
+    messages: tuple[Message, ...] | None
+    sampling: SamplingParams = SamplingParams()
+    tools: tuple[Tool, ...] = ()
+
+
+@dataclass(frozen=True)
 class SaveRequest:
     conversation_id: str
     path: Path

@@ -40,11 +40,13 @@ from app.engine_link.messages import (
     Saved,
     SaveRequest,
     TokenBatch,
+    TypingRequest,
 )
 from app.engine_link.throttle import DEFAULT_INTERVAL_S, Coalescer
 from engine import paths
 from engine.cache.prefix import common_prefix
 from engine.chat.messages import Message, ToolCall
+from engine.chat.reasoning import CLOSE, OPEN
 from engine.conversation.session.format import read_meta
 from engine.conversation.session.meta import MAX_TOOL_CALLS
 from engine.conversation.session.store import OpenResult, open_conversation, save_conversation
@@ -56,6 +58,7 @@ from engine.llama import rescue
 from engine.llama.model import check_gguf_file
 from engine.models import catalog, fetch
 from engine.prompts.request import Call, Chat, Piece, Policy, PreparedTurn, Reader, Text, prepare
+from engine.runtime.ahead import ReadAhead
 from engine.runtime.runtime import Runtime, resolve_model
 from engine.runtime.service import Engine, Job, QueueFull
 from engine.tools.prompting import result_prefix
@@ -78,11 +81,13 @@ class EngineWorker(QObject):
     opened = Signal(object)  # Opened
     fetched = Signal(object)  # Fetched
     failed = Signal(object)  # Failure
+    typed_ahead = Signal(object)  # (held, total): the typed prompt's tokens read ahead, or None
 
     def __init__(self, token_interval: float = DEFAULT_INTERVAL_S) -> None:
         super().__init__()
         self.engine: Engine | None = None
         self.vectors: EmbeddingSource | None = None  # ranks retrieved passages (with an embedding model)
+        self.ahead: ReadAhead | None = None  # reads the prompt being typed (engine.runtime.ahead)
         self.token_interval = token_interval
         self.rescued: tuple[Path, str] | None = None  # (file, why) saved as the process ended
 
@@ -113,6 +118,8 @@ class EngineWorker(QObject):
             # the app's own conversation runs on sequence 0; with more than one, the others are
             # for the local server's clients
             self.engine = Engine(rt, reserved=1 if rt.ctx.params.n_parallel > 1 else 0)
+            self.ahead = ReadAhead(self.engine, 0,
+                                   on_read=lambda held, total: self.typed_ahead.emit((held, total)))
             self.vectors = _retrieval_vectors(self.engine)
             speculation = rt.speculation
             draft_model = rt.draft_model
@@ -137,6 +144,7 @@ class EngineWorker(QObject):
         that runs on the engine's thread."""
         with self._guard("chat", req.conversation_id):
             engine = self._engine()
+            self._stop_typing()  # the reply's prompt takes what was read, and no more is read
             n_ctx = engine.runtime.ctx.n_ctx
             chat = Chat(req.messages, req.sampling, req.tools, continue_text=req.continue_text,
                         read_calls=req.read_calls,
@@ -167,12 +175,38 @@ class EngineWorker(QObject):
         engine = self.engine
         if engine is None:
             return
+        self._stop_typing()
         try:
             prefix = result_prefix(engine.runtime.target, req.messages, req.tools, req.call)
         except (DuetError, UnicodeError) as e:
             log.info("reading ahead of a tool result: %s", e)
             return
         engine.read_ahead(prefix).add_done_callback(_log_read_ahead)
+
+    @Slot(object)
+    def read_typing(self, req: TypingRequest) -> None:
+        """While the person types: read the prompt their message would make so far, whenever
+        the engine is idle (engine.runtime.ahead). Best effort: a prompt that cannot be made
+        (too long, a file that fails) is simply not read ahead; the send says why."""
+        engine, ahead = self.engine, self.ahead
+        if engine is None or ahead is None:
+            return
+        if req.messages is None:
+            self._stop_typing()
+            return
+        chat = Chat(req.messages, req.sampling, req.tools,
+                    embed=self.vectors.embed if self.vectors is not None else None)
+        try:
+            turn = prepare(engine.runtime.target, chat, Policy(engine.runtime.ctx.n_ctx))
+        except (DuetError, UnicodeError) as e:
+            log.info("reading ahead of the message typed: %s", e)
+            return
+        ahead.want(turn.prompt)
+
+    def _stop_typing(self) -> None:
+        if self.ahead is not None:
+            self.ahead.stop()
+            self.typed_ahead.emit(None)
 
     @Slot(object)
     def save(self, req: SaveRequest) -> None:
@@ -220,6 +254,7 @@ class EngineWorker(QObject):
     def close(self) -> None:
         """Stop the engine and free the models and contexts (the worker thread, or any thread
         once it stopped)."""
+        self.ahead = None
         if self.engine is not None:
             self.engine.close()
             self.engine = None
@@ -294,6 +329,11 @@ class _Relay:
         self.calls: list[ToolCall] = []
         self.runtime = worker.runtime
         self.hook = self._rescue_hook()
+        # a reasoning model's thinking comes split from its answer (engine.prompts.request.Reader);
+        # the window folds a <think> section in the text, so the markers are put back around
+        # it, the opening one too where the prompt opened the section (DeepSeek-R1's template)
+        self.opening = OPEN if turn.think is not None and turn.think.inside else ""
+        self.thinking = False
 
     def emit(self, item: object) -> None:
         w, cid = self.worker, self.req.conversation_id
@@ -311,6 +351,8 @@ class _Relay:
                 self._shown(self.reader.feed(item))
                 if self.reader.reads_calls:  # the reply's text is what is left of the calls
                     item = replace(item, text="".join(self.shown))
+                if self.opening and not item.text.lstrip().startswith(OPEN):
+                    item = replace(item, text=OPEN + item.text)
                 rest = self.batches.flush()
                 if rest:
                     w.tokens.emit(TokenBatch(cid, tuple(rest), *self._fill()))
@@ -339,10 +381,21 @@ class _Relay:
                 if len(self.calls) < MAX_TOOL_CALLS:  # (more than a file may hold are dropped)
                     self.calls.append(p.call)
             elif isinstance(p, Text):
+                p = self._marked(p)
                 self.shown.append(p.text)
                 if p.source is not None and (p.text or not self.reader.reads_calls):
                     out.append(p.source if p.text == p.source.text else replace(p.source, text=p.text))
         return out
+
+    def _marked(self, p: Text) -> Text:
+        """``p`` with the <think> section's markers where its thinking starts and ends."""
+        if p.thinking and not self.thinking and p.text:
+            self.thinking = True
+            return replace(p, text=OPEN + p.text)
+        if not p.thinking and self.thinking and p.text:
+            self.thinking = False
+            return replace(p, text=CLOSE + p.text)
+        return p
 
     def end(self) -> None:
         if self.hook is not None:

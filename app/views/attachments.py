@@ -87,6 +87,10 @@ class Attachments(QObject):
     def _finished(self, path: Path, future: Future) -> None:
         self._done.emit(path, _result(future))  # (on the reading thread: queued to the GUI's)
 
+    def current(self) -> tuple[Attachment, ...]:
+        """The attachments for the message being written (they stay)."""
+        return tuple(r.attachment for r in self.items)
+
     def take_all(self) -> tuple[Attachment, ...]:
         """The attachments for the message being sent; the list is empty afterwards."""
         out = tuple(r.attachment for r in self.items)

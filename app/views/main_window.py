@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import cast
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QIcon
 from PySide6.QtWidgets import (
     QApplication,
@@ -47,6 +47,10 @@ from engine.mcp import config as mcp_config
 log = logging.getLogger(__name__)
 
 ICON = Path(__file__).resolve().parents[2] / "resources" / "icons" / "duet.svg"
+# While the person types, the prompt so far is handed to the engine at most this often: a
+# throttle, not a wait for a pause (someone typing 6 characters a second steadily never pauses
+# 300 ms, and the words would wait for the end); each hand-over prepares the prompt (a few ms).
+TYPING_EVERY_MS = 250
 
 
 class MainWindow(QMainWindow):
@@ -180,6 +184,15 @@ class MainWindow(QMainWindow):
         c.draft_returned.connect(self.composer.give_back)
         c.current_changed.connect(self._update_title)
         c.model_suggested.connect(self.flow.suggest)
+        # the prompt being written is read while the person pauses (engine.runtime.ahead)
+        self._typing = QTimer(self)
+        self._typing.setSingleShot(True)
+        self._typing.setInterval(TYPING_EVERY_MS)
+        self._typing.timeout.connect(self._read_typing)
+        self.composer.edit.textChanged.connect(self._typed)
+        self.attachments.changed.connect(self._typed)
+        c.current_changed.connect(self._typed)  # another conversation: its prompt
+        c.generating_changed.connect(lambda cid: None if cid else self._typed())
 
     def _update_title(self, conv: Conversation | None) -> None:
         self.setWindowTitle(f"{conv.title} — Duet" if conv is not None else "Duet")
@@ -241,6 +254,14 @@ class MainWindow(QMainWindow):
             self, "Attach files", str(Path.home()),
             "Documents (*.txt *.md *.pdf *.docx *.html *.htm *.py *.json *.csv *.log);;All files (*)")
         self.attach([Path(n) for n in names])
+
+    def _typed(self, *_: object) -> None:
+        if not self._typing.isActive():
+            self._typing.start()
+
+    def _read_typing(self) -> None:
+        if not self.attachments.pending:  # a file still being read: its end starts the timer
+            self.controller.typing(self.composer.edit.toPlainText(), self.attachments.current())
 
     def _send(self, text: str) -> None:
         if self.attachments.pending:

@@ -15,11 +15,13 @@ from engine.events import Stats
 
 
 class StatusBar(QStatusBar):
-    FIELDS = ("speed", "acceptance", "per_pass", "drafter", "context", "server")
+    FIELDS = ("ahead", "speed", "acceptance", "per_pass", "drafter", "context", "server")
     MEASURING_TIP = ("Duet measures what a verification pass costs on this machine, once per "
                      "model and settings, between replies; speculative decoding drafts by it. "
                      "Until then replies are decoded plainly (the same text, without drafting).")
     TIPS = {
+        "ahead": "Tokens of the message you are writing that the model has read already "
+                 "(Settings → Conversations → Read while I type)",
         "speed": "Generated tokens per second (last reply)",
         "acceptance": "Share of drafted tokens the target accepted",
         "per_pass": "Tokens produced per target model pass (1.0 without speculation)",
@@ -47,6 +49,7 @@ class StatusBar(QStatusBar):
             self.labels[name] = label
         self.clear_stats()
         self.set_server(None)
+        self.set_ahead(None)
         self.clear_measuring()
 
     def follow(self, library: Library) -> None:
@@ -74,6 +77,8 @@ class StatusBar(QStatusBar):
                     self.set_measuring(*state.measuring)
             elif what == "message":
                 self.showMessage(*state.message)
+            elif what == "typed_ahead":
+                self.set_ahead(state.typed_ahead[0] if state.typed_ahead else None)
         state.subscribe(on_change)
 
     def show_status(self, status: Status) -> None:
@@ -104,6 +109,11 @@ class StatusBar(QStatusBar):
         """The local server's base URL while it runs; nothing when it is off."""
         self.labels["server"].setText(f"server {address}" if address else "")
         self.labels["server"].setVisible(bool(address))
+
+    def set_ahead(self, held: int | None) -> None:
+        """Tokens of the prompt being typed read ahead; nothing once it is sent."""
+        self.labels["ahead"].setText(f"read ahead: {held:,} tokens" if held else "")
+        self.labels["ahead"].setVisible(bool(held))
 
     def clear_server(self) -> None:
         self.set_server(None)

@@ -193,6 +193,15 @@ class Conversation:
         turns = self.turns if upto is None else self.turns[:upto]
         return tuple(t.message() for t in turns if not t.streaming)
 
+    def next_messages(self, text: str, system_prompt: str = "",
+                      attachments: tuple[Attachment, ...] = ()) -> tuple[Message, ...]:
+        """The messages a reply would be given after ``add_user(text, ...)``, without adding
+        it (the prompt of a message still being written, read ahead)."""
+        head = self.engine_messages()
+        if not self.turns and system_prompt.strip():
+            head = (Turn("system", system_prompt.strip()).message(),)
+        return head + (Turn("user", text, attachments=attachments).message(),)
+
     def _last(self) -> Node:
         nodes = self.path_nodes()
         return nodes[-1] if nodes else self.root

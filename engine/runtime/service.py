@@ -64,6 +64,9 @@ class Engine:
         self._closing = False
         self._gate = gate
         self._idle: deque[Callable[[], bool]] = deque()
+        # set when a job or a call arrives: idle work passes it to llama.cpp as its cancel, so
+        # that a step under way stops at once (its tokens are dropped) and the newcomer runs
+        self.preempt = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="duet-engine", daemon=True)
         self._thread.start()
 
@@ -74,6 +77,7 @@ class Engine:
                 self.counters.rejected += 1
                 raise QueueFull
             self._pending.append(job)
+            self.preempt.set()
             self._changed.notify_all()
 
     def call(self, fn: Callable[[], Any]) -> Future:
@@ -85,6 +89,7 @@ class Engine:
                 future.set_exception(DuetError("the engine has stopped"))
                 return future
             self._calls.append((fn, future))
+            self.preempt.set()
             self._changed.notify_all()
         return future
 
@@ -93,12 +98,17 @@ class Engine:
         two steps (engine.decode.scheduler.Scheduler.read_ahead); the future holds how many were read."""
         return self.call(lambda: self.scheduler.read_ahead(slot, tokens))
 
-    def add_idle(self, work: Callable[[], bool]) -> None:
-        """Work done in short steps while no job runs or waits, after the work added before:
-        ``work()`` does one step and returns whether more remains (measuring the verify cost
-        after a load). A job that arrives waits for one step at most."""
+    def add_idle(self, work: Callable[[], bool], *, first: bool = False) -> None:
+        """Work done in short steps while no job runs or waits, after the work added before
+        (``first``: before it): ``work()`` does one step and returns whether more remains
+        (measuring the verify cost after a load, reading a prompt ahead). A job that arrives
+        waits for one step at most (none, for a step that decodes with ``preempt`` as its
+        cancel)."""
         with self._changed:
-            self._idle.append(work)
+            if first:
+                self._idle.appendleft(work)
+            else:
+                self._idle.append(work)
             self._changed.notify_all()
 
     @property
@@ -148,6 +158,7 @@ class Engine:
                                        or bool(self._idle))
                 if self._closing:
                     break
+                self.preempt.clear()  # whatever arrives from here on stops an idle step
                 while self._pending:
                     self.scheduler.add(self._pending.popleft())
                 calls, self._calls = list(self._calls), deque()

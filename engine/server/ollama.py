@@ -27,6 +27,7 @@ from engine.chat.messages import Message, ToolCall
 from engine.chat.reasoning import OFF, Thinking, from_effort
 from engine.decode.sampling import SamplingParams
 from engine.events import Token
+from engine.runtime.fleet import FleetError
 from engine.server import schema
 from engine.server.core import DuetServer, Front
 from engine.server.errors import ApiError, bad_request
@@ -156,7 +157,10 @@ async def unload(front: Front, body: _OllamaRequest) -> Response | None:
     if keep_alive(body.keep_alive) != 0:
         return None
     offer = front.offer(model_name(body.model))
-    await run_in_threadpool(front.fleet.unload, offer.name)
+    try:
+        await run_in_threadpool(front.fleet.unload, offer.name)
+    except FleetError as e:
+        raise bad_request(str(e), "keep_alive") from None
     return JSONResponse({"model": offer.name, "created_at": now(), "done": True,
                          "done_reason": "unload"})
 

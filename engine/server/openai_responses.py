@@ -72,6 +72,9 @@ def _messages(body: ResponsesRequest, before: tuple[Message, ...]) -> tuple[Mess
                                   f"input.{i}.call_id")
             out.append(Message("tool", _text(item.output), tool_call_id=item.call_id,
                                name=names[item.call_id]))
+    if len(out) == len(before):
+        raise bad_request("input: no message to answer (reasoning items alone are not read)",
+                          "input")
     if out[-1].role == "assistant" and not out[-1].tool_calls:
         raise bad_request("input: the last item is the assistant's (continuing an assistant's "
                           "message is not supported)", "input")

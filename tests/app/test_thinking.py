@@ -40,3 +40,21 @@ def test_thinking_while_streaming_and_its_duration(qtbot) -> None:
     qtbot.addWidget(plain)
     plain.refresh(highlight_draft=True)
     assert not plain.think_button.isVisibleTo(plain)
+
+
+def test_a_reasoning_models_thinking_is_folded_in_the_window(qtbot, window, driver, tmp_path,
+                                                             settings) -> None:
+    """The 0.5B with DeepSeek-R1's template: the prompt opens the <think> section, so the reply
+    starts inside it and never writes the opening marker; the window still shows it folded."""
+    from tests.conftest import model_path
+    from tests.reasoning_models import R1, template, with_template
+
+    r1 = with_template(model_path("draft"), template(R1), tmp_path / "r1.gguf")
+    settings.set("max_tokens", 12)
+    driver.load(r1)
+    reply = driver.send("Hi")
+    turn = window.controller.current.turns[-1]
+    assert turn.text.startswith("<think>") and reply.done.text.startswith("<think>")
+    w = window.chat_view.widgets[-1]
+    assert w.think_button.isVisible() and not w.think_body.isVisible()
+    assert "<think>" not in w.body.toPlainText()

@@ -1,0 +1,182 @@
+"""``python -m bench read_ahead``: the first token after Enter when the window reads while the
+person types (issue 58), driving the real window (offscreen) with Qt key events.
+
+Scenarios, each in a new conversation, the message typed at ``--cps`` characters a second:
+
+- ``paste``: a standard-library module's source cut to ``--paste-tokens`` tokens is pasted into
+  the composer, then a 15-word question about it is typed;
+- ``plain``: a conversation already about ``--history-tokens`` tokens long (one exchange sent
+  first, not timed), then a short plain message is typed.
+
+It reports the time from the Enter key to the first token shown, with reading ahead on and off
+(*Settings → Read while I type*), in turns, medians over ``--repeats``. Each run pastes another
+module (cut to the same token count), and the memory and disk caches are off, so that no run
+finds another's prompt cached. Targets (issue 58): paste ≤ 1.5 s, plain ≤ 0.3 s. Writes
+``OUT/typing.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.runtime.runtime import resolve_model
+
+log = logging.getLogger(__name__)
+
+MODULES = ("argparse", "shlex", "textwrap", "calendar", "difflib", "ftplib", "gettext", "imaplib",
+           "mailbox", "optparse", "pickletools", "poplib", "smtplib", "tarfile", "zipfile", "pprint")
+QUESTION = "Which function in this module would you change first to add a timeout, and why exactly?"
+PLAIN = "Thanks. Now name two rivers in Europe, please."
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("read_ahead", help="the first token after Enter, reading while typing or not")
+    p.add_argument("--model", default="target", help="GGUF path or starter key (default: target)")
+    p.add_argument("--scenarios", default="paste,plain")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--cps", type=float, default=6.0, help="characters typed a second")
+    p.add_argument("--paste-tokens", type=int, default=2000)
+    p.add_argument("--history-tokens", type=int, default=1000)
+    p.add_argument("--threads", type=int, default=0, help="0: llama.cpp's default")
+    p.add_argument("--out", type=Path, default=Path("bench-out"))
+    p.set_defaults(func=run)
+
+
+class Window:
+    """The real main window, offscreen, with its own settings and DUET_HOME."""
+
+    def __init__(self, model: Path, threads: int, home: Path) -> None:
+        os.environ["DUET_HOME"] = str(home)
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        from PySide6.QtWidgets import QApplication
+
+        from app.control.settings import Settings
+        from app.views.main_window import MainWindow
+
+        self.app = QApplication.instance() or QApplication([])
+        self.settings = Settings(home / "settings.json")
+        self.settings.update({"temperature": 0.0, "max_tokens": 8, "drafter": "none",
+                              "autosave": False, "n_ctx": 4096, "n_threads": threads,
+                              "state_cache_mb": 0, "kv_store_mb": 0})
+        self.w = MainWindow(self.settings, autoload=False)
+        self.w.ask_to_quit = lambda why: True
+        self.w.show()
+        loaded: list[object] = []
+        self.w.model_loaded.connect(loaded.append)
+        self.w.load_models(model)
+        self.pump(lambda: bool(loaded), 600)
+        self.model = self.w.client.worker.engine.runtime.target  # tokenizing only (thread-safe)
+
+    def pump(self, until: Callable[[], bool], timeout: float) -> None:
+        from PySide6.QtCore import QEventLoop
+
+        end = time.monotonic() + timeout
+        while not until():
+            if time.monotonic() > end:
+                raise TimeoutError("the window did not get there in time")
+            self.app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 5)
+            time.sleep(0.002)
+
+    def wait(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        self.pump(lambda: time.monotonic() >= end, seconds + 5)
+
+    def type(self, text: str, cps: float) -> None:
+        from PySide6.QtTest import QTest
+
+        edit = self.w.composer.edit
+        for ch in text:
+            QTest.keyClicks(edit, ch)
+            self.wait(1 / cps)
+
+    def send_timed(self) -> float:
+        """Enter, then the seconds until the reply's first text is shown; waits for its end."""
+        from PySide6.QtCore import Qt
+        from PySide6.QtTest import QTest
+
+        c = self.w.controller
+        finished: list[object] = []
+        c.reply_finished.connect(finished.append)
+        t0 = time.perf_counter()
+        QTest.keyClick(self.w.composer.edit, Qt.Key.Key_Return)
+        self.pump(lambda: c.current is not None and len(c.current.turns) >= 2 and
+                  bool(c.current.turns[-1].text) or bool(finished), 600)
+        first = time.perf_counter() - t0
+        self.pump(lambda: bool(finished), 600)
+        c.reply_finished.disconnect(finished.append)
+        return first
+
+    def close(self) -> None:
+        self.w.close()
+
+
+def paste_text(model: Any, module: str, n_tokens: int) -> str:
+    """``module``'s source, cut at a line to about ``n_tokens`` tokens."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None
+    lines = Path(spec.origin).read_text(encoding="utf-8").splitlines()
+    lo, hi = 1, len(lines)
+    while lo < hi:  # the most lines that stay within n_tokens
+        mid = (lo + hi + 1) // 2
+        if len(model.tokenize("\n".join(lines[:mid]), add_special=False)) <= n_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return "\n".join(lines[:lo])
+
+
+def one(win: Window, scenario: str, on: bool, module: str, args: argparse.Namespace) -> float:
+    win.settings.set("read_ahead", on)
+    win.w.controller.new()
+    edit = win.w.composer.edit
+    if scenario == "plain":  # an exchange first: the conversation is about history-tokens long
+        win.w.controller.send(paste_text(win.model, module, args.history_tokens) +
+                              "\n\nSay OK.")
+        win.pump(lambda: win.w.controller.generating is None, 600)
+        win.type(PLAIN, args.cps)
+    else:
+        edit.insertPlainText(paste_text(win.model, module, args.paste_tokens) + "\n\n")
+        win.type(QUESTION, args.cps)
+    return win.send_timed()
+
+
+def run(args: argparse.Namespace) -> int:
+    model = resolve_model(args.model)
+    scenarios = [s for s in args.scenarios.split(",") if s]
+    rows: dict[str, dict[str, list[float]]] = {s: {"on": [], "off": []} for s in scenarios}
+    modules = iter(MODULES * 4)
+    with tempfile.TemporaryDirectory(prefix="duet-bench-typing-") as home:
+        win = Window(model, args.threads, Path(home))
+        try:
+            for r in range(args.repeats):
+                for scenario in scenarios:
+                    for mode in (("on", "off") if r % 2 == 0 else ("off", "on")):
+                        t = one(win, scenario, mode == "on", next(modules), args)
+                        rows[scenario][mode].append(t)
+                        log.info("repeat %d %s %s: first token %.2f s", r + 1, scenario, mode, t)
+        finally:
+            win.close()
+    out: dict[str, Any] = {"model": model.name, "cps": args.cps, "paste_tokens": args.paste_tokens,
+                           "history_tokens": args.history_tokens, "runs": rows, "medians": {}}
+    print(f"first token after Enter, {model.name}, typing at {args.cps:g} characters a second "
+          f"(medians of {args.repeats}):")
+    print("| scenario | read while typing | read at send | ratio |")
+    print("|---|---|---|---|")
+    for scenario, modes in rows.items():
+        on, off = statistics.median(modes["on"]), statistics.median(modes["off"])
+        out["medians"][scenario] = {"on_s": round(on, 3), "off_s": round(off, 3)}
+        print(f"| {scenario} | {on:.2f} s | {off:.2f} s | {off / on:.1f}× |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "typing.json").write_text(json.dumps(out, indent=1))
+    return 0

@@ -1,0 +1,61 @@
+"""Reading while the person types (engine.runtime.ahead through the window): text typed with Qt
+key events is read into the cache before Enter, the status bar says how much, the reply then
+reads only the last words and is the reply read at send; with the setting off nothing is read."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from tests.conftest import REPLY_WAIT_S
+
+LONG_MS = REPLY_WAIT_S * 1000
+PASTE = "\n".join(f"def f{i}(x):\n    return x * {i} + {i * i}" for i in range(30))
+QUESTION = "Which of these functions returns 59 for x equal to 2? Name it."
+
+
+def type_message(qtbot, window) -> None:
+    edit = window.composer.edit
+    edit.insertPlainText(PASTE + "\n\n")  # pasted
+    qtbot.keyClicks(edit, QUESTION)  # typed, key by key
+
+
+def test_typing_is_read_before_enter_and_the_reply_reads_only_the_rest(qtbot, window, driver,
+                                                                        smol_path) -> None:
+    driver.load(smol_path)
+    type_message(qtbot, window)
+    label = window.status.labels["ahead"]
+    # the question's last word may still change: all before it is read (the paste too)
+    qtbot.waitUntil(lambda: window.state.typed_ahead is not None and
+                    window.state.typed_ahead[0] == window.state.typed_ahead[1], timeout=LONG_MS)
+    held = window.state.typed_ahead[0]
+    assert held > 500
+    assert label.isVisibleTo(window) and label.text() == f"read ahead: {held:,} tokens"
+    reply = driver.finish(lambda: qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return))
+    stats = reply.done.stats
+    # read again at send: the last word, and the template's end that followed the words before
+    assert stats.n_cached_tokens >= held - 8 and stats.n_prompt_tokens - stats.n_cached_tokens <= 12
+    qtbot.waitUntil(lambda: not label.isVisibleTo(window), timeout=LONG_MS)  # sent: gone
+
+    # the same message read at send (reading ahead off), in a new conversation: the same reply
+    window.settings.set("read_ahead", False)
+    window.controller.new()
+    type_message(qtbot, window)
+    again = driver.finish(lambda: qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return))
+    assert again.done.token_ids == reply.done.token_ids
+    assert window.state.typed_ahead is None
+
+
+def test_with_the_setting_off_nothing_is_read_before_enter(qtbot, window, driver, smol_path,
+                                                           settings, monkeypatch) -> None:
+    settings.set("read_ahead", False)
+    driver.load(smol_path)
+    asked: list = []
+    real = window.client.read_typing
+    monkeypatch.setattr(window.client, "read_typing",
+                        lambda cid, messages, *a: (asked.append(messages), real(cid, messages, *a)))
+    type_message(qtbot, window)
+    qtbot.waitUntil(lambda: bool(asked), timeout=LONG_MS)  # the typing was handed over...
+    assert asked and all(m is None for m in asked)  # ...as "read nothing"
+    reply = driver.finish(lambda: qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return))
+    assert reply.done.stats.n_cached_tokens == 0 and window.state.typed_ahead is None
+    assert not window.status.labels["ahead"].isVisibleTo(window)
