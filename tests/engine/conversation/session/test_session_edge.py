@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import engine.chat.fit
 from engine.chat.messages import Message
 from engine.conversation.session import store
