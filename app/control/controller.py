@@ -164,10 +164,12 @@ class ChatController(QObject):
         self.state.read_ahead(figure)
 
     def typing(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
-        """The person paused while writing ``text`` (with ``attachments``) in the conversation
-        shown: the engine reads the prompt it would make, up to the last complete word, while
-        nothing else runs (setting read_ahead). Nothing to read: it stops."""
-        certain = certain_text(text)
+        """The person is writing ``text`` (with ``attachments``) in the conversation shown: the
+        engine reads the prompt that sending it now would make, while nothing else runs
+        (setting read_ahead); Enter then finds all of it read but its last token. More typing
+        changes only the prompt's end: what it no longer shares (the last word, the template's
+        closing tokens) is cut back and read anew. Nothing to read: it stops."""
+        certain = text.strip()
         if not self.settings["read_ahead"] or self.generating or self.state.model is None or \
                 not (certain or attachments):
             self.client.read_typing("", None)
@@ -459,11 +461,3 @@ class ChatController(QObject):
         else:
             conv.set_status(notice=(text, kind, action, callback))
 
-
-def certain_text(text: str) -> str:
-    """What of ``text`` will be sent as it is: up to its last complete word or line (the word
-    being typed may still change), stripped as a message is."""
-    if not text or text[-1].isspace():  # the last word is complete
-        return text.strip()
-    cut = max(text.rfind(c) for c in " \n\t")
-    return text[:cut].strip() if cut >= 0 else ""

@@ -7,14 +7,16 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from starlette.applications import Starlette
 
 from engine import paths
+from engine.errors import DuetError
 from engine.models import served
 from engine.models.hub.fit import FitRequest
 from engine.models.served import Offer
@@ -23,6 +25,9 @@ from engine.runtime.runtime import Runtime, RuntimeConfig
 from engine.runtime.service import Engine
 from engine.server.app import ApiConfig, create_app
 from engine.server.core import DuetServer
+
+if TYPE_CHECKING:
+    from engine.decode.speculative.later import LaterCurves
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +63,9 @@ def offered(config: RuntimeConfig, folders: list[Path], given: str | None = None
 
 def open_model(config: RuntimeConfig, api: ApiConfig, max_queue: int, offer: Offer) -> DuetServer:
     """Load ``offer`` with ``config``'s settings (its own file and draft): its engine thread
-    and its server, for the fleet."""
+    and its server, for the fleet. A verify-cost curve not measured yet on this machine is
+    measured between requests, as the window does (the first ones decode plainly): the load
+    is the model's alone."""
     draft = None
     if offer.draft is not None:
         like = config.draft or config.target
@@ -68,8 +75,23 @@ def open_model(config: RuntimeConfig, api: ApiConfig, max_queue: int, offer: Off
         speculative = replace(speculative, drafter="auto")  # no draft for this one: n-gram
     mine = replace(config, target=replace(config.target, path=offer.path), draft=draft,
                    speculative=speculative)
-    engine = Engine(Runtime(mine), max_queue=max_queue)
+    runtime = Runtime(mine, measure=False)
+    engine = Engine(runtime, max_queue=max_queue)
+    if runtime.later is not None:
+        engine.add_idle(_measuring(runtime.later))
     return DuetServer(engine, offer.name, api)
+
+
+def _measuring(later: LaterCurves) -> Callable[[], bool]:
+    def step() -> bool:
+        try:
+            return later.step()
+        except DuetError as e:
+            log.warning("measuring the verify cost failed (no drafting): %s", e)
+            later.close()
+            return False
+
+    return step
 
 
 def build(runtime: Runtime, config: ApiConfig, *, max_queue: int = 8,
