@@ -47,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--second", default="draft", help="the model asked by name (default: draft)")
     p.add_argument("--llama-server", type=Path, default=None, metavar="PATH",
                    help="also measure llama-server's router mode (a build with --models-dir)")
+    p.add_argument("--drafter", default="auto", help="Duet's drafter (default: serve's, auto)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ctx", type=int, default=2048)
     p.add_argument("--repeats", type=int, default=3)
@@ -80,7 +81,7 @@ def duet(first: Path, second: Path, args: argparse.Namespace) -> Iterator[tuple[
             (Path(folder) / path.name).symlink_to(path)
         cmd = [sys.executable, "-m", "engine", "serve", "--model", str(first), "--port", str(port),
                "--threads", str(args.threads), "--ctx", str(args.ctx), "--parallel", "1",
-               "--models-dir", folder]
+               "--models-dir", folder, "--drafter", args.drafter]
         with empty_kv_store(), start_server(cmd, port, "duet-cli serve", timeout_s=600):
             yield port, first.stem, second.stem
 

@@ -123,7 +123,9 @@ def run(args: argparse.Namespace) -> int:
             models = fleet.Fleet(offers, partial(open_model, config, server_config, args.max_queue),
                                  budget=budget, max_loaded=args.models_max, ttl_s=args.ttl)
             fleets.append(models)
-            models.acquire(model_id).release()  # the default model, loaded now
+            first = models.acquire(model_id)  # the default model, loaded now
+            first.value.prepare_constraints()
+            first.release()
             gate.open(create_fleet_app(models, server_config, config.sampling))
             print(f"duet-cli: serving {model_id} (drafter {config.speculative.drafter}, "
                   f"{config.context.n_parallel} parallel) and {len(offers) - 1} other models "

@@ -95,6 +95,7 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 def create_app(engine: Engine, config: ApiConfig) -> Starlette:
     """The app over one loaded model (the window's: its owner loads and closes it)."""
     server = DuetServer(engine, config.model_id, config)
+    server.prepare_constraints()
     offer = Offer(config.model_id, Path(engine.runtime.target.path), config.aliases,
                   n_ctx=server.n_ctx)
     fleet: Fleet[DuetServer] = Fleet([offer], _no_load, budget=1 << 62, reaper=False)

@@ -182,8 +182,15 @@ class DuetServer:
         self.defaults = engine.runtime.config.sampling
         self.n_template = _template_prefix(self.model)
         self.vectors: Any = None  # its mean-pooled embeddings (engine.server.embeddings), once asked
-        # agents send schemas: the first one does not wait for llguidance's view of the vocabulary
-        engine.add_idle(partial(constraint.prepare, self.model))
+        self._prepared = False
+
+    def prepare_constraints(self) -> None:
+        """Agents send schemas: llguidance's view of the vocabulary is made while the engine
+        is idle (once), so that the first one does not wait for it. Not at the load itself: a
+        model loaded for a request answers it first (the view takes about a second)."""
+        if not self._prepared:
+            self._prepared = True
+            self.engine.add_idle(partial(constraint.prepare, self.model))
 
     def close(self) -> None:
         if self.vectors is not None:
@@ -217,6 +224,7 @@ class DuetServer:
                   logprobs=turn.logprobs, think=turn.think)
         try:
             self.engine.submit(job)
+            self.prepare_constraints()  # after the job: it waits for nothing
         except QueueFull:
             raise ApiError(429, "the server is busy: too many queued requests; retry later",
                            type="rate_limit_error", code="queue_full",
