@@ -68,13 +68,15 @@ class Window:
                               "autosave": False, "n_ctx": 4096, "n_threads": threads,
                               "state_cache_mb": 0, "kv_store_mb": 0})
         self.w = MainWindow(self.settings, autoload=False)
-        self.w.ask_to_quit = lambda why: True
+        self.w.ask_to_quit = lambda why: True  # type: ignore[method-assign]  # quits unasked
         self.w.show()
         loaded: list[object] = []
         self.w.model_loaded.connect(loaded.append)
         self.w.load_models(model)
         self.pump(lambda: bool(loaded), 600)
-        self.model = self.w.client.worker.engine.runtime.target  # tokenizing only (thread-safe)
+        engine = self.w.client.worker.engine
+        assert engine is not None
+        self.model = engine.runtime.target  # tokenizing only (thread-safe)
 
     def pump(self, until: Callable[[], bool], timeout: float) -> None:
         from PySide6.QtCore import QEventLoop
