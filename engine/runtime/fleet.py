@@ -138,6 +138,11 @@ class Fleet(Generic[T]):
         with self._changed:
             return self._failed.get(offer.name)
 
+    def wait_until(self, predicate: Callable[[Fleet[T]], bool], timeout: float) -> bool:
+        """Block until ``predicate(self)`` holds (checked whenever the fleet changes)."""
+        with self._changed:  # (a reentrant lock: the predicate may ask the fleet)
+            return self._changed.wait_for(lambda: predicate(self), timeout)
+
     @property
     def used(self) -> int:
         """Bytes the loaded and loading models are estimated to need."""

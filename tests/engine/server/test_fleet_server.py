@@ -142,8 +142,9 @@ def test_keep_alive_zero_and_the_routers_routes_unload(fleeted):
     assert http.post("/models/unload", body={"model": "gemma"}, cast_to=object) == {"success": False}
     ol.chat(model="gemma", messages=[{"role": "user", "content": "Hi"}], keep_alive=0,
             options={"num_predict": 2})
-    fleeted.fleet.expire()  # what the fleet's own thread does when the reply's lease ends
-    assert "gemma-3-270m-q4_k_m" not in fleeted.loaded()
+    # the reply's lease ends once its last byte is sent; the fleet's thread unloads it then
+    assert fleeted.fleet.wait_until(lambda f: "gemma-3-270m-q4_k_m" not in fleeted.loaded(),
+                                    REPLY_WAIT_S)
 
 
 def test_an_unknown_name_is_a_404_in_each_dialect(fleeted):
@@ -162,8 +163,8 @@ def test_idle_models_unload_after_the_time_to_live(smol_path, duet_home):
     try:
         c = handle.openai()
         c.chat.completions.create(model="test", messages=[{"role": "user", "content": "Hi"}])
-        handle.fleet.expire()  # due at once (ttl 0); the fleet's thread does it too
-        assert handle.loaded() == []
+        # due as the reply's lease ends (ttl 0): the fleet's own thread unloads it
+        assert handle.fleet.wait_until(lambda f: handle.loaded() == [], REPLY_WAIT_S)
         listed = {m.id: (m.model_extra or {})["status"]["value"] for m in c.models.list().data}
         assert set(listed.values()) == {"unloaded"}
     finally:
