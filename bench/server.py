@@ -37,8 +37,8 @@ from engine.errors import DuetError
 from engine.llama.context_params import ContextParams
 from engine.llama.model import ModelSpec
 from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
-from engine.server.app import ApiConfig
-from engine.server.run import BackgroundServer, build, model_names
+from engine.server.app import ApiConfig, model_names
+from engine.server.run import BackgroundServer, build
 
 if TYPE_CHECKING:
     from engine.llama.model import Model

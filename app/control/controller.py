@@ -19,11 +19,12 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.control.conversation import RecentFiles, unique_path
 from app.control.files import ConversationFiles
+from app.control.models import gone_note
 from app.control.settings import SAMPLING_KEYS, Settings, sampling_params
 from app.control.state import AppState
 from app.control.tool_flow import ToolFlow, ToolSource
 from app.engine_link.client import EngineClient
-from app.engine_link.messages import ChatReply, Failure, RescuePlan, TokenBatch
+from app.engine_link.messages import ChatReply, Failure, LoadedModel, RescuePlan, TokenBatch
 from engine import paths
 from engine.chat.messages import Attachment, Message
 from engine.conversation.presets import Preset
@@ -44,7 +45,7 @@ CHECKPOINT_S = 2.0
 class ChatController(QObject):
     current_changed = Signal(object)  # Conversation
     generating_changed = Signal(bool)
-    model_suggested = Signal(object)  # Path of the model a reopened conversation was made with
+    model_suggested = Signal(object)  # Path of the model the conversation shown was made with
     reply_finished = Signal(object)  # ChatReply (after the view and the conversation were updated)
     conversation_saved = Signal(object)  # Saved
     conversation_opened = Signal(object)  # Opened
@@ -133,6 +134,12 @@ class ChatController(QObject):
         self._show(conv)
 
     def _show(self, conv: Conversation) -> None:
+        if conv.model is not None and self.generating is None:
+            gone = gone_note(conv.model, self.state.model)
+            if gone:
+                self._notify(conv, gone, "info")
+            else:  # its model comes back (first: the open below then restores its KV state there)
+                self.model_suggested.emit(conv.model)
         if conv.path is None:  # new, never saved
             pass
         elif conv.loaded:
@@ -180,7 +187,8 @@ class ChatController(QObject):
         tools = self.tool_flow.tools_for(conv, first=True)[0] if conv is not None else ()
         self.client.read_typing(conv.id if conv is not None else "", messages,
                                 self.sampling_for(conv) if conv is not None else
-                                sampling_params(dict(self.settings.values)), tools)
+                                sampling_params(dict(self.settings.values)), tools,
+                                self.thinking_for(conv))
 
     def regenerate(self, index: int) -> None:
         """A new version of reply ``index``; the old one stays one click away."""
@@ -254,6 +262,24 @@ class ChatController(QObject):
         if preset.drafter != "none" and self.settings["drafter"] != preset.drafter:
             self.settings.set("drafter", preset.drafter)  # the window says "at the next load"
 
+    def thinking_for(self, conv: Conversation | None) -> bool | None:
+        """Whether a reasoning model thinks before its replies in ``conv`` (its own switch, else
+        the setting); None for a model that does not think (its replies are as they were)."""
+        if self.state.model is None or not self.state.model.thinks:
+            return None
+        own = conv.settings.get("thinking") if conv is not None else None
+        return bool(self.settings["thinking"] if own is None else own)
+
+    def set_thinking(self, on: bool) -> None:
+        """The Think switch: the conversation shown thinks before its next replies, or not
+        (kept in its file; the next reply's prompt says so, nothing before it changes)."""
+        conv = self.current if self.current is not None and self.current.loaded else self.new()
+        if conv.settings.get("thinking", self.settings["thinking"]) == on:
+            return
+        conv.settings = {**conv.settings, "thinking": on}
+        conv.dirty = conv.dirty or bool(conv.turns)
+        conv.notify("meta")
+
     def sampling_for(self, conv: Conversation) -> SamplingParams:
         """The settings' sampling, with the conversation's own values (its preset) on top."""
         values = dict(self.settings.values)
@@ -283,10 +309,12 @@ class ChatController(QObject):
             if continue_text is None else ((), False)
         self._live[conv.id] = (0.0, 0, 0)
         self._set_generating(conv.id)
+        conv.model = self.state.model.target_path if self.state.model is not None else \
+            self.state.loading
         self.client.chat(conv.id, messages, self.sampling_for(conv),
                          continue_text=continue_text, rescue=self._rescue_plan(conv),
                          speculate=conv.settings.get("drafter") != "none",
-                         tools=tools, read_calls=read_calls)
+                         tools=tools, read_calls=read_calls, thinking=self.thinking_for(conv))
         self.checkpoint()  # the message just sent is on disk before its reply's first token
 
     def checkpoint(self) -> None:
@@ -379,9 +407,14 @@ class ChatController(QObject):
             self.files.save(conv)
         self.reply_finished.emit(reply)
 
-    def on_model_loaded(self, _info: object) -> None:
+    def on_model_loaded(self, info: LoadedModel) -> None:
         for conv in self.conversations:
             conv.status.n_past = 0
+        shown = self.current
+        if not info.switched and shown is not None and shown.path is not None and shown.loaded \
+                and not shown.dirty and self.generating is None and shown.model == info.target_path:
+            # the model came back for the conversation shown: its saved KV state too
+            self.client.open(shown.id, shown.path, shown=True)
 
     def on_failed(self, failure: Failure) -> None:
         conv = self.by_id(failure.conversation_id)

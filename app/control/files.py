@@ -16,6 +16,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from app.control.conversation import RecentFiles, saved_conversations, unique_path
+from app.control.models import gone_note
 from app.control.settings import SAMPLING_KEYS, Settings, chat_settings
 from app.control.state import AppState
 from app.engine_link.client import EngineClient
@@ -189,8 +190,13 @@ class ConversationFiles(QObject):
                                else "the file holds no KV state")
             self.notify(conv, f"Reopened {res.path.name} from its text ({why}); the next "
                          f"reply recomputes the prompt.{unusable}", "info")
-        if res.model_path is not None and not self.state.can_chat:
-            self.model_suggested.emit(res.model_path)
+        if res.model_path is not None:
+            conv.model = res.model_path
+            gone = gone_note(res.model_path, self.state.model)
+            if gone:
+                self.notify(conv, gone, "info")
+            elif conv is self.library.current:
+                self.model_suggested.emit(res.model_path)  # (nothing when it is the one in use)
         self.conversation_opened.emit(res)
 
     def file_settings(self, conv: Conversation, tree: dict) -> dict:

@@ -52,6 +52,24 @@ def _size(path: Path) -> int:
         return 0
 
 
+def gone_note(path: Path, using: LoadedModel | None) -> str | None:
+    """What a conversation made with the model ``path`` says when that file is gone (None: it
+    is there, or it is the one in use)."""
+    if Path(path).is_file() or (using is not None and _same(using.target_path, path)):
+        return None
+    then = f"replies use {using.target_name}" if using is not None else \
+        "choose a model and press Load"
+    return f"This conversation was made with {Path(path).name}, which is no longer at " \
+        f"{Path(path).parent}: {then}."
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return Path(a) == Path(b)
+
+
 def _is_gguf(path: Path) -> bool:
     try:
         check_gguf_file(path)
@@ -110,7 +128,9 @@ class ModelFlow(QObject):
             return
         self.load(*starters)
 
-    def load(self, target: Path, draft: Path | None = None) -> None:
+    def load(self, target: Path, draft: Path | None = None, *, fresh: bool = False) -> None:
+        """Load ``target`` (with ``draft``), or switch to it when it is kept loaded with the same
+        settings (``fresh``: load it again all the same)."""
         try:
             for path in (target, draft):
                 if path is not None:
@@ -130,7 +150,7 @@ class ModelFlow(QObject):
         model_memory.remember(Path(target), self.settings.values)
         self.state.choose(target, draft)
         self.state.load_started(target)
-        self.client.load(config)
+        self.client.load(config, self.settings["models_kept"], fresh=fresh)
 
     def _refuse(self, target: Path, draft: Path | None, message: str) -> None:
         """A choice that cannot load: say why, keep what is loaded, drop bad files from the
@@ -141,9 +161,10 @@ class ModelFlow(QObject):
                                       "error", until_load=True))
 
     def reload(self) -> None:
+        """Load the chosen models again (Reload: new settings, a new measurement)."""
         target, draft = self.state.choice
         if target is not None:
-            self.load(target, draft)
+            self.load(target, draft, fresh=True)
 
     def recalibrate(self) -> None:
         """Forget every measured verify-cost curve and reload: the loaded model is measured
@@ -160,15 +181,38 @@ class ModelFlow(QObject):
         self.state.set_fetching(True)
         self.client.fetch(("target", "draft"))
 
-    def suggest(self, path: Path) -> None:
-        """A conversation opened that was made with another model: offer to load it."""
-        if Path(path).exists() and self.state.loading is None:
-            self.state.say(Notice(f"This conversation was made with {Path(path).name}.", "info",
-                                  "Load it", lambda: self.load(Path(path))))
+    def bring_back(self, path: Path) -> None:
+        """The conversation shown was made with the model ``path``: use it again (at once when
+        it is kept loaded; its own remembered settings and draft come with it). A file that is
+        gone loads nothing (the conversation says so: ``gone_note``); with no model loaded it is
+        offered, not loaded; nothing changes while a load is under way (the person chose it)."""
+        path = Path(path)
+        info = self.state.model
+        if self.state.loading is not None or (info is not None and _same(info.target_path, path)):
+            return
+        if not path.is_file():
+            return
+        if info is None:  # nothing loaded (--no-autoload, a failed load): an offer, no load
+            self.state.say(Notice(f"This conversation was made with {path.name}.", "info",
+                                  "Load it", lambda: self.load(path)))
+        else:
+            self.load(path)
 
     # -- what the worker says ------------------------------------------------------------------
     def on_loaded(self, info: LoadedModel) -> None:
+        if info.switched and not _same(Path(self.settings["target_model"] or "."), info.target_path):
+            # the engine switched by itself (a reopened conversation's model, kept loaded): the
+            # settings follow it, as if it had been chosen
+            remembered = model_memory.recall(Path(info.target_path))
+            remembered.pop("draft_model", None)
+            with self.state.recalling_settings():
+                self.settings.update(remembered)
+            self.settings.update({"target_model": str(info.target_path),
+                                  "draft_model": str(info.draft_path or "")})
+            self.state.choose(info.target_path, info.draft_path)
         self.state.loaded(info)
+        if info.switched:
+            self.state.show_message(f"Using {info.target_name} (kept loaded)", 4000)
         if self.settings["server_enabled"]:
             self.local_server.apply(self.settings.values)  # serves the new engine
         self.loaded.emit(info)

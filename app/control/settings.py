@@ -35,6 +35,7 @@ from engine.llama.context_params import ContextParams
 from engine.llama.model import ModelSpec
 from engine.llama.placement_params import GPU_LAYERS
 from engine.localfile import read_json, write_json
+from engine.runtime.fleet import MAX_LOADED
 from engine.runtime.runtime import RuntimeConfig, endpoints, tensor_split
 from engine.tools import MAX_ROUNDS
 
@@ -108,6 +109,9 @@ SCHEMA: tuple[Option, ...] = (
     *_rows(ContextParams, LOADING, skip=("n_batch", "type_v")),
     *(replace(Option.of(GPU_LAYERS, LOADING), name=f"gpu_layers_{who}", label=f"GPU layers ({who})")
       for who in ("target", "draft")),
+    Option("models_kept", int, MAX_LOADED, "Models kept loaded",
+           "Models used before stay loaded (within the memory free) so that going back to a "
+           "conversation's model is instant; 1 keeps only the one in use.", "now", LOADING, 1, 16),
     Option("rpc_target", str, "", "RPC workers (target)",
            "HOST:PORT,… of duet-cli workers that hold the target's layers (empty: this computer).",
            "reload", LOADING),
@@ -126,6 +130,10 @@ SCHEMA: tuple[Option, ...] = (
            "How many replies in a row may call tools (MCP) before the model must answer "
            "(0: tools are shown but no call is run).", "now", CONVERSATIONS, 0, 64),
     *_rows(CacheParams, CONVERSATIONS),
+    Option("thinking", bool, True, "Reasoning models think first",
+           "A reasoning model thinks before it answers (its thinking shows folded). Each "
+           "conversation can turn it off or on with the Think button by the message box.",
+           "now", CONVERSATIONS),
     Option("read_ahead", bool, True, "Read while I type",
            "While you write, the model reads the conversation and what you have typed so far, "
            "so that the reply starts sooner after Enter (it gives way to everything else).",
@@ -157,7 +165,7 @@ SCHEMA: tuple[Option, ...] = (
 OPTIONS: Mapping[str, Option] = MappingProxyType({o.name: o for o in SCHEMA})
 DEFAULTS: Mapping[str, Any] = MappingProxyType({o.name: o.default for o in SCHEMA})
 SAMPLING_KEYS = tuple(o.name for o in _rows(SamplingParams, SAMPLING))
-CHAT_KEYS = frozenset((*SAMPLING_KEYS, "system_prompt", "drafter"))  # a conversation's own
+CHAT_KEYS = frozenset((*SAMPLING_KEYS, "system_prompt", "drafter", "thinking"))  # a conversation's own
 
 
 def chat_settings(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:

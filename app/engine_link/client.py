@@ -27,6 +27,7 @@ from app.engine_link.messages import (
 from app.engine_link.worker import EngineWorker, save_cut
 from engine.chat.messages import Message, ToolCall
 from engine.decode.sampling import SamplingParams
+from engine.runtime.fleet import MAX_LOADED
 from engine.runtime.runtime import RuntimeConfig
 from engine.tools import Tool
 
@@ -59,8 +60,11 @@ class EngineClient(QObject):
         self._thread.start()
 
     # -- requests --------------------------------------------------------------------------
-    def load(self, config: RuntimeConfig) -> LoadRequest:
-        req = LoadRequest(config)
+    def load(self, config: RuntimeConfig, keep: int = MAX_LOADED, *,
+             fresh: bool = False) -> LoadRequest:
+        """Load ``config``'s models (kept loaded with those used before, ``keep`` in all), or
+        switch to them when they are kept (``fresh``: load them again all the same)."""
+        req = LoadRequest(config, keep, fresh=fresh)
         self._remember("load", req.cancel)
         self._load.emit(req)
         return req
@@ -68,10 +72,11 @@ class EngineClient(QObject):
     def chat(self, conversation_id: str, messages: Sequence[Message],
              sampling: SamplingParams, *, continue_text: str | None = None,
              rescue: RescuePlan | None = None, speculate: bool = True,
-             tools: tuple[Tool, ...] = (), read_calls: bool = True) -> ChatRequest:
+             tools: tuple[Tool, ...] = (), read_calls: bool = True,
+             thinking: bool | None = None) -> ChatRequest:
         req = ChatRequest(conversation_id, tuple(messages), sampling,
                           continue_text=continue_text, rescue=rescue, speculate=speculate,
-                          tools=tools, read_calls=read_calls)
+                          tools=tools, read_calls=read_calls, thinking=thinking)
         self._remember("chat", req.cancel)
         self._chat.emit(req)
         return req
@@ -81,10 +86,11 @@ class EngineClient(QObject):
         self._read_ahead.emit(ReadAheadRequest(conversation_id, tuple(messages), tools, call))
 
     def read_typing(self, conversation_id: str, messages: Sequence[Message] | None,
-                    sampling: SamplingParams = SamplingParams(), tools: tuple[Tool, ...] = ()) -> None:
+                    sampling: SamplingParams = SamplingParams(), tools: tuple[Tool, ...] = (),
+                    thinking: bool | None = None) -> None:
         """Read ahead the prompt ``messages`` make (None: stop reading ahead)."""
         self._read_typing.emit(TypingRequest(conversation_id, tuple(messages) if messages is not None
-                                             else None, sampling, tools))
+                                             else None, sampling, tools, thinking))
 
     def save(self, conversation_id: str, path: Path, messages: Sequence[Message], *,
              settings: Mapping[str, Any], with_kv: bool) -> None:

@@ -4,7 +4,8 @@ the settings (server_enabled, server_host, server_port, server_api_key).
 The server's clients and the app's chat share one engine service (engine.runtime.service.Engine): one
 model in memory, one KV cache, replies decoded together (the app's conversation on sequence 0,
 the clients on the others when there are several; ``n_parallel``). When the models are loaded
-again the server follows the new engine. Starting and stopping happen off the GUI thread;
+again the server follows the new engine; the other models the window keeps loaded
+(engine.runtime.shelf) are served too, each by its file's name. Starting and stopping happen off the GUI thread;
 ``started(address)``, ``stopped()`` and ``failed(message)`` report back (queued to the GUI
 thread).
 """
@@ -41,14 +42,16 @@ class LocalServer(QObject):
 
     def apply(self, values: Mapping[str, Any], engine: Any = None) -> None:
         """Start, restart or stop to match ``values`` (a settings snapshot), serving ``engine``
-        (an engine.runtime.service.Engine; by default the client's, None when no model is
-        loaded); returns at once. Snapshots are applied in order by one thread; of several
-        waiting, only the latest."""
+        (an engine.runtime.service.Engine; by default the client's model in use, and the other
+        models it keeps loaded, each by its name; None when no model is loaded); returns at
+        once. Snapshots are applied in order by one thread; of several waiting, only the latest."""
+        others: list[Any] = []
         if engine is None and self.client is not None:
-            engine = self.client.worker.engine
+            engine, *others = self.client.worker.engines() or [None]
         with self._queue_lock:
             self._wanted = dict(values)
             self._wanted["engine"] = engine
+            self._wanted["others"] = others
             if self._applier is None:
                 self._applier = threading.Thread(target=self._apply_all, name="duet-local-server",
                                                  daemon=True)
@@ -84,8 +87,8 @@ class LocalServer(QObject):
 
     def _start(self, values: dict[str, Any]) -> None:
         # lazy: the HTTP server's routes and uvicorn (~60 ms) only when the local server is turned on
-        from engine.server.app import ApiConfig, create_app
-        from engine.server.run import BackgroundServer, host_problem, model_names
+        from engine.server.app import ApiConfig, create_app, model_names
+        from engine.server.run import BackgroundServer, host_problem
 
         host, key = values["server_host"], values["server_api_key"] or None
         problem = host_problem(host, key)
@@ -95,7 +98,8 @@ class LocalServer(QObject):
         if engine is None or engine.runtime.closed:
             raise DuetError("load a model first")
         model_id, aliases = model_names(engine.runtime)
-        app = create_app(engine, ApiConfig(model_id, aliases, api_key=key))
+        others = [e for e in values["others"] if not e.runtime.closed]
+        app = create_app(engine, ApiConfig(model_id, aliases, api_key=key), others)
         server = BackgroundServer(app, host, values["server_port"])
         self._running = server
         self.address = f"{server.url}/v1"

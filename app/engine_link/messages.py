@@ -19,6 +19,7 @@ from typing import Any
 from engine.chat.messages import Message, ToolCall
 from engine.decode.sampling import SamplingParams
 from engine.events import Done, Token
+from engine.runtime.fleet import MAX_LOADED
 from engine.runtime.runtime import RuntimeConfig
 from engine.tools import Tool
 
@@ -31,6 +32,8 @@ def _frozen_mapping(obj: object, name: str) -> None:
 @dataclass(frozen=True)
 class LoadRequest:
     config: RuntimeConfig
+    keep: int = MAX_LOADED  # models kept loaded, this one included (engine.runtime.shelf)
+    fresh: bool = False  # load it again even when it is kept (Reload, a new measurement)
     cancel: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
 
@@ -59,6 +62,7 @@ class ChatRequest:
     speculate: bool = True  # False: no drafting for this reply (its preset's drafter is none)
     tools: tuple[Tool, ...] = ()  # the tools the model is shown (its template renders them)
     read_calls: bool = True  # False: calls are left in the text (the last reply of a round)
+    thinking: bool | None = None  # a reasoning model thinks first (None: as its template does)
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ class TypingRequest:
     messages: tuple[Message, ...] | None
     sampling: SamplingParams = SamplingParams()
     tools: tuple[Tool, ...] = ()
+    thinking: bool | None = None  # as the reply's (ChatRequest): the same prompt
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,8 @@ class LoadedModel:
     load_s: float
     workers: tuple[Any, ...] = ()  # engine.llama.rpc.WorkerInfo of the target's and draft's workers
     measuring: bool = False  # the verify cost is measured now, between replies (no drafting yet)
+    switched: bool = False  # it was kept loaded: the window switched to it (no load)
+    thinks: bool = False  # a reasoning model: its template thinks before answering
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,7 +46,7 @@ from app.engine_link.throttle import DEFAULT_INTERVAL_S, Coalescer
 from engine import paths
 from engine.cache.prefix import common_prefix
 from engine.chat.messages import Message, ToolCall
-from engine.chat.reasoning import CLOSE, OPEN
+from engine.chat.reasoning import CLOSE, OPEN, Thinking, thinks
 from engine.conversation.session.format import read_meta
 from engine.conversation.session.meta import MAX_TOOL_CALLS
 from engine.conversation.session.store import OpenResult, open_conversation, save_conversation
@@ -56,11 +56,13 @@ from engine.errors import DecodeError, DuetError, LoadCancelled, MessageTooLongE
 from engine.events import Done, PromptProgress, Stats, Token
 from engine.llama import rescue
 from engine.llama.model import check_gguf_file
-from engine.models import catalog, fetch
+from engine.models import catalog, fetch, served
+from engine.models.hub.fit import FitRequest, machine
 from engine.prompts.request import Call, Chat, Piece, Policy, PreparedTurn, Reader, Text, prepare
 from engine.runtime.ahead import ReadAhead
-from engine.runtime.runtime import Runtime, resolve_model
+from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
 from engine.runtime.service import Engine, Job, QueueFull
+from engine.runtime.shelf import Shelf
 from engine.tools.prompting import result_prefix
 
 if TYPE_CHECKING:
@@ -70,6 +72,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FETCH_PROGRESS_INTERVAL_S = 0.1
+
+
+@dataclass
+class Held:
+    """One loaded model of the window: its settings, engine, reading ahead, retrieval vectors
+    and what its load reported."""
+
+    config: RuntimeConfig
+    engine: Engine
+    ahead: ReadAhead
+    vectors: EmbeddingSource | None
+    info: LoadedModel
+
+    def close(self) -> None:
+        self.ahead.stop()
+        self.engine.close()
+        if self.vectors is not None:  # (its own model: nothing else runs on it now)
+            self.vectors.close()
 
 
 class EngineWorker(QObject):
@@ -85,6 +105,9 @@ class EngineWorker(QObject):
 
     def __init__(self, token_interval: float = DEFAULT_INTERVAL_S) -> None:
         super().__init__()
+        # the model in use, and its parts below; the shelf keeps it and those used before
+        self.held: Held | None = None
+        self.shelf: Shelf[Path, Held] = Shelf()
         self.engine: Engine | None = None
         self.vectors: EmbeddingSource | None = None  # ranks retrieved passages (with an embedding model)
         self.ahead: ReadAhead | None = None  # reads the prompt being typed (engine.runtime.ahead)
@@ -104,23 +127,44 @@ class EngineWorker(QObject):
     # -- slots (run on the worker thread) --------------------------------------------------
     @Slot(object)
     def load(self, req: LoadRequest) -> None:
-        """Load the models; chat works as soon as they are. A verify-cost curve not cached yet
-        is measured afterwards, between replies (``Progress("calibrate")`` says how far)."""
+        """Load the models; chat works as soon as they are. A target kept on the shelf with the
+        same settings is switched to at once (no load). A verify-cost curve not cached yet is
+        measured afterwards, between replies (``Progress("calibrate")`` says how far)."""
         with self._guard("load"):
             cfg = req.config
             for spec in (cfg.target, cfg.draft):  # a bad file must not unload the working models
                 if spec is not None:
                     check_gguf_file(Path(spec.path))
-            self.close()
+            key = Path(cfg.target.path).resolve()
+            self.shelf.max_kept = max(1, req.keep)
+            held = self.shelf.take(key)
+            if held is not None and held.config == cfg and not held.engine.runtime.closed and \
+                    not req.fresh:
+                self._use(held)
+                for gone in self.shelf.trim():
+                    gone.close()
+                log.info("switched to %s (kept loaded)", held.info.target_name)
+                self.loaded.emit(replace(held.info, load_s=0.0, switched=True, measuring=False))
+                return
+            if held is not None:  # the same file with other settings (or fresh): loaded again
+                self.shelf.remove(key)
+                held.close()
+            self._use(None)
+            need = served.memory_needed(
+                (cfg.target.path, cfg.draft.path if cfg.draft else None),
+                FitRequest(n_ctx=cfg.context.n_ctx, n_gpu_layers=cfg.target.n_gpu_layers,
+                           exact=cfg.context.exact))
+            for gone in self.shelf.room_for(need, machine().ram_available):
+                log.info("unloading %s to make room", gone.info.target_name)
+                gone.close()
             self.progress.emit(Progress("load", text=f"Loading {cfg.target.path.name}…"))
             t0 = time.perf_counter()
             rt = Runtime(cfg, measure=False, cancel=req.cancel)
             # the app's own conversation runs on sequence 0; with more than one, the others are
             # for the local server's clients
-            self.engine = Engine(rt, reserved=1 if rt.ctx.params.n_parallel > 1 else 0)
-            self.ahead = ReadAhead(self.engine, 0,
-                                   on_read=lambda held, total: self.typed_ahead.emit((held, total)))
-            self.vectors = _retrieval_vectors(self.engine)
+            engine = Engine(rt, reserved=1 if rt.ctx.params.n_parallel > 1 else 0)
+            ahead = ReadAhead(engine, 0,
+                              on_read=lambda held, total: self.typed_ahead.emit((held, total)))
             speculation = rt.speculation
             draft_model = rt.draft_model
             later = rt.later
@@ -132,11 +176,43 @@ class EngineWorker(QObject):
                 draft_problem=rt.draft_problem,
                 n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
                 workers=rt.target.workers + (draft_model.workers if draft_model else ()),
-                measuring=later is not None)
+                measuring=later is not None, thinks=thinks(rt.target.chat_template))
+            held = Held(cfg, engine, ahead, _retrieval_vectors(engine), info)
+            self.shelf.put(key, held, need)
+            self._use(held)
             log.info("loaded %s in %.2f s (drafter %s)", info.target_name, info.load_s, info.drafter)
             self.loaded.emit(info)
             if later is not None:
-                self.engine.add_idle(CurveProgress(later, self.progress.emit))
+                engine.add_idle(CurveProgress(later, self.progress.emit))
+
+    def _use(self, held: Held | None) -> None:
+        """``held`` is the model the window uses now (None: none while another loads); reading
+        ahead on the one before stops."""
+        self._stop_typing()
+        self.held = held
+        self.engine = held.engine if held is not None else None
+        self.ahead = held.ahead if held is not None else None
+        self.vectors = held.vectors if held is not None else None
+
+    def _switch_for(self, path: Path) -> None:
+        """The conversation file ``path`` was made with a model kept loaded but not in use:
+        use it, so that its KV state restores there (no load; the window hears ``loaded``)."""
+        try:
+            target = Path(read_meta(path).target.path).resolve()
+        except (DuetError, OSError, ValueError):
+            return  # the open says what is wrong with the file
+        held = self.shelf.take(target) if self.held is None or \
+            Path(self.held.config.target.path).resolve() != target else None
+        if held is not None and not held.engine.runtime.closed:
+            self._use(held)
+            log.info("switched to %s for %s", held.info.target_name, path.name)
+            self.loaded.emit(replace(held.info, load_s=0.0, switched=True, measuring=False))
+
+    def engines(self) -> list[Engine]:
+        """The kept models' engines, the one in use first (the local server serves them all)."""
+        current = [self.engine] if self.engine is not None else []
+        return current + [h.engine for h in self.shelf.values()
+                          if h.engine is not self.engine and not h.engine.runtime.closed]
 
     @Slot(object)
     def chat(self, req: ChatRequest) -> None:
@@ -147,7 +223,7 @@ class EngineWorker(QObject):
             self._stop_typing()  # the reply's prompt takes what was read, and no more is read
             n_ctx = engine.runtime.ctx.n_ctx
             chat = Chat(req.messages, req.sampling, req.tools, continue_text=req.continue_text,
-                        read_calls=req.read_calls,
+                        read_calls=req.read_calls, thinking=Thinking(on=req.thinking),
                         embed=self.vectors.embed if self.vectors is not None else None)
             try:
                 turn = prepare(engine.runtime.target, chat, Policy(n_ctx), req.cancel)
@@ -194,7 +270,7 @@ class EngineWorker(QObject):
         if req.messages is None:
             self._stop_typing()
             return
-        chat = Chat(req.messages, req.sampling, req.tools,
+        chat = Chat(req.messages, req.sampling, req.tools, thinking=Thinking(on=req.thinking),
                     embed=self.vectors.embed if self.vectors is not None else None)
         try:
             turn = prepare(engine.runtime.target, chat, Policy(engine.runtime.ctx.n_ctx))
@@ -222,6 +298,7 @@ class EngineWorker(QObject):
     def open(self, req: OpenRequest) -> None:
         with self._guard("open", req.conversation_id):
             self.progress.emit(Progress("open", text=f"Opening {req.path.name}…"))
+            self._switch_for(req.path)
             engine = self.engine
             if engine is None:
                 res, n_past, n_ctx = _open(req.path, None), 0, 0
@@ -252,15 +329,11 @@ class EngineWorker(QObject):
 
     @Slot()
     def close(self) -> None:
-        """Stop the engine and free the models and contexts (the worker thread, or any thread
-        once it stopped)."""
-        self.ahead = None
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
-        if self.vectors is not None:  # (its own model: nothing else runs on it now)
-            self.vectors.close()
-            self.vectors = None
+        """Stop the engines and free every kept model and context (the worker thread, or any
+        thread once it stopped)."""
+        self.held = self.engine = self.ahead = self.vectors = None
+        for held in self.shelf.clear():
+            held.close()
 
     # -- helpers ---------------------------------------------------------------------------
     def _engine(self) -> Engine:

@@ -43,11 +43,13 @@ class ComposerEdit(QPlainTextEdit):
 
 class Composer(QWidget):
     """``send_requested(text)`` on Enter or Send; ``stop_requested`` on Esc or Stop;
-    ``attach_requested`` on the attach button; ``files_given(paths)`` for files pasted."""
+    ``attach_requested`` on the attach button; ``files_given(paths)`` for files pasted;
+    ``thinking_toggled(on)`` on the Think switch (shown for a reasoning model)."""
 
     send_requested = Signal(str)
     stop_requested = Signal()
     attach_requested = Signal()
+    thinking_toggled = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -64,15 +66,29 @@ class Composer(QWidget):
         self.attach.setToolTip("Attach a file: text, code, PDF, .docx or HTML (or drop or paste it)")
         self.attach.clicked.connect(self.attach_requested)
         self.files_given = self.edit.files_given
+        self.think = QToolButton(self)
+        self.think.setObjectName("think")
+        self.think.setText("Think")
+        self.think.setCheckable(True)
+        self.think.setToolTip("This conversation's replies think before they answer (a reasoning "
+                              "model); off: they answer at once")
+        self.think.setVisible(False)
+        self.think.clicked.connect(self.thinking_toggled)  # (the person's clicks, not setChecked)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(12, 6, 12, 10)
         layout.addWidget(self.attach, 0, Qt.AlignmentFlag.AlignBottom)
         layout.addWidget(self.edit, 1)
+        layout.addWidget(self.think, 0, Qt.AlignmentFlag.AlignBottom)
         layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignBottom)
         self.edit.submit.connect(self._submit)
         self.edit.cancel.connect(self._cancel)
         self.button.clicked.connect(self._clicked)
         self.generating = False
+
+    def show_thinking(self, on: bool | None) -> None:
+        """The Think switch: hidden (None: the model does not think), else checked or not."""
+        self.think.setVisible(on is not None)
+        self.think.setChecked(bool(on))
 
     def set_generating(self, on: bool) -> None:
         self.generating = on

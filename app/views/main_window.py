@@ -136,6 +136,11 @@ class MainWindow(QMainWindow):
         self.status = StatusBar(self)
         self.setStatusBar(self.status)
 
+    def _show_thinking(self, *_: object) -> None:
+        """The Think switch follows the model (shown for a reasoning one) and the conversation."""
+        c = self.controller
+        self.composer.show_thinking(c.thinking_for(c.current))
+
     def _observe(self) -> None:
         """The views follow the app's state; their requests about models go to the model flow."""
         state, flow = self.state, self.flow
@@ -163,6 +168,10 @@ class MainWindow(QMainWindow):
         self.composer.stop_requested.connect(c.stop)
         self.composer.attach_requested.connect(self._choose_attachments)
         self.composer.files_given.connect(self.attach)
+        self.composer.thinking_toggled.connect(c.set_thinking)
+        c.current_changed.connect(self._show_thinking)
+        c.conversation_opened.connect(self._show_thinking)  # (its file's own switch)
+        self.flow.state.subscribe(lambda what: self._show_thinking() if what == "model" else None)
         self.attachments.failed.connect(self.notice.show_error)
         self.chat_view.regenerate_requested.connect(c.regenerate)
         self.chat_view.edit_requested.connect(c.edit)
@@ -183,7 +192,7 @@ class MainWindow(QMainWindow):
         c.message.connect(self.status.showMessage)
         c.draft_returned.connect(self.composer.give_back)
         c.current_changed.connect(self._update_title)
-        c.model_suggested.connect(self.flow.suggest)
+        c.model_suggested.connect(self.flow.bring_back)
         # the prompt being written is read while the person pauses (engine.runtime.ahead)
         self._typing = QTimer(self)
         self._typing.setSingleShot(True)

@@ -148,6 +148,7 @@ class Conversation:
         self.dirty = False
         self.preset: str | None = None  # name of the preset chosen for this chat
         self.settings: dict[str, Any] = {}  # this chat's own sampling/system overrides
+        self.model: Path | None = None  # the target file its last reply was made with
         self.status = Status()
         self._resumed_at: int | None = None  # length of a reply being continued
         self._listeners: list[Callable[[Conversation, Change], None]] = []

@@ -151,3 +151,22 @@ def _catalog_names(path: Path) -> tuple[str, ...]:
 
 def _need(f: Found, fit: FitRequest) -> int:
     return estimate(f.header, fit, file_size=f.path.stat().st_size).ram_needed
+
+
+def memory_needed(paths: Iterable[Path | None], fit: FitRequest) -> int:
+    """The memory ``paths`` (a target and its draft, None skipped) are estimated to need once
+    generating; a file whose header cannot be read counts its size."""
+    total = 0
+    for path in paths:
+        if path is None:
+            continue
+        found = read(path)
+        total += _need(found, fit) if found is not None else _size(path)
+    return total
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

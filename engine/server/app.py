@@ -11,6 +11,7 @@ shape, never with a traceback.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -24,6 +25,7 @@ from starlette.routing import Route
 from engine.decode.sampling import SamplingParams
 from engine.models.served import Offer
 from engine.runtime.fleet import Fleet, FleetError
+from engine.runtime.runtime import Runtime
 from engine.runtime.service import Engine
 from engine.server import anthropic, embeddings, model_routes, ollama, ollama_models, openai, openai_responses, openapi
 from engine.server.core import ApiConfig, DuetServer, Front, HoldLeases
@@ -92,14 +94,32 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return shaped(request, ApiError(500, "internal server error", type="server_error"))
 
 
-def create_app(engine: Engine, config: ApiConfig) -> Starlette:
-    """The app over one loaded model (the window's: its owner loads and closes it)."""
-    server = DuetServer(engine, config.model_id, config)
-    server.prepare_constraints()
-    offer = Offer(config.model_id, Path(engine.runtime.target.path), config.aliases,
-                  n_ctx=server.n_ctx)
-    fleet: Fleet[DuetServer] = Fleet([offer], _no_load, budget=1 << 62, reaper=False)
-    fleet.adopt(offer, server)
+def model_names(runtime: Runtime, given: str | None = None) -> tuple[str, frozenset[str]]:
+    """The id /v1/models lists (the file's stem) and the other names a request may use."""
+    path = Path(runtime.target.path)
+    names = {path.name, str(path), runtime.target.display_name}
+    if given:
+        names.add(given)
+    return path.stem, frozenset(names)
+
+
+def create_app(engine: Engine, config: ApiConfig, others: Sequence[Engine] = ()) -> Starlette:
+    """The app over loaded models (the window's: its owner loads and closes them): ``engine``
+    as ``config.model_id``, and ``others`` (the window's other kept models) each by its file's
+    name (``model_names``)."""
+    fleet_offers: list[Offer] = []
+    servers: list[DuetServer] = []
+    for i, e in enumerate((engine, *others)):
+        name, aliases = (config.model_id, config.aliases) if i == 0 else model_names(e.runtime)
+        if any(o.answers_to(name) for o in fleet_offers):
+            continue
+        server = DuetServer(e, name, config)
+        server.prepare_constraints()
+        fleet_offers.append(Offer(name, Path(e.runtime.target.path), aliases, n_ctx=server.n_ctx))
+        servers.append(server)
+    fleet: Fleet[DuetServer] = Fleet(fleet_offers, _no_load, budget=1 << 62, reaper=False)
+    for offer, server in zip(fleet_offers, servers):
+        fleet.adopt(offer, server)
     return create_fleet_app(fleet, config, engine.runtime.config.sampling)
 
 

@@ -39,15 +39,6 @@ def host_problem(host: str, api_key: str | None) -> str | None:
     return f"listening on {host} lets other machines use the model: it needs an API key"
 
 
-def model_names(runtime: Runtime, given: str | None = None) -> tuple[str, frozenset[str]]:
-    """The id /v1/models lists (the file's stem) and the other names a request may use."""
-    path = Path(runtime.target.path)
-    names = {path.name, str(path), runtime.target.display_name}
-    if given:
-        names.add(given)
-    return path.stem, frozenset(names)
-
-
 def offered(config: RuntimeConfig, folders: list[Path], given: str | None = None) -> list[Offer]:
     """What ``duet-cli serve`` offers by name: ``config.target`` first (the default model,
     which also answers to ``given``, the name it was asked by), then every chat model in the

@@ -58,3 +58,32 @@ def test_a_reasoning_models_thinking_is_folded_in_the_window(qtbot, window, driv
     w = window.chat_view.widgets[-1]
     assert w.think_button.isVisible() and not w.think_body.isVisible()
     assert "<think>" not in w.body.toPlainText()
+
+
+def test_the_think_switch_turns_a_conversations_thinking_off(qtbot, window, driver, tmp_path,
+                                                             settings, smol_path) -> None:
+    """Shown for a reasoning model only; off, the next reply's prompt closes the section (the
+    reply answers at once) and the conversation keeps the choice."""
+    from tests.conftest import model_path
+    from tests.reasoning_models import R1, template, with_template
+
+    r1 = with_template(model_path("draft"), template(R1), tmp_path / "r1.gguf")
+    settings.set("max_tokens", 12)
+    think = window.composer.think
+    driver.load(smol_path)
+    assert not think.isVisibleTo(window)  # SmolLM2 does not think
+    driver.load(r1)
+    assert think.isVisibleTo(window) and think.isChecked()
+    think.click()
+    conv = window.controller.current
+    assert conv.settings["thinking"] is False and window.controller.thinking_for(conv) is False
+    reply = driver.send("Hi")
+    # on, the reply starts inside the section the prompt opened (the test above); off, the
+    # prompt closed it: what the model writes is its answer (this small model's answer may
+    # well be markup)
+    assert not reply.done.text.startswith("<think>")
+    assert not window.chat_view.widgets[-1].think_button.isVisible()
+    window.controller.new()
+    assert think.isChecked()  # a new conversation: the setting (on)
+    window.controller.select(conv.id)
+    assert not think.isChecked()

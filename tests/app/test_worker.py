@@ -123,6 +123,6 @@ def test_switching_conversations_restores_the_saved_state(qtbot, loaded, smol) -
     assert cache.stats.restores == 1
     assert done.stats.n_cached_tokens >= len(chat_tokens(smol, a[:2]))
     with qtbot.waitSignal(loaded.relay.loaded, timeout=LONG_MS):
-        loaded.load(_config(Path(smol.path)))
+        loaded.load(_config(Path(smol.path)), fresh=True)  # (not a switch to the kept one)
     assert len(cache) == 0 and cache.used_bytes == 0  # the old model's states are freed
     assert len(loaded.worker.runtime.cache) == 0

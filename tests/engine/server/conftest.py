@@ -80,8 +80,8 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
     from engine.llama.context_params import ContextParams
     from engine.llama.model import ModelSpec
     from engine.runtime.runtime import Runtime, RuntimeConfig
-    from engine.server.app import ApiConfig
-    from engine.server.run import BackgroundServer, build, model_names
+    from engine.server.app import ApiConfig, model_names
+    from engine.server.run import BackgroundServer, build
 
     config = RuntimeConfig(target=ModelSpec(smol_path),
                            context=ContextParams(n_ctx=n_ctx, n_threads=threads),
