@@ -42,10 +42,17 @@ class RequestError(DuetError):
         self.field, self.code = field, code
 
 
-def reply_budget(n_ctx: int, params: SamplingParams) -> int:
-    """Prompt tokens a conversation may keep: the context less room for the reply (its
-    max_tokens, at most a quarter of the context, so a long limit does not drop every turn)."""
-    return n_ctx - min(params.max_tokens, n_ctx // 4)
+def reply_budget(n_ctx: int) -> int:
+    """Prompt tokens a conversation may keep: the context less a quarter of it for the reply.
+
+    The room depends on the context alone, never on a reply's max_tokens: then the oldest turn
+    kept only moves forward as the conversation grows, and the cache (shifted past the turns
+    dropped) always holds the next prompt's history. Room that followed max_tokens brought back
+    at a short reply's turn the turns a long one had dropped; the prompt then differed from the
+    cache right after the system prompt and was read whole again (issue 59: 12 of 477 tokens
+    reused, SmolLM2 at 512 with replies of 30 to 200 tokens, python -m bench edge). A quarter
+    is what the window's default (1,024 of 4,096) kept already."""
+    return n_ctx - n_ctx // 4
 
 
 @dataclass(frozen=True)
@@ -123,7 +130,7 @@ def prepare(model: Model, chat: Chat, policy: Policy,
                                       variables=variables)
         else:
             prompt, dropped = fit_messages(model, chat.messages,
-                                           reply_budget(policy.n_ctx, chat.sampling), cancel=cancel,
+                                           reply_budget(policy.n_ctx), cancel=cancel,
                                            variables=variables)
     except UnicodeError:
         raise RequestError("the messages are not valid Unicode text", where) from None
