@@ -154,7 +154,7 @@ class EngineWorker(QObject):
                 (cfg.target.path, cfg.draft.path if cfg.draft else None),
                 FitRequest(n_ctx=cfg.context.n_ctx, n_gpu_layers=cfg.target.n_gpu_layers,
                            exact=cfg.context.exact))
-            for gone in self.shelf.room_for(need, machine().ram_available):
+            for gone in self.shelf.room_for(need, _memory_free()):
                 log.info("unloading %s to make room", gone.info.target_name)
                 gone.close()
             self.progress.emit(Progress("load", text=f"Loading {cfg.target.path.name}…"))
@@ -551,6 +551,14 @@ def save_cut(plan: RescuePlan, rt: Runtime, messages: tuple[Message, ...], text:
     save_conversation(plan.path, rt, (*messages, Message("assistant", text, time.time())),
                       settings=settings, with_kv=False)
     return plan.path
+
+
+def _memory_free() -> int:
+    """The memory available now (unknown: no limit, the count of kept models alone holds)."""
+    try:
+        return machine().ram_available
+    except (AttributeError, ValueError, OSError):  # (no sysconf: not a POSIX system)
+        return 1 << 62
 
 
 def _retrieval_vectors(engine: Engine) -> EmbeddingSource | None:
