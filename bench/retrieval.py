@@ -16,7 +16,7 @@ differs, is skipped with a line that says how to get it.
   passage is on the answer's page (a hit), and the tokens the passages took. The retrieval is the
   engine's own (engine.prompts.attachments.retrieve), as the window runs it.
 * **answers** (``--answers MODE@BUDGET,...``): the target model at temperature 0, nothing cached
-  between questions, asked each question (or the first ``--answer-questions`` of each manual)
+  between questions, asked each question (or ``--answer-questions`` of each manual, evenly spaced)
   with the passages of that configuration; right when the reply holds every expected word.
 
 Prints the tables and writes ``OUT/retrieval.json``.
@@ -84,7 +84,7 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--budgets", default=BUDGETS, help="passage budgets in tokens, comma-separated")
     p.add_argument("--modes", default=",".join(MODES), help="bm25, rrf")
     p.add_argument("--answers", default="", help="MODE@BUDGET,... to ask the model with (none: skip)")
-    p.add_argument("--answer-questions", type=int, default=0, help="the first N of each manual (0: all)")
+    p.add_argument("--answer-questions", type=int, default=0, help="N of each manual, evenly spaced (0: all)")
     p.add_argument("--ctx", type=int, default=4096)
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: one per core)")
     p.add_argument("--out", type=Path, default=Path("bench-out"))
@@ -232,7 +232,7 @@ def answers(rt: Runtime, manual: Manual, doc: Document, configs: Sequence[tuple[
     """One row per configuration: right answers of the target at temperature 0."""
     params = SamplingParams(temperature=0, max_tokens=48)
     count = _counter(rt)
-    questions = manual.questions[:limit] if limit else manual.questions
+    questions = spread(manual.questions, limit)
     rows = []
     for mode, budget in configs:
         right, replies = 0, []
@@ -246,6 +246,14 @@ def answers(rt: Runtime, manual: Manual, doc: Document, configs: Sequence[tuple[
         print(f"{manual.name:<10} {mode:<5} {budget:>5} tokens: {right}/{len(questions)} right",
               flush=True)
     return rows
+
+
+def spread(questions: Sequence[Question], n: int) -> list[Question]:
+    """``n`` of ``questions`` evenly spaced (all if ``n`` is 0 or more than there are): a subset
+    that still covers the manual from its first pages to its last."""
+    if n <= 0 or n >= len(questions):
+        return list(questions)
+    return [questions[i * len(questions) // n] for i in range(n)]
 
 
 def ask(rt: Runtime, text: str, params: SamplingParams) -> str:
