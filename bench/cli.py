@@ -1,5 +1,5 @@
 """``python -m bench ...``: plain, speculative, session, server, rpc, parallel, structured,
-tool-turn, conversation, documents, exact, edge, fleet, read_ahead, soak.
+tool-turn, conversation, documents, retrieval, exact, edge, fleet, read_ahead, soak.
 
 The benchmarks live beside the product, not in it: run them from a checkout's root (the folder
 that holds engine/ and bench/), with the venv's Python. ``pip install`` and the bundle leave them
@@ -18,6 +18,7 @@ from bench import (
     parallel,
     plain,
     read_ahead,
+    retrieval,
     rpc,
     server,
     session,
@@ -30,7 +31,7 @@ from engine import logsetup
 from engine.cli.main import run_command
 
 BENCHMARKS = (plain, speculative, session, server, rpc, parallel, structured, tool_turn,
-              conversation, documents, exact, edge, fleet, read_ahead, soak)
+              conversation, documents, retrieval, exact, edge, fleet, read_ahead, soak)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -274,7 +274,10 @@ class EmbeddingSource:
         with self._lock:
             missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
             if missing:
-                made = self.embed_counted(missing)[0]
+                try:
+                    made = self.embed_counted(missing)[0]
+                except InputTooLongError as e:  # its index among ``texts``, not among the missing
+                    raise InputTooLongError(texts.index(missing[e.index]), e.n_tokens, e.limit) from None
                 self._vectors.update(zip(missing, made, strict=True))
             for text in texts:
                 self._vectors.move_to_end(text)

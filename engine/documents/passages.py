@@ -1,8 +1,8 @@
 """A document cut into passages to retrieve: paragraphs grouped up to about ``TARGET_CHARS``.
 
 Size: 1,200 characters is about 300 tokens of English (four characters a token). That holds a
-paragraph or two with enough of their context to answer from, yet three or four passages fit
-the quarter of a 4,096-token context that retrieved text may take (engine.prompts.attachments),
+paragraph or two with enough of their context to answer from, yet four or five passages fit
+the 1,536 tokens of a 4,096-token context that retrieved text may take (engine.prompts.attachments),
 and BM25 ranks passages of similar, moderate length more evenly than whole pages (a long
 passage matches every query a little) or single lines (too few words to match on).
 

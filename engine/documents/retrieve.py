@@ -17,7 +17,12 @@ every passage ("the", "what") weigh almost nothing in BM25, so no stop list is n
 4 k) are ranked again by cosine similarity to the query, and the two rankings fused by
 reciprocal rank, ``1/(60 + rank)`` summed (60: the constant of Cormack et al., 2009, the usual
 choice). Only BM25's candidates are embedded: a message's search stays a few dozen embeddings,
-not one for every passage of a 300-page file.
+not one for every passage of a 300-page file. A text longer than the embedding model's context
+(512 tokens of all-MiniLM: a passage of code or a table, at two or three characters a token, can
+be 600) is embedded by its beginning, cut to fit, as sentence-transformers truncates: refusing it
+threw the whole ranking back to BM25: 103 of the 1,242 passages of two real manuals are over
+512, and 40 of 46 questions about them had one among their candidates
+(docs/benchmarks/documents.md, "Passages worth their tokens").
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from types import TracebackType
 
 import numpy as np
 
+from engine.documents.embeddings import InputTooLongError
 from engine.documents.passages import Passage
 from engine.errors import DuetError
 
@@ -103,7 +109,7 @@ class PassageIndex:
 
 def rerank(query: str, ranked: list[Passage], embed: Embed) -> list[tuple[Passage, float]]:
     """``ranked`` (best first) fused by reciprocal rank with their cosine order to ``query``."""
-    vectors = np.asarray(embed([query] + [p.text for p in ranked]), dtype=np.float64)
+    vectors = np.asarray(embed_fitting(embed, [query] + [p.text for p in ranked]), dtype=np.float64)
     if vectors.ndim != 2 or vectors.shape[0] != len(ranked) + 1:
         raise ValueError(f"embed gave {vectors.shape} for {len(ranked) + 1} texts")
     norms = np.linalg.norm(vectors, axis=1)
@@ -115,3 +121,20 @@ def rerank(query: str, ranked: list[Passage], embed: Embed) -> list[tuple[Passag
         fused[i] += 1.0 / (RRF_K + rank + 1)
     order = sorted(range(len(ranked)), key=lambda i: (-fused[i], i))
     return [(ranked[i], fused[i]) for i in order]
+
+
+def embed_fitting(embed: Embed, texts: list[str]) -> np.ndarray:
+    """``embed(texts)``, a text too long for the embedder cut at its end until it fits: to the
+    share of its characters that the limit is of its tokens, less a tenth, then again if need be
+    (InputTooLongError is raised before anything is computed, so a retry costs a tokenization)."""
+    texts = list(texts)
+    for _ in range(4 * len(texts) + 1):
+        try:
+            return embed(texts)
+        except InputTooLongError as e:
+            text = texts[e.index]
+            keep = len(text) * e.limit * 9 // (10 * e.n_tokens)
+            if not 0 < keep < len(text):
+                raise
+            texts[e.index] = text[:keep]
+    return embed(texts)

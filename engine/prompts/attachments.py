@@ -32,10 +32,17 @@ log = logging.getLogger(__name__)
 # Of the context, what attached files may take in all: the rest is the conversation, the
 # question and the reply. Half lets a 4,096-token context take a 2,000-token file whole.
 WHOLE_SHARE = 0.5
-# Retrieved passages take at most this share of the context: about 1,000 tokens of a 4,096
-# context, four passages of ~250 tokens (engine.documents.passages' size), enough for a page's
-# answer with its neighbours and small beside a plain question's prompt.
-RETRIEVED_SHARE = 0.25
+# Retrieved passages take at most RETRIEVED_TOKENS, and at most RETRIEVED_SHARE of the context
+# (the rest is the conversation, the question and the reply). Measured on two real manuals, 46
+# questions each answered on one page (python -m bench retrieval, docs/benchmarks/documents.md,
+# "Passages worth their tokens"): the answer's page is among the passages for 83% of questions
+# at 500 tokens, 91% at 1,000, 98% at 1,500 and no more at 2,000 (BM25 fused with embeddings;
+# BM25 alone 96% from 1,500). So 1,536 tokens (four or five passages of ~300) where the context
+# allows: three eighths of a 4,096 context (1,000 tokens, about the quarter it had before, missed
+# 4 questions where 1,500 missed 1), and no more in larger contexts (a quarter of 8,192 gave
+# 2,048), where more passages find no more and only cost reading time.
+RETRIEVED_TOKENS = 1536
+RETRIEVED_SHARE = 0.375
 TOP_K = 8  # passages asked of the index before they are cut to the budget
 MIN_CHARS = 150  # the smallest passages tried for a small context (about two sentences)
 
@@ -102,12 +109,17 @@ def expand(messages: Sequence[Message], n_ctx: int, count: Callable[[str], int],
             else:
                 retrieved.append(a)
         if retrieved:
-            for p in retrieve(retrieved, m.content, int(n_ctx * RETRIEVED_SHARE), count, embed):
+            for p in retrieve(retrieved, m.content, retrieved_budget(n_ctx), count, embed):
                 parts.append(block(p.doc_name, p.text, p.page))
                 seen.append(Source(p.doc_name, "retrieved", p.page))
         out.append(replace(m, content="".join(parts) + m.content, attachments=()))
         sources = seen
     return out, sources
+
+
+def retrieved_budget(n_ctx: int) -> int:
+    """The tokens retrieved passages may take in a context of ``n_ctx``."""
+    return min(RETRIEVED_TOKENS, int(n_ctx * RETRIEVED_SHARE))
 
 
 def retrieve(files: Sequence[Attachment], query: str, budget: int, count: Callable[[str], int],

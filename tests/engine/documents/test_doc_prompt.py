@@ -16,7 +16,7 @@ from engine.decode.sampling import SamplingParams
 from engine.documents.extract import read_document
 from engine.llama.context import Context
 from engine.llama.context_params import ContextParams
-from engine.prompts.attachments import attachment, expand
+from engine.prompts.attachments import attachment, expand, retrieved_budget
 from engine.prompts.request import Chat, Policy, prepare
 from engine.runtime.generate import Generator
 
@@ -112,10 +112,18 @@ def test_a_context_too_small_for_one_passage_gets_smaller_ones(smol, tmp_path: P
                              for i in range(40)) + "\n\nThe pelican code is PELICAN-42 and nothing else.",
                  encoding="utf-8")
     msg = Message("user", "What is the pelican code?", attachments=(attachment(read_document(f)),))
-    expanded, sources = expand([msg], 512, _count(smol))  # 128 tokens for passages: less than one
+    assert retrieved_budget(340) == 127 and retrieved_budget(160) == 60
+    expanded, sources = expand([msg], 340, _count(smol))  # 127 tokens for passages: less than one
     assert sources and all((s.name, s.mode) == ("log.md", "retrieved") for s in sources)
     passages = expanded[0].content[:-len(msg.content)]
-    assert "PELICAN" in passages and len(smol.tokenize_text(passages)) <= 512 // 4
-    tiny, sources = expand([msg], 160, _count(smol))  # 40 tokens: the best passage, cut to fit
+    assert "PELICAN" in passages and len(smol.tokenize_text(passages)) <= retrieved_budget(340)
+    tiny, sources = expand([msg], 160, _count(smol))  # 60 tokens: the best passage, cut to fit
     assert len(sources) == 1
-    assert len(smol.tokenize_text(tiny[0].content[:-len(msg.content)])) <= 160 // 4
+    assert len(smol.tokenize_text(tiny[0].content[:-len(msg.content)])) <= retrieved_budget(160)
+
+
+def test_the_retrieved_budget_stops_at_what_the_manuals_measured() -> None:
+    """1,536 tokens where three eighths of the context allow it, no more in larger contexts
+    (python -m bench retrieval: hits stop climbing at 1,500 tokens)."""
+    assert retrieved_budget(4096) == 1536 and retrieved_budget(8192) == 1536
+    assert retrieved_budget(2048) == 768

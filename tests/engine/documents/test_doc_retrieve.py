@@ -121,3 +121,48 @@ def test_zero_vectors_do_not_divide_by_zero() -> None:
     index, _ = _apple_index()
     found = index.search("apple", 3, embed=lambda texts: np.zeros((len(texts), 4)))
     assert [p.index for p, _ in found] == [0, 1, 2]
+
+
+def test_a_text_too_long_to_embed_is_embedded_by_its_beginning() -> None:
+    """A passage past the embedder's context (code or a table: 600 tokens of all-MiniLM's 512)
+    is cut at its end until it fits, and the fused order still stands, instead of the whole
+    ranking falling back to BM25 (it did on two real manuals at about half the questions)."""
+    from engine.documents.embeddings import InputTooLongError
+    from engine.documents.retrieve import embed_fitting
+
+    asked: list[list[str]] = []
+
+    def embed(texts: list[str]) -> np.ndarray:  # one token a character, 100 at most
+        asked.append(list(texts))
+        for i, t in enumerate(texts):
+            if len(t) > 100:
+                raise InputTooLongError(i, len(t), 100)
+        return np.array([[len(t), 1.0] for t in texts])
+
+    vectors = embed_fitting(embed, ["short", "x" * 250, "y" * 120])
+    assert [row[0] for row in vectors] == [5, 90, 90]  # cut to 9/10 of the share that fits
+    assert len(asked) == 3 and asked[0] == ["short", "x" * 250, "y" * 120]
+
+    index, _ = _apple_index()  # the third passage (48 characters) is too long below
+    by_start = {"apple": [1.0, 0.0], "apple appl": [0.0, 1.0], "apple orch": [1.0, 0.1],
+                "an apple f": [0.5, 0.5]}
+
+    def short_embed(texts: list[str]) -> np.ndarray:
+        for i, t in enumerate(texts):
+            if len(t) > 30:
+                raise InputTooLongError(i, len(t), 30)
+        return np.array([by_start[t[:10]] for t in texts])
+
+    fused = index.search("apple", 3, embed=short_embed)
+    assert [p.index for p, _ in fused] == [1, 0, 2]  # fused, not BM25's [0, 1, 2]
+
+
+def test_an_embedder_that_refuses_a_text_outright_still_falls_back() -> None:
+    from engine.documents.embeddings import InputTooLongError
+    from engine.documents.retrieve import embed_fitting
+
+    def refuses(texts: list[str]) -> np.ndarray:
+        raise InputTooLongError(0, 10, 0)  # nothing fits: no cut helps
+
+    with pytest.raises(InputTooLongError):
+        embed_fitting(refuses, ["a text"])

@@ -201,3 +201,17 @@ def test_a_source_reads_each_text_once_and_gives_its_vector_again(smol: Model) -
         assert np.abs(again[2] - fresh).max() < TOLERANCE
     finally:
         source.close()
+
+
+def test_a_text_too_long_is_named_by_its_index_among_the_texts_asked(smol: Model) -> None:
+    """The source reads only texts it does not remember; its refusal must still name the text
+    by its place in the caller's list (retrieval cuts that text and asks again)."""
+    source = EmbeddingSource(smol, model_path("embed"))
+    long = "word " * 600  # past all-MiniLM's 512 tokens
+    try:
+        source.embed(SENTENCES[:2])
+        with pytest.raises(InputTooLongError) as caught:
+            source.embed([SENTENCES[0], SENTENCES[1], long])
+        assert caught.value.index == 2  # (it is the first of the texts not yet remembered)
+    finally:
+        source.close()
