@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -183,7 +184,7 @@ class EngineWorker(QObject):
             log.info("loaded %s in %.2f s (drafter %s)", info.target_name, info.load_s, info.drafter)
             self.loaded.emit(info)
             if later is not None:
-                engine.add_idle(CurveProgress(later, self.progress.emit))
+                engine.add_idle(CurveProgress(later, self.progress.emit, engine.preempt))
 
     def _use(self, held: Held | None) -> None:
         """``held`` is the model the window uses now (None: none while another loads); reading
@@ -368,13 +369,14 @@ class CurveProgress:
     ``Progress("calibrate", done, total)``; the last one has ``done == total`` (also when the
     measurement failed: drafting then stays off, and the text says so)."""
 
-    def __init__(self, later: LaterCurves, emit: Callable[[Progress], None]) -> None:
-        self.later, self.emit = later, emit
+    def __init__(self, later: LaterCurves, emit: Callable[[Progress], None],
+                 preempt: threading.Event | None = None) -> None:
+        self.later, self.emit, self.preempt = later, emit, preempt
 
     def __call__(self) -> bool:
         later = self.later
         try:
-            more = later.step()
+            more = later.step(self.preempt)  # a reply that arrives stops the decode under way
         except DuetError as e:
             log.warning("measuring the verify cost failed: %s", e)
             later.close()

@@ -69,14 +69,16 @@ def open_model(config: RuntimeConfig, api: ApiConfig, max_queue: int, offer: Off
     runtime = Runtime(mine, measure=False)
     engine = Engine(runtime, max_queue=max_queue)
     if runtime.later is not None:
-        engine.add_idle(_measuring(runtime.later))
+        engine.add_idle(_measuring(runtime.later, engine.preempt))
     return DuetServer(engine, offer.name, api)
 
 
-def _measuring(later: LaterCurves) -> Callable[[], bool]:
+def _measuring(later: LaterCurves, preempt: threading.Event) -> Callable[[], bool]:
+    """The measurement's steps as the engine's idle work: a request that arrives stops the
+    decode under way (``preempt``), so the model's first requests never wait for it."""
     def step() -> bool:
         try:
-            return later.step()
+            return later.step(preempt)
         except DuetError as e:
             log.warning("measuring the verify cost failed (no drafting): %s", e)
             later.close()

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 from engine import paths
 from engine.decode.speculative.controller import CostModel
 from engine.decode.speculative.tuning import TUNING
+from engine.errors import DecodeError
 from engine.llama.backend import _pkg
 from engine.llama.context import Context
 from engine.localfile import read_json, write_json
@@ -130,25 +132,33 @@ class Measurement:
         self.result: CostModel | None = None
         ctx.clear()
 
-    def step(self) -> None:
-        """One slice of the warm-up (context to attend to), or one timed decode."""
+    def step(self, cancel: threading.Event | None = None) -> bool:
+        """One slice of the warm-up (context to attend to), or one timed decode; False when
+        ``cancel`` stopped it (nothing counted: the same step runs again next time)."""
         ctx = self.ctx
         if self.result is not None:
-            return
-        if self.done < self.warmup:
-            start = self.done * self.WARMUP_SLICE
-            ctx.decode(self.filler[start:min(start + self.WARMUP_SLICE, self.depth)])
-        else:
-            n = self.runs[self.done - self.warmup]
-            t = time.perf_counter()
-            ctx.decode(self.filler[self.depth:self.depth + n], logits="all")
-            ctx.logits_rows()
-            self.times[n].append(time.perf_counter() - t)
-            ctx.rewind(self.depth)
+            return True
+        try:
+            if self.done < self.warmup:
+                start = self.done * self.WARMUP_SLICE
+                ctx.decode(self.filler[start:min(start + self.WARMUP_SLICE, self.depth)],
+                           cancel=cancel)
+            else:
+                n = self.runs[self.done - self.warmup]
+                t = time.perf_counter()
+                ctx.decode(self.filler[self.depth:self.depth + n], logits="all", cancel=cancel)
+                ctx.logits_rows()
+                self.times[n].append(time.perf_counter() - t)
+                ctx.rewind(self.depth)
+        except DecodeError:
+            if cancel is None or not cancel.is_set():
+                raise
+            return False  # (a cancelled pass leaves the context as it was)
         self.done += 1
         if self.done == self.total:
             self.result = CostModel(tuple((n, statistics.median(self.times[n])) for n in self.order))
             log.debug("calibrated verify cost: %s", self.result.verify_s)
+        return True
 
 
 def forget(ctx: Context | None, sizes: Sequence[int] = TUNING.calibration_sizes) -> None:

@@ -10,6 +10,7 @@ thread runs it only while no reply waits, caches each curve, and gives them to t
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -52,8 +53,10 @@ class LaterCurves:
     def finished(self) -> bool:
         return not self.todo and self._measuring is None
 
-    def step(self) -> bool:
-        """One decode of the measurement; False once every curve is measured and given."""
+    def step(self, cancel: threading.Event | None = None) -> bool:
+        """One decode of the measurement; False once every curve is measured and given.
+        ``cancel`` (the engine's ``preempt``: a request arrived) stops the decode under way, so
+        that the request never waits for the measurement; that step runs again later."""
         if self.finished:
             return False
         if self._measuring is None:
@@ -63,7 +66,8 @@ class LaterCurves:
             own = Context(key_ctx.model, params)
             self._measuring = (own, Measurement(own, sizes))
         own, measurement = self._measuring
-        measurement.step()
+        if not measurement.step(cancel):
+            return True
         self.done += 1
         if measurement.result is not None:
             _, sizes = self.todo.pop(0)

@@ -97,3 +97,22 @@ def test_a_job_runs_before_the_idle_work_goes_on(smol_path: Path) -> None:
         engine.close()
     start, end = seen.index("Token"), seen.index("Done")
     assert "idle" not in seen[start:end] and seen[-1] == "idle"
+
+
+def test_a_request_that_arrives_stops_the_measurements_decode(smol_path: Path,
+                                                              fresh_cache: Path) -> None:
+    """The engine's ``preempt`` set: the step under way stops, nothing is counted, and the
+    same step runs again (the curve comes out whole)."""
+    with Runtime(config(smol_path), measure=False) as rt:
+        later = rt.later
+        assert later is not None and rt.speculation is not None
+        preempt = threading.Event()
+        later.step(preempt)  # the measurement's own context is made, its first slice read
+        done = later.done
+        preempt.set()
+        assert later.step(preempt) and later.done == done  # stopped: not counted
+        assert later.step(preempt) and later.done == done
+        preempt.clear()
+        while later.step(preempt):
+            pass
+        assert later.done == later.total and rt.speculation.cost is not None
