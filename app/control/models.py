@@ -213,8 +213,11 @@ class ModelFlow(QObject):
         self.state.loaded(info)
         if info.switched:
             self.state.show_message(f"Using {info.target_name} (kept loaded)", 4000)
-        if self.settings["server_enabled"]:
-            self.local_server.apply(self.settings.values)  # serves the new engine
+        if self.settings["server_enabled"] and not (
+                info.switched and self.local_server.serves(self.client.worker.engines())):
+            # serves the new engine; a switch between the models it serves already leaves it
+            # running (its clients' replies go on; its default model stays the one it had)
+            self.local_server.apply(self.settings.values)
         self.loaded.emit(info)
 
     def on_progress(self, p: Progress) -> None:

@@ -38,7 +38,13 @@ class LocalServer(QObject):
         self._wanted: dict[str, Any] | None = None  # the latest snapshot not yet applied
         self._applier: threading.Thread | None = None
         self._running: Any = None  # the BackgroundServer
+        self._served: frozenset[int] = frozenset()  # id() of the engines it serves
         self.address: str | None = None
+
+    def serves(self, engines: list[Any]) -> bool:
+        """Whether it runs and serves exactly ``engines`` (a switch between kept models needs
+        no restart: its clients' replies in flight go on)."""
+        return self._running is not None and self._served == frozenset(map(id, engines))
 
     def apply(self, values: Mapping[str, Any], engine: Any = None) -> None:
         """Start, restart or stop to match ``values`` (a settings snapshot), serving ``engine``
@@ -102,6 +108,7 @@ class LocalServer(QObject):
         app = create_app(engine, ApiConfig(model_id, aliases, api_key=key), others)
         server = BackgroundServer(app, host, values["server_port"])
         self._running = server
+        self._served = frozenset(map(id, [engine, *others]))
         self.address = f"{server.url}/v1"
         log.info("local server on %s", self.address)
         self.started.emit(self.address)

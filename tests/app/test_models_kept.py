@@ -130,3 +130,25 @@ def test_a_conversation_whose_model_was_unloaded_loads_it_with_its_kv_state(
     follow = driver.send("And another one?").done.stats
     # the history (prompt and reply) came back from the file, not from a prefill
     assert follow.n_cached_tokens >= first.n_prompt_tokens + first.n_tokens - 2
+
+
+def test_a_switch_between_served_models_leaves_the_local_server_running(
+        qtbot, window, driver, settings, smol_path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # (the server on first: with it, the models load with its parallel sequences)
+    settings.update({"server_port": port, "server_api_key": "k", "server_enabled": True})
+    driver.load(model_path("gemma"))
+    driver.load(smol_path)
+    server, worker, applied = window.local_server, window.client.worker, []
+    qtbot.waitUntil(lambda: server.serves(worker.engines()), timeout=LONG_MS)  # both
+    running = server._running
+    apply = server.apply
+    server.apply = lambda *a, **k: (applied.append(a), apply(*a, **k))  # type: ignore[method-assign]
+    assert driver.load(model_path("gemma")).switched
+    assert applied == [] and server._running is running  # not restarted
+    settings.set("models_kept", 1)
+    with qtbot.waitSignal(window.local_server.started, timeout=LONG_MS):
+        driver.load(smol_path)  # smol comes back, gemma is closed: the server follows
+    assert window.local_server._running is not running
