@@ -49,7 +49,8 @@ class Shelf(Generic[K, T]):
 
     def values(self) -> list[T]:
         """The kept models, most recently used first."""
-        return [k.value for k in reversed(self._kept.values())]
+        # (a copy first: the local server asks from the GUI thread while the worker may change it)
+        return [k.value for k in reversed(list(self._kept.values()))]
 
     def take(self, key: K) -> T | None:
         """The model kept under ``key``, now the most recently used (None: not kept)."""
