@@ -16,10 +16,13 @@ gives Duet its share and a quiet one about the same speed (0.97x on the 1.5B sta
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
 import logging
 import os
 import threading
 from collections import deque
+from pathlib import Path
 
 SPIN_COUNT = "1000"
 _spin_set = "GOMP_SPINCOUNT" not in os.environ
@@ -86,3 +89,20 @@ def take_errors() -> str:
     lines = list(_recent_errors)
     _recent_errors.clear()
     return " / ".join(lines)
+
+
+@functools.cache
+def build_id() -> str:
+    """Which llama.cpp build this is: a hash of its libraries' bytes (the version alone does not
+    say which kernels were patched in, or with which CPU features they were built). What is
+    measured on one build, as a verify-cost curve, is not the other's."""
+    h = hashlib.sha256(str(getattr(_pkg, "__version__", "?")).encode())
+    lib_dir = Path(_pkg.__file__).parent / "lib"
+    try:
+        libs = sorted(p for p in lib_dir.iterdir() if p.is_file() and not p.is_symlink())
+        for p in libs:
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+    except OSError as e:  # (no lib folder: a build that put them elsewhere) the version alone
+        log.debug("llama.cpp's libraries not read for the build id: %s", e)
+    return h.hexdigest()[:16]

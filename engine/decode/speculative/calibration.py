@@ -19,7 +19,7 @@ from engine import paths
 from engine.decode.speculative.controller import CostModel
 from engine.decode.speculative.tuning import TUNING
 from engine.errors import DecodeError
-from engine.llama.backend import _pkg
+from engine.llama.backend import _pkg, build_id
 from engine.llama.context import Context
 from engine.localfile import read_json, write_json
 
@@ -35,8 +35,9 @@ def _cache_key(ctx: Context, sizes: Sequence[int]) -> str:
     st = ctx.model.path.stat()
     spec = ctx.model.spec
     key = [str(ctx.model.path), st.st_size, st.st_mtime_ns, ctx.params.threads(),
-           spec.n_gpu_layers, ctx.params.type_k, ctx.params.flash_attn,
-           list(sizes), TUNING.calibration_depth, os.cpu_count(), getattr(_pkg, "__version__", "?")]
+           spec.n_gpu_layers, ctx.params.type_k, ctx.params.flash_attn, ctx.params.exact,
+           spec.repack, list(sizes), TUNING.calibration_depth, os.cpu_count(),
+           getattr(_pkg, "__version__", "?"), build_id()]
     if spec.rpc:
         key.append({"rpc": list(spec.rpc), "tensor_split": list(spec.tensor_split)})
     return json.dumps(key)

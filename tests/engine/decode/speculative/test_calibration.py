@@ -72,6 +72,22 @@ def test_a_curve_is_measured_once_then_cached_until_forgotten(smol: Model, tmp_p
     assert measured == [1, 3, 4, 5, 6, 7]
 
 
+def test_another_llama_cpp_build_or_exactness_measures_again(smol: Model, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A curve measured on one build (its kernels) or with exact decoding off (repacked weights)
+    is not another's: a verify pass costs differently there."""
+    monkeypatch.setenv("DUET_HOME", str(tmp_path))
+    measured = []
+    with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
+        calibration.cached_cost(ctx, (1, 2), lambda: measured.append(1))
+        calibration.cached_cost(ctx, (1, 2), lambda: measured.append(2))  # cached
+        monkeypatch.setattr(calibration, "build_id", lambda: "another build")
+        calibration.cached_cost(ctx, (1, 2), lambda: measured.append(3))
+    with Context(smol, ContextParams(n_ctx=256, n_threads=1, exact=False)) as ctx:
+        calibration.cached_cost(ctx, (1, 2), lambda: measured.append(4))
+    assert measured == [1, 3, 4]
+
+
 def test_a_cached_curve_is_read_as_points_and_garbage_is_refused() -> None:
     assert calibration.curve_from_points([[4, 0.08], [1, 0.03]]).verify_s == ((1, 0.03), (4, 0.08))
     assert calibration.curve_from_points([[1, 1]]).verify_cost(2) == 2.0
