@@ -24,7 +24,8 @@ from app.engine_link.messages import (
     SaveRequest,
     TypingRequest,
 )
-from app.engine_link.worker import EngineWorker, save_cut
+from app.engine_link.relay import save_cut
+from app.engine_link.worker import EngineWorker
 from engine.chat.messages import Message, ToolCall
 from engine.decode.sampling import SamplingParams
 from engine.runtime.fleet import MAX_LOADED

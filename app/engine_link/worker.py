@@ -2,22 +2,22 @@
 (engine.runtime.service.Engine, which owns the contexts on its own thread) and talks to it.
 
 The GUI reaches the worker only through queued signals carrying the frozen requests of
-``app.engine_link.messages``, and hears back through the signals below. A chat is queued on the engine,
-pinned to sequence 0 (the app's conversation; the local server's clients get the others, and
-share the same model in memory); its events are relayed from the engine's thread, tokens
-coalesced (at most one ``tokens`` batch per ~33 ms, and a final flush before ``finished``).
-Saving and opening run on the engine's thread between two of its steps. Every slot catches what
-it raises: a DuetError becomes ``failed`` with its one-line message, anything else is logged
-with its traceback and reported in one line; no thread dies of an exception.
+``app.engine_link.messages``, and hears back through the signals below. A chat is queued on the
+engine, pinned to sequence 0 (the app's conversation; the local server's clients get the others,
+and share the same model in memory); its events are relayed from the engine's thread
+(app.engine_link.relay), tokens coalesced (at most one ``tokens`` batch per ~33 ms, and a final
+flush before ``finished``). Saving and opening run on the engine's thread between two of its
+steps. Every slot catches what it raises: a DuetError becomes ``failed`` with its one-line
+message, anything else is logged with its traceback and reported in one line; no thread dies of
+an exception.
 """
-
 from __future__ import annotations
 
 import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,29 +37,24 @@ from app.engine_link.messages import (
     OpenRequest,
     Progress,
     ReadAheadRequest,
-    RescuePlan,
     Saved,
     SaveRequest,
-    TokenBatch,
     TypingRequest,
 )
-from app.engine_link.throttle import DEFAULT_INTERVAL_S, Coalescer
+from app.engine_link.relay import Relay
+from app.engine_link.throttle import DEFAULT_INTERVAL_S
 from engine import paths
 from engine.cache.prefix import common_prefix
-from engine.chat.messages import Message, ToolCall
-from engine.chat.reasoning import CLOSE, OPEN, Thinking, thinks
+from engine.chat.reasoning import Thinking, thinks
 from engine.conversation.session.format import read_meta
-from engine.conversation.session.meta import MAX_TOOL_CALLS
 from engine.conversation.session.store import OpenResult, open_conversation, save_conversation
-from engine.conversation.store import cut_reply
 from engine.documents.embeddings import EmbeddingSource
 from engine.errors import DecodeError, DuetError, LoadCancelled, MessageTooLongError, WorkerLostError
-from engine.events import Done, PromptProgress, Stats, Token
-from engine.llama import rescue
+from engine.events import Done, Stats
 from engine.llama.model import check_gguf_file
 from engine.models import catalog, fetch, served
 from engine.models.hub.fit import FitRequest, machine
-from engine.prompts.request import Call, Chat, Piece, Policy, PreparedTurn, Reader, Text, prepare
+from engine.prompts.request import Chat, Policy, prepare
 from engine.runtime.ahead import ReadAhead
 from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
 from engine.runtime.service import Engine, Job, QueueFull
@@ -68,7 +63,6 @@ from engine.tools.prompting import result_prefix
 
 if TYPE_CHECKING:
     from engine.decode.speculative.later import LaterCurves
-    from engine.prompts.attachments import Source
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +228,7 @@ class EngineWorker(QObject):
                 self.finished.emit(ChatReply(req.conversation_id, Done("cancelled", "", (), Stats()),
                                          0, n_ctx))
                 return
-            relay = _Relay(self, req, turn)
+            relay = Relay(self, req, turn)
             grammar = turn.grammar.matcher() if turn.grammar is not None else None
             try:
                 engine.submit(Job(turn.prompt, turn.sampling, relay.emit, cancel=req.cancel, slot=0,
@@ -389,137 +383,12 @@ class CurveProgress:
         return more
 
 
-class _Relay:
-    """One reply's events, on the engine's thread, turned into the worker's signals: tokens
-    coalesced (with tools, the calls taken out by the turn's reader), the reply so far kept for
-    a rescue if an RPC worker dies mid-pass."""
-
-    def __init__(self, worker: EngineWorker, req: ChatRequest, turn: PreparedTurn) -> None:
-        self.worker, self.req, self.dropped = worker, req, turn.dropped
-        self.sources = sources_in_words(turn.sources)
-        self.batches: Coalescer[Token] = Coalescer(worker.token_interval)
-        self.parts: list[str] = []  # the reply so far
-        self.reader = Reader(turn)
-        self.shown: list[str] = []  # the text released (calls taken out)
-        self.calls: list[ToolCall] = []
-        self.runtime = worker.runtime
-        self.hook = self._rescue_hook()
-        # a reasoning model's thinking comes split from its answer (engine.prompts.request.Reader);
-        # the window folds a <think> section in the text, so the markers are put back around
-        # it, the opening one too where the prompt opened the section (DeepSeek-R1's template)
-        self.opening = OPEN if turn.think is not None and turn.think.inside else ""
-        self.thinking = False
-
-    def emit(self, item: object) -> None:
-        w, cid = self.worker, self.req.conversation_id
-        try:
-            if isinstance(item, Token):
-                self.parts.append(item.text)
-                for tok in self._shown(self.reader.feed(item)):
-                    batch = self.batches.add(tok, boundary=tok.step_end)
-                    if batch:
-                        w.tokens.emit(TokenBatch(cid, tuple(batch), *self._fill()))
-            elif isinstance(item, PromptProgress):
-                w.progress.emit(Progress("prompt", item.done, item.total))
-            elif isinstance(item, Done):
-                self.end()
-                self._shown(self.reader.feed(item))
-                if self.reader.reads_calls:  # the reply's text is what is left of the calls
-                    item = replace(item, text="".join(self.shown))
-                if self.opening and not item.text.lstrip().startswith(OPEN):
-                    item = replace(item, text=OPEN + item.text)
-                rest = self.batches.flush()
-                if rest:
-                    w.tokens.emit(TokenBatch(cid, tuple(rest), *self._fill()))
-                ctx = self.runtime.ctx if self.runtime is not None and not self.runtime.closed else None
-                w.finished.emit(ChatReply(cid, item, ctx.n_past if ctx else 0, ctx.n_ctx if ctx else 0,
-                                      self.dropped, item.note, tuple(self.calls), self.sources))
-            elif isinstance(item, Exception):
-                self.end()
-                log.warning("chat failed: %s", item)
-                w.failed.emit(Failure("chat", _line(item), cid,
-                                      worker_lost=isinstance(item, WorkerLostError)))
-        except Exception:  # never let a relay break the engine's thread
-            log.exception("relaying a reply's event failed")
-
-    def _fill(self) -> tuple[int, int]:
-        """The context's fill now, and its size (on the engine's thread, which owns it)."""
-        rt = self.runtime
-        return (rt.ctx.n_past, rt.ctx.n_ctx) if rt is not None and not rt.closed else (0, 0)
-
-    def _shown(self, pieces: list[Piece]) -> list[Token]:
-        """The tokens to show for ``pieces``: each text piece as its token with that text (a
-        call's text is never shown); the calls kept."""
-        out = []
-        for p in pieces:
-            if isinstance(p, Call):
-                if len(self.calls) < MAX_TOOL_CALLS:  # (more than a file may hold are dropped)
-                    self.calls.append(p.call)
-            elif isinstance(p, Text):
-                p = self._marked(p)
-                self.shown.append(p.text)
-                if p.source is not None and (p.text or not self.reader.reads_calls):
-                    out.append(p.source if p.text == p.source.text else replace(p.source, text=p.text))
-        return out
-
-    def _marked(self, p: Text) -> Text:
-        """``p`` with the <think> section's markers where its thinking starts and ends."""
-        if p.thinking and not self.thinking and p.text:
-            self.thinking = True
-            return replace(p, text=OPEN + p.text)
-        if not p.thinking and self.thinking and p.text:
-            self.thinking = False
-            return replace(p, text=CLOSE + p.text)
-        return p
-
-    def end(self) -> None:
-        if self.hook is not None:
-            rescue.remove(self.hook)
-            self.hook = None
-
-    def _rescue_hook(self) -> Callable[[str], None] | None:
-        """While the reply runs: if an RPC worker dies mid-pass (the process then ends, see
-        engine.llama.rescue), save the conversation with the reply so far, marked as cut."""
-        plan, rt, req = self.req.rescue, self.runtime, self.req
-        if plan is None or rt is None or not (rt.config.target.rpc or
-                                              (rt.config.draft and rt.config.draft.rpc)):
-            return None
-
-        def save(why: str) -> None:
-            text = (req.continue_text or "") + "".join(self.parts)
-            self.worker.rescued = (save_cut(plan, rt, req.messages, text), why)
-
-        rescue.add(save)
-        return save
-
-
-def sources_in_words(sources: Sequence[Source]) -> tuple[str, ...]:
-    """"manual.pdf (whole)", "codes.pdf p. 136, 137 (passages)": one line per file."""
-    pages: dict[str, list[int]] = {}
-    whole: list[str] = []
-    for s in sources:
-        if s.mode == "whole":
-            whole.append(s.name)
-        else:
-            pages.setdefault(s.name, []).extend([s.page] if s.page is not None else [])
-    out = [f"{name} (whole)" for name in whole]
-    for name, ps in pages.items():
-        where = f" p. {', '.join(str(p) for p in sorted(set(ps)))}" if ps else ""
-        out.append(f"{name}{where} (passages)")
-    return tuple(out)
-
-
 def _log_read_ahead(future: Future) -> None:
     error = future.exception()
     if isinstance(error, DuetError):
         log.info("reading ahead of a tool result: %s", error)
     elif error is not None:
         log.error("reading ahead of a tool result failed", exc_info=error)
-
-
-def _line(e: BaseException) -> str:
-    return str(e) if isinstance(e, DuetError) else \
-        "unexpected error: " + " ".join(f"{type(e).__name__}: {e}".split())[:300]
 
 
 def _open(path: Path, runtime: Runtime | None) -> OpenResult:
@@ -542,17 +411,6 @@ def _open_live(path: Path, engine: Engine, shown: bool = False) -> tuple[OpenRes
         rt.cache.keep(rt.ctx)
     res = _open(path, rt)
     return res, rt.ctx.n_past, rt.ctx.n_ctx
-
-
-def save_cut(plan: RescuePlan, rt: Runtime, messages: tuple[Message, ...], text: str) -> Path:
-    """Write the conversation of ``plan`` with the reply ``text`` cut where it stopped: the text
-    alone (no llama.cpp call: it runs while ggml aborts)."""
-    settings = dict(plan.settings)
-    settings["tree"] = cut_reply(settings["tree"], plan.node, text)
-    plan.path.parent.mkdir(parents=True, exist_ok=True)
-    save_conversation(plan.path, rt, (*messages, Message("assistant", text, time.time())),
-                      settings=settings, with_kv=False)
-    return plan.path
 
 
 def _memory_free() -> int:
