@@ -55,6 +55,7 @@ from engine.llama.model import check_gguf_file
 from engine.models import catalog, fetch, served
 from engine.models.hub.fit import FitRequest, machine
 from engine.prompts.request import Chat, Policy, prepare
+from engine.runtime import quiet
 from engine.runtime.ahead import ReadAhead
 from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
 from engine.runtime.service import Engine, Job, QueueFull
@@ -154,7 +155,8 @@ class EngineWorker(QObject):
                 gone.close()
             self.progress.emit(Progress("load", text=f"Loading {cfg.target.path.name}…"))
             t0 = time.perf_counter()
-            rt = Runtime(cfg, measure=False, cancel=req.cancel)
+            with quiet.PROCESS.busy():  # the kept models' idle work waits for the load
+                rt = Runtime(cfg, measure=False, cancel=req.cancel)
             # the app's own conversation runs on sequence 0; with more than one, the others are
             # for the local server's clients
             engine = Engine(rt, reserved=1 if rt.ctx.params.n_parallel > 1 else 0)

@@ -23,6 +23,7 @@ from typing import Any
 from engine.decode.scheduler import Job
 from engine.errors import DuetError
 from engine.events import Done, Stats
+from engine.runtime.quiet import PROCESS, Quiet
 from engine.runtime.runtime import Runtime
 
 __all__ = ["Engine", "Job", "QueueFull"]
@@ -47,10 +48,11 @@ class Engine:
 
     ``max_queue``: jobs that may wait for a slot before ``submit`` refuses. ``reserved``: the
     first sequences run only jobs pinned to them (the app's own chat). ``gate``: when given,
-    the thread waits for it before each round (tests hold the engine with it)."""
+    the thread waits for it before each round (tests hold the engine with it). ``quiet``: the
+    engines sharing the cores (engine.runtime.quiet): idle work waits while another is busy."""
 
     def __init__(self, runtime: Runtime, *, max_queue: int = 8, reserved: int = 0,
-                 gate: threading.Event | None = None) -> None:
+                 gate: threading.Event | None = None, quiet: Quiet = PROCESS) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be >= 1")
         self.runtime = runtime
@@ -67,6 +69,8 @@ class Engine:
         # set when a job or a call arrives: idle work passes it to llama.cpp as its cancel, so
         # that a step under way stops at once (its tokens are dropped) and the newcomer runs
         self.preempt = threading.Event()
+        self.quiet = quiet
+        quiet.join(self)
         self._thread = threading.Thread(target=self._loop, name="duet-engine", daemon=True)
         self._thread.start()
 
@@ -120,6 +124,11 @@ class Engine:
     def busy(self) -> bool:
         return self.scheduler.active > 0
 
+    def wake(self) -> None:
+        """Look again whether idle work may run (another engine became idle)."""
+        with self._changed:
+            self._changed.notify_all()
+
     def wait_until(self, predicate: Callable[[Engine], bool], timeout: float) -> bool:
         """Block until ``predicate(self)`` holds (checked whenever the engine's state changes)."""
         with self._changed:
@@ -149,19 +158,29 @@ class Engine:
 
     # -- the engine thread ----------------------------------------------------------------
     def _loop(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self.quiet.leave(self)
+
+    def _serve(self) -> None:
         while True:
             if self._gate is not None:
                 self._gate.wait()
             with self._changed:
-                self._changed.wait_for(lambda: self._closing or self._pending or self._calls
-                                       or self.scheduler.active or self.scheduler.waiting
-                                       or bool(self._idle))
+                busy = self._has_work()
+            self.quiet.mark(self, busy)  # (outside this engine's lock: quiet wakes the others)
+            with self._changed:
+                self._changed.wait_for(lambda: self._closing or self._has_work()
+                                       or (bool(self._idle) and self.quiet.calm(self)))
                 if self._closing:
                     break
                 self.preempt.clear()  # whatever arrives from here on stops an idle step
                 while self._pending:
                     self.scheduler.add(self._pending.popleft())
                 calls, self._calls = list(self._calls), deque()
+                busy = bool(calls) or self._has_work()
+            self.quiet.mark(self, busy)
             for fn, future in calls:
                 self._run_call(fn, future)
             if not calls and not self.scheduler.active and not self.scheduler.waiting:
@@ -180,8 +199,12 @@ class Engine:
         for _, future in calls:
             future.set_exception(DuetError("the engine has stopped"))
 
+    def _has_work(self) -> bool:
+        return bool(self._pending or self._calls or self.scheduler.active or self.scheduler.waiting)
+
     def _idle_step(self) -> None:
-        if not self._idle:
+        # (checked after preempt was cleared: another engine busy from here on sets it again)
+        if not self._idle or not self.quiet.calm(self):
             return
         try:
             more = self._idle[0]()

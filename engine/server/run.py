@@ -21,6 +21,7 @@ from engine.models import served
 from engine.models.hub.fit import FitRequest
 from engine.models.served import Offer
 from engine.net import is_loopback
+from engine.runtime import quiet
 from engine.runtime.runtime import Runtime, RuntimeConfig
 from engine.runtime.service import Engine
 from engine.server.app import ApiConfig, create_app
@@ -66,7 +67,8 @@ def open_model(config: RuntimeConfig, api: ApiConfig, max_queue: int, offer: Off
         speculative = replace(speculative, drafter="auto")  # no draft for this one: n-gram
     mine = replace(config, target=replace(config.target, path=offer.path), draft=draft,
                    speculative=speculative)
-    runtime = Runtime(mine, measure=False)
+    with quiet.PROCESS.busy():  # the other models' idle work waits for the load
+        runtime = Runtime(mine, measure=False)
     engine = Engine(runtime, max_queue=max_queue)
     if runtime.later is not None:
         engine.add_idle(_measuring(runtime.later, engine.preempt))
