@@ -145,7 +145,7 @@ LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/co
 def _cut_file(smol_path: Path, folder: Path, text: str) -> Path:
     """A conversation saved the way the rescue hook saves it (a local model stands in)."""
     from app.engine_link.messages import RescuePlan
-    from app.engine_link.worker import save_cut
+    from app.engine_link.relay import save_cut
     from engine.llama.context_params import ContextParams
     from engine.llama.model import ModelSpec
     from engine.runtime.runtime import Runtime, RuntimeConfig
