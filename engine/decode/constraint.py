@@ -49,7 +49,9 @@ _LIMITS = dict(initial_lexer_fuel=1_000_000, step_lexer_fuel=200_000, step_max_i
 JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
 _tokenizers: dict[int, Any] = {}  # id(model) -> its LLTokenizer (dropped with the model)
+_pieces: dict[int, list[bytes]] = {}  # id(model) -> its tokens' bytes so far (``prepare``)
 _tokenizers_lock = threading.Lock()
+PREPARE_STEP = 8192  # tokens of the vocabulary per idle step (about 30 ms here)
 
 
 class GrammarError(DuetError):
@@ -65,13 +67,15 @@ def _llg() -> Any:
 
 
 def tokenizer(model: Model) -> Any:
-    """llguidance's view of ``model``'s vocabulary, built once per model (about a second)."""
+    """llguidance's view of ``model``'s vocabulary, built once per model (about a second on
+    Qwen's 151,936 tokens: 0.6 s of it llguidance's own build, which holds the GIL)."""
     with _tokenizers_lock:
         tok = _tokenizers.get(id(model))
         if tok is None:
+            tokens = _pieces.pop(id(model), [])
+            tokens += _token_bytes(model, len(tokens), model.n_vocab)
             tok = _llg().LLTokenizer.from_llamacpp(
-                tokens=[_token_bytes(model, t) for t in range(model.n_vocab)],
-                vocab_ptr=model.vocab, tokenize_fptr=_TOKENIZE,
+                tokens=tokens, vocab_ptr=model.vocab, tokenize_fptr=_TOKENIZE,
                 eos_token=sorted(model.eog_ids), slices=None)
             _tokenizers[id(model)] = tok
             model.on_close(lambda: _tokenizers.pop(id(model), None))
@@ -79,9 +83,21 @@ def tokenizer(model: Model) -> Any:
 
 
 def prepare(model: Model) -> bool:
-    """Build ``model``'s vocabulary for llguidance now, as idle work of the engine's thread
-    (engine.runtime.service.Engine.add_idle), so that the first request with a schema or a forced tool
-    call does not wait for it (about a second on the 151k-token Qwen vocabulary). False: done."""
+    """Build ``model``'s vocabulary for llguidance as idle work of the engine's thread
+    (engine.runtime.service.Engine.add_idle), so that the first request with a schema or a forced
+    tool call does not wait for it: ``PREPARE_STEP`` tokens' bytes a call, so that a request
+    arriving meanwhile waits for one step (30 ms), not for the whole (it waited 1.3 s on the
+    0.5B), then llguidance's build. True while there is more to do."""
+    with _tokenizers_lock:
+        if id(model) in _tokenizers:
+            return False
+        if id(model) not in _pieces:
+            _pieces[id(model)] = []
+            model.on_close(lambda: _pieces.pop(id(model), None))
+        done = _pieces[id(model)]
+        if len(done) < model.n_vocab:
+            done += _token_bytes(model, len(done), min(len(done) + PREPARE_STEP, model.n_vocab))
+            return True
     tokenizer(model)
     return False
 
@@ -91,15 +107,22 @@ def is_prepared(model: Model) -> bool:
         return id(model) in _tokenizers
 
 
-def _token_bytes(model: Model, token: int) -> bytes:
-    """A token's bytes as llguidance reads them: control tokens (and user-defined ones that look
-    like ``<...>``) prefixed with 0xff, so that no text can spell them."""
-    text = model.special_piece(token)
-    attr = lib.llama_vocab_get_attr(model.vocab, token)
-    if attr & lib.LLAMA_TOKEN_ATTR_CONTROL or (attr & lib.LLAMA_TOKEN_ATTR_USER_DEFINED
-                                               and text.startswith(b"<") and text.endswith(b">")):
-        return b"\xff" + text
-    return text
+def _token_bytes(model: Model, start: int, end: int) -> list[bytes]:
+    """Tokens' bytes as llguidance reads them: control tokens (and user-defined ones that look
+    like ``<...>``) prefixed with 0xff, so that no text can spell them. One buffer for all (a
+    buffer per token took a third of the time)."""
+    buf = ctypes.create_string_buffer(256)
+    to_piece, get_attr, vocab = lib.llama_token_to_piece, lib.llama_vocab_get_attr, model.vocab
+    control, user = lib.LLAMA_TOKEN_ATTR_CONTROL, lib.LLAMA_TOKEN_ATTR_USER_DEFINED
+    out = []
+    for t in range(start, end):
+        n = to_piece(vocab, t, buf, 256, 0, True)
+        text = ctypes.string_at(buf, n) if n >= 0 else model.special_piece(t)
+        attr = get_attr(vocab, t)
+        if attr & control or (attr & user and text.startswith(b"<") and text.endswith(b">")):
+            text = b"\xff" + text
+        out.append(text)
+    return out
 
 
 _TOKENIZE = ctypes.cast(lib.llama_tokenize, ctypes.c_void_p).value

@@ -7,6 +7,7 @@ field it names (the server answers 400 with it, the window shows it)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 
 FINISH = {"stop": "stop", "length": "length", "context_full": "length", "cancelled": "stop"}
 MAX_TOOLS = 128
+
+log = logging.getLogger(__name__)
 
 
 class RequestError(DuetError):
@@ -98,6 +101,26 @@ class PreparedTurn:
     dropped: int = 0  # the oldest messages left out to fit the context
     sources: tuple[Source, ...] = ()  # what the model sees of the last message's files
     think: ThinkSpec | None = None  # a reasoning model's turn: its reply is split, maybe budgeted
+
+
+def ready(model: Model, n_ctx: int) -> list[int]:
+    """Make now, at the load, what every request needs of ``model`` and makes once: the
+    vocabulary's markup tokens (a pass over it: 0.16 s on Qwen's 151,936 tokens) and the chat
+    template, compiled and rendered. Else the first request paid them on top of its prompt.
+    Returns the opening every chat without a system message starts with (BOS, the template's
+    default system prompt, the user's header); empty when the template fails (it fails again,
+    with its message, on the request that uses it)."""
+    def tokens(text: str) -> list[int]:
+        chat = Chat((Message("user", text),), SamplingParams(max_tokens=1))
+        return prepare(model, chat, Policy(n_ctx)).prompt
+
+    try:
+        a, b = tokens("a"), tokens("b")
+    except DuetError as e:
+        log.info("the chat template cannot render a first message: %s", e)
+        return []
+    n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return a[:n]
 
 
 def prepare(model: Model, chat: Chat, policy: Policy,

@@ -30,6 +30,7 @@ from engine.llama.placement_params import PlacementParams, gpu_layers_arg
 from engine.llama.rpc import parse_endpoints
 from engine.models.catalog import CATALOG
 from engine.models.identity import file_fingerprint
+from engine.prompts.request import ready
 from engine.runtime.generate import Generator
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ class Runtime(NativeOwner):
                                                      cancel=cancel)
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled("loading was cancelled")
+            self.opening = ready(self.target, self.ctx.n_ctx)  # what most chats start with
             # the other sequences' replies draft with their own n-gram drafters (a draft
             # model serves sequence 0 only)
             self.speculations = [self.speculation] + [
@@ -119,6 +121,15 @@ class Runtime(NativeOwner):
         except BaseException:
             self.close()
             raise
+
+    def read_opening(self, cancel: threading.Event | None = None) -> int:
+        """Read the template's opening (``opening``) into the first sequence while it is
+        empty, so that the first chat without a system message reads only its own part (a
+        server's model between its load and its first request). Returns the tokens read (0
+        once the sequence holds anything, or on a cancel, which leaves it empty)."""
+        if self.ctx.tokens or not self.opening:
+            return 0
+        return self.scheduler.read_ahead(0, self.opening, cancel)
 
     def _more_speculation(self, ctx: Context) -> Speculation | None:
         if self.config.speculative.drafter == "none":

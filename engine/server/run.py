@@ -9,6 +9,7 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,9 +71,18 @@ def open_model(config: RuntimeConfig, api: ApiConfig, max_queue: int, offer: Off
     with quiet.PROCESS.busy():  # the other models' idle work waits for the load
         runtime = Runtime(mine, measure=False)
     engine = Engine(runtime, max_queue=max_queue)
+    engine.add_idle(partial(_opening, runtime, engine.preempt))
     if runtime.later is not None:
         engine.add_idle(_measuring(runtime.later, engine.preempt))
     return DuetServer(engine, offer.name, api)
+
+
+def _opening(runtime: Runtime, preempt: threading.Event) -> bool:
+    """A model loaded ahead of its requests reads its template's opening meanwhile (one idle
+    step; not part of the load: read apart, it cost a load on demand more than it saved); a
+    request that arrives stops it and reads the opening itself."""
+    runtime.read_opening(preempt)
+    return False
 
 
 def _measuring(later: LaterCurves, preempt: threading.Event) -> Callable[[], bool]:

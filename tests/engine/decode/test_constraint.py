@@ -181,3 +181,25 @@ def test_a_pattern_built_to_backtrack_stays_within_a_fixed_budget_per_token(smol
         m.advance(single_a[0])
     b = smol.tokenize("b", add_special=False, parse_special=False)[0]
     assert not m.allows(b) and m.failed is None
+
+
+def test_the_vocabulary_is_prepared_in_steps_and_gives_the_same_tokenizer(smol_path):
+    """Idle work in small steps (a request waits for one, not for the whole build); the
+    bytes gathered in steps are those gathered at once."""
+    from engine.decode import constraint
+    from engine.llama.model import Model
+
+    model = Model(smol_path)
+    try:
+        steps = 0
+        while constraint.prepare(model):
+            steps += 1
+            assert not constraint.is_prepared(model) and steps < 1000
+        assert steps == -(-model.n_vocab // constraint.PREPARE_STEP)
+        assert constraint.is_prepared(model)
+        assert constraint._token_bytes(model, 0, model.n_vocab) == [
+            constraint._token_bytes(model, t, t + 1)[0] for t in range(model.n_vocab)]
+        grammar = constraint.Grammar.compile(model, "json_schema", {"type": "boolean"})
+        assert grammar.matcher() is not None
+    finally:
+        model.close()

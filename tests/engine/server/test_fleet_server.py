@@ -147,6 +147,23 @@ def test_keep_alive_zero_and_the_routers_routes_unload(fleeted):
                                     REPLY_WAIT_S)
 
 
+def test_a_model_loaded_ahead_reads_its_templates_opening_before_its_first_request(fleeted):
+    """Between its load and its first request a model reads what every chat without a system
+    message starts with (the default system prompt, the user's header): the first request
+    reads only its own part."""
+    name = fleeted.fleet.find("draft").name  # Qwen's template: a default system prompt
+    if fleeted.fleet.unload(name):
+        assert fleeted.fleet.wait_until(lambda f: name not in fleeted.loaded(), REPLY_WAIT_S)
+    http = openai.OpenAI(base_url=fleeted.url, api_key=KEY, max_retries=0, timeout=REPLY_WAIT_S)
+    assert http.post("/models/load", body={"model": name}, cast_to=object) == {"success": True}
+    served = next(lo.value for lo in fleeted.fleet.loaded() if lo.offer.name == name)
+    assert served.engine.wait_until(lambda e: len(e.runtime.ctx.tokens) > 0, REPLY_WAIT_S)
+    r = fleeted.openai().chat.completions.create(
+        model=name, max_tokens=2, messages=[{"role": "user", "content": "Name a colour."}])
+    cached = r.usage.prompt_tokens_details.cached_tokens
+    assert 10 < cached < r.usage.prompt_tokens, r.usage  # the opening, not the question
+
+
 def test_an_unknown_name_is_a_404_in_each_dialect(fleeted):
     with pytest.raises(openai.NotFoundError, match="does not exist"):
         fleeted.openai().chat.completions.create(model="nothing", messages=[
