@@ -66,6 +66,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=int, default=1, help="runs of each prompt and mode (median)")
     p.add_argument("--ctx", type=int, default=4096)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--inexact", action="store_true",
+                   help="exact decoding off (weights repacked: how llama.cpp runs as released)")
     p.add_argument("--draft-max", type=int, default=SpeculativeParams().draft_max)
     p.add_argument("--llama-server", type=Path, default=None, help="llama-server binary to compare")
     p.add_argument("--out", type=Path, default=Path("bench-out"))
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if not prompts:
         raise DuetError("no prompts selected")
     target, draft = resolve_model(args.model), resolve_model(args.draft)
-    ctx = ContextParams(n_ctx=args.ctx, n_threads=args.threads)
+    ctx = ContextParams(n_ctx=args.ctx, n_threads=args.threads, exact=not args.inexact)
     sampling = SamplingParams(temperature=0, max_tokens=args.max_tokens)
     runtimes = {m: _runtime(m, target, draft, ctx, sampling, args.draft_max)
                 for m in modes if m in DUET_MODES}
