@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from engine.cache.prefix import common_prefix
 from engine.chat.fit import chat_tokens, fit_messages
 from engine.chat.messages import Message, ToolCall
 from engine.chat.reasoning import Thinking, ThinkSpec, close_text, opens_section, thinks
@@ -119,8 +120,7 @@ def ready(model: Model, n_ctx: int) -> list[int]:
     except DuetError as e:
         log.info("the chat template cannot render a first message: %s", e)
         return []
-    n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    return a[:n]
+    return a[:common_prefix(a, b)]
 
 
 def prepare(model: Model, chat: Chat, policy: Policy,
