@@ -53,6 +53,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", default="90,40,140,60,200,30",
                    help="the replies' maximum lengths, in turn")
     p.add_argument("--paths", default="engine,cli", help="engine, cli")
+    p.add_argument("--inexact", action="store_true",
+                   help="exact decoding off (plain attention: its sums follow the cells' layout)")
     p.add_argument("--out", type=Path, default=Path("bench-out"))
     p.set_defaults(func=run)
 
@@ -80,13 +82,13 @@ def _row(i: int, prompt: int, cached: int, ttft: float, n: int, finish: str,
             "reply_tokens": n, "finish": finish, "restored_kv": restored}
 
 
-def engine_path(path: Path, ctx: int, limits: list[int], turns: int, folder: Path
-                ) -> list[dict[str, Any]]:
+def engine_path(path: Path, ctx: int, limits: list[int], turns: int, folder: Path,
+                exact: bool = True) -> list[dict[str, Any]]:
     """The window's path: one runtime, the whole conversation each turn, saved after each."""
     from engine.conversation.session import store
 
     rows: list[dict[str, Any]] = []
-    config = RuntimeConfig(target=ModelSpec(path), context=ContextParams(n_ctx=ctx),
+    config = RuntimeConfig(target=ModelSpec(path), context=ContextParams(n_ctx=ctx, exact=exact),
                            kv_store_bytes=0)
     messages = [Message("system", "You are a helpful assistant.", time.time())]
     past = 0
@@ -113,13 +115,14 @@ def engine_path(path: Path, ctx: int, limits: list[int], turns: int, folder: Pat
     return rows
 
 
-def cli_path(path: Path, ctx: int, limits: list[int], turns: int, folder: Path
-             ) -> list[dict[str, Any]]:
+def cli_path(path: Path, ctx: int, limits: list[int], turns: int, folder: Path,
+             exact: bool = True) -> list[dict[str, Any]]:
     """``duet-cli generate --session`` in a new process each turn."""
     rows: list[dict[str, Any]] = []
     session = folder / "cli.duet"
     cli = [sys.executable, "-m", "engine", "generate", "--model", str(path), "--session",
-           str(session), "--ctx", str(ctx), "--temperature", "0", "--json", "--kv-store-mb", "0"]
+           str(session), "--ctx", str(ctx), "--temperature", "0", "--json", "--kv-store-mb", "0",
+           "--exact" if exact else "--no-exact"]
     past, i = 0, 0
     while past < turns:
         r = subprocess.run([*cli, "--max-tokens", str(limits[i % len(limits)]), message(i)],
@@ -129,6 +132,7 @@ def cli_path(path: Path, ctx: int, limits: list[int], turns: int, folder: Path
         d = json.loads(r.stdout.strip().splitlines()[-1])
         rows.append(_row(i, d["n_prompt_tokens"], d["n_cached_tokens"], d["prompt_s"],
                          d["n_tokens"], d["finish_reason"], d["session"]["restored_kv"]))
+        rows[-1]["note"] = d["session"]["note"]  # why a saved state was not used
         past += _past(rows)
         log.info("cli turn %d: %s", i + 1, rows[-1])
         i += 1
@@ -159,16 +163,19 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     path = resolve_model(args.model)
     limits = [int(x) for x in args.max_tokens.split(",")]
-    report: dict[str, Any] = {"model": path.name, "ctx": args.ctx, "targets": TARGETS}
+    report: dict[str, Any] = {"model": path.name, "ctx": args.ctx, "exact": not args.inexact,
+                              "targets": TARGETS}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for name in args.paths.split(","):
             rows = (engine_path if name == "engine" else cli_path)(path, args.ctx, limits,
-                                                                  args.turns, folder)
+                                                                  args.turns, folder,
+                                                                  not args.inexact)
             s = summary(rows)
             s["duet_verifies"] = verify(folder / f"{name}.duet", path, args.ctx)
             report[name] = {"summary": s, "turns": rows}
-            print(f"{name:7s} {path.name} ctx {args.ctx}: {s}")
+            print(f"{name:7s} {path.name} ctx {args.ctx}{' inexact' if args.inexact else ''}: {s}")
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"edge-{path.stem}-{args.ctx}.json").write_text(json.dumps(report, indent=1))
+    name = f"edge-{path.stem}-{args.ctx}{'-inexact' if args.inexact else ''}.json"
+    (args.out / name).write_text(json.dumps(report, indent=1))
     return 0

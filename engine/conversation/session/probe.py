@@ -40,6 +40,13 @@ def _redecode(ctx: Context, n: int) -> np.ndarray:
     return np.array(ctx.logits_rows(), dtype=np.float32, copy=True)
 
 
+def redecode(ctx: Context) -> None:
+    """Decode the tokens a probe covers again (their cells move to the sequence's end)."""
+    n = min(PROBE_TOKENS, len(ctx.tokens))
+    if n:
+        _redecode(ctx, n)
+
+
 def take(ctx: Context) -> Probe | None:
     """The probe of ``ctx``'s current state (its tokens are unchanged); None when it has no
     tokens or cannot rewind (recurrent models)."""

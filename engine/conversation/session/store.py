@@ -34,7 +34,7 @@ from engine.conversation.session.meta import (
     SessionMeta,
     utc_now_iso,
 )
-from engine.errors import DecodeError, ModelLoadError, SessionError
+from engine.errors import DecodeError, ModelLoadError, RewindError, SessionError
 
 if TYPE_CHECKING:
     from engine.llama.context import Context
@@ -158,10 +158,16 @@ def _capture(ctx: Context | None) -> tuple[KVState, memoryview] | None:
     if not ctx.flash_attn:
         # plain attention sums over the cells in their order, holes included (a cache shift
         # leaves some); the restore lays them out anew, so the check below would see other
-        # sums (logits 0.1-0.3 apart on SmolLM2) and reject the state: lay them out first
+        # sums (logits 0.1-0.7 apart on SmolLM2) and reject the state: lay them out first.
+        # The check decodes the last tokens again after the sequence's last cell (where the
+        # patched find_slot puts new cells, patches/ggml-exact.patch), leaving a hole where they
+        # were when they sat mid-sequence, as they do after a shift: so once laid out, move them
+        # there and lay out again (the check then finds them where it puts them).
         try:
             ctx.load_state(ctx.state_bytes(), list(ctx.tokens))
-        except DecodeError as e:
+            probe.redecode(ctx)
+            ctx.load_state(ctx.state_bytes(), list(ctx.tokens))
+        except (DecodeError, RewindError) as e:
             log.info("%s: its KV state could not be laid out (%s); saving text only",
                      ctx.model.display_name, e)
             return None
