@@ -52,6 +52,12 @@ _tokenizers: dict[int, Any] = {}  # id(model) -> its LLTokenizer (dropped with t
 _pieces: dict[int, list[bytes]] = {}  # id(model) -> its tokens' bytes so far (``prepare``)
 _tokenizers_lock = threading.Lock()
 PREPARE_STEP = 8192  # tokens of the vocabulary per idle step (about 30 ms here)
+# Before llguidance's own build (0.6 s on Qwen's vocabulary, which nothing can stop and which
+# holds the GIL), the process must have been quiet this long: requests come in bursts (a client
+# turns a reply into its next request within a fraction of a second), and a second model's
+# request right after the first model's reply met that build (bench fleet: its first token
+# 0.84-1.04 s when it came 4 s later, 1.08-1.14 s when it came at once; docs/benchmarks/models.md).
+BUILD_CALM_S = 1.0
 
 
 class GrammarError(DuetError):
@@ -82,12 +88,13 @@ def tokenizer(model: Model) -> Any:
         return tok
 
 
-def prepare(model: Model) -> bool:
+def prepare(model: Model, stop: threading.Event | None = None) -> bool:
     """Build ``model``'s vocabulary for llguidance as idle work of the engine's thread
     (engine.runtime.service.Engine.add_idle), so that the first request with a schema or a forced
     tool call does not wait for it: ``PREPARE_STEP`` tokens' bytes a call, so that a request
     arriving meanwhile waits for one step (30 ms), not for the whole (it waited 1.3 s on the
-    0.5B), then llguidance's build. True while there is more to do."""
+    0.5B), then llguidance's build, once ``stop`` (the engine's preempt: set by any request or
+    load in the process) has stayed clear for ``BUILD_CALM_S``. True while there is more to do."""
     with _tokenizers_lock:
         if id(model) in _tokenizers:
             return False
@@ -98,6 +105,8 @@ def prepare(model: Model) -> bool:
         if len(done) < model.n_vocab:
             done += _token_bytes(model, len(done), min(len(done) + PREPARE_STEP, model.n_vocab))
             return True
+    if stop is not None and stop.wait(BUILD_CALM_S):
+        return True  # something arrived: build once it has been quiet again
     tokenizer(model)
     return False
 

@@ -144,6 +144,7 @@ class Engine:
         with self._changed:
             self._closing = True
             pending, self._pending = list(self._pending), deque()
+            self.preempt.set()  # an idle step under way stops
             self._changed.notify_all()
         for job in pending:
             job.cancel.set()

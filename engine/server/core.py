@@ -190,7 +190,7 @@ class DuetServer:
         model loaded for a request answers it first (the view takes about a second)."""
         if not self._prepared:
             self._prepared = True
-            self.engine.add_idle(partial(constraint.prepare, self.model))
+            self.engine.add_idle(partial(constraint.prepare, self.model, self.engine.preempt))
 
     def close(self) -> None:
         if self.vectors is not None:

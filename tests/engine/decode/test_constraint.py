@@ -2,6 +2,8 @@
 same with and without speculation, refusals in one line, and bounded work on hostile input."""
 
 import json
+import threading
+from unittest import mock
 
 import jsonschema
 import pytest
@@ -197,9 +199,33 @@ def test_the_vocabulary_is_prepared_in_steps_and_gives_the_same_tokenizer(smol_p
             assert not constraint.is_prepared(model) and steps < 1000
         assert steps == -(-model.n_vocab // constraint.PREPARE_STEP)
         assert constraint.is_prepared(model)
+        assert not constraint.prepare(model)  # once built, nothing more
         assert constraint._token_bytes(model, 0, model.n_vocab) == [
             constraint._token_bytes(model, t, t + 1)[0] for t in range(model.n_vocab)]
         grammar = constraint.Grammar.compile(model, "json_schema", {"type": "boolean"})
         assert grammar.matcher() is not None
+    finally:
+        model.close()
+
+
+def test_the_build_waits_while_anything_else_arrives(smol_path):
+    """llguidance's own build cannot be stopped: it runs only after the engine's preempt (set by
+    any request or load in the process) stayed clear for BUILD_CALM_S, else it is left for
+    later."""
+    from engine.decode import constraint
+    from engine.llama.model import Model
+
+    model = Model(smol_path)
+    try:
+        arrived = threading.Event()
+        arrived.set()  # a request came while the vocabulary's last step was done
+        while len(constraint._pieces.get(id(model), ())) < model.n_vocab:
+            assert constraint.prepare(model, arrived)
+        assert constraint.prepare(model, arrived)  # the build waits
+        assert not constraint.is_prepared(model)
+        arrived.clear()
+        with mock.patch.object(constraint, "BUILD_CALM_S", 0.0):
+            assert not constraint.prepare(model, arrived)
+        assert constraint.is_prepared(model)
     finally:
         model.close()
