@@ -2,14 +2,18 @@
 
 A chat goes on for ``--turns`` turns past the point where its context is full, so that every
 such turn drops its oldest turns and shifts the cache. Replies vary in length: the maximum
-cycles through ``--max-tokens`` (some replies end there, some at the end token first). Two paths:
+cycles through ``--max-tokens`` (some replies end there, some at the end token first). The
+paths:
 
 - ``engine``: one process, the window's: the runtime's generator answers the whole conversation
   each turn (fit, cache shift, reuse), and the conversation is saved to a ``.duet`` file after
   each reply, as the window saves;
 - ``cli``: ``duet-cli generate --session FILE`` in a new process each turn: the saved KV state
   is restored and checked (``.duet`` reopen), then the turn is answered and saved. Its first
-  token is the reply's ``prompt_s`` (the model's load is not counted).
+  token is the reply's ``prompt_s`` (the model's load is not counted);
+- ``server``: one ``duet-cli serve``, the whole conversation sent each turn (its prefix cache);
+- ``disk``: the same with a new server each turn, so that the conversation's start comes from
+  the disk KV store.
 
 Each turn past the context reports the share of its prompt read from the cache and the time to
 its first token. Targets (issue 59): the worst turn reuses at least 80% of its prompt, and its
@@ -20,15 +24,19 @@ Writes ``OUT/edge-MODEL-CTX.json``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from engine.chat.messages import Message
 from engine.decode.sampling import SamplingParams
@@ -52,7 +60,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--turns", type=int, default=50, help="turns past the full context")
     p.add_argument("--max-tokens", default="90,40,140,60,200,30",
                    help="the replies' maximum lengths, in turn")
-    p.add_argument("--paths", default="engine,cli", help="engine, cli")
+    p.add_argument("--paths", default="engine,cli",
+                   help="engine, cli, server (one duet-cli serve), disk (a server a turn: the "
+                        "disk KV store)")
     p.add_argument("--inexact", action="store_true",
                    help="exact decoding off (plain attention: its sums follow the cells' layout)")
     p.add_argument("--out", type=Path, default=Path("bench-out"))
@@ -139,6 +149,66 @@ def cli_path(path: Path, ctx: int, limits: list[int], turns: int, folder: Path,
     return rows
 
 
+def server_path(path: Path, ctx: int, limits: list[int], turns: int, folder: Path,
+                exact: bool = True, restart: bool = False) -> list[dict[str, Any]]:
+    """``duet-cli serve``: the conversation sent each turn (OpenAI chat completions), the
+    server's prefix cache finding its start. An API server refuses a prompt past its context (as
+    OpenAI's does), so the client drops its oldest turns, as the window does: the system message
+    and the latest turns whose prompt (``/v1/messages/count_tokens``) leaves a quarter of the
+    context for the reply; the server's cache then shifts past the dropped ones. ``restart``: a
+    new server each turn, so that the start comes from the disk KV store (in ``folder``)."""
+    from bench import client
+    from bench.process import free_port, start_server
+
+    rows: list[dict[str, Any]] = []
+    port = free_port()
+    cmd = [sys.executable, "-m", "engine", "serve", "--model", str(path), "--port", str(port),
+           "--ctx", str(ctx), "--parallel", "1", "--exact" if exact else "--no-exact"]
+    env = {"DUET_KV_DIR": str(folder / ("kv-disk" if restart else "kv-server"))}
+    system = "You are a helpful assistant."
+    history: list[dict[str, str]] = []
+    server = None
+    past, i, start = 0, 0, 0
+
+    def fits(port: int, kept: list[dict[str, str]]) -> bool:
+        body = {"model": path.stem, "system": system, "messages": kept}
+        return client.post_json(port, "/v1/messages/count_tokens", body)["input_tokens"] \
+            <= ctx - ctx // 4
+    with mock.patch.dict(os.environ, env):
+        try:
+            while past < turns:
+                if server is None:
+                    server = start_server(cmd, port, "duet-cli serve", timeout_s=600)
+                history.append({"role": "user", "content": message(i)})
+                while start < len(history) - 1 and not fits(port, history[start:]):
+                    start += 2  # the oldest turn (a message and its reply)
+                messages = [{"role": "system", "content": system}, *history[start:]]
+                body = {"model": path.stem, "messages": messages, "stream": True,
+                        "stream_options": {"include_usage": True}, "temperature": 0,
+                        "max_tokens": limits[i % len(limits)]}
+                reply = client.post(port, "/v1/chat/completions", body)
+                history.append({"role": "assistant", "content": reply.text})
+                usage = reply.usage
+                rows.append(_row(i, usage["prompt_tokens"],
+                                 usage["prompt_tokens_details"]["cached_tokens"], reply.ttft_s,
+                                 usage["completion_tokens"], reply.finish_reason or ""))
+                past += _past(rows)
+                log.info("server turn %d: %s", i + 1, rows[-1])
+                i += 1
+                if restart:
+                    server.stop()
+                    server = None
+        finally:
+            if server is not None:
+                server.stop()
+    return rows
+
+
+Driver = Callable[[Path, int, list[int], int, Path, bool], list[dict[str, Any]]]
+PATHS: dict[str, Driver] = {"engine": engine_path, "cli": cli_path, "server": server_path,
+         "disk": functools.partial(server_path, restart=True)}
+
+
 def verify(path: Path, model: Path, ctx: int) -> bool:
     r = subprocess.run([sys.executable, "-m", "engine", "session", "verify", str(path), "--model",
                         str(model), "--ctx", str(ctx)], capture_output=True, text=True, check=False)
@@ -168,11 +238,10 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for name in args.paths.split(","):
-            rows = (engine_path if name == "engine" else cli_path)(path, args.ctx, limits,
-                                                                  args.turns, folder,
-                                                                  not args.inexact)
+            rows = PATHS[name](path, args.ctx, limits, args.turns, folder, not args.inexact)
             s = summary(rows)
-            s["duet_verifies"] = verify(folder / f"{name}.duet", path, args.ctx)
+            if name in ("engine", "cli"):  # the paths that save a conversation
+                s["duet_verifies"] = verify(folder / f"{name}.duet", path, args.ctx)
             report[name] = {"summary": s, "turns": rows}
             print(f"{name:7s} {path.name} ctx {args.ctx}{' inexact' if args.inexact else ''}: {s}")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from blake3 import blake3
 
-from engine.cache.prefix import common_prefix
+from engine.cache.prefix import common_prefix, dropped_span
 from engine.errors import DuetError
 
 if TYPE_CHECKING:
@@ -102,8 +102,10 @@ class KVStore:
 
     # -- reading --------------------------------------------------------------------------
     def best(self, prompt: Sequence[int], n_ctxs: int = 1) -> tuple[int, Entry | None]:
-        """The entry of ``n_ctxs`` contexts sharing the longest head with ``prompt``, and how
-        long that head is."""
+        """The entry of ``n_ctxs`` contexts that keeps most of ``prompt``, and how many of its
+        tokens: the head they share, or past the context's edge, the head plus the turns a cache
+        shift keeps once the oldest were dropped (engine.cache.prefix.dropped_span; the shift
+        is made after the restore, as on the live context)."""
         self._scan()
         best, found = 0, None
         key = self.keys[n_ctxs - 1] + "-"
@@ -111,6 +113,9 @@ class KVStore:
             if not name.startswith(key):
                 continue
             n = common_prefix(e.tokens, prompt)
+            shift = dropped_span(e.tokens, prompt) if n < len(e.tokens) else None
+            if shift is not None:
+                n = max(n, shift[0] + shift[2])
             if n > best:
                 best, found = n, e
         return best, found

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import threading
 from functools import partial
 from pathlib import Path
@@ -137,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"duet-cli: listening on http://{host}:{args.port} while "
           f"{config.target.path.name} loads", flush=True)
     threading.Thread(target=load, name="duet-load", daemon=True).start()
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn shuts down gracefully on SIGTERM, then raises it again: by default that ended
+        # the process before the models were closed (their clients' chats kept on disk, the disk
+        # store's writes flushed); now it ends here, after the block below
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         server.run(sockets=[sock])
     finally:
@@ -146,3 +152,7 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         raise failed[0]
     return 0
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from engine import params, paths
 from engine.cache.kv_store import DEFAULT_STORE_BYTES, KVStore
 from engine.cache.params import CacheParams
-from engine.cache.state_cache import DEFAULT_CACHE_BYTES, StateCache
+from engine.cache.state_cache import DEFAULT_CACHE_BYTES, MIN_SAVE, StateCache
 from engine.decode.sampling import SamplingParams
 from engine.decode.scheduler import Job, Scheduler
 from engine.decode.speculative.params import SpeculativeParams
@@ -71,7 +71,13 @@ class Runtime(NativeOwner):
 
     ``speculation`` (None with drafter "none") owns the draft model and its context; ``cache``
     holds saved states of this model's contexts (empty for each new Runtime). ``later``: the
-    verify-cost curves still to measure (``measure=False`` only; None when there are none)."""
+    verify-cost curves still to measure (``measure=False`` only; None when there are none).
+    ``keep_on_close`` (the server's): ``close`` first writes each sequence's conversation to the
+    disk KV store, so that after an unload or a restart its client's next request reads only
+    what is new (the store otherwise keeps long reads only; a chat's turns live in the memory
+    cache, and the window's and the command line's in their ``.duet`` files)."""
+
+    keep_on_close = False
 
     def __init__(self, config: RuntimeConfig, on_calibrate: Callable[[], None] | None = None,
                  *, measure: bool = True, cancel: threading.Event | None = None) -> None:
@@ -186,12 +192,25 @@ class Runtime(NativeOwner):
     def closed(self) -> bool:
         return "target" not in self.__dict__
 
+    def _keep_conversations(self) -> None:
+        disk = self.cache.disk
+        if disk is None or self.worker_lost() is not None:
+            return
+        for seq in self.ctx.sequences:
+            if seq.n_past >= MIN_SAVE:
+                try:
+                    disk.save([seq])
+                except DuetError as e:  # the state could not be read: nothing is kept
+                    log.info("a conversation was not kept on disk: %s", e)
+
     def close(self) -> None:
         """Free everything; afterwards ``target`` and ``ctx`` are gone (AttributeError, never a
         call into a freed llama.cpp object)."""
         later, self.later = getattr(self, "later", None), None
         if later is not None:
             later.close()
+        if self.keep_on_close and "ctx" in self.__dict__:
+            self._keep_conversations()
         self.cache.clear()
         if self.cache.disk is not None:
             self.cache.disk.flush()

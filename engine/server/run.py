@@ -70,6 +70,7 @@ def open_model(config: RuntimeConfig, api: ApiConfig, max_queue: int, offer: Off
                    speculative=speculative)
     with quiet.PROCESS.busy():  # the other models' idle work waits for the load
         runtime = Runtime(mine, measure=False)
+    runtime.keep_on_close = True  # an unload or the server's end keeps its clients' chats on disk
     engine = Engine(runtime, max_queue=max_queue)
     engine.add_idle(partial(_opening, runtime, engine.preempt))
     if runtime.later is not None:
@@ -102,6 +103,7 @@ def _measuring(later: LaterCurves, preempt: threading.Event) -> Callable[[], boo
 def build(runtime: Runtime, config: ApiConfig, *, max_queue: int = 8,
           gate: threading.Event | None = None) -> tuple[Engine, Starlette]:
     """The engine thread (which owns ``runtime`` from now on) and the app over it."""
+    runtime.keep_on_close = True  # the server's end keeps its clients' chats on disk
     engine = Engine(runtime, max_queue=max_queue, gate=gate)
     return engine, create_app(engine, config)
 

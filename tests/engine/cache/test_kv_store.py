@@ -134,3 +134,27 @@ def test_a_disk_that_refuses_writes_keeps_nothing_and_the_reply_is_whole(smol_pa
     assert reason in ("stop", "length") and int(n) > 0
     assert "could not be kept on disk" in out.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_entry_whose_oldest_turns_were_dropped_is_restored_and_shifted(smol, tmp_path):
+    """Past the context's edge the next prompt keeps the head (the system prompt) and drops the
+    oldest turns: an entry holding head + old + kept is worth head + kept to it (its common
+    prefix alone is the head), and once restored the cache shift keeps the rest. Before, such a
+    prompt (a server restarted mid-conversation) was read whole."""
+    head = smol.tokenize("System: answer briefly.\n")
+    old = smol.tokenize(" ".join(f"Old turn {i} about valves." for i in range(30)),
+                        add_special=False)
+    kept = smol.tokenize(" ".join(f"Kept turn {i} about pumps." for i in range(30)),
+                         add_special=False)
+    new = smol.tokenize(" Question: which pump?\nAnswer:", add_special=False)
+    fp = ["fp-of-" + smol.display_name]
+    prompt = head + kept + new
+    with Context(smol, ContextParams(n_ctx=2048)) as ctx:
+        ctx.decode(head + old + kept, logits="none")
+        store = KVStore(tmp_path, [ctx], fp)
+        assert store.save([ctx])
+        store.flush()
+        n, entry = KVStore(tmp_path, [ctx], fp).best(prompt)
+    assert entry is not None and n == len(head) + len(kept)
+    done = _reply(smol, tmp_path, prompt)
+    assert done.stats.n_cached_tokens >= len(head) + len(kept) - 1  # restored, then shifted

@@ -6,6 +6,7 @@ of cells: the context's memory is that of one sequence."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -89,3 +90,43 @@ def test_four_sequences_share_the_cells_of_one(smol):
     with Context(smol, ContextParams(n_ctx=2048, n_parallel=4)) as ctx:
         assert lib.llama_n_ctx(ctx._handle) == 2048  # not 4 x 2048
         assert len(ctx.sequences) == 4 and all(s.n_ctx == 2048 for s in ctx.sequences)
+
+
+def test_a_terminated_server_keeps_its_clients_conversation_on_disk(smol_path, tmp_path):
+    """SIGTERM (a service manager's stop): uvicorn shuts down gracefully, then the models close,
+    each writing its sequences' conversations to the disk KV store, so that after a restart the
+    client's next request reads only what is new. Before, uvicorn raised SIGTERM again once it
+    had shut down and the process ended there, its models never closed."""
+    env = {**os.environ, "DUET_KV_DIR": str(tmp_path / "kv")}
+    words = " ".join(f"Fact {i}: the pump number {i} runs at {i * 3 % 11} bar." for i in range(20))
+    messages = [{"role": "system", "content": "Answer in one short sentence."},
+                {"role": "user", "content": words + "\nWhich pump runs at 5 bar?"}]
+
+    def ask(port: int, messages: list[dict[str, str]]) -> openai.types.chat.ChatCompletion:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=120)
+        return client.chat.completions.create(model=smol_path.stem, max_tokens=12, temperature=0,
+                                              messages=messages)  # type: ignore[arg-type]
+
+    def served(messages: list[dict[str, str]]) -> tuple[openai.types.chat.ChatCompletion, int]:
+        port = _free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--model", str(smol_path),
+                                 "--port", str(port), "--ctx", "1024", "--drafter", "none"],
+                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            assert proc.stdout is not None and "listening on" in proc.stdout.readline()
+            reply = ask(port, messages)
+        finally:
+            proc.terminate()
+            rc = proc.wait(timeout=60)
+        return reply, rc
+
+    first, rc = served(messages)
+    assert rc == 128 + signal.SIGTERM
+    assert len(list((tmp_path / "kv").glob("*.kv"))) == 1
+    assert first.usage is not None and first.usage.prompt_tokens > 150
+    messages += [{"role": "assistant", "content": first.choices[0].message.content or ""},
+                 {"role": "user", "content": "And which one at 2 bar?"}]
+    again, _ = served(messages)
+    assert again.usage is not None and again.usage.prompt_tokens_details is not None
+    assert again.usage.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens
