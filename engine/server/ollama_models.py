@@ -100,8 +100,9 @@ async def ps(request: Request) -> Response:
 
 
 def _expires(at: float | None) -> str:
-    """A monotonic deadline as Ollama's ``expires_at`` (far in the future: never)."""
-    wall = time.time() + (at - time.monotonic()) if at is not None else NEVER
+    """A monotonic deadline as Ollama's ``expires_at`` (far in the future: never; a keep_alive
+    of 10^16 s, which a client may send, is as far, not a date past the year 9999)."""
+    wall = min(time.time() + (at - time.monotonic()), NEVER) if at is not None else NEVER
     return datetime.fromtimestamp(wall, UTC).isoformat()
 
 

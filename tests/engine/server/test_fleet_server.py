@@ -147,6 +147,15 @@ def test_keep_alive_zero_and_the_routers_routes_unload(fleeted):
                                     REPLY_WAIT_S)
 
 
+def test_a_keep_alive_of_ages_is_listed_as_for_ever(fleeted):
+    """Ollama's keep_alive may be any number of seconds; /api/ps said 500 ("year 684062144 is out
+    of range") after a keep_alive of 10^16 s, which the API fuzz sent."""
+    ol = fleeted.ollama()
+    ol.generate(model="test", prompt="Hi", options={"num_predict": 2}, keep_alive=1e16)
+    listed = {m.model: m for m in ol.ps().models}
+    assert listed["smollm2-135m-instruct-q4_1"].expires_at.year == 2318  # Ollama's "for ever"
+
+
 def test_a_model_loaded_ahead_reads_its_templates_opening_before_its_first_request(fleeted):
     """Between its load and its first request a model reads what every chat without a system
     message starts with (the default system prompt, the user's header): the first request
