@@ -6,13 +6,18 @@ Scenarios, each in a new conversation, the message typed at ``--cps`` characters
 - ``paste``: a standard-library module's source cut to ``--paste-tokens`` tokens is pasted into
   the composer, then a 15-word question about it is typed;
 - ``plain``: a conversation already about ``--history-tokens`` tokens long (one exchange sent
-  first, not timed), then a short plain message is typed.
+  first, not timed), then a short plain message is typed;
+- ``manual``: a real manual (``--manual``, one of bench.retrieval's, 397 pages for valgrind) is
+  attached, then one of its questions is typed (``--questions`` of them, evenly spaced through
+  it); the reply (``--answer-tokens``) is scored as bench.retrieval scores it. Beside it, a
+  plain question typed in a new conversation (``question`` in the table), the figure the
+  manual's is compared with.
 
 It reports the time from the Enter key to the first token shown, with reading ahead on and off
 (*Settings → Read while I type*), in turns, medians over ``--repeats``. Each run pastes another
 module (cut to the same token count), and the memory and disk caches are off, so that no run
-finds another's prompt cached. Targets (issue 58): paste ≤ 1.5 s, plain ≤ 0.3 s. Writes
-``OUT/typing.json``.
+finds another's prompt cached. Targets (issue 58): paste ≤ 1.5 s, plain ≤ 0.3 s, manual ≤ 3×
+the plain question's with as many right answers as read at send. Writes ``OUT/typing.json``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ MODULES = ("argparse", "shlex", "textwrap", "calendar", "difflib", "ftplib", "ge
            "mailbox", "optparse", "pickletools", "poplib", "smtplib", "tarfile", "zipfile", "pprint")
 QUESTION = "Which function in this module would you change first to add a timeout, and why exactly?"
 PLAIN = "Thanks. Now name two rivers in Europe, please."
+PLAIN_QUESTION = "Which river flows through Vienna, Bratislava and Budapest?"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +52,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cps", type=float, default=6.0, help="characters typed a second")
     p.add_argument("--paste-tokens", type=int, default=2000)
     p.add_argument("--history-tokens", type=int, default=1000)
+    p.add_argument("--manual", default="valgrind", help="a manual of bench/data/retrieval")
+    p.add_argument("--questions", type=int, default=4, help="the manual's questions asked")
+    p.add_argument("--answer-tokens", type=int, default=48, help="max_tokens of the manual's replies")
     p.add_argument("--threads", type=int, default=0, help="0: llama.cpp's default")
     p.add_argument("--out", type=Path, default=Path("bench-out"))
     p.set_defaults(func=run)
@@ -153,10 +162,42 @@ def one(win: Window, scenario: str, on: bool, module: str, args: argparse.Namesp
     return win.send_timed()
 
 
+def ask(win: Window, on: bool, question: str, pdf: Path | None, args: argparse.Namespace
+        ) -> tuple[float, str]:
+    """``question`` typed in a new conversation (``pdf`` attached first, read before the
+    typing starts): the first token's seconds after Enter, and the reply."""
+    win.settings.update({"read_ahead": on, "max_tokens": args.answer_tokens})
+    try:
+        c = win.w.controller
+        c.new()
+        if pdf is not None:
+            win.w.attach([pdf])
+            win.pump(lambda: not win.w.attachments.pending, 600)
+            assert win.w.attachments.current(), f"{pdf} was not read"
+        win.type(question, args.cps)
+        first = win.send_timed()
+        assert c.current is not None
+        return first, c.current.turns[-1].text
+    finally:
+        win.settings.set("max_tokens", 8)
+
+
 def run(args: argparse.Namespace) -> int:
     model = resolve_model(args.model)
     scenarios = [s for s in args.scenarios.split(",") if s]
+    manual = questions = pdf = None
+    if "manual" in scenarios:
+        from bench import retrieval
+
+        manual = retrieval.load_manuals([args.manual])[0]
+        pdf = retrieval.manual_pdf(manual)
+        if pdf is None:
+            return 1
+        questions = retrieval.spread(manual.questions, args.questions)
     rows: dict[str, dict[str, list[float]]] = {s: {"on": [], "off": []} for s in scenarios}
+    if manual is not None:
+        rows["question"] = {"on": [], "off": []}
+    right: dict[str, list[bool]] = {"on": [], "off": []}
     modules = iter(MODULES * 4)
     with tempfile.TemporaryDirectory(prefix="duet-bench-typing-") as home:
         win = Window(model, args.threads, Path(home))
@@ -164,13 +205,27 @@ def run(args: argparse.Namespace) -> int:
             for r in range(args.repeats):
                 for scenario in scenarios:
                     for mode in (("on", "off") if r % 2 == 0 else ("off", "on")):
-                        t = one(win, scenario, mode == "on", next(modules), args)
-                        rows[scenario][mode].append(t)
-                        log.info("repeat %d %s %s: first token %.2f s", r + 1, scenario, mode, t)
+                        if scenario != "manual":
+                            t = one(win, scenario, mode == "on", next(modules), args)
+                            rows[scenario][mode].append(t)
+                            log.info("repeat %d %s %s: first token %.2f s", r + 1, scenario, mode, t)
+                            continue
+                        assert questions is not None
+                        q = questions[r % len(questions)]
+                        t, reply = ask(win, mode == "on", q.text, pdf, args)
+                        rows["manual"][mode].append(t)
+                        right[mode].append(retrieval.is_right(reply, q.words))
+                        p, _ = ask(win, mode == "on", PLAIN_QUESTION, None, args)
+                        rows["question"][mode].append(p)
+                        log.info("repeat %d manual %s: first token %.2f s (plain question %.2f s), "
+                                 "%s: %r", r + 1, mode, t, p, "right" if right[mode][-1] else
+                                 "wrong", reply[:120])
         finally:
             win.close()
     out: dict[str, Any] = {"model": model.name, "cps": args.cps, "paste_tokens": args.paste_tokens,
                            "history_tokens": args.history_tokens, "runs": rows, "medians": {}}
+    if manual is not None:
+        out["manual"] = {"name": manual.name, "right": right}
     print(f"first token after Enter, {model.name}, typing at {args.cps:g} characters a second "
           f"(medians of {args.repeats}):")
     print("| scenario | read while typing | read at send | ratio |")
@@ -179,6 +234,13 @@ def run(args: argparse.Namespace) -> int:
         on, off = statistics.median(modes["on"]), statistics.median(modes["off"])
         out["medians"][scenario] = {"on_s": round(on, 3), "off_s": round(off, 3)}
         print(f"| {scenario} | {on:.2f} s | {off:.2f} s | {off / on:.1f}× |")
+    if manual is not None:
+        q_on = statistics.median(rows["question"]["on"])
+        m_on, m_off = (statistics.median(rows["manual"][m]) for m in ("on", "off"))
+        print(f"manual ({manual.name}) ÷ plain question, read while typing: {m_on / q_on:.1f}× "
+              f"(read at send: {m_off / statistics.median(rows['question']['off']):.1f}×); right "
+              f"answers: {sum(right['on'])}/{len(right['on'])} read while typing, "
+              f"{sum(right['off'])}/{len(right['off'])} at send")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "typing.json").write_text(json.dumps(out, indent=1))
     return 0

@@ -78,6 +78,7 @@ class EngineClient(QObject):
         req = ChatRequest(conversation_id, tuple(messages), sampling,
                           continue_text=continue_text, rescue=rescue, speculate=speculate,
                           tools=tools, read_calls=read_calls, thinking=thinking)
+        self.worker.typing_latest = None  # typed prompts still queued are not read: this is sent
         self._remember("chat", req.cancel)
         self._chat.emit(req)
         return req
@@ -90,8 +91,10 @@ class EngineClient(QObject):
                     sampling: SamplingParams = SamplingParams(), tools: tuple[Tool, ...] = (),
                     thinking: bool | None = None) -> None:
         """Read ahead the prompt ``messages`` make (None: stop reading ahead)."""
-        self._read_typing.emit(TypingRequest(conversation_id, tuple(messages) if messages is not None
-                                             else None, sampling, tools, thinking))
+        req = TypingRequest(conversation_id, tuple(messages) if messages is not None else None,
+                            sampling, tools, thinking)
+        self.worker.typing_latest = req  # those still queued are skipped
+        self._read_typing.emit(req)
 
     def save(self, conversation_id: str, path: Path, messages: Sequence[Message], *,
              settings: Mapping[str, Any], with_kv: bool) -> None:

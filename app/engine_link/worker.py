@@ -107,6 +107,9 @@ class EngineWorker(QObject):
         self.engine: Engine | None = None
         self.vectors: EmbeddingSource | None = None  # ranks retrieved passages (with an embedding model)
         self.ahead: ReadAhead | None = None  # reads the prompt being typed (engine.runtime.ahead)
+        # the last TypingRequest sent (set on the GUI's thread): one queued behind a newer one,
+        # or behind a message sent, is skipped (preparing it may retrieve passages: seconds)
+        self.typing_latest: TypingRequest | None = None
         self.token_interval = token_interval
         self.rescued: tuple[Path, str] | None = None  # (file, why) saved as the process ended
 
@@ -264,6 +267,8 @@ class EngineWorker(QObject):
         engine, ahead = self.engine, self.ahead
         if engine is None or ahead is None:
             return
+        if req is not self.typing_latest:
+            return  # a newer prompt, or the message itself, is queued behind it
         if req.messages is None:
             self._stop_typing()
             return

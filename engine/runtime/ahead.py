@@ -4,14 +4,16 @@ typed), and the engine reads it into the conversation's sequence in short steps 
 has nothing else to do. When the message is sent, its prompt finds that start cached and reads
 only the rest.
 
-Lowest priority: each step is the engine's idle work (engine.runtime.service), run only while
-no reply or call runs or waits, and it decodes with the engine's ``preempt`` event as its
-cancel, so a reply, a tool call or a server request that arrives stops the step at once (its
-tokens are dropped; the tokens read before stay). A new prompt replaces the old one: what the
-two share stays read, the rest is cut back (sequence removal) before the new tokens are read.
-Only the start the final prompt shares with what was read is ever used (the prompt cache's
-common prefix), and with exact decoding a token's state does not depend on the batch it was read
-in, so the reply is the one it would be without reading ahead (tests/engine/runtime/test_ahead.py).
+Lowest priority: each step is the engine's idle work (engine.runtime.service), run only while no
+reply or call runs or waits, and it decodes with the engine's ``preempt`` event as its cancel,
+so a reply, a tool call or a server request that arrives stops the step at once (its tokens are
+dropped; the tokens read before stay). One arrival does not: the message itself, sent while the
+step reads the start of its prompt (Engine.spare), waits for the step's end. A new prompt
+replaces the old one: what the two share stays read, the rest is cut back (sequence removal)
+before the new tokens are read. Only the start the final prompt shares with what was read is
+ever used (the prompt cache's common prefix), and with exact decoding a token's state does not
+depend on the batch it was read in, so the reply is the one it would be without reading ahead
+(tests/engine/runtime/test_ahead.py).
 """
 
 from __future__ import annotations
@@ -96,12 +98,18 @@ class ReadAhead:
             self._report(keep, target)
             return False
         chunk = target[keep:keep + self.step]
+        end = keep + len(chunk)
+        # the message sent while this step reads its own start (Enter after the last word):
+        # its reply waits for the step rather than dropping it and reading the tokens again
+        self.engine.spare(lambda job: job.slot == self.slot and job.prompt[:end] == target[:end])
         try:
             ctx.decode(chunk, logits="none", cancel=self.engine.preempt)
         except DecodeError:
             if not self.engine.preempt.is_set():
                 raise
             return True  # stopped for a newcomer: on later, if this is still wanted
+        finally:
+            self.engine.spare(None)
         self.read += len(chunk)
         self._report(keep + len(chunk), target)
         return keep + len(chunk) < len(target)

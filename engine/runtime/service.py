@@ -69,6 +69,7 @@ class Engine:
         # set when a job or a call arrives: idle work passes it to llama.cpp as its cancel, so
         # that a step under way stops at once (its tokens are dropped) and the newcomer runs
         self.preempt = threading.Event()
+        self._spared: Callable[[Job], bool] | None = None  # see spare()
         self.quiet = quiet
         quiet.join(self)
         self._thread = threading.Thread(target=self._loop, name="duet-engine", daemon=True)
@@ -81,7 +82,8 @@ class Engine:
                 self.counters.rejected += 1
                 raise QueueFull
             self._pending.append(job)
-            self.preempt.set()
+            if self._spared is None or not self._spared(job):
+                self.preempt.set()
             self._changed.notify_all()
 
     def call(self, fn: Callable[[], Any]) -> Future:
@@ -101,6 +103,14 @@ class Engine:
         """Read ``tokens``, the known start of a prompt to come, into sequence ``slot`` between
         two steps (engine.decode.scheduler.Scheduler.read_ahead); the future holds how many were read."""
         return self.call(lambda: self.scheduler.read_ahead(slot, tokens))
+
+    def spare(self, needed_by: Callable[[Job], bool] | None) -> None:
+        """Called by idle work around a decode that reads the start of a prompt to come: a job
+        for which ``needed_by(job)`` holds (its prompt starts with what the decode reads, on
+        its sequence) lets the decode finish rather than stop it, since the job would read
+        those tokens first anyway. None: every arrival stops idle work again."""
+        with self._changed:
+            self._spared = needed_by
 
     def add_idle(self, work: Callable[[], bool], *, first: bool = False) -> None:
         """Work done in short steps while no job runs or waits, after the work added before

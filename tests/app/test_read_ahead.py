@@ -59,3 +59,35 @@ def test_with_the_setting_off_nothing_is_read_before_enter(qtbot, window, driver
     reply = driver.finish(lambda: qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return))
     assert reply.done.stats.n_cached_tokens == 0 and window.state.typed_ahead is None
     assert not window.status.labels["ahead"].isVisibleTo(window)
+
+
+def test_typed_prompts_queued_behind_a_newer_one_or_the_message_are_not_prepared(
+        window, driver, smol_path, monkeypatch) -> None:
+    """Preparing a typed prompt can take seconds (passages retrieved): while the engine's
+    thread prepares one, those typed after it queue up, and only the newest is prepared; the
+    message sent skips them all, so Enter never waits behind the typing."""
+    import threading
+
+    from app.engine_link import worker as worker_module
+
+    driver.load(smol_path)
+    prepared: list[tuple[str, bool]] = []
+    first_held, release = threading.Event(), threading.Event()
+    real = worker_module.prepare
+
+    def held_prepare(model, chat, policy, *cancel):
+        prepared.append((chat.messages[-1].content, bool(cancel)))
+        if len(prepared) == 1:
+            first_held.set()
+            assert release.wait(60)
+        return real(model, chat, policy, *cancel)
+
+    monkeypatch.setattr(worker_module, "prepare", held_prepare)
+    window.controller.typing("Name")
+    assert first_held.wait(60)  # the engine's thread prepares "Name"
+    for text in ("Name a", "Name a river"):
+        window.controller.typing(text)
+    window.controller.typing("Name a river.")
+    reply = driver.finish(lambda: (window.controller.send("Name a river."), release.set()))
+    assert reply.done.reason in ("stop", "length")
+    assert prepared == [("Name", False), ("Name a river.", True)]  # the message's own: with a cancel

@@ -159,3 +159,47 @@ def test_a_reply_that_arrives_stops_the_reading_and_the_reading_goes_on_after(sm
         assert rt.ctx.sequences[0].tokens == long_prompt
     finally:
         eng.close()
+
+
+@pytest.mark.parametrize("sent", ["the message", "another message"])
+def test_the_message_sent_while_its_start_is_read_lets_that_step_finish(smol_path, sent):
+    """Enter while a step reads the start of the message's own prompt: the step ends (its
+    tokens are the reply's first), where any other arrival, here another message on the same
+    sequence, stops it at once and its tokens are read again by the reply."""
+    eng = engine(smol_path)
+    try:
+        rt = eng.runtime
+        typed = chat_tokens(rt.target, [Message("user", PASTE)])
+        other = chat_tokens(rt.target, [Message("user", "Name a river.")])
+        final = typed if sent == "the message" else other
+        ahead = ReadAhead(eng, 0, step=len(typed))  # one step reads it all
+        got: list = []
+        ended = threading.Event()
+
+        def emit(item) -> None:
+            got.append(item)
+            if isinstance(item, (Done, Exception)):
+                ended.set()
+
+        real = rt.ctx.sequences[0].decode
+        calls = []
+
+        def enter_as_it_starts(tokens, *a, **kw):  # Enter arrives as the step starts decoding
+            if not calls:
+                eng.submit(Job(final, GREEDY, emit, slot=0))
+            calls.append(len(tokens))
+            return real(tokens, *a, **kw)
+
+        rt.ctx.sequences[0].decode = enter_as_it_starts
+        ahead.want(typed)
+        assert ended.wait(600)
+        done = got[-1]
+        assert isinstance(done, Done) and done.reason in ("stop", "length"), done
+        if sent == "the message":
+            assert ahead.read == len(typed)
+            assert done.stats.n_cached_tokens == len(typed) - 1  # its last token: for logits
+        else:
+            assert ahead.read == 0
+            assert done.stats.n_cached_tokens < len(other)
+    finally:
+        eng.close()
