@@ -11,7 +11,11 @@ Scenarios, each in a new conversation, the message typed at ``--cps`` characters
   attached, then one of its questions is typed (``--questions`` of them, evenly spaced through
   it); the reply (``--answer-tokens``) is scored as bench.retrieval scores it. Beside it, a
   plain question typed in a new conversation (``question`` in the table), the figure the
-  manual's is compared with.
+  manual's is compared with;
+- ``server``: the window's local server on (two sequences), the paste and the question typed as
+  in ``paste`` (and not sent); halfway through the question a client's request (a short reply,
+  8 tokens) goes to the local server. Reported: that request's seconds, with reading ahead on
+  (the paste being read while it arrives) and off. Target: no longer with reading ahead.
 
 It reports the time from the Enter key to the first token shown, with reading ahead on and off
 (*Settings → Read while I type*), in turns, medians over ``--repeats``. Each run pastes another
@@ -63,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 class Window:
     """The real main window, offscreen, with its own settings and DUET_HOME."""
 
-    def __init__(self, model: Path, threads: int, home: Path) -> None:
+    def __init__(self, model: Path, threads: int, home: Path, server_port: int = 0) -> None:
         os.environ["DUET_HOME"] = str(home)
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
         from PySide6.QtWidgets import QApplication
@@ -76,6 +80,9 @@ class Window:
         self.settings.update({"temperature": 0.0, "max_tokens": 8, "drafter": "none",
                               "autosave": False, "n_ctx": 4096, "n_threads": threads,
                               "state_cache_mb": 0, "kv_store_mb": 0})
+        if server_port:  # the local server, its clients on the second sequence
+            self.settings.update({"server_enabled": True, "server_port": server_port,
+                                  "n_parallel": 2})
         self.w = MainWindow(self.settings, autoload=False)
         self.w.ask_to_quit = lambda why: True  # type: ignore[method-assign]  # quits unasked
         self.w.show()
@@ -182,6 +189,62 @@ def ask(win: Window, on: bool, question: str, pdf: Path | None, args: argparse.N
         win.settings.set("max_tokens", 8)
 
 
+def server_request(port: int, out: list[float]) -> None:
+    """A client's short request to the window's local server; its seconds go to ``out``."""
+    import httpx
+
+    base = f"http://127.0.0.1:{port}/v1"
+    model = httpx.get(f"{base}/models", timeout=60).json()["data"][0]["id"]
+    body = {"model": model, "max_tokens": 8, "temperature": 0,
+            "messages": [{"role": "user", "content": "Name one colour."}]}
+    t0 = time.perf_counter()
+    r = httpx.post(f"{base}/chat/completions", json=body, timeout=600)
+    r.raise_for_status()
+    out.append(time.perf_counter() - t0)
+
+
+def served(win: Window, on: bool, module: str, port: int, args: argparse.Namespace) -> float:
+    """The paste and the question typed (reading ahead ``on``), a client's request to the
+    local server halfway through the question: its seconds. The message is not sent."""
+    import threading
+
+    win.settings.set("read_ahead", on)
+    win.w.controller.new()
+    edit = win.w.composer.edit
+    edit.insertPlainText(paste_text(win.model, module, args.paste_tokens) + "\n\n")
+    half = len(QUESTION) // 2
+    win.type(QUESTION[:half], args.cps)
+    took: list[float] = []
+    client = threading.Thread(target=server_request, args=(port, took))
+    client.start()
+    win.type(QUESTION[half:], args.cps)
+    win.pump(lambda: not client.is_alive(), 600)
+    edit.clear()  # nothing more to read
+    win.pump(lambda: win.w.state.typed_ahead is None, 60)
+    assert took, "the local server's request failed"
+    return took[0]
+
+
+def wait_for_server(win: Window, port: int) -> None:
+    import httpx
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    win.pump(up, 120)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def run(args: argparse.Namespace) -> int:
     model = resolve_model(args.model)
     scenarios = [s for s in args.scenarios.split(",") if s]
@@ -200,11 +263,19 @@ def run(args: argparse.Namespace) -> int:
     right: dict[str, list[bool]] = {"on": [], "off": []}
     modules = iter(MODULES * 4)
     with tempfile.TemporaryDirectory(prefix="duet-bench-typing-") as home:
-        win = Window(model, args.threads, Path(home))
+        port = free_port() if "server" in scenarios else 0
+        win = Window(model, args.threads, Path(home), port)
+        if port:
+            wait_for_server(win, port)
         try:
             for r in range(args.repeats):
                 for scenario in scenarios:
                     for mode in (("on", "off") if r % 2 == 0 else ("off", "on")):
+                        if scenario == "server":
+                            t = served(win, mode == "on", next(modules), port, args)
+                            rows[scenario][mode].append(t)
+                            log.info("repeat %d server %s: the request took %.2f s", r + 1, mode, t)
+                            continue
                         if scenario != "manual":
                             t = one(win, scenario, mode == "on", next(modules), args)
                             rows[scenario][mode].append(t)

@@ -203,3 +203,40 @@ def test_the_message_sent_while_its_start_is_read_lets_that_step_finish(smol_pat
             assert done.stats.n_cached_tokens < len(other)
     finally:
         eng.close()
+
+
+@pytest.mark.parametrize("typed_next", ["more words", "another prompt"])
+def test_a_step_stops_when_the_prompt_no_longer_holds_what_it_reads(smol_path, typed_next):
+    """More typing that keeps what the step under way reads lets it finish; a prompt that no
+    longer holds it (the last word changed, and the template's end after it) stops the step at
+    once, and the next step reads the new prompt."""
+    eng = engine(smol_path)
+    try:
+        rt = eng.runtime
+        first = chat_tokens(rt.target, [Message("user", PASTE)])
+        text = PASTE + "\n\nWhich one" if typed_next == "more words" else "Name a river."
+        # (the new prompt holds all of the first but its template's end)
+        second = chat_tokens(rt.target, [Message("user", text)])
+        watch = Watch()
+        ahead = ReadAhead(eng, 0, step=len(first) - 8, on_read=watch)  # all but the end
+        real = rt.ctx.sequences[0].decode
+        calls = []
+
+        def typed_as_it_starts(tokens, *a, **kw):
+            if not calls:
+                ahead.want(second)
+            calls.append(len(tokens))
+            return real(tokens, *a, **kw)
+
+        rt.ctx.sequences[0].decode = typed_as_it_starts
+        ahead.want(first)
+        watch.until(len(second))
+        assert rt.ctx.sequences[0].tokens == second
+        shared = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b)
+        if typed_next == "more words":  # the first step's tokens were kept
+            assert ahead.read == len(second) and calls[0] == len(first) - 8 <= shared
+        else:  # dropped: only the second prompt was read
+            assert ahead.read == len(second)
+            assert calls[0] == len(first) - 8 > shared
+    finally:
+        eng.close()
