@@ -15,7 +15,9 @@ Scenarios, each in a new conversation, the message typed at ``--cps`` characters
 - ``server``: the window's local server on (two sequences), the paste and the question typed as
   in ``paste`` (and not sent); halfway through the question a client's request (a short reply,
   8 tokens) goes to the local server. Reported: that request's seconds, with reading ahead on
-  (the paste being read while it arrives) and off. Target: no longer with reading ahead.
+  (the paste being read while it arrives) and off, and with it on, the same request once the
+  reading stopped (the cells it read still in the cache, which every sequence's attention
+  passes over). Target: no longer with reading ahead.
 
 It reports the time from the Enter key to the first token shown, with reading ahead on and off
 (*Settings → Read while I type*), in turns, medians over ``--repeats``. Each run pastes another
@@ -203,9 +205,11 @@ def server_request(port: int, out: list[float]) -> None:
     out.append(time.perf_counter() - t0)
 
 
-def served(win: Window, on: bool, module: str, port: int, args: argparse.Namespace) -> float:
+def served(win: Window, on: bool, module: str, port: int, args: argparse.Namespace,
+           after: list[float]) -> float:
     """The paste and the question typed (reading ahead ``on``), a client's request to the
-    local server halfway through the question: its seconds. The message is not sent."""
+    local server halfway through the question: its seconds. The message is not sent. With
+    reading ahead on, the request is sent again once the reading stopped (``after``)."""
     import threading
 
     win.settings.set("read_ahead", on)
@@ -222,6 +226,13 @@ def served(win: Window, on: bool, module: str, port: int, args: argparse.Namespa
     edit.clear()  # nothing more to read
     win.pump(lambda: win.w.state.typed_ahead is None, 60)
     assert took, "the local server's request failed"
+    if on:  # the same request again, the cache as full as it was (the paste read so far) but
+        # nothing read any more: what the cells cost apart from the reading's steps
+        client = threading.Thread(target=server_request, args=(port, took))
+        client.start()
+        win.pump(lambda: not client.is_alive(), 600)
+        log.info("server: %.2f s while reading ahead, %.2f s after it stopped", *took)
+        after.append(took[1])
     return took[0]
 
 
@@ -261,6 +272,7 @@ def run(args: argparse.Namespace) -> int:
     if manual is not None:
         rows["question"] = {"on": [], "off": []}
     right: dict[str, list[bool]] = {"on": [], "off": []}
+    after: list[float] = []  # the server's request once reading ahead stopped, cells kept
     modules = iter(MODULES * 4)
     with tempfile.TemporaryDirectory(prefix="duet-bench-typing-") as home:
         port = free_port() if "server" in scenarios else 0
@@ -272,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
                 for scenario in scenarios:
                     for mode in (("on", "off") if r % 2 == 0 else ("off", "on")):
                         if scenario == "server":
-                            t = served(win, mode == "on", next(modules), port, args)
+                            t = served(win, mode == "on", next(modules), port, args, after)
                             rows[scenario][mode].append(t)
                             log.info("repeat %d server %s: the request took %.2f s", r + 1, mode, t)
                             continue
@@ -305,6 +317,10 @@ def run(args: argparse.Namespace) -> int:
         on, off = statistics.median(modes["on"]), statistics.median(modes["off"])
         out["medians"][scenario] = {"on_s": round(on, 3), "off_s": round(off, 3)}
         print(f"| {scenario} | {on:.2f} s | {off:.2f} s | {off / on:.1f}× |")
+    if after:
+        out["server_after_reading"] = after
+        print(f"server request once reading ahead stopped (its cells kept): "
+              f"{statistics.median(after):.2f} s")
     if manual is not None:
         q_on = statistics.median(rows["question"]["on"])
         m_on, m_off = (statistics.median(rows["manual"][m]) for m in ("on", "off"))

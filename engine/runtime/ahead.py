@@ -47,22 +47,14 @@ class ReadAhead:
         self._lock = threading.Lock()
         self._target: list[int] | None = None
         self._queued = False  # its step is in the engine's idle work
-        self._reading: list[int] | None = None  # the tokens up to the step's end, while it decodes
-        self._stale = _Stop(engine.preempt)  # the step's cancel: a newcomer, or stale()
         self.read = 0  # tokens this object decoded (all prompts, for the record)
 
     def want(self, tokens: Sequence[int]) -> None:
-        """Read ``tokens`` from now on (any thread); they replace what was wanted before. A
-        step under way that reads tokens these no longer hold (the last word typed, changed,
-        and the template's end after it) stops at once, and the next reads the new ones."""
-        target = list(tokens)
+        """Read ``tokens`` from now on (any thread); they replace what was wanted before."""
         with self._lock:
-            self._target = target
+            self._target = list(tokens)
             queue = not self._queued
             self._queued = True
-            reading = self._reading
-            if reading is not None and target[:len(reading)] != reading:
-                self._stale.set()
         if queue:
             self.engine.add_idle(self._step, first=True)
 
@@ -110,22 +102,14 @@ class ReadAhead:
         # the message sent while this step reads its own start (Enter after the last word):
         # its reply waits for the step rather than dropping it and reading the tokens again
         self.engine.spare(lambda job: job.slot == self.slot and job.prompt[:end] == target[:end])
-        with self._lock:
-            self._reading = target[:end]
-            self._stale.clear()
-            newer = self._target
-            if newer is not None and newer[:end] != self._reading:  # came meanwhile
-                self._stale.set()
         try:
-            ctx.decode(chunk, logits="none", cancel=self._stale)
+            ctx.decode(chunk, logits="none", cancel=self.engine.preempt)
         except DecodeError:
-            if not self._stale.is_set():
+            if not self.engine.preempt.is_set():
                 raise
-            return True  # stopped for a newcomer or a newer prompt: on later, if still wanted
+            return True  # stopped for a newcomer: on later, if this is still wanted
         finally:
             self.engine.spare(None)
-            with self._lock:
-                self._reading = None
         self.read += len(chunk)
         self._report(keep + len(chunk), target)
         return keep + len(chunk) < len(target)
@@ -138,14 +122,3 @@ class ReadAhead:
         with self._lock:
             if self._target is target:
                 self._target = None
-
-
-class _Stop(threading.Event):
-    """A step's cancel: set itself (a newer prompt), or the engine's ``preempt`` is."""
-
-    def __init__(self, preempt: threading.Event) -> None:
-        super().__init__()
-        self.preempt = preempt
-
-    def is_set(self) -> bool:
-        return super().is_set() or self.preempt.is_set()
