@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.engine_link.messages import (
     ChatReply,
@@ -88,6 +88,10 @@ class Held:
             self.vectors.close()
 
 
+# How often a typed prompt that waits for the engine's requests to end looks again.
+TYPING_RETRY_MS = 100
+
+
 class EngineWorker(QObject):
     loaded = Signal(object)  # LoadedModel
     progress = Signal(object)  # Progress
@@ -110,6 +114,7 @@ class EngineWorker(QObject):
         # the last TypingRequest sent (set on the GUI's thread): one queued behind a newer one,
         # or behind a message sent, is skipped (preparing it may retrieve passages: seconds)
         self.typing_latest: TypingRequest | None = None
+        self.typing_deferred: TypingRequest | None = None  # waits for the engine's requests' end
         self.token_interval = token_interval
         self.rescued: tuple[Path, str] | None = None  # (file, why) saved as the process ended
 
@@ -269,6 +274,14 @@ class EngineWorker(QObject):
             return
         if req is not self.typing_latest:
             return  # a newer prompt, or the message itself, is queued behind it
+        if req.messages is not None and (engine.busy or engine.queued):
+            # the engine serves a request (the local server's): nothing is read before its end,
+            # and preparing the prompt now (tens of ms of template and tokens, holding the GIL
+            # that llama.cpp's cancel check takes at every op) slowed it by a fifth; later
+            self.typing_deferred = req
+            QTimer.singleShot(TYPING_RETRY_MS, lambda: self.read_typing(req))
+            return
+        self.typing_deferred = None
         if req.messages is None:
             self._stop_typing()
             return

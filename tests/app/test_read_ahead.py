@@ -91,3 +91,27 @@ def test_typed_prompts_queued_behind_a_newer_one_or_the_message_are_not_prepared
     reply = driver.finish(lambda: (window.controller.send("Name a river."), release.set()))
     assert reply.done.reason in ("stop", "length")
     assert prepared == [("Name", False), ("Name a river.", True)]  # the message's own: with a cancel
+
+
+def test_a_prompt_typed_while_the_engine_serves_a_request_is_prepared_after_it(
+        qtbot, window, driver, smol_path, monkeypatch) -> None:
+    """Nothing is read while the engine serves a request (the local server's), and preparing
+    the typed prompt then only slows that request: it waits, then is prepared and read."""
+    from app.engine_link import worker as worker_module
+    from engine.runtime.service import Engine
+
+    driver.load(smol_path)
+    serving = [True]
+    monkeypatch.setattr(Engine, "busy", property(lambda self: serving[0]))
+    prepared: list[str] = []
+    real = worker_module.prepare
+    monkeypatch.setattr(worker_module, "prepare", lambda model, chat, *a: (
+        prepared.append(chat.messages[-1].content), real(model, chat, *a))[1])
+    worker = window.client.worker
+    window.controller.typing("Name a river.")
+    qtbot.waitUntil(lambda: worker.typing_deferred is not None or bool(prepared), timeout=LONG_MS)
+    assert prepared == []
+    serving[0] = False
+    qtbot.waitUntil(lambda: window.state.typed_ahead is not None and
+                    window.state.typed_ahead[0] == window.state.typed_ahead[1], timeout=LONG_MS)
+    assert prepared == ["Name a river."] and worker.typing_deferred is None
