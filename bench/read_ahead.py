@@ -259,6 +259,10 @@ def free_port() -> int:
 def run(args: argparse.Namespace) -> int:
     model = resolve_model(args.model)
     scenarios = [s for s in args.scenarios.split(",") if s]
+    if "server" in scenarios and len(scenarios) > 1:
+        print("run --scenarios server on its own: its window has two sequences (the local "
+              "server's), which changes the other scenarios' figures")
+        return 2
     manual = questions = pdf = None
     if "manual" in scenarios:
         from bench import retrieval
