@@ -277,7 +277,7 @@ class EngineWorker(QObject):
         if req.messages is not None and (engine.busy or engine.queued):
             # the engine serves a request (the local server's): nothing is read before its end,
             # and preparing the prompt now (tens of ms of template and tokens, holding the GIL
-            # that llama.cpp's cancel check takes at every op) slowed it by a fifth; later
+            # that llama.cpp's cancel check takes at every op) slowed it by about a quarter: later
             self.typing_deferred = req
             QTimer.singleShot(TYPING_RETRY_MS, lambda: self.read_typing(req))
             return
