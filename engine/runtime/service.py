@@ -12,6 +12,7 @@ started; an unexpected error fails the jobs it hit and the thread goes on.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import deque
@@ -217,14 +218,17 @@ class Engine:
         # (checked after preempt was cleared: another engine busy from here on sets it again)
         if not self._idle or not self.quiet.calm(self):
             return
+        work = self._idle[0]
         try:
-            more = self._idle[0]()
+            more = work()
         except Exception:  # a bug: the idle work is dropped, the engine goes on
             log.exception("the engine's idle work failed")
             more = False
         if not more:
             with self._changed:
-                self._idle.popleft()
+                # (not popleft: work added first while this one ran is at the head now)
+                with contextlib.suppress(ValueError):
+                    self._idle.remove(work)
                 self._changed.notify_all()
 
     def _run_call(self, fn: Callable[[], Any], future: Future) -> None:

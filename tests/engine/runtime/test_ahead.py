@@ -203,3 +203,29 @@ def test_the_message_sent_while_its_start_is_read_lets_that_step_finish(smol_pat
             assert done.stats.n_cached_tokens < len(other)
     finally:
         eng.close()
+
+
+def test_idle_work_added_first_while_another_runs_is_kept(smol_path):
+    """Work added at the head of the engine's idle work while another idle step runs (a
+    typed prompt while the local server's grammar build ran) runs too: the step that ended
+    removed itself, not the newcomer (which left reading ahead queued for ever)."""
+    eng = engine(smol_path)
+    try:
+        ran = threading.Event()
+        steps: list[str] = []
+
+        def newcomer() -> bool:
+            steps.append("newcomer")
+            ran.set()
+            return False
+
+        def first() -> bool:
+            steps.append("first")
+            eng.add_idle(newcomer, first=True)
+            return False
+
+        eng.add_idle(first)
+        assert ran.wait(60)
+        assert steps == ["first", "newcomer"]
+    finally:
+        eng.close()
