@@ -51,19 +51,28 @@ class Watch:
             assert self._changed.wait_for(lambda: (held, held) in self.figures, 600)
 
 
-def reply(eng: Engine, prompt: list[int], slot: int | None = 0) -> Done:
-    got: list = []
-    ended = threading.Event()
+class Reply:
+    """A job's events: ``emit`` collects them, ``done()`` waits for its Done."""
 
-    def emit(item) -> None:
-        got.append(item)
+    def __init__(self) -> None:
+        self.got: list = []
+        self.ended = threading.Event()
+
+    def emit(self, item) -> None:
+        self.got.append(item)
         if isinstance(item, (Done, Exception)):
-            ended.set()
+            self.ended.set()
 
-    eng.submit(Job(prompt, GREEDY, emit, slot=slot))
-    assert ended.wait(600)
-    assert isinstance(got[-1], Done), got[-1]
-    return got[-1]
+    def done(self) -> Done:
+        assert self.ended.wait(600)
+        assert isinstance(self.got[-1], Done), self.got[-1]
+        return self.got[-1]
+
+
+def reply(eng: Engine, prompt: list[int], slot: int | None = 0) -> Done:
+    r = Reply()
+    eng.submit(Job(prompt, GREEDY, r.emit, slot=slot))
+    return r.done()
 
 
 @pytest.fixture(scope="module")
@@ -173,28 +182,20 @@ def test_the_message_sent_while_its_start_is_read_lets_that_step_finish(smol_pat
         other = chat_tokens(rt.target, [Message("user", "Name a river.")])
         final = typed if sent == "the message" else other
         ahead = ReadAhead(eng, 0, step=len(typed))  # one step reads it all
-        got: list = []
-        ended = threading.Event()
-
-        def emit(item) -> None:
-            got.append(item)
-            if isinstance(item, (Done, Exception)):
-                ended.set()
-
+        answer = Reply()
         real = rt.ctx.sequences[0].decode
         calls = []
 
         def enter_as_it_starts(tokens, *a, **kw):  # Enter arrives as the step starts decoding
             if not calls:
-                eng.submit(Job(final, GREEDY, emit, slot=0))
+                eng.submit(Job(final, GREEDY, answer.emit, slot=0))
             calls.append(len(tokens))
             return real(tokens, *a, **kw)
 
         rt.ctx.sequences[0].decode = enter_as_it_starts
         ahead.want(typed)
-        assert ended.wait(600)
-        done = got[-1]
-        assert isinstance(done, Done) and done.reason in ("stop", "length"), done
+        done = answer.done()
+        assert done.reason in ("stop", "length"), done
         if sent == "the message":
             assert ahead.read == len(typed)
             assert done.stats.n_cached_tokens == len(typed) - 1  # its last token: for logits
