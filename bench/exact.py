@@ -53,14 +53,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--draft", default=None, help="a draft model for the 'model' condition")
     p.add_argument("--prompts", type=int, default=32, help="how many open prompts (at most 32)")
     p.add_argument("--max-tokens", type=int, default=48)
+    p.add_argument("--gpu-layers", type=int, default=0, help="layers on the GPU (-1: all)")
     p.add_argument("--conditions", default=",".join(CONDITIONS))
     p.add_argument("--out", type=Path, default=Path("bench-out"))
     p.set_defaults(func=run)
 
 
-def _config(path: Path, drafter: str = "none", draft: Path | None = None, **context: Any) -> RuntimeConfig:
+def _config(path: Path, drafter: str = "none", draft: Path | None = None, gpu_layers: int = 0,
+            **context: Any) -> RuntimeConfig:
     ctx = ContextParams(n_ctx=2048, **context)
-    return RuntimeConfig(target=ModelSpec(path), draft=ModelSpec(draft) if draft else None, context=ctx,
+    return RuntimeConfig(target=ModelSpec(path, n_gpu_layers=gpu_layers),
+                         draft=ModelSpec(draft, n_gpu_layers=gpu_layers) if draft else None, context=ctx,
                          speculative=SpeculativeParams(drafter=drafter, adaptive=False),
                          kv_store_bytes=0)
 
@@ -115,17 +118,17 @@ def _parallel(config: RuntimeConfig, prompts: list[list[int]], params: SamplingP
 
 
 def run_conditions(path: Path, draft: Path | None, prompts: list[list[int]], conditions: list[str],
-                   max_tokens: int) -> dict[str, Any]:
+                   max_tokens: int, gpu_layers: int = 0) -> dict[str, Any]:
     greedy = SamplingParams(temperature=0.0, max_tokens=max_tokens)
     seeded = SamplingParams(temperature=0.8, seed=11, max_tokens=max_tokens)
-    base = _config(path)
+    base = _config(path, gpu_layers=gpu_layers)
     reference = _cold(base, prompts, greedy)
     reference_seeded = reference
     got: dict[str, list[tuple[int, ...]]] = {}
     for c in conditions:
         log.info("condition %s", c)
         if c in ("ngram", "auto") or (c == "model" and draft is not None):
-            got[c] = _cold(_config(path, c, draft if c != "ngram" else None), prompts, greedy)
+            got[c] = _cold(_config(path, c, draft if c != "ngram" else None, gpu_layers), prompts, greedy)
         elif c == "warm":
             with Runtime(base) as rt:
                 got[c] = [(_reply(rt, p, greedy), _reply(rt, p, greedy))[1] for p in prompts]
@@ -148,10 +151,10 @@ def run_conditions(path: Path, draft: Path | None, prompts: list[list[int]], con
         elif c == "parallel":
             got[c] = _parallel(base, prompts, greedy)
         elif c == "batch64":
-            got[c] = _cold(_config(path, n_batch=64), prompts, greedy)
+            got[c] = _cold(replace(base, context=replace(base.context, n_batch=64)), prompts, greedy)
         elif c == "seeded":
             plain = _cold(base, prompts, seeded)
-            drafted = _cold(_config(path, "ngram"), prompts, seeded)
+            drafted = _cold(_config(path, "ngram", gpu_layers=gpu_layers), prompts, seeded)
             got[c] = drafted
             reference_seeded = plain
     report: dict[str, Any] = {"prompts": len(prompts), "conditions": {}}
@@ -167,11 +170,11 @@ def run(args: argparse.Namespace) -> int:
     path = resolve_model(args.model)
     draft = resolve_model(args.draft) if args.draft else None
     texts = json.loads((RESOURCES / "open_prompts.json").read_text(encoding="utf-8"))[:args.prompts]
-    with Runtime(_config(path)) as rt:
+    with Runtime(_config(path, gpu_layers=args.gpu_layers)) as rt:
         prompts = [chat_tokens(rt.target, [Message("system", SYSTEM), Message("user", t)]) for t in texts]
     conditions = [c for c in args.conditions.split(",") if c]
-    report = run_conditions(path, draft, prompts, conditions, args.max_tokens)
-    report["model"] = path.name
+    report = run_conditions(path, draft, prompts, conditions, args.max_tokens, args.gpu_layers)
+    report["model"], report["gpu_layers"] = path.name, args.gpu_layers
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"exact-{path.stem}.json"
     out.write_text(json.dumps(report, indent=1))

@@ -6,7 +6,10 @@ callback (``cb_eval``), and prints the ops in graph order whose rows differ (the
 culprit; the others inherit its difference). Only 2-D float outputs ([width, tokens]) are
 compared: attention's per-head tensors are seen through ``kqv_out``.
 
-    python scripts/batch_ops.py MODEL.gguf [--repack] [--flash-attn] [--split 5,31] [--all]
+    python scripts/batch_ops.py MODEL.gguf [--repack] [--flash-attn] [--split 5,31] [--all] [--gpu-layers -1]
+
+With ``--gpu-layers`` the ops run where llama.cpp puts them (CUDA, Metal) and their rows are
+copied back to be compared (``ggml_backend_tensor_get``).
 
 llama.cpp's own switches for its CPU kernels apply, e.g. GGML_CPU_TILED_MM=0 (no tiled K-quant
 matmul) or GGML_CPU_TILED_MM_FORCE=1 (the tiled one for every batch size). What it showed on this
@@ -17,11 +20,15 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import pathlib
 
 import llama_cpp as L  # noqa: N812 - the bindings under their usual short name
 import numpy as np
 
 F32 = 0
+GGML = ctypes.CDLL(str(pathlib.Path(L.__file__).parent / "lib" / "libggml-base.so"))
+GGML.ggml_backend_buffer_is_host.argtypes, GGML.ggml_backend_buffer_is_host.restype = [ctypes.c_void_p], ctypes.c_bool
+GGML.ggml_backend_tensor_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
 TEXT = (b"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWrite one sentence about rivers "
         b"and the sea, and why they matter to people who live near them.<|im_end|>\n<|im_start|>assistant\n")
 
@@ -48,10 +55,15 @@ def read(model: int, tokens: list[int], splits: list[int], flash_attn: bool) -> 
         tt = ctypes.cast(t, ctypes.POINTER(Tensor)).contents
         if tt.type != F32 or not tt.data or tt.ne[2] * tt.ne[3] != 1 or tt.nb[0] != 4:
             return True
-        row = ctypes.cast(tt.data + (tt.ne[1] - 1) * tt.nb[1], ctypes.POINTER(ctypes.c_float))
         name = tt.name.decode()
         n = sum(1 for k in rows if k.rsplit("#", 1)[0] == name)
-        rows[f"{name}#{n}"] = np.ctypeslib.as_array(row, shape=(tt.ne[0],)).copy()
+        row = np.empty(tt.ne[0], dtype=np.float32)
+        offset = (tt.ne[1] - 1) * tt.nb[1]
+        if tt.buffer and not GGML.ggml_backend_buffer_is_host(tt.buffer):  # on a GPU: copy it back
+            GGML.ggml_backend_tensor_get(t, row.ctypes.data, offset, row.nbytes)
+        else:
+            ctypes.memmove(row.ctypes.data, tt.data + offset, row.nbytes)
+        rows[f"{name}#{n}"] = row
         return True
 
     cp = L.llama_context_default_params()
@@ -83,10 +95,12 @@ def main() -> None:
     parser.add_argument("--flash-attn", action="store_true")
     parser.add_argument("--split", default="", help="the other batches, e.g. 5,31 (default: n-1,1)")
     parser.add_argument("--all", action="store_true", help="print equal ops too")
+    parser.add_argument("--gpu-layers", type=int, default=0, help="layers on the GPU (-1: all)")
     args = parser.parse_args()
     L.llama_backend_init()
     mp = L.llama_model_default_params()
     mp.use_extra_bufts = args.repack
+    mp.n_gpu_layers = args.gpu_layers
     model = L.llama_model_load_from_file(args.model.encode(), mp)
     vocab = L.llama_model_get_vocab(model)
     buf = (L.llama_token * 512)()
@@ -107,6 +121,9 @@ def main() -> None:
             break
     if not shown:
         print(f"no op differs between [{n}] and {other}")
+    la, lb = a["result_output#0"], b["result_output#0"]
+    print(f"logits [{n}] against {other}: largest difference {float(np.abs(la - lb).max()):.3g}, "
+          f"argmax {int(la.argmax())} and {int(lb.argmax())}")
     L.llama_model_free(model)
 
 

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Duet's figures on a CUDA machine, where neither the models nor a package index can be reached
 # (docs/benchmarks/gpu.md). Everything it needs comes in a folder (IN, default .gpu-in/):
-#   llama.cpp-cuda.tar.xz  llama.cpp's shared libraries and llama-server, built for the GPU
+#   llama.cpp-cuda.tar.xz  llama.cpp's shared libraries (and llama-server), built for the GPU
 #                          (or llama.cpp.tar.xz, its source, built here with CUDA when absent)
 #   llama_cpp_py.tar.xz    llama-cpp-python's Python files (its libraries are the ones above)
 #   wheels/*.whl           Duet's dependencies the machine lacks, for its Python
 #   *.hdr                  GGUF headers: scripts/shape_twin.py makes the same-shape twins here
+#   NAME.gguf.sha256       a real model, assembled from the parts NAME.gguf.part* found in PARTS
+#                          (default $GPU/parts: they come in over several calls) and checked
 # It works in GPU (default /tmp/duet-gpu); stages already done there are skipped, so a second call on the
 # same machine goes on where the first stopped.
 # Results go to OUT (default /tmp/gpu-out): machine.txt, curve.md, parallel.md, spec.md, profile.txt,
-# structured.md, grammar.txt.
-#   scripts/gpu_bench.sh [curve] [parallel] [spec] [profile] [structured] [grammar]   (default: the first four)
+# structured.md, grammar.txt, exact-*.txt.
+#   scripts/gpu_bench.sh [curve] [parallel] [spec] [profile] [structured] [grammar] [exact]   (default: the first four)
 # CPU_ONLY=1 runs it without a GPU (to try the script itself).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +33,17 @@ build() {  # llama.cpp from source with CUDA, every core
     mkdir -p "$GPU/bin" && cp -a "$GPU"/build/bin/llama-server "$GPU"/build/bin/*.so* "$GPU/bin/" ||
     { say "the build failed (cmake.txt)"; exit 1; }
 }
-uses_gpu() { "$GPU/bin/llama-server" --list-devices 2>&1 | tee "$OUT/devices.txt" | grep -q CUDA; }
+uses_gpu() {  # llama.cpp's CUDA backend loads and finds a device
+  PYTHONPATH="$GPU/site" $PY -c "import llama_cpp as L, sys; L.llama_backend_init(); sys.exit(not L.llama_supports_gpu_offload())" \
+    >"$OUT/devices.txt" 2>&1
+}
+install() {
+  say "installing the Python packages"
+  rm -rf "$GPU/site" && mkdir -p "$GPU/site" &&
+    $PY -m pip install -q --no-index --no-deps --no-compile --target "$GPU/site" "$IN"/wheels/*.whl &&
+    tar -xJf "$IN/llama_cpp_py.tar.xz" -C "$GPU/site" &&
+    mkdir -p "$GPU/site/llama_cpp/lib" && cp -a "$GPU"/bin/*.so* "$GPU/site/llama_cpp/lib/"
+}
 
 # cuBLAS and the CUDA runtime: wherever this machine keeps them
 for lib in libcublas.so.13 libcudart.so.13; do
@@ -40,28 +52,32 @@ for lib in libcublas.so.13 libcudart.so.13; do
 done
 export LD_LIBRARY_PATH="$GPU/bin:${LD_LIBRARY_PATH:-}"
 # llama.cpp for CUDA: the carried build (built elsewhere for this GPU), else from source
-if [ ! -x "$GPU/bin/llama-server" ] && [ -f "$IN/llama.cpp-cuda.tar.xz" ]; then
+if [ ! -d "$GPU/bin" ] && [ -f "$IN/llama.cpp-cuda.tar.xz" ]; then
   say "unpacking the carried CUDA build" && tar -xJf "$IN/llama.cpp-cuda.tar.xz" -C "$GPU"
 fi
-[ -n "${CPU_ONLY:-}" ] || uses_gpu || { say "no CUDA device through the carried build (devices.txt)"; build; uses_gpu || exit 1; }
-
-if [ ! -d "$GPU/site/llama_cpp" ]; then
-  say "installing the Python packages"
-  $PY -m pip install -q --no-index --no-deps --no-compile --target "$GPU/site" "$IN"/wheels/*.whl || exit 1
-  tar -xJf "$IN/llama_cpp_py.tar.xz" -C "$GPU/site"
-  mkdir -p "$GPU/site/llama_cpp/lib" && cp -a "$GPU"/bin/*.so* "$GPU/site/llama_cpp/lib/"
-fi
+[ -d "$GPU/site/llama_cpp/lib" ] || install || exit 1
+[ -n "${CPU_ONLY:-}" ] || uses_gpu || { say "no CUDA device through the carried build (devices.txt)"; build; install && uses_gpu || exit 1; }
 export PYTHONPATH="$GPU/site:$PWD" PYTHONUNBUFFERED=1 DUET_HOME="$GPU/home"
 
 for hdr in "$IN"/*.hdr; do
   twin="$GPU/models/$(basename "$hdr" .hdr).gguf"
   [ -f "$twin" ] || $PY scripts/shape_twin.py "$hdr" "$twin" | tee -a "$OUT/log.txt"
 done
+PARTS=${PARTS:-$GPU/parts}
+for sum in "$IN"/*.gguf.sha256; do
+  [ -f "$sum" ] || continue
+  model="$GPU/models/$(basename "$sum" .sha256)"
+  [ -f "$model" ] && continue
+  say "assembling $(basename "$model")"
+  cat "$PARTS/$(basename "$model")".part* >"$model.tmp" &&
+    [ "$(sha256sum <"$model.tmp" | cut -c1-64)" = "$(cut -c1-64 "$sum")" ] && mv "$model.tmp" "$model" ||
+    { say "$(basename "$model"): its parts are missing or its SHA-256 is wrong"; rm -f "$model.tmp"; exit 1; }
+done
 TARGET="$GPU/models/target.gguf"
 DRAFT="$GPU/models/draft.gguf"
 
 { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv,noheader
-  lscpu | grep -E "^Model name|^CPU\(s\)"; $PY -V; "$GPU/bin/llama-server" --version 2>&1 | tail -2
+  lscpu | grep -E "^Model name|^CPU\(s\)"; $PY -V; nvcc --version 2>&1 | tail -2
 } >"$OUT/machine.txt" 2>&1
 
 stages=${*:-curve spec profile parallel}
@@ -99,6 +115,16 @@ for stage in $stages; do
         echo "sampled (temperature 0.7, the default chain)"
         $PY scripts/profile_extraction.py --model "$TARGET" --gpu-layers -1 --turns 3 --temperature 0.7 \
           --modes none,none:free; } >"$OUT/grammar.txt" 2>"$OUT/grammar.err" ;;
+    exact)  # the same request, the same reply (issue 56) on CUDA: the first op whose row depends on the
+      # batch, then bench exact's battery; EXACT_MODELS are names in $GPU/models (real or twins)
+      for m in ${EXACT_MODELS:-smol target}; do
+        for fa in "" --flash-attn; do
+          echo "== $m ${fa:-(flash attention off)}"; $PY scripts/batch_ops.py "$GPU/models/$m.gguf" --gpu-layers -1 $fa
+        done >"$OUT/ops-$m.txt" 2>"$OUT/ops-$m.err"
+        draft=; [ "$m" = target ] && [ -f "$DRAFT" ] && draft="--draft $DRAFT"
+        timeout "${EXACT_TIMEOUT:-240}" $PY -m bench -v exact --model "$GPU/models/$m.gguf" $draft --gpu-layers -1 \
+          --prompts "${EXACT_PROMPTS:-32}" --max-tokens "${EXACT_TOKENS:-48}" --out "$OUT" >"$OUT/exact-$m.txt" 2>"$OUT/exact-$m.err"
+      done ;;
   esac && touch "$GPU/done-$stage"
 done
 say "finished"
