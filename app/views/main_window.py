@@ -47,10 +47,15 @@ from engine.mcp import config as mcp_config
 log = logging.getLogger(__name__)
 
 ICON = Path(__file__).resolve().parents[2] / "resources" / "icons" / "duet.svg"
-# While the person types, the prompt so far is handed to the engine at most this often: a
-# throttle, not a wait for a pause (someone typing 6 characters a second steadily never pauses
-# 300 ms, and the words would wait for the end); each hand-over prepares the prompt (a few ms).
-TYPING_EVERY_MS = 250
+# While the person types, the prompt so far is handed to the engine at once, then at most once
+# more per this interval (the text as it is at its end): a throttle, not a wait for a pause
+# (someone typing 6 characters a second steadily never pauses 300 ms, and the words would wait
+# for the end). So each key typed at that pace is handed over as it comes, and the engine
+# starts reading the last word and the template's end at once (Enter often follows within a
+# key's time); faster typing, a held key, is handed over ten times a second. Each hand-over
+# prepares the prompt on the engine's thread: 9-26 ms for a 1,000-token conversation of the
+# 1.5B (bench read_ahead's profile), those queued behind a newer one skipped.
+TYPING_EVERY_MS = 100
 
 
 class MainWindow(QMainWindow):
@@ -197,8 +202,9 @@ class MainWindow(QMainWindow):
         self._typing = QTimer(self)
         self._typing.setSingleShot(True)
         self._typing.setInterval(TYPING_EVERY_MS)
-        self._typing.timeout.connect(self._read_typing)
-        self.composer.edit.textChanged.connect(self._typed)
+        self._typing.timeout.connect(self._typing_interval_ended)
+        self._typing_due = False  # something changed since the last hand-over
+        self.composer.edit.textChanged.connect(self._keyed)
         self.attachments.changed.connect(self._typed)
         c.current_changed.connect(self._typed)  # another conversation: its prompt
         c.generating_changed.connect(lambda cid: None if cid else self._typed())
@@ -265,7 +271,25 @@ class MainWindow(QMainWindow):
         self.attach([Path(n) for n in names])
 
     def _typed(self, *_: object) -> None:
+        """The prompt changed otherwise (a file, a conversation, a reply's end): handed over at
+        the interval's end."""
+        self._typing_due = True
         if not self._typing.isActive():
+            self._typing.start()
+
+    def _keyed(self) -> None:
+        """The text typed changed: handed over now, or at the end of the interval under way."""
+        if self._typing.isActive():
+            self._typing_due = True
+            return
+        self._typing_due = False
+        self._read_typing()
+        self._typing.start()
+
+    def _typing_interval_ended(self) -> None:
+        if self._typing_due:
+            self._typing_due = False
+            self._read_typing()
             self._typing.start()
 
     def _read_typing(self) -> None:

@@ -115,3 +115,20 @@ def test_a_prompt_typed_while_the_engine_serves_a_request_is_prepared_after_it(
     qtbot.waitUntil(lambda: window.state.typed_ahead is not None and
                     window.state.typed_ahead[0] == window.state.typed_ahead[1], timeout=LONG_MS)
     assert prepared == ["Name a river."] and worker.typing_deferred is None
+
+
+def test_a_key_typed_is_handed_over_at_once_and_the_next_ones_at_the_intervals_end(
+        qtbot, window, driver, smol_path, monkeypatch) -> None:
+    """The engine starts reading the last word as it is typed (Enter often follows within a
+    key's time): the first change is handed over with no wait, later ones within the interval
+    together at its end."""
+    driver.load(smol_path)
+    texts: list[str] = []
+    monkeypatch.setattr(window.controller, "typing", lambda text, *a: texts.append(text))
+    qtbot.waitUntil(lambda: not window._typing.isActive(), timeout=LONG_MS)
+    texts.clear()
+    qtbot.keyClicks(window.composer.edit, "N")
+    assert texts == ["N"]  # at once, before any timer
+    qtbot.keyClicks(window.composer.edit, "ame")
+    qtbot.waitUntil(lambda: texts[-1] == "Name", timeout=LONG_MS)
+    assert texts == ["N", "Name"]  # the keys within the interval: handed over once, together
