@@ -125,6 +125,7 @@ def run_conditions(path: Path, draft: Path | None, prompts: list[list[int]], con
     reference = _cold(base, prompts, greedy)
     reference_seeded = reference
     got: dict[str, list[tuple[int, ...]]] = {}
+    report: dict[str, Any] = {"prompts": len(prompts), "conditions": {}}
     for c in conditions:
         log.info("condition %s", c)
         if c in ("ngram", "auto") or (c == "model" and draft is not None):
@@ -157,12 +158,12 @@ def run_conditions(path: Path, draft: Path | None, prompts: list[list[int]], con
             drafted = _cold(_config(path, "ngram", gpu_layers=gpu_layers), prompts, seeded)
             got[c] = drafted
             reference_seeded = plain
-    report: dict[str, Any] = {"prompts": len(prompts), "conditions": {}}
-    for c, replies in got.items():
-        want = reference_seeded if c == "seeded" else reference
-        parts = [next((i for i, (a, b) in enumerate(zip(r, w)) if a != b), min(len(r), len(w)))
-                 for r, w in zip(replies, want) if r != w]
-        report["conditions"][c] = {"differ": len(parts), "first_difference_at": parts}
+        if c in got:  # (logged as it comes: a run cut short still says what it found)
+            want = reference_seeded if c == "seeded" else reference
+            parts = [next((i for i, (a, b) in enumerate(zip(r, w)) if a != b), min(len(r), len(w)))
+                     for r, w in zip(got[c], want) if r != w]
+            report["conditions"][c] = {"differ": len(parts), "first_difference_at": parts}
+            log.info("%s: %d of %d replies differ %s", c, len(parts), len(prompts), parts)
     return report
 
 
