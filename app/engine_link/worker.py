@@ -292,6 +292,9 @@ class EngineWorker(QObject):
         except (DuetError, UnicodeError) as e:
             log.info("reading ahead of the message typed: %s", e)
             return
+        except Exception:  # a bug: best effort still, the send meets it and says so
+            log.exception("reading ahead of the message typed failed unexpectedly")
+            return
         ahead.want(turn.prompt)
 
     def _stop_typing(self) -> None:
