@@ -282,16 +282,18 @@ class MainWindow(QMainWindow):
         """The text typed changed: handed over now, or at the end of the interval under way."""
         if self._typing.isActive():
             self._typing_due = True
-            return
-        self._typing_due = False
-        self._read_typing()
-        self._typing.start()
+        else:
+            self._hand_over()
 
     def _typing_interval_ended(self) -> None:
         if self._typing_due:
-            self._typing_due = False
-            self._read_typing()
-            self._typing.start()
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """The prompt as it is now, to the engine; the next change waits for the interval."""
+        self._typing_due = False
+        self._read_typing()
+        self._typing.start()
 
     def _read_typing(self) -> None:
         if not self.attachments.pending:  # a file still being read: its end starts the timer
