@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to the GPU (-1: all)")
     p.add_argument("--sizes", default="", help="comma-separated (default: the drafter's calibration sizes)")
     p.add_argument("--ctx", type=int, default=2048)
+    p.add_argument("--inexact", action="store_true",
+                   help="exact decoding off: repacked weights, llama.cpp's own kernel choices")
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
     from engine.decode.speculative.calibration import measure_cost
@@ -40,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| model | {' | '.join(f'{n} tokens' for n in sizes)} |\n|---|{'---|' * len(sizes)}")
     for name in args.models:
         path = resolve_model(name)
-        with Model(ModelSpec(path, n_gpu_layers=args.gpu_layers)) as model, \
-                Context(model, ContextParams(n_ctx=args.ctx)) as ctx:
+        with Model(ModelSpec(path, n_gpu_layers=args.gpu_layers, repack=args.inexact)) as model, \
+                Context(model, ContextParams(n_ctx=args.ctx, exact=not args.inexact)) as ctx:
             cost = measure_cost(ctx, sizes)
         one = cost.verify_cost(1)
         steps[path.name] = one
