@@ -13,14 +13,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engine.cache.prefix import align
+from engine.cache.prefix import align, common_prefix
 from engine.decode.sampling import Sampler, distribution
 from engine.decode.speculative.draft import Draft
 from engine.llama.context import Context
 
-# A draft model's verify-cost curve: one step per draft token, and per pass a batch of two (the
-# correction taken in with the last accepted draft token).
-CURVE_SIZES = (1, 2)
+# A draft model's verify-cost curve: one step per draft token, per pass a batch of two (the
+# correction taken in with the last accepted draft token), and a batch of 64 for what reading a
+# prompt it has not seen costs a token.
+CURVE_SIZES = (1, 2, 64)
 
 
 class ModelDrafter:
@@ -35,6 +36,10 @@ class ModelDrafter:
         ctx = self.ctx
         keep, _, _ = align(ctx, history)  # drops what the target dropped, shifting the rest
         ctx.decode(history[keep:])
+
+    def behind(self, history: Sequence[int]) -> int:
+        """How many tokens of ``history`` the draft context would read before it drafts."""
+        return len(history) - common_prefix(self.ctx.tokens, history)
 
     def propose(self, history: Sequence[int], max_n: int, sampler: Sampler) -> Draft:
         """Up to ``max_n`` tokens, each the draft model's own pick by the target's sampling rule

@@ -85,7 +85,7 @@ class LaterCurves:
         draft = self.curves.get(CURVE_SIZES)
         for spec in self.waiting:
             if spec.draft_ctx is not None and draft is not None:
-                spec.set_cost(cost, draft.verify_cost(1), draft.verify_cost(2))
+                spec.set_cost(cost, draft.verify_cost(1), draft.verify_cost(2), draft.verify_cost(64) / 64)
             else:
                 spec.set_cost(cost)
         log.info("verify cost measured: %s", cost.verify_s)

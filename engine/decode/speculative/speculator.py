@@ -45,7 +45,7 @@ class Speculation:
 
     def __init__(self, params: SpeculativeParams, cost: CostModel | None, *,
                  ngram: NgramDrafter | None = None, model: ModelDrafter | None = None,
-                 draft_cost_s: float = 0.0, draft_pass_s: float = 0.0,
+                 draft_cost_s: float = 0.0, draft_pass_s: float = 0.0, draft_read_s: float = 0.0,
                  eog_ids: frozenset[int] = frozenset(), tuning: Tuning = TUNING,
                  on_mismatch: Callable[[float], None] | None = None) -> None:
         """``cost`` None: the verify-cost curve is not measured yet; until ``set_cost`` gives
@@ -56,15 +56,19 @@ class Speculation:
         self.name = params.drafter
         self._alpha = [tuning.model_alpha ** j for j in range(1, params.draft_max + 1)]  # a draft model's survival
         self.ngram, self.model = ngram, model
-        self.set_cost(cost, draft_cost_s, draft_pass_s)
+        self._reply_from = 0  # where the reply under way began (``begin``)
+        self.set_cost(cost, draft_cost_s, draft_pass_s, draft_read_s)
 
     def set_cost(self, cost: CostModel | None, draft_cost_s: float = 0.0,
-                 draft_pass_s: float = 0.0) -> None:
-        """The verify-cost curve (and what a draft model's token and pass cost) the draft
-        lengths are chosen by from the next proposal on."""
+                 draft_pass_s: float = 0.0, draft_read_s: float = 0.0) -> None:
+        """The verify-cost curve (and what a draft model's token and pass cost, and a token of
+        the prompt it reads before its first draft) the draft lengths are chosen by from the next
+        proposal on."""
         self.cost = cost
         self.ledgers: dict[str, PayoffLedger] = {}
         self.model_len = 0  # the draft model's length where it can pay
+        self.model_saves_s = 0.0  # what that saves a token against plain decoding
+        self.draft_read_s = draft_read_s
         self.track: CostTrack | None = None
         if cost is None:
             return
@@ -74,11 +78,15 @@ class Speculation:
             model_cost = replace(cost, draft_s_per_token=draft_cost_s, draft_s_per_pass=draft_pass_s)
             self.ledgers["model"] = PayoffLedger(model_cost, self.tuning)
             self.model_len = best_length(model_cost, self._alpha)
+            if self.model_len:
+                emitted = 1 + sum(self._alpha[:self.model_len])
+                self.model_saves_s = cost.pass_cost(0) - model_cost.pass_cost(self.model_len) / emitted
             if not self.model_len and self.params.drafter == "auto":
                 log.info("the draft model cannot pay on this machine (%.0f ms per draft token); "
                          "auto leaves it unused", draft_cost_s * 1000)
 
     def begin(self, prompt: Sequence[int]) -> None:
+        self._reply_from = len(prompt)
         for ledger in self.ledgers.values():
             ledger.reset()
         if self.ngram is not None:
@@ -101,7 +109,8 @@ class Speculation:
         if self.model is not None and (self.model_len or self.name == "model"):
             k = k_max  # as asked where it cannot pay alone (``drafter="model"``), else as long as pays here
             if adaptive and self.model_len:
-                k = best_length(self.ledgers["model"].cost, self._alpha[:k_max], width)
+                k = best_length(self.ledgers["model"].cost, self._alpha[:k_max], width) \
+                    if self._catch_up_pays(history, room) else 0
             if k >= k_min and (not adaptive or self.ledgers["model"].allows()):
                 draft = self.model.propose(history, k, sampler)
                 if len(draft.tokens) >= k_min:
@@ -109,6 +118,18 @@ class Speculation:
                 if adaptive:
                     self.ledgers["model"].wasted(draft.seconds)
         return Draft()
+
+    def _catch_up_pays(self, history: Sequence[int], room: int) -> bool:
+        """Whether the draft model's reading what it has not seen (a new conversation's whole
+        prompt) is likely repaid in this reply: a reply that has run g tokens is taken to run
+        about g more (no more than ``room``), each saving ``model_saves_s``. So a short reply
+        never pays a long prompt's reading, and a long one does once it has shown it is long."""
+        assert self.model is not None
+        behind = self.model.behind(history)
+        if behind <= 2:  # the correction and the last accepted token: part of every pass
+            return True
+        ahead = min(room, max(0, len(history) - self._reply_from))
+        return ahead * self.model_saves_s >= behind * self.draft_read_s
 
     def observe(self, draft: Draft, n_accepted: int, verify_s: float, lone: bool = True) -> None:
         """A pass done: its draft (empty for a plain step), how much of it was accepted, what
@@ -149,7 +170,7 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
     has no cost (plain decoding) until ``engine.decode.speculative.later`` measures and gives it.
     ``cancel``: stops the draft model's load (engine.llama.model.Model)."""
     draft_model = draft_ctx = model_drafter = problem = None
-    draft_cost = draft_pass = 0.0
+    draft_cost = draft_pass = draft_read = 0.0
     with ExitStack() as owned:  # closed unless the whole assembly succeeds
         if draft_spec is not None and params.drafter in ("model", "auto"):
             draft_model = owned.enter_context(Model(draft_spec, cancel))
@@ -176,6 +197,7 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
         cost = curve(ctx, TUNING.calibration_sizes)
         if draft_curve is not None:
             draft_cost, draft_pass = draft_curve.verify_cost(1), draft_curve.verify_cost(2)
+            draft_read = draft_curve.verify_cost(64) / 64
         elif draft_ctx is not None:
             cost = None  # both curves come together, later
         owned.pop_all()
@@ -186,6 +208,7 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
         calibration.forget(ctx)
 
     spec = Speculation(params, cost, ngram=ngram, model=model_drafter, draft_cost_s=draft_cost,
-                       draft_pass_s=draft_pass, eog_ids=target.eog_ids, on_mismatch=mismatch)
+                       draft_pass_s=draft_pass, draft_read_s=draft_read, eog_ids=target.eog_ids,
+                       on_mismatch=mismatch)
     spec.draft_model, spec.draft_ctx, spec.draft_problem = draft_model, draft_ctx, problem
     return spec

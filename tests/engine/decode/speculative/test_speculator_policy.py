@@ -16,7 +16,10 @@ GREEDY = Sampler(SamplingParams(temperature=0))
 
 
 class NoModel:
-    """A draft model that must not be asked."""
+    """A draft model that must not be asked (and holds the whole history)."""
+
+    def behind(self, history: list[int]) -> int:
+        return 0
 
     def propose(self, *args: object) -> Draft:
         raise AssertionError("the draft model was used")
@@ -94,7 +97,7 @@ def test_auto_uses_a_draft_model_only_where_it_can_pay() -> None:
 
 
 def test_a_draft_model_drafts_its_length_or_all_it_is_asked() -> None:
-    class Model:
+    class Model(NoModel):
         asked: list[int] = []
 
         def propose(self, history: list[int], k: int, sampler: Sampler) -> Draft:
@@ -111,7 +114,7 @@ def test_a_draft_model_drafts_its_length_or_all_it_is_asked() -> None:
 
 
 def test_a_draft_model_that_offers_nothing_goes_quiet_as_a_losing_one_does() -> None:
-    class Unsure:
+    class Unsure(NoModel):
         """Decodes what it has not seen (time spent), then is too unsure to draft a token."""
         asked = 0
 
@@ -136,3 +139,42 @@ def test_a_draft_model_that_pays_alone_is_not_used_where_a_wide_batch_makes_it_l
     spec = Speculation(SpeculativeParams(drafter="auto"), steep, model=NoModel(), draft_cost_s=0.0001)
     assert spec.model_len == 1
     assert spec.plan([1, 2], 64, GREEDY, width=3).tokens == ()  # three others' tokens in the pass
+
+
+def test_a_draft_model_reads_a_long_prompt_only_once_the_reply_has_run_long_enough_to_repay_it() -> None:
+    class Behind(NoModel):
+        """Holds the history as far as its last draft."""
+        seen = 0
+
+        def behind(self, history: list[int]) -> int:
+            return len(history) - self.seen
+
+        def propose(self, history: list[int], k: int, sampler: Sampler) -> Draft:
+            self.seen = len(history)
+            return Draft((1,) * k, source="model")
+
+    model = Behind()
+    spec = Speculation(SpeculativeParams(drafter="auto"), GPU, model=model, draft_cost_s=0.001,
+                       draft_read_s=0.0005)
+    assert spec.model_len and spec.model_saves_s > 0
+    prompt = list(range(1000))
+    spec.begin(prompt)
+    history = list(prompt)
+    while not spec.plan(history, 10_000, GREEDY).tokens:
+        history.append(7)
+    # a reply of g tokens is taken to run g more: reading the prompt (and the reply so far) pays
+    # once g tokens' savings cover it
+    g = len(history) - len(prompt)
+    assert (g - 1) * spec.model_saves_s < len(history) * 0.0005 <= g * spec.model_saves_s
+    # the next reply in the conversation: the draft model is behind by its last draft and the new
+    # message only, so it drafts after a few tokens
+    first = g
+    prompt = history + [1] * 20
+    spec.begin(prompt)
+    history = list(prompt)
+    while not spec.plan(history, 10_000, GREEDY).tokens:
+        history.append(7)
+    assert len(history) - len(prompt) < first / 10
+    # ... and a reply near its end (little room left) does not pay a long reading
+    spec.begin(list(range(5000)))
+    assert not spec.plan(list(range(5000)) + [7] * 3000, 10, GREEDY).tokens
