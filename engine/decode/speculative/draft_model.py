@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.cache.prefix import align, common_prefix
+from engine.decode.speculative.controller import CostModel
 from engine.decode.sampling import Sampler, distribution
 from engine.decode.speculative.draft import Draft
 from engine.llama.context import Context
@@ -22,6 +23,12 @@ from engine.llama.context import Context
 # correction taken in with the last accepted draft token), and a batch of 64 for what reading a
 # prompt it has not seen costs a token.
 CURVE_SIZES = (1, 2, 64)
+
+
+def draft_costs(curve: CostModel) -> tuple[float, float, float]:
+    """Seconds of a draft token, of a pass's intake, and of a prompt token read, from the draft
+    model's curve over ``CURVE_SIZES``."""
+    return curve.verify_cost(1), curve.verify_cost(2), curve.verify_cost(64) / 64
 
 
 class ModelDrafter:

@@ -17,7 +17,7 @@ from dataclasses import replace
 from engine.decode.speculative import calibration
 from engine.decode.speculative.calibration import Measurement
 from engine.decode.speculative.controller import CostModel
-from engine.decode.speculative.draft_model import CURVE_SIZES
+from engine.decode.speculative.draft_model import CURVE_SIZES, draft_costs
 from engine.decode.speculative.speculator import Speculation
 from engine.decode.speculative.tuning import TUNING
 from engine.llama.context import Context
@@ -85,7 +85,7 @@ class LaterCurves:
         draft = self.curves.get(CURVE_SIZES)
         for spec in self.waiting:
             if spec.draft_ctx is not None and draft is not None:
-                spec.set_cost(cost, draft.verify_cost(1), draft.verify_cost(2), draft.verify_cost(64) / 64)
+                spec.set_cost(cost, *draft_costs(draft))
             else:
                 spec.set_cost(cost)
         log.info("verify cost measured: %s", cost.verify_s)

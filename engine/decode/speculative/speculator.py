@@ -20,7 +20,7 @@ from engine.decode.speculative import calibration
 from engine.decode.speculative.compat import check_pair
 from engine.decode.speculative.controller import CostModel, CostTrack, best_length
 from engine.decode.speculative.draft import Draft
-from engine.decode.speculative.draft_model import CURVE_SIZES, ModelDrafter
+from engine.decode.speculative.draft_model import CURVE_SIZES, ModelDrafter, draft_costs
 from engine.decode.speculative.ngram import NgramDrafter
 from engine.decode.speculative.params import SpeculativeParams
 from engine.decode.speculative.payoff import PayoffLedger
@@ -196,8 +196,7 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
         draft_curve = curve(draft_ctx, CURVE_SIZES) if draft_ctx is not None else None
         cost = curve(ctx, TUNING.calibration_sizes)
         if draft_curve is not None:
-            draft_cost, draft_pass = draft_curve.verify_cost(1), draft_curve.verify_cost(2)
-            draft_read = draft_curve.verify_cost(64) / 64
+            draft_cost, draft_pass, draft_read = draft_costs(draft_curve)
         elif draft_ctx is not None:
             cost = None  # both curves come together, later
         owned.pop_all()
