@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.cache.prefix import align, common_prefix
-from engine.decode.speculative.controller import CostModel
 from engine.decode.sampling import Sampler, distribution
+from engine.decode.speculative.controller import CostModel
 from engine.decode.speculative.draft import Draft
 from engine.llama.context import Context
 
