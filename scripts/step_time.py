@@ -1,0 +1,57 @@
+"""What one decode step costs after a given number of cells: the median of a run of single-token
+steps, each read with its logits and then rewound, so every step sees the same cache.
+
+    .venv/bin/python scripts/step_time.py target --depth 1000
+    PYTHONPATH=/path/to/released .venv/bin/python scripts/step_time.py target --depth 1000 --inexact
+
+The second line times llama.cpp as released (an unpatched build of the same sdist put first on
+the path, exact decoding off): docs/benchmarks/exact.md compares the two, in turns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="a GGUF path or a starter key")
+    p.add_argument("--depth", type=int, default=512, help="cells in the cache before each step")
+    p.add_argument("--steps", type=int, default=25)
+    p.add_argument("--inexact", action="store_true",
+                   help="exact decoding off: repacked weights, llama.cpp's own kernel choices")
+    args = p.parse_args(argv)
+
+    sys.path.insert(0, str(REPO))
+    from engine.llama.context import Context
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import Model, ModelSpec
+    from engine.runtime.runtime import resolve_model
+
+    spec = ModelSpec(resolve_model(args.model), repack=args.inexact)
+    params = ContextParams(n_ctx=max(2048, args.depth + 64), exact=not args.inexact)
+    with Model(spec) as model, Context(model, params) as ctx:
+        tokens = [model.bos if model.bos >= 0 else 1] + [100 + i for i in range(args.depth - 1)]
+        for i in range(0, args.depth, 64):
+            ctx.decode(tokens[i:i + 64])
+        times = []
+        for _ in range(args.steps):
+            t0 = time.perf_counter()
+            ctx.decode([200], logits="all")
+            ctx.logits_rows()
+            times.append(time.perf_counter() - t0)
+            ctx.rewind(args.depth)
+    mode = "released kernels" if args.inexact else "exact"
+    print(f"{spec.path.name}, {mode}, after {args.depth} cells: one step {1000 * statistics.median(times):.1f} ms "
+          f"(median of {args.steps})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
