@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import logging  # noqa: E402
-import time  # noqa: E402
 
 import pytest  # noqa: E402
 from PySide6.QtCore import QObject, Signal  # noqa: E402
@@ -114,18 +113,17 @@ class Relay:
     NAMES = ("loaded", "progress", "tokens", "finished", "saved", "opened", "fetched", "failed")
 
     def __init__(self, worker) -> None:
-        self.events: list[tuple[str, float, object]] = []
+        self.events: list[tuple[str, object]] = []
         self._hops = {}
         for name in self.NAMES:
             hop = _Hop()
             getattr(worker, name).connect(hop.take)
-            hop.out.connect(lambda obj, name=name: self.events.append(
-                (name, time.perf_counter(), obj)))
+            hop.out.connect(lambda obj, name=name: self.events.append((name, obj)))
             self._hops[name] = hop
             setattr(self, name, hop.out)
 
     def of(self, name: str) -> list:
-        return [obj for n, _, obj in self.events if n == name]
+        return [obj for n, obj in self.events if n == name]
 
 
 LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)

@@ -27,7 +27,7 @@ def test_first_reply_comes_before_the_verify_cost_is_measured(qtbot, window, dri
     assert first.n_tokens > 0 and first.proposed == 0  # no curve yet: decoded plainly
     status = window.status
     events = driver.relay.events
-    calibrating = [obj for name, _, obj in events if name == "progress" and obj.op == "calibrate"]
+    calibrating = [obj for name, obj in events if name == "progress" and obj.op == "calibrate"]
     assert all(p.done < p.total for p in calibrating)  # the measurement had not ended...
     assert "Measuring" in status.measuring  # ...and the window says so
     assert not curves.exists() or json.loads(curves.read_text()) == {}
@@ -35,7 +35,7 @@ def test_first_reply_comes_before_the_verify_cost_is_measured(qtbot, window, dri
     # the window and the test's relay each get the worker's signal through their own queued
     # call, in no set order: wait for the relay's record of the end, then look at the window
     def calibrated() -> list:
-        return [obj for name, _, obj in events if name == "progress" and obj.op == "calibrate"
+        return [obj for name, obj in events if name == "progress" and obj.op == "calibrate"
                 and obj.done == obj.total]
 
     qtbot.waitUntil(lambda: bool(calibrated()), timeout=LONG_MS)
@@ -46,7 +46,7 @@ def test_first_reply_comes_before_the_verify_cost_is_measured(qtbot, window, dri
     spec = window.client.worker.runtime.speculation
     assert spec.cost is not None and [n for n, _ in spec.cost.verify_s] == \
         sorted(TUNING.calibration_sizes)
-    order = [name for name, _, obj in events if name in ("tokens", "finished") or (
+    order = [name for name, obj in events if name in ("tokens", "finished") or (
         name == "progress" and obj.op == "calibrate" and obj.done == obj.total)]
     assert order.index("tokens") < order.index("finished") < order.index("progress")
     assert driver.send("Repeat: apple, banana, apple, banana.").done.stats.n_tokens > 0

@@ -193,8 +193,8 @@ def test_measuring_the_verify_cost_again_shows_its_progress(qtbot, window, drive
         window take the worker's signal each through its own queued call, so the measurement
         can leave the status bar before the relay has the last step: the test waits for both."""
         events = driver.relay.events
-        start = next((i for i, (n, _, _) in enumerate(events) if n == "loaded"), len(events))
-        return [o for n, _, o in events[start:] if n == "progress" and o.op == "calibrate"]
+        start = next((i for i, (n, _) in enumerate(events) if n == "loaded"), len(events))
+        return [o for n, o in events[start:] if n == "progress" and o.op == "calibrate"]
 
     qtbot.waitUntil(lambda: not status.measuring
                     and any(p.done == p.total for p in measured()), timeout=LONG_MS)

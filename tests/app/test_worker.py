@@ -49,8 +49,8 @@ def test_chat_streams_coalesced_batches_then_finishes(qtbot, loaded) -> None:
         loaded.chat("c1", [Message("user", "Name three colours.")], GREEDY)
     kinds = [e[0] for e in events]
     assert kinds[-1] == "finished" and "tokens" in kinds and "failed" not in kinds
-    reply = events[-1][2]
-    batches = [e[2] for e in events if e[0] == "tokens"]
+    reply = events[-1][1]
+    batches = [e[1] for e in events if e[0] == "tokens"]
     assert all(b.conversation_id == "c1" for b in batches)
     streamed = "".join(b.text for b in batches)
     assert reply.done.text == streamed + reply.done.tail
