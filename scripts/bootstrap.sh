@@ -64,26 +64,28 @@ hash_of() { if command -v sha256sum >/dev/null; then sha256sum "$@"; else shasum
 
 # Batch-invariant decoding (docs/benchmarks/exact.md): patches/ggml-exact.patch makes ggml's CPU
 # kernels sum a token's products in one order whatever shares its batch, so drafting, caches and
-# parallel sequences never change a reply. It is applied to the sdist's vendored llama.cpp and is
-# part of the flavour's name; DUET_EXACT_KERNELS=0 builds llama.cpp as released.
-PATCH="$ROOT/patches/ggml-exact.patch"
+# parallel sequences never change a reply; patches/abort-flag.patch lets a decode be stopped
+# without a call into Python at every node (engine/llama/abort.py). Every patch in patches/ is
+# applied to the sdist's vendored llama.cpp and is part of the flavour's name;
+# DUET_EXACT_KERNELS=0 builds llama.cpp as released (the engine then checks stops in Python).
+PATCHES=
 if [ "${DUET_EXACT_KERNELS:-1}" != 0 ]; then
-  flavour="$flavour-exact-$(hash_of "$PATCH" | cut -c1-8)"
-else
-  PATCH=
+  PATCHES=$(ls "$ROOT"/patches/*.patch)
+  # shellcheck disable=SC2086  # (one path per word: the repository's own names, no spaces)
+  flavour="$flavour-exact-$(cat $PATCHES | hash_of - | cut -c1-8)"
 fi
 WHEELS="${DUET_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/duet/wheels}/$flavour"
 mkdir -p "$WHEELS"
 if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
-  echo "bootstrap: building llama-cpp-python $LLAMA_VERSION (${USER_ARGS:-CPU build}${CMAKE_ARGS:+; $CMAKE_ARGS}${PATCH:+; patched for exact decoding}); about 8 minutes, once" >&2
+  echo "bootstrap: building llama-cpp-python $LLAMA_VERSION (${USER_ARGS:-CPU build}${CMAKE_ARGS:+; $CMAKE_ARGS}${PATCHES:+; patched for exact decoding}); about 8 minutes, once" >&2
   src="llama-cpp-python==$LLAMA_VERSION"
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
-  if [ -n "$PATCH" ]; then
+  if [ -n "$PATCHES" ]; then
     "${PIP[@]}" download -q --no-deps --no-binary :all: "$src" -d "$work"
     tar xzf "$work"/llama_cpp_python-"$LLAMA_VERSION".tar.gz -C "$work"
     src="$work/llama_cpp_python-$LLAMA_VERSION"
-    patch -s -p1 -d "$src" < "$PATCH"
+    for p in $PATCHES; do patch -s -p1 -d "$src" < "$p"; done
   fi
   CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)} \
     "${PIP[@]}" wheel --no-cache-dir --no-deps --no-binary llama-cpp-python \

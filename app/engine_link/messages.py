@@ -19,6 +19,7 @@ from typing import Any
 from engine.chat.messages import Message, ToolCall
 from engine.decode.sampling import SamplingParams
 from engine.events import Done, Token
+from engine.llama.abort import Cancel
 from engine.runtime.fleet import MAX_LOADED
 from engine.runtime.runtime import RuntimeConfig
 from engine.tools import Tool
@@ -34,7 +35,7 @@ class LoadRequest:
     config: RuntimeConfig
     keep: int = MAX_LOADED  # models kept loaded, this one included (engine.runtime.shelf)
     fresh: bool = False  # load it again even when it is kept (Reload, a new measurement)
-    cancel: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    cancel: threading.Event = field(default_factory=Cancel, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class ChatRequest:
     conversation_id: str
     messages: tuple[Message, ...]
     sampling: SamplingParams
-    cancel: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    cancel: threading.Event = field(default_factory=Cancel, compare=False, repr=False)
     continue_text: str | None = None  # go on with this reply (the last message is the user's)
     rescue: RescuePlan | None = None
     speculate: bool = True  # False: no drafting for this reply (its preset's drafter is none)

@@ -276,8 +276,9 @@ class EngineWorker(QObject):
             return  # a newer prompt, or the message itself, is queued behind it
         if req.messages is not None and (engine.busy or engine.queued):
             # the engine serves a request (the local server's): nothing is read before its end,
-            # and preparing the prompt now (tens of ms of template and tokens, holding the GIL
-            # that llama.cpp's cancel check takes at every op) slowed it by about a quarter: later
+            # and preparing the prompt now (tens of ms of template and tokens) would take a core
+            # from it: later. (It once slowed the request by a quarter, when llama.cpp's stop
+            # check called into Python at every node: engine.llama.abort.)
             self.typing_deferred = req
             QTimer.singleShot(TYPING_RETRY_MS, lambda: self.read_typing(req))
             return

@@ -29,6 +29,7 @@ from engine.decode.sampling import SamplingParams
 from engine.decode.think_budget import ThinkBudget
 from engine.errors import CellsFullError, ContextFullError, DuetError
 from engine.events import Done, PromptProgress, Stats
+from engine.llama.abort import Cancel
 from engine.llama.context import Context, Part, decode_batch
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class Job:
     prompt: list[int]
     params: SamplingParams
     emit: Callable[[object], None]
-    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel: threading.Event = field(default_factory=Cancel)
     n_template: int = 0  # prompt tokens that every request shares (not a cache hit)
     grammar: GrammarState | None = None  # the grammar the reply follows (its state: one per job)
     logprobs: int | None = None  # report log-probabilities, with this many alternatives

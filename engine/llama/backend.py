@@ -44,19 +44,25 @@ _init_lock = threading.Lock()
 _initialised = False
 
 
-_aborting: set[int] = set()  # contexts whose decode is being aborted on request
-_aborting_lock = threading.Lock()
+_stops: dict[int, threading.Event] = {}  # each context's decode under way: its stop
+_stops_lock = threading.Lock()
 
 
-def set_aborting(owner: int, on: bool) -> None:
-    """While ``owner``'s decode is aborted on request (Stop), the error lines llama.cpp writes
-    about the aborted computation are expected: they are logged at debug level, not as
-    warnings on the console, and no later failure reports them."""
-    with _aborting_lock:
-        if on:
-            _aborting.add(owner)
+def watch_stop(owner: int, stop: threading.Event | None) -> None:
+    """While ``owner``'s decode runs with ``stop`` (None: it ended), the error lines llama.cpp
+    writes about a computation aborted because a stop was set (Stop, a newcomer) are expected:
+    they are logged at debug level, not as warnings on the console, and no later failure
+    reports them."""
+    with _stops_lock:
+        if stop is not None:
+            _stops[owner] = stop
         else:
-            _aborting.discard(owner)
+            _stops.pop(owner, None)
+
+
+def _stopping() -> bool:
+    with _stops_lock:
+        return any(stop.is_set() for stop in _stops.values())
 
 
 @lib.llama_log_callback
@@ -64,7 +70,7 @@ def _on_log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
     message = (text or b"").decode("utf-8", "replace").rstrip()
     if not message:
         return
-    if level == _GGML_LOG_LEVEL_ERROR and _aborting:
+    if level == _GGML_LOG_LEVEL_ERROR and _stopping():
         log.debug("%s (the computation was stopped on request)", message)
     elif level == _GGML_LOG_LEVEL_ERROR:
         _recent_errors.append(message)

@@ -7,17 +7,18 @@ memory is changed, so the two never drift apart.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from engine.errors import CellsFullError, ContextFullError, DecodeError, ModelLoadError, RewindError
-from engine.llama import backend
+from engine.llama import abort, backend
 from engine.llama.backend import lib
 from engine.llama.context_params import KV_TYPES, ContextParams, check_memory, flash_attn_type
 from engine.llama.model import Model
@@ -73,8 +74,8 @@ class _Llama:
         self.n_batch: int = lib.llama_n_batch(handle)
         self.batch = lib.llama_batch_init(max(self.n_batch, params.n_batch), 0, 1)
         self.n_outputs = 0
-        self.cancel: threading.Event | None = None
-        self.abort_cb = lib.ggml_abort_callback(self._should_abort)
+        self.cancel: threading.Event | None = None  # the stop of the decode under way
+        self.abort_cb = lib.ggml_abort_callback(self._should_abort)  # (a plain Event's)
 
     def close(self) -> None:
         if self.handle is not None:
@@ -85,10 +86,23 @@ class _Llama:
 
     def _should_abort(self, _data: ctypes.c_void_p) -> bool:
         cancel = self.cancel
-        abort = bool(cancel is not None and cancel.is_set())
-        if abort:
-            backend.set_aborting(id(self), True)
-        return abort
+        return bool(cancel is not None and cancel.is_set())
+
+    @contextlib.contextmanager
+    def stoppable(self, cancel: threading.Event | None) -> Iterator[None]:
+        """The passes run inside stop at their next node once ``cancel`` is set (engine.llama.abort)."""
+        if cancel is None:
+            yield
+            return
+        self.cancel = cancel
+        abort.hook(self.handle, cancel, self.abort_cb)
+        backend.watch_stop(id(self), cancel)
+        try:
+            yield
+        finally:
+            abort.unhook(self.handle)
+            self.cancel = None
+            backend.watch_stop(id(self), None)
 
 
 class Context(NativeOwner):
@@ -183,10 +197,7 @@ class Context(NativeOwner):
         shared = self._shared
         self.model.check_workers()
         start = self.n_past
-        shared.cancel = cancel
-        if cancel is not None:
-            lib.llama_set_abort_callback(shared.handle, shared.abort_cb, None)
-        try:
+        with shared.stoppable(cancel):
             for lo in range(0, n, self.n_batch):
                 chunk = tokens[lo:lo + self.n_batch]
                 last_chunk = lo + self.n_batch >= n
@@ -197,11 +208,6 @@ class Context(NativeOwner):
                     raise _decode_error(rc)
                 self.tokens.extend(chunk)
                 shared.n_outputs = rows if last_chunk else 0
-        finally:
-            if cancel is not None:
-                lib.llama_set_abort_callback(shared.handle, ggml_null_abort, None)
-                shared.cancel = None
-                backend.set_aborting(id(shared), False)
         return shared.n_outputs
 
     def logits(self, row: int = -1) -> np.ndarray:
@@ -317,16 +323,8 @@ def decode_batch(parts: Sequence[Part], cancel: threading.Event | None = None) -
     parts[0].ctx.model.check_workers()
     starts = [p.ctx.n_past for p in parts]
     _fill(shared.batch, [(p.ctx, p.tokens, _rows(p.logits, len(p.tokens))) for p in parts])
-    shared.cancel = cancel
-    if cancel is not None:
-        lib.llama_set_abort_callback(shared.handle, shared.abort_cb, None)
-    try:
+    with shared.stoppable(cancel):
         rc = lib.llama_decode(shared.handle, shared.batch)
-    finally:
-        if cancel is not None:
-            lib.llama_set_abort_callback(shared.handle, ggml_null_abort, None)
-            shared.cancel = None
-            backend.set_aborting(id(shared), False)
     if rc != 0:
         for p, start in zip(parts, starts):
             p.ctx._restore(start)
@@ -374,4 +372,3 @@ def _decode_error(rc: int) -> Exception:
     return DecodeError(f"llama_decode failed ({rc}): {backend.take_errors()}")
 
 
-ggml_null_abort = ctypes.cast(None, lib.ggml_abort_callback)  # type: ignore[arg-type]  # NULL is allowed

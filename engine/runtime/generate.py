@@ -23,6 +23,7 @@ from engine.decode.sampling import SamplingParams
 from engine.decode.scheduler import Job, Scheduler
 from engine.errors import ContextFullError, DecodeError
 from engine.events import Done, Event, Stats
+from engine.llama.abort import Cancel
 from engine.llama.context import Context
 from engine.prompts.request import Chat, Policy, prepare
 
@@ -73,7 +74,7 @@ class Generator:
         if len(prompt) >= self.ctx.n_ctx:
             raise ContextFullError(
                 f"the prompt ({len(prompt)} tokens) does not fit the context ({self.ctx.n_ctx})")
-        job = Job(list(prompt), params, lambda _: None, cancel=cancel or threading.Event(),
+        job = Job(list(prompt), params, lambda _: None, cancel=cancel or Cancel(),
                   grammar=grammar, logprobs=logprobs, slot=0)
         return self._run(job)
 

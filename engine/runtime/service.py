@@ -24,6 +24,7 @@ from typing import Any
 from engine.decode.scheduler import Job
 from engine.errors import DuetError
 from engine.events import Done, Stats
+from engine.llama.abort import Cancel
 from engine.runtime.quiet import PROCESS, Quiet
 from engine.runtime.runtime import Runtime
 
@@ -69,7 +70,7 @@ class Engine:
         self._idle: deque[Callable[[], bool]] = deque()
         # set when a job or a call arrives: idle work passes it to llama.cpp as its cancel, so
         # that a step under way stops at once (its tokens are dropped) and the newcomer runs
-        self.preempt = threading.Event()
+        self.preempt: threading.Event = Cancel()
         self._spared: Callable[[Job], bool] | None = None  # see spare()
         self.quiet = quiet
         quiet.join(self)

@@ -23,6 +23,7 @@ from engine.decode.decoding import GrammarState
 from engine.decode.sampling import SamplingParams
 from engine.errors import DecodeError, DuetError
 from engine.events import Done, Event, Stats
+from engine.llama.abort import Cancel
 from engine.llama.context import Context
 from engine.llama.model import Model
 from engine.prompts.request import Call, Chat, Piece, Policy, PreparedTurn, Reader, Text, prepare
@@ -82,7 +83,7 @@ def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, param
     (engine.tools.machine) says. Yields the text, each reply's Done, each answered call, then
     RoundsDone. The calls a reply completed run even when it was cut at max_tokens (what was
     cut off is text)."""
-    cancel = cancel or threading.Event()
+    cancel = cancel or Cancel()
     rounds = ToolRounds(offer.tools, choice=choice, max_rounds=max_rounds, cancelled=cancel.is_set)
     history, added = list(messages), list[Message]()
     step: Step = rounds.start()

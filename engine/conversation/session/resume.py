@@ -37,6 +37,7 @@ from engine.conversation.tree import Conversation, Turn
 from engine.errors import SIGPIPE, SessionError, WorkerLostError
 from engine.events import Token, collect, done_json
 from engine.llama import rescue
+from engine.llama.abort import Cancel
 
 if TYPE_CHECKING:
     from engine.decode.sampling import SamplingParams
@@ -146,7 +147,7 @@ def continue_session(runtime: Runtime, sent: Sent, sampling: SamplingParams, *,
         print(f"duet-cli: note: {note}", file=sys.stderr)
     last_checkpoint = time.monotonic()
     stopped: list[int] = []
-    cancel = threading.Event()
+    cancel = Cancel()
     shown = not as_json  # the reply goes to stdout while someone reads it
 
     def show(text: str) -> None:
