@@ -13,8 +13,9 @@ Scenarios, each in a new conversation, the message typed at ``--cps`` characters
   plain question typed in a new conversation (``question`` in the table), the figure the
   manual's is compared with;
 - ``server``: the window's local server on (two sequences), the paste and the question typed as
-  in ``paste`` (and not sent); halfway through the question a client's request (a short reply,
-  8 tokens) goes to the local server. Reported: that request's seconds, with reading ahead on
+  in ``paste`` (and not sent); halfway through the question a client's request goes to the
+  local server: a short reply (8 tokens), or with ``--request tool`` a tool call (a function
+  offered, a call required). Reported: that request's seconds, with reading ahead on
   (the paste being read while it arrives) and off, and with it on, the same request once the
   reading stopped (the cells it read still in the cache, which every sequence's attention
   passes over). Target: no longer with reading ahead.
@@ -61,6 +62,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--manual", default="valgrind", help="a manual of bench/data/retrieval")
     p.add_argument("--questions", type=int, default=4, help="the manual's questions asked")
     p.add_argument("--answer-tokens", type=int, default=48, help="max_tokens of the manual's replies")
+    p.add_argument("--request", choices=sorted(REQUESTS), default="chat",
+                   help="server: the client's request, a short reply or a tool call")
     p.add_argument("--threads", type=int, default=0, help="0: llama.cpp's default")
     p.add_argument("--out", type=Path, default=Path("bench-out"))
     p.set_defaults(func=run)
@@ -191,18 +194,32 @@ def ask(win: Window, on: bool, question: str, pdf: Path | None, args: argparse.N
         win.settings.set("max_tokens", 8)
 
 
-def server_request(port: int, out: list[float]) -> None:
-    """A client's short request to the window's local server; its seconds go to ``out``."""
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The current weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+REQUESTS = {  # --request: what the client asks the local server
+    "chat": {"max_tokens": 8, "messages": [{"role": "user", "content": "Name one colour."}]},
+    "tool": {"max_tokens": 48, "tools": [WEATHER], "tool_choice": "required",
+             "messages": [{"role": "user", "content": "What is the weather in Paris now?"}]},
+}
+
+
+def server_request(port: int, kind: str, out: list[float]) -> None:
+    """A client's short request (``REQUESTS[kind]``) to the window's local server; its seconds
+    go to ``out``. A tool request must come back as a call."""
     import httpx
 
     base = f"http://127.0.0.1:{port}/v1"
     model = httpx.get(f"{base}/models", timeout=60).json()["data"][0]["id"]
-    body = {"model": model, "max_tokens": 8, "temperature": 0,
-            "messages": [{"role": "user", "content": "Name one colour."}]}
+    body = {"model": model, "temperature": 0, **REQUESTS[kind]}
     t0 = time.perf_counter()
     r = httpx.post(f"{base}/chat/completions", json=body, timeout=600)
     r.raise_for_status()
-    out.append(time.perf_counter() - t0)
+    took = time.perf_counter() - t0
+    if kind == "tool":
+        assert r.json()["choices"][0]["message"].get("tool_calls"), "the reply made no tool call"
+    out.append(took)
 
 
 def served(win: Window, on: bool, module: str, port: int, args: argparse.Namespace,
@@ -219,7 +236,7 @@ def served(win: Window, on: bool, module: str, port: int, args: argparse.Namespa
     half = len(QUESTION) // 2
     win.type(QUESTION[:half], args.cps)
     took: list[float] = []
-    client = threading.Thread(target=server_request, args=(port, took))
+    client = threading.Thread(target=server_request, args=(port, args.request, took))
     client.start()
     win.type(QUESTION[half:], args.cps)
     win.pump(lambda: not client.is_alive(), 600)
@@ -228,7 +245,7 @@ def served(win: Window, on: bool, module: str, port: int, args: argparse.Namespa
     assert took, "the local server's request failed"
     if on:  # the same request again, the cache as full as it was (the paste read so far) but
         # nothing read any more: what the cells cost apart from the reading's steps
-        client = threading.Thread(target=server_request, args=(port, took))
+        client = threading.Thread(target=server_request, args=(port, args.request, took))
         client.start()
         win.pump(lambda: not client.is_alive(), 600)
         log.info("server: %.2f s while reading ahead, %.2f s after it stopped", *took)
