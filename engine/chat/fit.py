@@ -41,11 +41,18 @@ def chat_tokens(model: Model, messages: Sequence[Message], *, template: str | No
                                tools=tools, inert=model.inert, bos_token=bos, eos_token=eos,
                                add_generation_prompt=add_generation_prompt, cancel=cancel,
                                variables=variables)
-    tokens: list[int] = []
+    parts = []
     for seg in segments:
         if cancel is not None and cancel.is_set():
             raise DecodeError("cancelled")
-        tokens += _tokens(model, seg)
+        parts.append(_tokens(model, seg))
+    return _joined(model, parts)
+
+
+def _joined(model: Model, parts: Sequence[list[int]]) -> list[int]:
+    """The segments' tokens in order, with BOS first where the model wants it and the template
+    did not write it."""
+    tokens = [t for part in parts for t in part]
     if model.add_bos and model.bos >= 0 and (not tokens or tokens[0] != model.bos):
         tokens.insert(0, model.bos)
     return tokens
@@ -63,8 +70,9 @@ def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
 
     One render of the whole conversation; its segments are tokenized from the newest back and
     only until the budget is spent (a text too long to fit is not tokenized at all), so the work
-    per turn grows with the context, not with the conversation. One more render of the kept
-    suffix checks the result (the template may add text around the new first turn).
+    per turn grows with the context, not with the conversation. When all of it fits, those are
+    the tokens; else one more render of the kept suffix checks the result (the template may add
+    text around the new first turn).
     """
     msgs = list(messages)
     n_system = 1 if msgs and msgs[0].role == "system" else 0
@@ -75,9 +83,9 @@ def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
     head = 0  # segments up to the system message's text are always kept
     if n_system:
         head = next((i + 1 for i, seg in enumerate(segments) if seg.message == 0), 0)
-    fixed = sum(len(_tokenize(model, seg, budget, cancel)) for seg in segments[:head]) + 1
+    kept = [_tokenize(model, seg, budget, cancel) for seg in segments[:head]]
     parts: list[list[int]] = []
-    used, oldest = fixed, len(msgs)
+    used, oldest = sum(map(len, kept)) + 1, len(msgs)
     for seg in reversed(segments[head:]):
         part = _tokenize(model, seg, budget, cancel)
         used += len(part)
@@ -86,9 +94,11 @@ def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
         if used > budget:
             break
         parts.append(part)
-    else:  # everything fits
+    else:  # everything fits: these are chat_tokens' tokens (a stand-in never fits a budget)
+        if used <= budget:
+            return _joined(model, kept + parts[::-1]), 0
         return chat_tokens(model, msgs, template=template, tools=tools, cancel=cancel,
-                           variables=variables), 0
+                           variables=variables), 0  # (a system message alone, too long)
     dropped = max(oldest + 1 - n_system, 0)
     rest = len(msgs) - n_system
     while True:

@@ -61,6 +61,28 @@ def test_fit_messages_renders_a_bounded_number_of_times(smol, monkeypatch) -> No
     assert len(prompt.chat_tokens(smol, msgs[:1] + msgs[dropped:])) > 300
 
 
+@pytest.mark.parametrize("key", ["smol", "gemma"])
+def test_a_conversation_that_fits_is_rendered_and_tokenized_once(key, request, monkeypatch) -> None:
+    """All of it fits (the prompt of every send, and of each key while reading ahead): one
+    render, each text tokenized as often as chat_tokens alone does, and chat_tokens' tokens."""
+    model = request.getfixturevalue(key)  # (Gemma's template wants BOS, SmolLM2's does not)
+    msgs = [Message("system", "You help."), Message("user", "Hi <|im_start|> and <bos> there"),
+            Message("assistant", "Hello!"),
+            Message("user", "Look:\n" + "def f(x):\n    return x  # ünïcode\n" * 60)]
+    seen: list[int] = []
+    real_tokenize = model.tokenize
+    monkeypatch.setattr(model, "tokenize", lambda text, **k: seen.append(1) or real_tokenize(text, **k))
+    expected = prompt.chat_tokens(model, msgs)
+    alone, seen[:] = len(seen), []
+    renders = []
+    real_render = prompt.render_segments
+    monkeypatch.setattr(prompt, "render_segments",
+                        lambda *a, **k: renders.append(1) or real_render(*a, **k))
+    tokens, dropped = prompt.fit_messages(model, msgs, 4096)
+    assert dropped == 0 and tokens == expected
+    assert len(renders) == 1 and len(seen) == alone
+
+
 def test_fit_messages_keeps_everything_that_fits_and_refuses_what_cannot(smol) -> None:
     msgs = [Message("system", "S"), Message("user", "hi")]
     tokens, dropped = prompt.fit_messages(smol, msgs, 1000)
