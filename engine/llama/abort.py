@@ -19,11 +19,8 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 from engine.llama.backend import lib
-
-LIB_DIR = Path(lib.__file__).parent / "lib"  # llama-cpp-python's libraries
 
 
 class Cancel(threading.Event):
@@ -46,19 +43,10 @@ class Cancel(threading.Event):
 
 
 def _native() -> object | None:
-    """ggml_abort_on_flag, found through libllama's handle where the loader searches its
-    dependencies (Linux, macOS), else in ggml-base itself; None in llama.cpp as released."""
+    """ggml_abort_on_flag as a callback (found through libllama's handle: the loader searches its
+    dependencies, ggml-base among them); None in llama.cpp as released."""
     fn = getattr(lib._lib, "ggml_abort_on_flag", None)
-    for path in sorted(LIB_DIR.glob("*ggml-base*")) if fn is None else ():
-        if path.suffix in (".so", ".dll", ".dylib"):
-            try:
-                fn = getattr(ctypes.CDLL(str(path)), "ggml_abort_on_flag", None)
-            except OSError:
-                continue
-            if fn is not None:
-                break
-    address = None if fn is None else ctypes.cast(fn, ctypes.c_void_p).value
-    return None if address is None else lib.ggml_abort_callback(address)
+    return None if fn is None else ctypes.cast(fn, lib.ggml_abort_callback)
 
 
 NATIVE = _native()  # ggml_abort_on_flag as a callback, or None
@@ -69,8 +57,7 @@ def hook(handle: object, cancel: threading.Event, fallback: Callable) -> None:
     when it has one and the library can read it, else through ``fallback`` (a ctypes callback
     that reads the Event)."""
     if NATIVE is not None and isinstance(cancel, Cancel):
-        lib.llama_set_abort_callback(handle, NATIVE, ctypes.cast(ctypes.pointer(cancel.flag),
-                                                                 ctypes.c_void_p))
+        lib.llama_set_abort_callback(handle, NATIVE, ctypes.addressof(cancel.flag))
     else:
         lib.llama_set_abort_callback(handle, fallback, None)
 

@@ -22,7 +22,7 @@ PROMPT = [1] + [200 + i % 300 for i in range(600)]
 def test_the_library_reads_the_flag_as_the_cancel_changes() -> None:
     assert abort.NATIVE is not None, "llama.cpp was built without patches/abort-flag.patch"
     cancel = Cancel()
-    flag = ctypes.cast(ctypes.pointer(cancel.flag), ctypes.c_void_p)
+    flag = ctypes.addressof(cancel.flag)
     assert abort.NATIVE(flag) is False
     cancel.set()
     assert abort.NATIVE(flag) is True and cancel.is_set()
