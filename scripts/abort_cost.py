@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from step_time import step_ms  # (this folder is first on the path)
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -50,23 +52,17 @@ def busy(on: bool) -> Iterator[None]:
         spinner.join()
 
 
-def step_ms(ctx: Any, depth: int, cancel: threading.Event | None, steps: int) -> float:
-    times = []
-    for i in range(steps):
-        t = time.perf_counter()
-        ctx.decode([200 + i], cancel=cancel)
-        times.append((time.perf_counter() - t) * 1000)
-        ctx.rewind(depth)
-    return statistics.median(times)
-
-
 def stop_lags(ctx: Any, depth: int, make: Callable[[], threading.Event], n: int, size: int,
               rng: random.Random) -> list[float]:
     """``n`` reads of ``size`` tokens on another thread, each stop set at a random moment inside
-    it: ms from the set to the pass's end."""
+    it (10-90% of a whole read's time): ms from the set to the pass's end."""
     from engine.errors import DecodeError
 
     chunk = [300 + i for i in range(size)]
+    t = time.perf_counter()
+    ctx.decode(chunk, logits="none")  # how long a whole read takes: each stop falls inside one
+    whole = time.perf_counter() - t
+    ctx.rewind(depth)
     lags = []
     for _ in range(n):
         cancel, ended = make(), list[float]()
@@ -78,7 +74,7 @@ def stop_lags(ctx: Any, depth: int, make: Callable[[], threading.Event], n: int,
 
         reader = threading.Thread(target=read)
         reader.start()
-        time.sleep(rng.uniform(0.01, 0.2))
+        time.sleep(rng.uniform(0.1, 0.9) * whole)
         t = time.perf_counter()
         cancel.set()
         reader.join()
@@ -117,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             row = []
             for on in (False, True):
                 with busy(on):
-                    row += [f"{name} {step_ms(ctx, depth, make(), args.steps):.1f}"
+                    row += [f"{name} {step_ms(ctx, args.steps, make()):.1f}"
                             for name, make in kinds.items()]
             print(f"round {r + 1}, ms a step: alone: {', '.join(row[:3])}; "
                   f"beside a busy thread: {', '.join(row[3:])}", flush=True)

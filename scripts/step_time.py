@@ -13,10 +13,26 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def step_ms(ctx: Any, steps: int, cancel: threading.Event | None = None) -> float:
+    """The median ms of ``steps`` single-token steps of ``ctx`` (its logits read), each rewound,
+    so every step sees the same cache; ``cancel``: the stop the decodes take."""
+    depth = len(ctx.tokens)
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        ctx.decode([200], logits="all", cancel=cancel)
+        ctx.logits_rows()
+        times.append(time.perf_counter() - t0)
+        ctx.rewind(depth)
+    return 1000 * statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,15 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         tokens = [model.bos if model.bos >= 0 else 1] + [100 + i for i in range(args.depth - 1)]
         for i in range(0, args.depth, 64):
             ctx.decode(tokens[i:i + 64])
-        times = []
-        for _ in range(args.steps):
-            t0 = time.perf_counter()
-            ctx.decode([200], logits="all")
-            ctx.logits_rows()
-            times.append(time.perf_counter() - t0)
-            ctx.rewind(args.depth)
+        ms = step_ms(ctx, args.steps)
     mode = "released kernels" if args.inexact else "exact"
-    print(f"{spec.path.name}, {mode}, after {args.depth} cells: one step {1000 * statistics.median(times):.1f} ms "
+    print(f"{spec.path.name}, {mode}, after {args.depth} cells: one step {ms:.1f} ms "
           f"(median of {args.steps})")
     return 0
 
