@@ -59,9 +59,9 @@ class _Llama:
         cp.type_k = KV_TYPES[params.type_k]
         cp.type_v = KV_TYPES[params.type_v]
         cp.flash_attn_type = flash_attn_type(params, model.spec.n_gpu_layers)
-        # flash attention reads a sequence's cells one by one, skipping empty and other
-        # sequences' cells; plain attention sums over every cell, so where a cache shift left
-        # holes its sums depend on the layout (which a saved state's restore compacts)
+        # flash attention reads a sequence's cells one by one in cell order, skipping empty and
+        # other sequences' cells; plain attention sums over every cell. Either way the sums
+        # follow the cells' layout, which a saved state's restore compacts (see session.store)
         self.flash_attn = cp.flash_attn_type == lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
         backend.take_errors()
         handle = lib.llama_init_from_model(model.handle, cp)

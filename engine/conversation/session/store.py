@@ -155,22 +155,23 @@ def _capture(ctx: Context | None) -> tuple[KVState, memoryview] | None:
         log.warning("%s: the cache and its token mirror disagree; saving text only",
                     ctx.model.display_name)
         return None
-    if not ctx.flash_attn:
-        # plain attention sums over the cells in their order, holes included (a cache shift
-        # leaves some); the restore lays them out anew, so the check below would see other
-        # sums (logits 0.1-0.7 apart on SmolLM2) and reject the state: lay them out first.
-        # The check decodes the last tokens again after the sequence's last cell (where the
-        # patched find_slot puts new cells, patches/ggml-exact.patch), leaving a hole where they
-        # were when they sat mid-sequence, as they do after a shift: so once laid out, move them
-        # there and lay out again (the check then finds them where it puts them).
-        try:
-            ctx.load_state(ctx.state_bytes(), list(ctx.tokens))
-            probe.redecode(ctx)
-            ctx.load_state(ctx.state_bytes(), list(ctx.tokens))
-        except (DecodeError, RewindError) as e:
-            log.info("%s: its KV state could not be laid out (%s); saving text only",
-                     ctx.model.display_name, e)
-            return None
+    # The check must see the cells as a restore lays them out: contiguous, in the order they
+    # sat in. Attention sums a sequence's cells in that order (plain attention over holes too),
+    # and the check decodes its last tokens again after the sequence's last cell. After a cache
+    # shift the cache wraps around: the newest tokens fill the hole the dropped turns left,
+    # mid-sequence, and decoded again they land back there in the live cache but at the end of
+    # the restored one, so the two disagree (logits 0.1-0.4 apart on SmolLM2; issue 72). So lay
+    # the state out as a restore would, move the checked tokens to the end, and lay it out again:
+    # the check then finds them where it will put them on opening, and the live conversation
+    # goes on from the very cells a reopened one has (the same next reply either way).
+    try:
+        ctx.load_state(ctx.state_bytes(), list(ctx.tokens))
+        probe.redecode(ctx)
+        ctx.load_state(ctx.state_bytes(), list(ctx.tokens))
+    except (DecodeError, RewindError) as e:
+        log.info("%s: its KV state could not be laid out (%s); saving text only",
+                 ctx.model.display_name, e)
+        return None
     check = probe.take(ctx)  # decodes the last tokens again: the same cells, the same tokens
     if check is None:
         log.info("%s: its KV state cannot be checked; saving text only", ctx.model.display_name)
