@@ -25,6 +25,7 @@ from engine.events import Done
 from engine.llama.context import Context
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model, ModelSpec
+from engine.models.folder import local_models
 from engine.llama.native import NativeOwner
 from engine.llama.placement_params import PlacementParams, gpu_layers_arg
 from engine.llama.rpc import parse_endpoints
@@ -43,7 +44,9 @@ STARTER_FILES = {key: model.filename for key, model in CATALOG.items()}
 
 
 def resolve_model(name: str | Path) -> Path:
-    """A path, or the key of a starter model in the models folder (target, draft, test)."""
+    """A path, the key of a starter model in the models folder (target, draft, test), or the
+    file name of a model in the models folder (``smollm2-135m-instruct-q4_1.gguf``, at its top
+    or in a repository's folder) where no such file is in the current folder."""
     key = str(name)
     if key in STARTER_FILES:
         path = paths.models_dir() / STARTER_FILES[key]
@@ -51,7 +54,12 @@ def resolve_model(name: str | Path) -> Path:
             raise ModelLoadError(
                 f"the starter model '{key}' is not installed; run: duet-cli models fetch")
         return path
-    return Path(name).expanduser()
+    path = Path(name).expanduser()
+    if path.exists() or path.name != key or not key.lower().endswith(".gguf"):
+        return path
+    folder = paths.models_dir()
+    found = [p for p in local_models(folder) if p.name == key] if folder.is_dir() else []
+    return found[0] if found else path
 
 
 @dataclass(frozen=True)
