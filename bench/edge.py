@@ -17,8 +17,9 @@ paths:
 
 Each turn past the context reports the share of its prompt read from the cache and the time to
 its first token. Each ``--max-tokens`` case (default :data:`CASES`) is a conversation of its own,
-and each path's figure is the worst over them. Targets (issue 59): the worst turn reuses at least 80% of its prompt, and its
-first token comes within 2x the median turn's; every ``.duet`` file verifies at the end.
+and each path's figure is the worst over them. Targets (issue 59): the worst turn reuses at least
+80% of its prompt, and its first token comes within 2x the median turn's; every ``.duet`` file
+verifies at the end.
 Writes ``OUT/edge-MODEL-CTX.json``.
 """
 

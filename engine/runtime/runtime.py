@@ -25,11 +25,11 @@ from engine.events import Done
 from engine.llama.context import Context
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model, ModelSpec
-from engine.models.folder import local_models
 from engine.llama.native import NativeOwner
 from engine.llama.placement_params import PlacementParams, gpu_layers_arg
 from engine.llama.rpc import parse_endpoints
 from engine.models.catalog import CATALOG
+from engine.models.folder import local_models
 from engine.models.identity import file_fingerprint
 from engine.prompts.request import ready
 from engine.runtime.generate import Generator
