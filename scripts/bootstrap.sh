@@ -45,8 +45,9 @@ amx_runs() {
   [ "$rc" = 0 ]
 }
 NO_AMX=
-if [ -z "$USER_ARGS" ] && [ "$(uname -m)" = x86_64 ] && grep -qw amx_tile /proc/cpuinfo 2>/dev/null \
-    && ! amx_runs; then
+# (GPU flavours too: their CPU backend is built native unless CMAKE_ARGS says otherwise.)
+if [[ "$USER_ARGS" != *GGML_NATIVE* ]] && [ "$(uname -m)" = x86_64 ] \
+    && grep -qw amx_tile /proc/cpuinfo 2>/dev/null && ! amx_runs; then
   NO_AMX="-DGGML_NATIVE=OFF"
   for f in avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx512f:AVX512 avx512vbmi:AVX512_VBMI \
            avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16 avx_vnni:AVX_VNNI; do
@@ -74,6 +75,13 @@ if [ "${DUET_EXACT_KERNELS:-1}" != 0 ]; then
   # shellcheck disable=SC2086  # (one path per word: the repository's own names, no spaces)
   flavour="$flavour-exact-$(cat $PATCHES | hash_of - | cut -c1-8)"
 fi
+# A Vulkan build also takes patches/vulkan/ (building with older Vulkan headers, as Debian 12's).
+if [[ "${USER_ARGS^^}" =~ GGML_VULKAN=(ON|1|TRUE|YES) ]]; then
+  VK_PATCHES=$(ls "$ROOT"/patches/vulkan/*.patch)
+  PATCHES="$PATCHES $VK_PATCHES"
+  # shellcheck disable=SC2086
+  flavour="$flavour-vk-$(cat $VK_PATCHES | hash_of - | cut -c1-8)"
+fi
 WHEELS="${DUET_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/duet/wheels}/$flavour"
 mkdir -p "$WHEELS"
 if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
@@ -81,7 +89,7 @@ if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
   src="llama-cpp-python==$LLAMA_VERSION"
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
-  if [ -n "$PATCHES" ]; then
+  if [ -n "${PATCHES// /}" ]; then
     "${PIP[@]}" download -q --no-deps --no-binary :all: "$src" -d "$work"
     tar xzf "$work"/llama_cpp_python-"$LLAMA_VERSION".tar.gz -C "$work"
     src="$work/llama_cpp_python-$LLAMA_VERSION"
