@@ -91,3 +91,14 @@ def same_tokens():
         assert got == want, f"the replies part at token {i} of {len(want)}"
 
     return check
+
+
+@pytest.fixture
+def released(monkeypatch):
+    """This process as a build of llama.cpp as released: the patch's marker is not found."""
+    from engine.llama import exactness as ex
+
+    monkeypatch.setattr(ex, "patched_kernels", lambda: False)
+    ex._build.cache_clear()
+    yield
+    ex._build.cache_clear()

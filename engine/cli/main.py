@@ -92,7 +92,7 @@ def _generate(args: argparse.Namespace) -> int:
         done = collect(rt.generator.chat(messages, config.sampling),
                        None if args.json else write_token)
         if args.json:
-            out = done_json(done)
+            out = done_json(done) | rt.exactness.to_json()
             if files:
                 out["sources"] = [{"name": x.name, "mode": x.mode, "page": x.page}
                                   for x in rt.generator.last_sources]

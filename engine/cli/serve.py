@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     # lazy: the HTTP server (starlette, uvicorn, pydantic, the routes: ~0.2 s) only for `serve`,
     # not at every duet-cli start (the parser imports this module) nor in the window (app.control.settings
     # imports SERVE_PARALLEL)
+    from engine.llama.exactness import exactness
     from engine.models.hub.fit import machine
     from engine.server.app import ApiConfig, create_fleet_app
     from engine.server.loading import Gate, loading_app
@@ -118,7 +119,9 @@ def run(args: argparse.Namespace) -> int:
                                          max_body=args.max_body_mb << 20,
                                          cors_origins=tuple(args.cors),
                                          embedding_model=embedding_model,
-                                         reasoning_budget=args.reasoning_budget)
+                                         reasoning_budget=args.reasoning_budget,
+                                         exactness=exactness(config.context.exact,
+                                                             config.target.n_gpu_layers))
             budget = int(args.models_budget * 1e9) if args.models_budget else \
                 int(fleet.BUDGET_SHARE * machine().ram_available)
             models = fleet.Fleet(offers, partial(open_model, config, server_config, args.max_queue),

@@ -24,6 +24,7 @@ from engine.errors import DuetError, LoadCancelled, ModelLoadError
 from engine.events import Done
 from engine.llama.context import Context
 from engine.llama.context_params import ContextParams
+from engine.llama.exactness import Exactness, exactness
 from engine.llama.model import Model, ModelSpec
 from engine.llama.native import NativeOwner
 from engine.llama.placement_params import PlacementParams, gpu_layers_arg
@@ -174,6 +175,12 @@ class Runtime(NativeOwner):
         self._handed_over = True
         self.scheduler.reserved, self.scheduler.on_finished = reserved, on_finished
         return self.scheduler
+
+    @property
+    def exactness(self) -> Exactness:
+        """Whether this runtime's replies are exact (engine.llama.exactness): asked for, and kept
+        by the build and by where the target's layers run."""
+        return exactness(self.config.context.exact, self.config.target.n_gpu_layers)
 
     @property
     def draft_model(self) -> Model | None:

@@ -28,6 +28,7 @@ from engine.decode import constraint
 from engine.decode.sampling import SamplingParams
 from engine.errors import DuetError
 from engine.events import Done
+from engine.llama.exactness import Exactness
 from engine.llama.model import Model
 from engine.models.served import Offer
 from engine.runtime.fleet import Fleet, FleetError, Lease, LoadFailed, UnknownModel
@@ -54,6 +55,7 @@ class ApiConfig:
     retry_after_s: int = 1
     embedding_model: Path | None = None  # None: embeddings from the chat model, mean-pooled
     reasoning_budget: int | None = None  # a reasoning model's thinking, when a request sets none
+    exactness: Exactness | None = None  # the offered models' before they load (None: unknown)
 
 
 class Front:
@@ -93,6 +95,13 @@ class Front:
             return json.loads(body)
         except (ValueError, RecursionError) as e:
             raise bad_request(f"the body is not valid JSON: {str(e)[:200]}") from None
+
+    def exactness(self, offer: Offer) -> dict[str, Any]:
+        """Whether ``offer``'s replies are exact, and why not (engine.llama.exactness): its
+        runtime's when loaded, else what the server's settings give (None: unknown)."""
+        loaded = next((lo for lo in self.fleet.loaded() if lo.offer is offer), None)
+        exact = loaded.value.exactness if loaded is not None else self.config.exactness
+        return exact.to_json() if exact is not None else {"exact": None, "exact_reason": None}
 
     def offer(self, name: str | None, param: str = "model") -> Offer:
         """The model ``name`` names (None: the default), or 404."""
@@ -178,6 +187,7 @@ class DuetServer:
         self.model_id = model_id
         self.config = config
         self.model = engine.runtime.target
+        self.exactness = engine.runtime.exactness  # whether its replies are exact, and why not
         self.n_ctx = engine.runtime.ctx.n_ctx
         self.defaults = engine.runtime.config.sampling
         self.n_template = _template_prefix(self.model)

@@ -34,6 +34,7 @@ def listed(front: Front, offer: Offer) -> dict[str, Any]:
     loaded = next((lo for lo in front.fleet.loaded() if lo.offer is offer), None)
     if loaded is not None:
         meta.update(n_ctx=loaded.value.n_ctx, n_vocab=loaded.value.model.n_vocab)
+    meta.update(front.exactness(offer))
     return {"id": offer.name, "object": "model", "created": 0, "owned_by": "duet",
             "status": status, "meta": meta}
 

@@ -134,6 +134,7 @@ async def show(request: Request) -> Response:
         "capabilities": ["completion", "tools"],  # any model: a generic prompt where its
                                                   # template has no tools (engine.tools.fallback)
         "modified_at": _model(front, offer)["modified_at"],
+        **front.exactness(offer),  # Duet's: whether its replies are exact, and why not
     })
 
 

@@ -112,7 +112,8 @@ async def chat_completions(request: Request) -> Response:
                 response_grammar(body), _logprobs(data), thinking=from_effort(body.reasoning_effort),
                 param_names={"thinking": "reasoning_effort"})
     turn = await server.prepare(chat)
-    shaper = OpenAIShaper("chat", server.model_id, server.model, body.include_usage)
+    shaper = OpenAIShaper("chat", server.model_id, server.model, body.include_usage,
+                          server.exactness.fingerprint)
     return await server.answer(request, turn, shaper, body.stream)
 
 
@@ -127,7 +128,8 @@ async def completions(request: Request) -> Response:
     raw = Raw(prompt, sampling(data, "openai", server.defaults), response_grammar(body),
               body.logprobs)
     turn = await server.prepare_raw(raw)
-    shaper = OpenAIShaper("text", server.model_id, server.model, body.include_usage)
+    shaper = OpenAIShaper("text", server.model_id, server.model, body.include_usage,
+                          server.exactness.fingerprint)
     return await server.answer(request, turn, shaper, body.stream)
 
 

@@ -59,19 +59,21 @@ class OpenAIShaper:
 
     media_type = "text/event-stream"
 
-    def __init__(self, kind: str, model_id: str, model: Any, include_usage: bool = False) -> None:
+    def __init__(self, kind: str, model_id: str, model: Any, include_usage: bool = False,
+                 fingerprint: str = "duet") -> None:
         self.chat = kind == "chat"
         self.include_usage = include_usage  # a last chunk with the usage, when streamed
         self.id = new_id("chatcmpl" if self.chat else "cmpl")
         self.created = int(time.time())
         self.model_id = model_id
         self.model = model  # engine.llama.model.Model: token texts for logprobs
+        self.fingerprint = fingerprint  # the build, and whether the reply is exact
         self._calls = 0  # tool calls streamed so far (their indices)
         self._offset = 0  # text offset of the next token (legacy logprobs)
 
     def _base(self, obj: str) -> dict:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model_id,
-                "system_fingerprint": "duet"}
+                "system_fingerprint": self.fingerprint}
 
     # -- whole replies --------------------------------------------------------------------
     def whole(self, text: str, calls: Sequence[ToolCall], tokens: Sequence[Token],

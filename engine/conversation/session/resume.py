@@ -197,7 +197,7 @@ def continue_session(runtime: Runtime, sent: Sent, sampling: SamplingParams, *,
     report, problem = save_keeping_turn(path, runtime, conv, settings,
                                         {"sampling": sampling_settings(sampling)})
     if as_json:
-        out = done_json(done)
+        out = done_json(done) | runtime.exactness.to_json()
         if turn_files(conv):
             out["sources"] = [{"name": x.name, "mode": x.mode, "page": x.page}
                               for x in runtime.generator.last_sources]

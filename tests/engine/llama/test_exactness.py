@@ -1,0 +1,48 @@
+"""``exact`` as reported: true where the build's kernels and the placement keep it, false with the
+reason everywhere else (issue 75), in the command line's JSON, the server's model list, its
+replies' system_fingerprint and Ollama's /api/show."""
+
+from __future__ import annotations
+
+import json
+
+from engine.cli.main import main as cli
+from engine.llama import exactness as ex
+
+PROMPT = ["--max-tokens", "2", "--temperature", "0", "--drafter", "none", "--json", "Hi."]
+
+
+def test_this_build_has_the_patched_kernels():
+    """test.sh builds with patches/ggml-exact.patch: its marker is there (DUET_EXACT_KERNELS=0
+    builds as released, where this test is the one expected to fail)."""
+    assert ex.patched_kernels()
+    assert ex.exactness(True) == ex.Exactness(True)
+    assert ex.exactness(True).fingerprint.startswith("duet-exact-patched-")
+
+
+def test_why_decoding_is_not_exact(released):
+    assert ex.exactness(False).reason == "exact decoding is off"
+    got = ex.exactness(True)
+    assert not got.exact and "lacks Duet's batch-invariant kernels" in got.reason
+    assert got.fingerprint.startswith("duet-inexact-released-")
+
+
+def test_layers_on_a_gpu_are_not_exact(monkeypatch):
+    monkeypatch.setattr(ex, "has_gpu", lambda: True)
+    got = ex.exactness(True, n_gpu_layers=-1)
+    assert not got.exact and "GPU" in got.reason
+    assert ex.exactness(True, n_gpu_layers=0).exact  # all on the CPU
+
+
+def test_the_command_line_reports_it(smol_path, capsys):
+    assert cli(["generate", "--model", str(smol_path), *PROMPT]) == 0
+    assert json.loads(capsys.readouterr().out)["exact"] is True
+    assert cli(["generate", "--model", str(smol_path), "--no-exact", *PROMPT]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["exact"], out["exact_reason"]) == (False, "exact decoding is off")
+
+
+def test_the_command_line_reports_a_released_build(smol_path, capsys, released):
+    assert cli(["generate", "--model", str(smol_path), *PROMPT]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["exact"] is False and "lacks" in out["exact_reason"]
