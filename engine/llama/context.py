@@ -129,6 +129,9 @@ class Context(NativeOwner):
         self.n_batch: int = self._shared.n_batch
         self.n_vocab: int = self.model.n_vocab
         self.tokens: list[int] = []
+        # a cache shift moved this sequence's cells since it was last empty or restored: they
+        # may no longer sit in the order a restore lays them out (engine.conversation.session)
+        self.shifted = False
 
     def _view(self, seq: int) -> Context:
         view = Context.__new__(Context)
@@ -249,6 +252,7 @@ class Context(NativeOwner):
         if p1 < self.n_past:
             lib.llama_memory_seq_add(self._mem, self.seq, p1, -1, p0 - p1)
         del self.tokens[p0:p1]
+        self.shifted = True
         if self.kv_pos_max() != self.n_past - 1:  # never leave the cache and mirror apart
             log.warning("the cache shift left positions up to %d for %d tokens; clearing it",
                         self.kv_pos_max(), self.n_past)
@@ -274,6 +278,7 @@ class Context(NativeOwner):
         self.model.check_workers()
         lib.llama_memory_seq_rm(self._mem, self.seq, -1, -1)
         self.tokens.clear()
+        self.shifted = False
 
     # -- saved state ----------------------------------------------------------------------
     def state_bytes(self) -> memoryview:

@@ -147,6 +147,20 @@ def from_saved(m: SavedMessage) -> Message:
 # ─── saving ───────────────────────────────────────────────────────────────────
 
 
+def _lay_out(ctx: Context) -> bool:
+    """Lay ``ctx``'s cells out as a restore does, its last tokens at the end (see _capture);
+    False, the state unsaved, when that fails."""
+    try:
+        ctx.load_state(ctx.state_bytes(), list(ctx.tokens))
+        probe.redecode(ctx)
+        ctx.load_state(ctx.state_bytes(), list(ctx.tokens))
+    except (DecodeError, RewindError) as e:
+        log.info("%s: its KV state could not be laid out (%s); saving text only",
+                 ctx.model.display_name, e)
+        return False
+    return True
+
+
 def _capture(ctx: Context | None) -> tuple[KVState, memoryview] | None:
     """The KV state of ``ctx`` and its description, or None when there is nothing to save."""
     if ctx is None or not ctx.tokens:
@@ -158,20 +172,17 @@ def _capture(ctx: Context | None) -> tuple[KVState, memoryview] | None:
     # The check must see the cells as a restore lays them out: contiguous, in the order they
     # sat in. Attention sums a sequence's cells in that order (plain attention over holes too),
     # and the check decodes its last tokens again after the sequence's last cell. After a cache
-    # shift the cache wraps around: the newest tokens fill the hole the dropped turns left,
-    # mid-sequence, and decoded again they land back there in the live cache but at the end of
-    # the restored one, so the two disagree (logits 0.1-0.4 apart on SmolLM2; issue 72). So lay
-    # the state out as a restore would, move the checked tokens to the end, and lay it out again:
-    # the check then finds them where it will put them on opening, and the live conversation
-    # goes on from the very cells a reopened one has (the same next reply either way).
-    try:
-        ctx.load_state(ctx.state_bytes(), list(ctx.tokens))
-        probe.redecode(ctx)
-        ctx.load_state(ctx.state_bytes(), list(ctx.tokens))
-    except (DecodeError, RewindError) as e:
-        log.info("%s: its KV state could not be laid out (%s); saving text only",
-                 ctx.model.display_name, e)
-        return None
+    # shift a reply's tokens run to the cache's end and wrap into the hole the dropped turns
+    # left, mid-sequence; decoded again, the checked tokens land in a hole in the live cache but
+    # after every cell in the restored one, so the two disagree (logits 0.1-0.4 apart on
+    # SmolLM2; issue 72). So lay the state out as a restore would, move the checked tokens to
+    # the end, and lay it out again: the check then finds them where it will put them on
+    # opening, and the live conversation goes on from the very cells a reopened one has. A
+    # sequence alone in its cache that never shifted is laid out so already (the 1.5B with
+    # 3,000 tokens saves about 0.3 s sooner without it); plain attention sums over holes too.
+    if not ctx.flash_attn or ctx.shifted or ctx.params.n_parallel > 1:
+        if not _lay_out(ctx):
+            return None
     check = probe.take(ctx)  # decodes the last tokens again: the same cells, the same tokens
     if check is None:
         log.info("%s: its KV state cannot be checked; saving text only", ctx.model.display_name)
