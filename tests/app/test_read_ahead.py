@@ -125,7 +125,7 @@ def test_a_key_typed_is_handed_over_at_once_and_the_next_ones_at_the_intervals_e
     driver.load(smol_path)
     texts: list[str] = []
     monkeypatch.setattr(window.controller, "typing", lambda text, *a: texts.append(text))
-    qtbot.waitUntil(lambda: not window._typing.isActive(), timeout=LONG_MS)
+    qtbot.waitUntil(lambda: not window.composing.timer.isActive(), timeout=LONG_MS)
     texts.clear()
     qtbot.keyClicks(window.composer.edit, "N")
     assert texts == ["N"]  # at once, before any timer
