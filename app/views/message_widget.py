@@ -1,6 +1,7 @@
 """One message of the chat: its role, a one-line summary of how the reply went, its actions
 (Copy; Edit for user messages; Regenerate for replies; Continue after a length cut; ‹ 2/3 ›
-between versions) and its text, rendered as Markdown (code blocks carry their own Copy link).
+between versions) and its text (a reply's rendered as Markdown, a person's shown as written but for
+its fenced code; code blocks carry their own Copy link).
 """
 
 from __future__ import annotations
@@ -182,7 +183,8 @@ class MessageWidget(QFrame):
         self.body.codes = self.renderer.render(rest or ("…" if turn.streaming else ""),
                                                theme.colors(), spans=spans,
                                                markdown=turn.role != "system",
-                                               html=turn.role == "assistant")
+                                               html=turn.role == "assistant",
+                                               plain_prose=turn.role == "user")
         self.meta_label.setText(summary(turn))
         self.continue_button.setVisible(turn.reason == "length" and not turn.streaming)
         self.calls_label.setVisible(bool(turn.tool_calls))
