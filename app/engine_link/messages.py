@@ -134,6 +134,7 @@ class LoadedModel:
     measuring: bool = False  # the verify cost is measured now, between replies (no drafting yet)
     switched: bool = False  # it was kept loaded: the window switched to it (no load)
     thinks: bool = False  # a reasoning model: its template thinks before answering
+    chats: bool = True  # False: no chat template (a base model), completion only
 
 
 @dataclass(frozen=True)

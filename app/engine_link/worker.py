@@ -54,6 +54,7 @@ from engine.events import Done, Stats
 from engine.llama.model import check_gguf_file
 from engine.models import catalog, fetch, served
 from engine.models.hub.fit import FitRequest, machine
+from engine.prompts.completion import completion_turn
 from engine.prompts.request import Chat, Policy, prepare
 from engine.runtime import quiet
 from engine.runtime.ahead import ReadAhead
@@ -181,7 +182,8 @@ class EngineWorker(QObject):
                 draft_problem=rt.draft_problem,
                 n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
                 workers=rt.target.workers + (draft_model.workers if draft_model else ()),
-                measuring=later is not None, thinks=thinks(rt.target.chat_template))
+                measuring=later is not None, thinks=thinks(rt.target.chat_template),
+                chats=rt.target.chat_template is not None)
             held = Held(cfg, engine, ahead, _retrieval_vectors(engine), info)
             self.shelf.put(key, held, need)
             self._use(held)
@@ -230,8 +232,11 @@ class EngineWorker(QObject):
             chat = Chat(req.messages, req.sampling, req.tools, continue_text=req.continue_text,
                         read_calls=req.read_calls, thinking=Thinking(on=req.thinking),
                         embed=self.vectors.embed if self.vectors is not None else None)
+            model = engine.runtime.target
             try:
-                turn = prepare(engine.runtime.target, chat, Policy(n_ctx), req.cancel)
+                turn = prepare(model, chat, Policy(n_ctx), req.cancel) \
+                    if model.chat_template is not None else \
+                    completion_turn(model, req.messages, req.sampling, n_ctx, req.continue_text)
             except DecodeError:
                 if not req.cancel.is_set():
                     raise
