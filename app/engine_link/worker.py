@@ -39,6 +39,8 @@ from app.engine_link.messages import (
     ReadAheadRequest,
     Saved,
     SaveRequest,
+    Sized,
+    SizeRequest,
     TypingRequest,
 )
 from app.engine_link.relay import Relay
@@ -56,6 +58,7 @@ from engine.models import catalog, fetch, served
 from engine.models.hub.fit import FitRequest, machine
 from engine.prompts.completion import completion_turn
 from engine.prompts.request import Chat, Policy, prepare
+from engine.prompts.size import context_use
 from engine.runtime import quiet
 from engine.runtime.ahead import ReadAhead
 from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
@@ -103,6 +106,7 @@ class EngineWorker(QObject):
     fetched = Signal(object)  # Fetched
     failed = Signal(object)  # Failure
     typed_ahead = Signal(object)  # (held, total): the typed prompt's tokens read ahead, or None
+    sized = Signal(object)  # Sized
 
     def __init__(self, token_interval: float = DEFAULT_INTERVAL_S) -> None:
         super().__init__()
@@ -332,6 +336,21 @@ class EngineWorker(QObject):
             self.opened.emit(Opened(req.conversation_id, req.path, tuple(res.messages),
                                     res.settings, res.restored_kv, res.note, res.model_path,
                                     n_past if res.restored_kv else 0, n_ctx))
+
+    @Slot(object)
+    def size(self, req: SizeRequest) -> None:
+        """How many tokens a conversation takes in the context (best effort: a template that
+        fails, or no model, says nothing). On this thread, as a reply's prompt is prepared."""
+        engine = self.engine
+        if engine is None:
+            return
+        n_ctx = engine.runtime.ctx.n_ctx
+        try:
+            n = context_use(engine.runtime.target, req.messages, n_ctx)
+        except (DuetError, UnicodeError) as e:
+            log.info("counting a conversation's tokens: %s", e)
+            return
+        self.sized.emit(Sized(req.conversation_id, n, n_ctx))
 
     @Slot(object)
     def fetch(self, req: FetchRequest) -> None:
