@@ -53,11 +53,11 @@ from engine.conversation.session.store import OpenResult, open_conversation, sav
 from engine.documents.embeddings import EmbeddingSource
 from engine.errors import DecodeError, DuetError, LoadCancelled, MessageTooLongError, WorkerLostError
 from engine.events import Done, Stats
-from engine.llama.model import check_gguf_file
+from engine.llama.model import Model, check_gguf_file
 from engine.models import catalog, fetch, served
 from engine.models.hub.fit import FitRequest, machine
 from engine.prompts.completion import completion_turn
-from engine.prompts.request import Chat, Policy, prepare
+from engine.prompts.request import Chat, Policy, PreparedTurn, prepare
 from engine.prompts.size import context_use
 from engine.runtime import quiet
 from engine.runtime.ahead import ReadAhead
@@ -236,11 +236,8 @@ class EngineWorker(QObject):
             chat = Chat(req.messages, req.sampling, req.tools, continue_text=req.continue_text,
                         read_calls=req.read_calls, thinking=Thinking(on=req.thinking),
                         embed=self.vectors.embed if self.vectors is not None else None)
-            model = engine.runtime.target
             try:
-                turn = prepare(model, chat, Policy(n_ctx), req.cancel) \
-                    if model.chat_template is not None else \
-                    completion_turn(model, req.messages, req.sampling, n_ctx, req.continue_text)
+                turn = _turn(engine.runtime.target, chat, n_ctx, req.cancel)
             except DecodeError:
                 if not req.cancel.is_set():
                     raise
@@ -298,7 +295,7 @@ class EngineWorker(QObject):
         chat = Chat(req.messages, req.sampling, req.tools, thinking=Thinking(on=req.thinking),
                     embed=self.vectors.embed if self.vectors is not None else None)
         try:
-            turn = prepare(engine.runtime.target, chat, Policy(engine.runtime.ctx.n_ctx))
+            turn = _turn(engine.runtime.target, chat, engine.runtime.ctx.n_ctx)
         except (DuetError, UnicodeError) as e:
             log.info("reading ahead of the message typed: %s", e)
             return
@@ -437,6 +434,14 @@ def _log_read_ahead(future: Future) -> None:
         log.info("reading ahead of a tool result: %s", error)
     elif error is not None:
         log.error("reading ahead of a tool result failed", exc_info=error)
+
+
+def _turn(model: Model, chat: Chat, n_ctx: int, cancel: threading.Event | None = None) -> PreparedTurn:
+    """A reply's turn: the chat as the model's template renders it, or, for a model with none
+    (a base model), its messages as one text to continue (engine.prompts.completion)."""
+    if model.chat_template is None:
+        return completion_turn(model, chat.messages, chat.sampling, n_ctx, chat.continue_text)
+    return prepare(model, chat, Policy(n_ctx), cancel)
 
 
 def _open(path: Path, runtime: Runtime | None) -> OpenResult:

@@ -76,7 +76,7 @@ def test_typed_prompts_queued_behind_a_newer_one_or_the_message_are_not_prepared
     real = worker_module.prepare
 
     def held_prepare(model, chat, policy, *cancel):
-        prepared.append((chat.messages[-1].content, bool(cancel)))
+        prepared.append((chat.messages[-1].content, any(c is not None for c in cancel)))
         if len(prepared) == 1:
             first_held.set()
             assert release.wait(60)
