@@ -43,10 +43,15 @@ class ContextUse(QObject):
         """A file read without its KV state: the conversation's messages are known now."""
         conv = self.library.current
         if not opened.restored_kv and conv is not None and conv.id == opened.conversation_id:
-            self.measure(conv)
+            self._measure_unknown(conv)
 
     def _on_library(self, kind: str, conv: Conversation | None) -> None:
         if kind == "current":
+            self._measure_unknown(conv)
+
+    def _measure_unknown(self, conv: Conversation | None) -> None:
+        """``conv``'s figure unless the engine's own is kept (its last reply's, with this model)."""
+        if conv is not None and not conv.status.n_past:
             self.measure(conv)
 
     def _on_state(self, what: str) -> None:
