@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app.control.context_use import ContextUse
 from app.control.conversation import RecentFiles, unique_path
 from app.control.files import ConversationFiles
 from app.control.models import gone_note
@@ -75,6 +76,7 @@ class ChatController(QObject):
             theirs.connect(mine)
         f.file_renamed.connect(self.file_renamed)
         f.file_deleted.connect(self.file_deleted)
+        self.context_use = ContextUse(client, self.state, self)  # (after the files: it reads opened ones)
         # the MCP servers' tools (the window's Tools, once any server is set up)
         self.tools_source: Callable[[], ToolSource | None] = lambda: None
         self.tool_flow = ToolFlow(lambda: self.tools_source(),
@@ -218,6 +220,7 @@ class ChatController(QObject):
         reply = shown if shown.role == "assistant" and shown.stats is not None else next(
             (t for t in reversed(conv.turns) if t.stats is not None), None)
         conv.set_status(stats=reply.stats if reply is not None else None, live=False)
+        self.context_use.measure(conv)  # the context this version's path takes
 
     def continue_reply(self, conv: Conversation | None = None) -> None:
         """Carry on a reply that stopped at the length limit, in the same message."""

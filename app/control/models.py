@@ -25,6 +25,7 @@ from engine.errors import DuetError
 from engine.llama.model import check_gguf_file
 from engine.models.catalog import CATALOG
 from engine.models.folder import local_models
+from engine.models.kind import is_embedding_file
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +40,11 @@ def starter_pair(folder: Path | None = None) -> tuple[Path, Path | None] | None:
 
 
 def installed_models(folder: Path | None = None) -> list[Path]:
-    """GGUF files in the models folder and its subfolders, smallest first (partial downloads
-    and files that only look like models excluded)."""
-    found = [p for p in local_models(folder or paths.models_dir()) if _is_gguf(p)]
+    """The chat models in the models folder and its subfolders, smallest first (partial
+    downloads, files that only look like models, and embedding models excluded: those serve
+    the embeddings, engine.models.kind)."""
+    found = [p for p in local_models(folder or paths.models_dir())
+             if _is_gguf(p) and not is_embedding_file(p)]
     return sorted(found, key=_size)
 
 
@@ -135,6 +138,9 @@ class ModelFlow(QObject):
             for path in (target, draft):
                 if path is not None:
                     check_gguf_file(Path(path))
+                    if is_embedding_file(Path(path)):
+                        raise DuetError(f"{Path(path).name} is an embedding model: it makes "
+                                        "vectors for search, not text, so it cannot chat")
             if str(target) != self.settings["target_model"]:  # another model: its own settings
                 remembered = model_memory.recall(Path(target))
                 remembered_draft = remembered.pop("draft_model", None)
@@ -155,7 +161,8 @@ class ModelFlow(QObject):
     def _refuse(self, target: Path, draft: Path | None, message: str) -> None:
         """A choice that cannot load: say why, keep what is loaded, drop bad files from the
         pickers."""
-        bad = tuple(Path(p) for p in (target, draft) if p is not None and not _is_gguf(Path(p)))
+        bad = tuple(Path(p) for p in (target, draft) if p is not None and
+                    (not _is_gguf(Path(p)) or is_embedding_file(Path(p))))
         info = self.state.model
         self.state.refuse(bad, Notice(message + (f" (still using {info.target_name})" if info else ""),
                                       "error", until_load=True))

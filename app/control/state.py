@@ -20,6 +20,10 @@ from engine.conversation.library import Library
 Listener = Callable[[str], None]
 
 
+COMPLETION_ONLY = ("{} has no chat template: it is a base model, completion only. It "
+                   "continues your messages as one text (a raw prompt) rather than answering them.")
+
+
 @dataclass(frozen=True)
 class Notice:
     """The one-line notice above the chat: ``until_load`` ones go at the next load."""
@@ -80,6 +84,8 @@ class AppState:
         if model.draft_problem:
             self.notice = Notice(f"The draft model was not used: {model.draft_problem}. "
                                  f"Drafting with: {model.drafter}.")
+        elif not model.chats:
+            self.notice = Notice(COMPLETION_ONLY.format(model.target_name), until_load=True)
         self._emit("model")
         self._emit("measuring")
         self._emit("notice")

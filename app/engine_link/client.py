@@ -22,6 +22,7 @@ from app.engine_link.messages import (
     ReadAheadRequest,
     RescuePlan,
     SaveRequest,
+    SizeRequest,
     TypingRequest,
 )
 from app.engine_link.relay import save_cut
@@ -43,6 +44,7 @@ class EngineClient(QObject):
     _fetch = Signal(object)
     _read_ahead = Signal(object)
     _read_typing = Signal(object)
+    _size = Signal(object)
 
     def __init__(self, parent: QObject | None = None, worker: EngineWorker | None = None) -> None:
         super().__init__(parent)
@@ -57,6 +59,7 @@ class EngineClient(QObject):
         self._fetch.connect(self.worker.fetch)
         self._read_ahead.connect(self.worker.read_ahead)
         self._read_typing.connect(self.worker.read_typing)
+        self._size.connect(self.worker.size)
         self._cancels: dict[str, list[threading.Event]] = {"chat": [], "fetch": [], "load": []}
         self._thread.start()
 
@@ -102,6 +105,10 @@ class EngineClient(QObject):
 
     def open(self, conversation_id: str, path: Path, *, shown: bool = False) -> None:
         self._open.emit(OpenRequest(conversation_id, path, shown))
+
+    def size(self, conversation_id: str, messages: Sequence[Message]) -> None:
+        """Count the tokens ``messages`` take in the context (``worker.sized`` answers)."""
+        self._size.emit(SizeRequest(conversation_id, tuple(messages)))
 
     def fetch(self, keys: Sequence[str]) -> FetchRequest:
         req = FetchRequest(tuple(keys))

@@ -90,6 +90,14 @@ class TypingRequest:
 
 
 @dataclass(frozen=True)
+class SizeRequest:
+    """How many tokens the conversation's ``messages`` take in the context (engine.prompts.size)."""
+
+    conversation_id: str
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True)
 class SaveRequest:
     conversation_id: str
     path: Path
@@ -134,6 +142,7 @@ class LoadedModel:
     measuring: bool = False  # the verify cost is measured now, between replies (no drafting yet)
     switched: bool = False  # it was kept loaded: the window switched to it (no load)
     thinks: bool = False  # a reasoning model: its template thinks before answering
+    chats: bool = True  # False: no chat template (a base model), completion only
 
 
 @dataclass(frozen=True)
@@ -197,6 +206,15 @@ class Opened:
 
     def __post_init__(self) -> None:
         _frozen_mapping(self, "settings")
+
+
+@dataclass(frozen=True)
+class Sized:
+    """The answer to a SizeRequest: the conversation's tokens in a context of ``n_ctx``."""
+
+    conversation_id: str
+    n_tokens: int
+    n_ctx: int
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,8 @@ from app.engine_link.messages import (
     ReadAheadRequest,
     Saved,
     SaveRequest,
+    Sized,
+    SizeRequest,
     TypingRequest,
 )
 from app.engine_link.relay import Relay
@@ -51,10 +53,12 @@ from engine.conversation.session.store import OpenResult, open_conversation, sav
 from engine.documents.embeddings import EmbeddingSource
 from engine.errors import DecodeError, DuetError, LoadCancelled, MessageTooLongError, WorkerLostError
 from engine.events import Done, Stats
-from engine.llama.model import check_gguf_file
+from engine.llama.model import Model, check_gguf_file
 from engine.models import catalog, fetch, served
 from engine.models.hub.fit import FitRequest, machine
-from engine.prompts.request import Chat, Policy, prepare
+from engine.prompts.completion import completion_turn
+from engine.prompts.request import Chat, Policy, PreparedTurn, prepare
+from engine.prompts.size import context_use
 from engine.runtime import quiet
 from engine.runtime.ahead import ReadAhead
 from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
@@ -102,6 +106,7 @@ class EngineWorker(QObject):
     fetched = Signal(object)  # Fetched
     failed = Signal(object)  # Failure
     typed_ahead = Signal(object)  # (held, total): the typed prompt's tokens read ahead, or None
+    sized = Signal(object)  # Sized
 
     def __init__(self, token_interval: float = DEFAULT_INTERVAL_S) -> None:
         super().__init__()
@@ -181,7 +186,8 @@ class EngineWorker(QObject):
                 draft_problem=rt.draft_problem,
                 n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
                 workers=rt.target.workers + (draft_model.workers if draft_model else ()),
-                measuring=later is not None, thinks=thinks(rt.target.chat_template))
+                measuring=later is not None, thinks=thinks(rt.target.chat_template),
+                chats=rt.target.chat_template is not None)
             held = Held(cfg, engine, ahead, _retrieval_vectors(engine), info)
             self.shelf.put(key, held, need)
             self._use(held)
@@ -231,7 +237,7 @@ class EngineWorker(QObject):
                         read_calls=req.read_calls, thinking=Thinking(on=req.thinking),
                         embed=self.vectors.embed if self.vectors is not None else None)
             try:
-                turn = prepare(engine.runtime.target, chat, Policy(n_ctx), req.cancel)
+                turn = _turn(engine.runtime.target, chat, n_ctx, req.cancel)
             except DecodeError:
                 if not req.cancel.is_set():
                     raise
@@ -289,7 +295,7 @@ class EngineWorker(QObject):
         chat = Chat(req.messages, req.sampling, req.tools, thinking=Thinking(on=req.thinking),
                     embed=self.vectors.embed if self.vectors is not None else None)
         try:
-            turn = prepare(engine.runtime.target, chat, Policy(engine.runtime.ctx.n_ctx))
+            turn = _turn(engine.runtime.target, chat, engine.runtime.ctx.n_ctx)
         except (DuetError, UnicodeError) as e:
             log.info("reading ahead of the message typed: %s", e)
             return
@@ -327,6 +333,21 @@ class EngineWorker(QObject):
             self.opened.emit(Opened(req.conversation_id, req.path, tuple(res.messages),
                                     res.settings, res.restored_kv, res.note, res.model_path,
                                     n_past if res.restored_kv else 0, n_ctx))
+
+    @Slot(object)
+    def size(self, req: SizeRequest) -> None:
+        """How many tokens a conversation takes in the context (best effort: a template that
+        fails, or no model, says nothing). On this thread, as a reply's prompt is prepared."""
+        engine = self.engine
+        if engine is None:
+            return
+        n_ctx = engine.runtime.ctx.n_ctx
+        try:
+            n = context_use(engine.runtime.target, req.messages, n_ctx)
+        except (DuetError, UnicodeError) as e:
+            log.info("counting a conversation's tokens: %s", e)
+            return
+        self.sized.emit(Sized(req.conversation_id, n, n_ctx))
 
     @Slot(object)
     def fetch(self, req: FetchRequest) -> None:
@@ -413,6 +434,14 @@ def _log_read_ahead(future: Future) -> None:
         log.info("reading ahead of a tool result: %s", error)
     elif error is not None:
         log.error("reading ahead of a tool result failed", exc_info=error)
+
+
+def _turn(model: Model, chat: Chat, n_ctx: int, cancel: threading.Event | None = None) -> PreparedTurn:
+    """A reply's turn: the chat as the model's template renders it, or, for a model with none
+    (a base model), its messages as one text to continue (engine.prompts.completion)."""
+    if model.chat_template is None:
+        return completion_turn(model, chat.messages, chat.sampling, n_ctx, chat.continue_text)
+    return prepare(model, chat, Policy(n_ctx), cancel)
 
 
 def _open(path: Path, runtime: Runtime | None) -> OpenResult:

@@ -50,12 +50,13 @@ def read_file(path: Path, count: Callable[[str], int] | None) -> Read:
 
 def describe(read: Read) -> str:
     """"manual.pdf · 3,012 tokens · 12 pages"."""
-    a = read.attachment
-    parts = [a.name]
-    if read.n_tokens is not None:
-        parts.append(f"{read.n_tokens:,} tokens")
-    else:
-        parts.append(f"{len(a.text):,} characters")
+    return describe_attachment(read.attachment, read.n_tokens)
+
+
+def describe_attachment(a: Attachment, n_tokens: int | None = None) -> str:
+    """"manual.pdf · 3,012 tokens · 12 pages" (characters where the tokens are not known)."""
+    parts = [a.name, f"{n_tokens:,} tokens" if n_tokens is not None else
+             f"{len(a.text):,} characters"]
     if a.pages:
         parts.append(f"{len(a.pages)} page{'s' if len(a.pages) != 1 else ''}")
     return " · ".join(parts)
@@ -175,14 +176,42 @@ class ChipBar(QWidget):
         self.attachments.set_mode(index, mode)
 
 
+class SentFiles(QWidget):
+    """The files a sent message carried, as chips (name, size, pages; the mode when one was
+    chosen): click one to read the text Duet took from it, as kept in the conversation (a
+    message keeps the text, never the path)."""
+
+    def __init__(self, files: tuple[Attachment, ...], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 2, 0, 2)
+        self.chips: list[QToolButton] = []
+        for a in files:
+            chip = QToolButton(self)
+            chip.setObjectName("attachment-chip")
+            chip.setText(describe_attachment(a) + ("" if a.mode == "auto" else f" · {a.mode}"))
+            chip.setToolTip("Click to read the text Duet took from the file when it was sent")
+            chip.clicked.connect(partial(show_attachment, self, a))
+            row.addWidget(chip)
+            self.chips.append(chip)
+        row.addStretch(1)
+        self.setVisible(bool(files))
+
+
 def show_text(parent: QWidget, read: Read, _checked: bool = False) -> QDialog:
     """A window with the text taken from the file (what the model will see of it)."""
+    return show_attachment(parent, read.attachment, title=describe(read))
+
+
+def show_attachment(parent: QWidget, a: Attachment, _checked: bool = False, *,
+                    title: str | None = None) -> QDialog:
+    """A window with an attachment's text, as the model saw it."""
     dialog = QDialog(parent)
     dialog.setObjectName("attachment-text")
-    dialog.setWindowTitle(describe(read))
+    dialog.setWindowTitle(title or describe_attachment(a))
     view = QPlainTextEdit(dialog)
     view.setReadOnly(True)
-    view.setPlainText(read.attachment.text)
+    view.setPlainText(a.text)
     layout = QVBoxLayout(dialog)
     layout.addWidget(view)
     dialog.resize(640, 480)

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import cast
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QIcon
 from PySide6.QtWidgets import (
     QApplication,
@@ -25,9 +25,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.control.composing import Composing
 from app.control.controller import ChatController
-from app.control.conversation import SUFFIX, Conversation, RecentFiles
+from app.control.conversation import Conversation, RecentFiles
+from app.control.drops import sort_drop
 from app.control.models import ModelFlow
+from app.control.quitting import unfinished
 from app.control.settings import Settings
 from app.control.state import AppState
 from app.engine_link.client import EngineClient
@@ -35,7 +38,7 @@ from app.views import file_dialogs, menus, theme
 from app.views.attachments import Attachments, ChipBar
 from app.views.chat_view import ChatView
 from app.views.composer import Composer
-from app.views.models_panel import FirstRunPanel, ModelsPanel, gguf_paths
+from app.views.models_panel import FirstRunPanel, ModelsPanel
 from app.views.notice import NoticeBar
 from app.views.presets import PresetBar
 from app.views.settings_dialog import SettingsDialog
@@ -47,16 +50,6 @@ from engine.mcp import config as mcp_config
 log = logging.getLogger(__name__)
 
 ICON = Path(__file__).resolve().parents[2] / "resources" / "icons" / "duet.svg"
-# While the person types, the prompt so far is handed to the engine at once, then at most once
-# more per this interval (the text as it is at its end): a throttle, not a wait for a pause
-# (someone typing 6 characters a second steadily never pauses 300 ms, and the words would wait
-# for the end). So each key typed at that pace is handed over as it comes, and the engine
-# starts reading the last word and the template's end at once (Enter often follows within a
-# key's time); faster typing, a held key, is handed over ten times a second. Each hand-over
-# prepares the prompt on the worker's thread (9-26 ms for a 1,000-token conversation of the
-# 1.5B), those queued behind a newer one skipped; a step under way is not stopped for it.
-# Measured against every 250 ms: docs/benchmarks/read_ahead.md (first token 0.28 s, was 0.33).
-TYPING_EVERY_MS = 100
 
 
 class MainWindow(QMainWindow):
@@ -170,7 +163,10 @@ class MainWindow(QMainWindow):
         for view in (self.chat_view, self.sidebar, self.status, self.notice, self.presets):
             view.follow(library)
         self.presets.chosen.connect(c.apply_preset)
-        self.composer.send_requested.connect(self._send)
+        # the message being written: read ahead as it is typed, then sent (app.control.composing)
+        self.composing = Composing(c, self.attachments, self.composer.edit.toPlainText,
+                                   self._refuse_send, self)
+        self.composer.send_requested.connect(self.composing.send)
         self.composer.stop_requested.connect(c.stop)
         self.composer.attach_requested.connect(self._choose_attachments)
         self.composer.files_given.connect(self.attach)
@@ -199,16 +195,11 @@ class MainWindow(QMainWindow):
         c.draft_returned.connect(self.composer.give_back)
         c.current_changed.connect(self._update_title)
         c.model_suggested.connect(self.flow.bring_back)
-        # the prompt being written is read while the person pauses (engine.runtime.ahead)
-        self._typing = QTimer(self)
-        self._typing.setSingleShot(True)
-        self._typing.setInterval(TYPING_EVERY_MS)
-        self._typing.timeout.connect(self._typing_interval_ended)
-        self._typing_due = False  # something changed since the last hand-over
-        self.composer.edit.textChanged.connect(self._keyed)
-        self.attachments.changed.connect(self._typed)
-        c.current_changed.connect(self._typed)  # another conversation: its prompt
-        c.generating_changed.connect(lambda cid: None if cid else self._typed())
+        typing = self.composing
+        self.composer.edit.textChanged.connect(typing.keyed)
+        self.attachments.changed.connect(typing.changed)
+        c.current_changed.connect(typing.changed)  # another conversation: its prompt
+        c.generating_changed.connect(lambda busy: None if busy else typing.changed())
 
     def _update_title(self, conv: Conversation | None) -> None:
         self.setWindowTitle(f"{conv.title} — Duet" if conv is not None else "Duet")
@@ -245,19 +236,13 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:
-        """A conversation opens, a model loads, any other file is attached to the message."""
-        urls = event.mimeData().urls()
-        models = gguf_paths(urls)
-        for url in urls:
-            if not url.isLocalFile():
-                continue
-            path = Path(url.toLocalFile())
-            if path.suffix == SUFFIX:
-                self.controller.files.open_path(path)
-            elif not any(path == m for m in models):
-                self.attach([path])
-        if models:
-            self.models.handle_drop(models[0])
+        """Each file where app.control.drops sends it."""
+        dropped = sort_drop(Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile())
+        for path in dropped.conversations:
+            self.controller.files.open_path(path)
+        self.attach(list(dropped.attached))
+        if dropped.model is not None:
+            self.models.handle_drop(dropped.model)
         event.acceptProposedAction()
 
     # -- attached files --------------------------------------------------------------------
@@ -271,49 +256,13 @@ class MainWindow(QMainWindow):
             "Documents (*.txt *.md *.pdf *.docx *.html *.htm *.py *.json *.csv *.log);;All files (*)")
         self.attach([Path(n) for n in names])
 
-    def _typed(self, *_: object) -> None:
-        """The prompt changed otherwise (a file, a conversation, a reply's end): handed over at
-        the interval's end."""
-        self._typing_due = True
-        if not self._typing.isActive():
-            self._typing.start()
-
-    def _keyed(self) -> None:
-        """The text typed changed: handed over now, or at the end of the interval under way."""
-        if self._typing.isActive():
-            self._typing_due = True
-        else:
-            self._hand_over()
-
-    def _typing_interval_ended(self) -> None:
-        if self._typing_due:
-            self._hand_over()
-
-    def _hand_over(self) -> None:
-        """The prompt as it is now, to the engine; the next change waits for the interval."""
-        self._typing_due = False
-        self._read_typing()
-        self._typing.start()
-
-    def _read_typing(self) -> None:
-        if not self.attachments.pending:  # a file still being read: its end starts the timer
-            self.controller.typing(self.composer.edit.toPlainText(), self.attachments.current())
-
-    def _send(self, text: str) -> None:
-        if self.attachments.pending:
-            self.composer.give_back(text)
-            self.notice.show_error("A file is still being read: send again in a moment.")
-            return
-        self.controller.send(text, self.attachments.take_all())
+    def _refuse_send(self, text: str, line: str) -> None:
+        self.composer.give_back(text)
+        self.notice.show_error(line)
 
     def unfinished(self) -> str | None:
         """What quitting now would interrupt, in words (None: nothing)."""
-        why = []
-        if self.controller.generating is not None:
-            why.append("A reply is being written: it stops here.")
-        if self.composer.edit.toPlainText().strip():
-            why.append("Your unsent message is kept: it is in the composer at the next start.")
-        return " ".join(why) or None
+        return unfinished(self.controller.generating is not None, self.composer.edit.toPlainText())
 
     def ask_to_quit(self, why: str) -> bool:
         """Ask whether to quit although ``why``; True: quit."""

@@ -1,6 +1,7 @@
 """One message of the chat: its role, a one-line summary of how the reply went, its actions
 (Copy; Edit for user messages; Regenerate for replies; Continue after a length cut; ‹ 2/3 ›
-between versions) and its text, rendered as Markdown (code blocks carry their own Copy link).
+between versions), its text (a reply's rendered as Markdown, a person's shown as written but for
+its fenced code; code blocks carry their own Copy link) and the files a person's message carried.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from app.control.conversation import Turn
 from app.views import theme
+from app.views.attachments import SentFiles
 from app.views.render import COPY_SCHEME, Renderer
 from app.views.tool_text import calls_text
 
@@ -125,6 +127,7 @@ class MessageWidget(QFrame):
         self.think_body.setVisible(False)
         self.body = MessageBody(self)
         self.renderer = Renderer(self.body.document())
+        self.files = SentFiles(turn.attachments, self)  # the files a message of the person's carried
         self.calls_label = QLabel(self)  # the tool calls a reply made, in words
         self.calls_label.setObjectName("messageMeta")
         self.calls_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -152,6 +155,7 @@ class MessageWidget(QFrame):
         layout.addWidget(self.think_button, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.think_body)
         layout.addWidget(self.body)
+        layout.addWidget(self.files)
         layout.addWidget(self.calls_label)
         layout.addWidget(self.editor)
         layout.addWidget(self.edit_row)
@@ -182,7 +186,8 @@ class MessageWidget(QFrame):
         self.body.codes = self.renderer.render(rest or ("…" if turn.streaming else ""),
                                                theme.colors(), spans=spans,
                                                markdown=turn.role != "system",
-                                               html=turn.role == "assistant")
+                                               html=turn.role == "assistant",
+                                               plain_prose=turn.role == "user")
         self.meta_label.setText(summary(turn))
         self.continue_button.setVisible(turn.reason == "length" and not turn.streaming)
         self.calls_label.setVisible(bool(turn.tool_calls))

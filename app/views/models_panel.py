@@ -265,6 +265,8 @@ def describe(info: LoadedModel) -> str:
     folder = paths.models_dir()
     name = starter_name(info.target_path, folder) or info.target_name
     text = f"{name} loaded ({info.n_ctx:,} tokens of context, {info.load_s:.1f} s)"
+    if not info.chats:
+        text += " · completion only (no chat template)"
     if info.draft_path is not None:
         if info.draft_problem:
             text += f" · draft refused: {info.draft_problem}"

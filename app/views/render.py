@@ -7,8 +7,10 @@ message) get a mark, a dotted underline over a tint (syntax colours give way to 
 colour on it, for contrast), on text only (never on indentation or other whitespace in code):
 inside code by offset, inside prose through the private-use markers of ``app.views.markdown.mark``,
 which are turned into formatting and removed here.
-User messages are Markdown too, with raw HTML shown as text. A single newline is a line break
-in both (``app.views.markdown.keep_line_breaks``).
+A single newline is a line break (``app.views.markdown.keep_line_breaks``). A person's own
+messages are shown as written (``plain_prose``): their prose as plain text, every space and
+indentation kept (pasted code reads as it was written), and only their fenced code blocks framed
+and highlighted; Markdown elsewhere would eat indentation and make ``*`` or ``#`` markup.
 """
 
 from __future__ import annotations
@@ -82,19 +84,22 @@ class Renderer:
         self._mode: object = None
         self.rebuilt_chars = 0  # characters of text the last ``render`` rebuilt
         self._features = _FEATURES
+        self._plain_prose = False
 
     def render(self, text: str, colors: Colors, *, spans: Sequence[tuple[int, int]] = (),
-               markdown: bool = True, html: bool = True) -> list[str]:
+               markdown: bool = True, html: bool = True, plain_prose: bool = False) -> list[str]:
         """Show ``text``; return the code blocks' texts (for the Copy links).
 
         ``spans``: drafted character ranges of ``text`` to tint (empty: no tint). With
         ``markdown=False`` the text is shown as it is; ``html=False``: HTML in the Markdown is
-        shown as text (user messages)."""
+        shown as text; ``plain_prose``: only fenced code blocks are Markdown, the rest is shown
+        as written (a person's messages)."""
         # One edit block: the layout hears of the whole change once, not of every insertion.
         edit = QTextCursor(self.doc)
         edit.beginEditBlock()
         try:
             self._features = _FEATURES if html else _FEATURES_NO_HTML
+            self._plain_prose = plain_prose
             return self._render(text, colors, spans, markdown)
         finally:
             edit.endEditBlock()
@@ -111,7 +116,7 @@ class Renderer:
         blocks = split_blocks(text)
         keys = [(b, tuple(clip(spans, b.start, b.start + len(b.text)))) for b in blocks]
         keep = 0
-        mode = (id(colors), colors.draft_bg.rgba(), self._features)
+        mode = (id(colors), colors.draft_bg.rgba(), self._features, self._plain_prose)
         if mode == self._mode:
             while keep < min(len(keys), len(self._done)) and self._done[keep][0] == keys[keep]:
                 keep += 1
@@ -134,6 +139,10 @@ class Renderer:
             if block.kind == "code":
                 cursor = _insert_code(doc, cursor, block, rel, colors,
                                       sum(b.kind == "code" for b in blocks[:index]), first)
+            elif block.text.strip() and self._plain_prose:
+                body = block.text.strip("\n")  # the frames around it separate it already
+                lead = block.start + len(block.text) - len(block.text.lstrip("\n"))
+                _insert_plain(cursor, body, clip(spans, lead, lead + len(body)), colors)
             elif block.text.strip():
                 # Prose follows the start of the document or a code frame: either way the
                 # cursor already sits in an empty block.

@@ -223,11 +223,12 @@ class Conversation:
         return turn
 
     def edit(self, index: int, text: str) -> Turn:
-        """A new version of user message ``index``; what followed the old one stays with it."""
+        """A new version of user message ``index`` (with the files it carried); what followed
+        the old one stays with it."""
         node = self.node(index)
         if node.turn.role != "user":
             raise ValueError("only a user message can be edited")
-        turn = Turn("user", text)
+        turn = Turn("user", text, attachments=node.turn.attachments)
         node.up.add(turn)
         self.dirty = True
         self.notify("path", index)

@@ -11,8 +11,9 @@ compatible model of the folders at most half the target's size (a draft that cos
 half a step cannot pay on a CPU: the 0.5B drafting for the 1.5B, at 0.44 of its size, already
 costs 0.65 of a step here, ../shared/models.md). None: the n-gram drafter alone.
 
-Embedding models (an encoder architecture, or a pooling type in the header) are not chat models
-and are not offered; the server's ``--embedding-model`` serves them.
+Embedding models (engine.models.kind: an encoder architecture, a pooling type or non-causal
+attention in the header) are not chat models and are not offered; the server's
+``--embedding-model`` serves them.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ from engine.models.hub.fit import FitRequest, estimate
 from engine.models.hub.gguf_header import GGUFError, GGUFHeader, model_facts
 from engine.models.hub.pairing import Judged, ModelRef, check_facts
 from engine.models.hub.remote_header import local_header
+from engine.models.kind import embedding_only
 
 log = logging.getLogger(__name__)
 
 DRAFT_SHARE = 0.5  # of the target's size, at most (the module's docstring)
-ENCODERS = frozenset({"bert", "nomic-bert", "jina-bert-v2", "t5encoder", "modern-bert"})
 _KEYS = {m.filename: key for key, m in CATALOG.items()}
 _DISPLAY = {m.filename: m.display_name for m in CATALOG.values()}
 
@@ -83,8 +84,7 @@ def read(path: Path, folder: Path | None = None) -> Found | None:
 
 
 def is_chat_model(found: Found) -> bool:
-    arch = found.judged.facts.architecture
-    return arch not in ENCODERS and f"{arch}.pooling_type" not in found.header.metadata
+    return not embedding_only(found.header.metadata)
 
 
 def gather(first: Path, folders: Sequence[Path]) -> list[Found]:

@@ -46,6 +46,14 @@ class RequestError(DuetError):
         self.field, self.code = field, code
 
 
+def no_template_line(model: Model) -> str:
+    """Why a model without a chat template is not chatted with: a base model continues text;
+    a made-up template (ChatML) only makes it echo the markup (gemma-3-270m answered "Say
+    hello." with ``Say hello.<|im_end``)."""
+    return (f"{model.display_name} has no chat template: it is a base model (completion only); "
+            "give it a raw prompt to continue (/v1/completions) instead of chat messages")
+
+
 def reply_budget(n_ctx: int) -> int:
     """Prompt tokens a conversation may keep: the context less a quarter of it for the reply.
 
@@ -131,6 +139,8 @@ def prepare(model: Model, chat: Chat, policy: Policy,
     when ``cancel`` is set meanwhile."""
     names = chat.param_names
     where = names.get("messages", "messages")
+    if model.chat_template is None:
+        raise RequestError(no_template_line(model), where, "no_chat_template")
     tools = _check_tools(chat, names)
     _check_tool_messages(chat.messages, where)
     sources: list[Source] = []

@@ -25,6 +25,7 @@ from engine.errors import ContextFullError, DecodeError
 from engine.events import Done, Event, Stats
 from engine.llama.abort import Cancel
 from engine.llama.context import Context
+from engine.prompts.completion import completion_turn
 from engine.prompts.request import Chat, Policy, prepare
 
 if TYPE_CHECKING:
@@ -52,9 +53,13 @@ class Generator:
     def chat(self, messages: Sequence[Message], params: SamplingParams,
              cancel: threading.Event | None = None, *, grammar: GrammarState | None = None,
              logprobs: int | None = None) -> Iterator[Event]:
-        """Reply to ``messages`` (the last is the user's). Oldest turns are dropped if needed."""
+        """Reply to ``messages`` (the last is the user's). Oldest turns are dropped if needed.
+        A model without a chat template (a base model) continues them as one text instead
+        (engine.prompts.completion), as the window does."""
         try:
-            turn = prepare(self.model, Chat(tuple(messages), params), Policy(self.ctx.n_ctx), cancel)
+            turn = prepare(self.model, Chat(tuple(messages), params), Policy(self.ctx.n_ctx), cancel) \
+                if self.model.chat_template is not None else \
+                completion_turn(self.model, messages, params, self.ctx.n_ctx)
         except DecodeError:
             if cancel is None or not cancel.is_set():
                 raise

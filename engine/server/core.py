@@ -294,7 +294,10 @@ def engine_error(item: BaseException) -> ApiError:
 
 
 def _template_prefix(model: Model) -> int:
-    """Tokens that every chat prompt starts with (BOS, the template's opening)."""
+    """Tokens that every chat prompt starts with (BOS, the template's opening; none without
+    a template: such a model is not chatted with)."""
+    if model.chat_template is None:
+        return 0
     try:
         a = chat_tokens(model, [Message("system", "a"), Message("user", "x")])
         b = chat_tokens(model, [Message("system", "b"), Message("user", "x")])

@@ -264,9 +264,12 @@ async def generate(request: Request) -> Response:
             raise bad_request(f"{name} is not supported by this server", name)
     if not body.prompt:
         return JSONResponse(_loaded(server, {"response": ""}))
-    if body.raw:
+    # a model with no chat template is given the prompt as it is (Ollama's own default
+    # template for one is ``{{ .Prompt }}``): a base model continues it
+    if body.raw or server.model.chat_template is None:
         if body.system:
-            raise bad_request("system cannot be combined with raw (the prompt is used as it is)",
+            why = "raw" if body.raw else f"a prompt to {server.model_id}, which has no chat template"
+            raise bad_request(f"system cannot be combined with {why} (the prompt is used as it is)",
                               "system")
         turn = await server.prepare_raw(Raw(body.prompt, sampling, grammar, logprobs,
                                             param_names={"response_format": "format"}))

@@ -107,8 +107,8 @@ def test_the_local_server_serves_every_kept_model_by_name(qtbot, window, driver,
 
     ids = [m["id"] for m in ask("GET", "/v1/models")[1]["data"]]
     assert ids == [smol_path.stem, gemma.stem]  # the model in use is the default, first
-    status, reply = ask("POST", "/v1/chat/completions", {
-        "model": gemma.stem, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3})
+    status, reply = ask("POST", "/v1/completions", {  # (a base model: no chat template)
+        "model": gemma.stem, "prompt": "Hi", "max_tokens": 3})
     assert status == 200 and reply["model"] == gemma.stem
     assert window.client.worker.engine.runtime.target.path == smol_path  # the window's stays
 

@@ -76,7 +76,7 @@ def test_typed_prompts_queued_behind_a_newer_one_or_the_message_are_not_prepared
     real = worker_module.prepare
 
     def held_prepare(model, chat, policy, *cancel):
-        prepared.append((chat.messages[-1].content, bool(cancel)))
+        prepared.append((chat.messages[-1].content, any(c is not None for c in cancel)))
         if len(prepared) == 1:
             first_held.set()
             assert release.wait(60)
@@ -125,7 +125,7 @@ def test_a_key_typed_is_handed_over_at_once_and_the_next_ones_at_the_intervals_e
     driver.load(smol_path)
     texts: list[str] = []
     monkeypatch.setattr(window.controller, "typing", lambda text, *a: texts.append(text))
-    qtbot.waitUntil(lambda: not window._typing.isActive(), timeout=LONG_MS)
+    qtbot.waitUntil(lambda: not window.composing.timer.isActive(), timeout=LONG_MS)
     texts.clear()
     qtbot.keyClicks(window.composer.edit, "N")
     assert texts == ["N"]  # at once, before any timer

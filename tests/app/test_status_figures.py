@@ -3,6 +3,8 @@ the version of a reply on screen (the real window, the real SmolLM2)."""
 
 from __future__ import annotations
 
+from engine.conversation.tree import Conversation
+
 
 def figures(window) -> tuple[str, ...]:
     return tuple(window.status.labels[n].text() for n in ("speed", "acceptance", "per_pass"))
@@ -47,3 +49,35 @@ def test_the_context_fill_is_live_while_the_first_reply_streams(qtbot, window, d
         qtbot.waitUntil(lambda: len(window.controller.current.turns[-1].text) > 20, timeout=180_000)
         seen.append(window.status.labels["context"].text())
     assert seen[0].startswith("context ") and not seen[0].startswith("context 0 ")
+
+
+def _context(window) -> tuple[int, int]:
+    used, total = window.status.labels["context"].text().removeprefix("context ").split(" / ")
+    return int(used.replace(",", "")), int(total.replace(",", ""))
+
+
+def test_a_conversation_shown_again_shows_the_context_it_takes(qtbot, window, driver, smol_path,
+                                                                settings) -> None:
+    """Its figure is the engine's while it is the conversation answered; shown again after
+    another was answered, after its model was loaded again, or read from its file, it is
+    counted anew at once (a few tokens apart from the engine's: the reply's end of turn),
+    never 0."""
+    settings.update({"autosave": True, "save_kv": False})
+    driver.load(smol_path)
+    c = window.controller
+    reply = driver.send("Name a colour.")
+    first = c.current
+    used = reply.n_past
+    assert used > 0 and _context(window) == (used, reply.n_ctx)
+    c.new()
+    driver.send("Name a fruit, then tell me about it.")
+    c.select(first.id)
+    qtbot.waitUntil(lambda: abs(_context(window)[0] - used) <= 4, timeout=60_000)
+    driver.load(smol_path)  # loaded again: what the engine held is gone
+    qtbot.waitUntil(lambda: abs(_context(window)[0] - used) <= 4, timeout=60_000)
+    assert _context(window)[1] == reply.n_ctx
+    c.new()
+    reopened = c.library.add(Conversation(first.title, first.path), first=False, show=False)
+    c.select(reopened.id)  # its file, read as at the next start (text only: no KV state saved)
+    qtbot.waitUntil(lambda: reopened.loaded and abs(_context(window)[0] - used) <= 4,
+                    timeout=60_000)

@@ -94,9 +94,10 @@ class GGUFHeader:
 
 
 class _Reader:
-    def __init__(self, buf: bytes | memoryview) -> None:
+    def __init__(self, buf: bytes | memoryview, kept: frozenset[str] = KEPT_ARRAYS) -> None:
         self.buf = memoryview(buf)
         self.pos = 0
+        self.kept = kept
 
     def take(self, n: int) -> memoryview:
         end = self.pos + n
@@ -168,7 +169,7 @@ class _Reader:
         if vtype == _ARRAY:
             itype = self.scalar("<I")
             n = self.count(MAX_ARRAY, f"the length of array {key[:60]}")
-            if n > SMALL_ARRAY and key not in KEPT_ARRAYS:
+            if n > SMALL_ARRAY and key not in self.kept:
                 self.skip_array(itype, n, key)
                 return SkippedArray(itype, n)
             if itype == _STRING:
@@ -183,9 +184,11 @@ class _Reader:
         raise GGUFError(f"corrupt GGUF header: key {key[:60]} has value type {vtype}")
 
 
-def parse_header(buf: bytes | memoryview, *, with_tensors: bool = True) -> GGUFHeader:
-    """Parse the header at the start of ``buf``. Raises GGUFError, or NeedMoreBytes when short."""
-    r = _Reader(buf)
+def parse_header(buf: bytes | memoryview, *, with_tensors: bool = True,
+                 kept: frozenset[str] = KEPT_ARRAYS) -> GGUFHeader:
+    """Parse the header at the start of ``buf``. Raises GGUFError, or NeedMoreBytes when short.
+    ``kept``: the large arrays read whole (others are stepped over: SkippedArray)."""
+    r = _Reader(buf, kept)
     if len(r.buf) < 4:
         raise NeedMoreBytes(24)
     if bytes(r.take(4)) != MAGIC:

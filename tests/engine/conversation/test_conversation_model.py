@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.chat.messages import ToolCall
+from engine.chat.messages import Attachment, ToolCall
 from engine.conversation.library import Library
 from engine.conversation.store import describe, tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation
@@ -62,6 +62,14 @@ def test_edit_starts_a_branch_and_the_old_one_keeps_what_followed() -> None:
     assert texts(c) == ["be brief", "one", "first reply", "two", "second reply"]
     c.switch(1, +1)
     assert texts(c) == ["be brief", "uno", "reply to uno"]
+
+
+def test_an_edited_message_keeps_its_files() -> None:
+    garden = Attachment("garden.txt", "text", "ab" * 32, "Tomatoes by the south wall.")
+    c = Conversation()
+    c.add_user("What grows by the wal?", attachments=(garden,))
+    c.edit(0, "What grows by the wall?")
+    assert c.turns[0].attachments == (garden,) and c.versions(0) == (2, 2)
 
 
 def test_streaming_spans_and_abort() -> None:

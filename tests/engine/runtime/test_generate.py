@@ -34,6 +34,16 @@ def test_model_facts(smol):
     assert smol.detokenize(smol.tokenize("Hello world", add_special=False)) == "Hello world"
 
 
+def test_a_base_model_continues_the_text(gemma):
+    """Gemma 3 270M has no chat template: the message is a raw prompt it continues (through
+    ChatML it answered "Say hello." with ``Say hello.<|im_end``)."""
+    with Context(gemma, ContextParams(n_ctx=256)) as ctx:
+        done = run(Generator(ctx), [Message("system", "Be brief."), Message("user", "Say hello.")],
+                   SamplingParams(temperature=0, max_tokens=8))[-1]
+        assert ctx.tokens[:len(gemma.tokenize("Say hello."))] == gemma.tokenize("Say hello.")
+    assert done.reason in ("stop", "length") and "<|im_" not in done.text
+
+
 def test_not_gguf_and_missing_file(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"NOPE" + b"\0" * 100)

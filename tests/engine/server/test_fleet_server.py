@@ -101,7 +101,10 @@ def test_each_client_switches_models_by_name_and_the_budget_holds(fleeted):
     order = ["test", "target", "gemma", "draft", "target", "test", "draft", "gemma"]
     for i, name in enumerate(order):
         offer = fleeted.fleet.find(name)
-        if i % 3 == 0:
+        if name == "gemma":  # a base model (no chat template): raw prompts only
+            c = o.completions.create(model=name, prompt="Hi", max_tokens=4)
+            assert c.model == offer.name and c.choices[0].text is not None
+        elif i % 3 == 0:
             r = o.chat.completions.create(model=name, messages=[{"role": "user", "content": "Hi"}])
             assert r.model == offer.name and r.choices[0].message.content is not None
         elif i % 3 == 1:
@@ -140,8 +143,7 @@ def test_keep_alive_zero_and_the_routers_routes_unload(fleeted):
     assert "gemma-3-270m-q4_k_m" in fleeted.loaded()
     assert http.post("/models/unload", body={"model": "gemma"}, cast_to=object) == {"success": True}
     assert http.post("/models/unload", body={"model": "gemma"}, cast_to=object) == {"success": False}
-    ol.chat(model="gemma", messages=[{"role": "user", "content": "Hi"}], keep_alive=0,
-            options={"num_predict": 2})
+    ol.generate(model="gemma", prompt="Hi", keep_alive=0, options={"num_predict": 2})
     # the reply's lease ends once its last byte is sent; the fleet's thread unloads it then
     assert fleeted.fleet.wait_until(lambda f: "gemma-3-270m-q4_k_m" not in fleeted.loaded(),
                                     REPLY_WAIT_S)
