@@ -66,14 +66,24 @@ hash_of() { if command -v sha256sum >/dev/null; then sha256sum "$@"; else shasum
 # Batch-invariant decoding (docs/benchmarks/exact.md): patches/ggml-exact.patch makes ggml's CPU
 # kernels sum a token's products in one order whatever shares its batch, so drafting, caches and
 # parallel sequences never change a reply; patches/abort-flag.patch lets a decode be stopped
-# without a call into Python at every node (engine/llama/abort.py). Every patch in patches/ is
-# applied to the sdist's vendored llama.cpp and is part of the flavour's name;
-# DUET_EXACT_KERNELS=0 builds llama.cpp as released (the engine then checks stops in Python).
+# without a call into Python at every node (engine/llama/abort.py). Each patch has its switch:
+# DUET_EXACT_KERNELS=0 leaves the kernels as released (the engine then reports exact: false),
+# DUET_ABORT_FLAG=0 the abort callback (the engine then checks stops in Python); both, llama.cpp
+# as released. The patches applied are part of the flavour's name. A patch that does not apply
+# with --fuzz=0 (a llama.cpp it was not made for) is left out with one line, and the build goes on.
 PATCHES=
-if [ "${DUET_EXACT_KERNELS:-1}" != 0 ]; then
-  PATCHES=$(ls "$ROOT"/patches/*.patch)
+for p in "$ROOT"/patches/*.patch; do
+  case "$(basename "$p")" in
+    ggml-exact.patch) [ "${DUET_EXACT_KERNELS:-1}" = 0 ] && continue ;;
+    abort-flag.patch) [ "${DUET_ABORT_FLAG:-1}" = 0 ] && continue ;;
+  esac
+  PATCHES="$PATCHES $p"
+done
+PATCHES=${PATCHES# }
+if [ -n "$PATCHES" ]; then
+  label=patched; [[ "$PATCHES" == *ggml-exact.patch* ]] && label=exact
   # shellcheck disable=SC2086  # (one path per word: the repository's own names, no spaces)
-  flavour="$flavour-exact-$(cat $PATCHES | hash_of - | cut -c1-8)"
+  flavour="$flavour-$label-$(cat $PATCHES | hash_of - | cut -c1-8)"
 fi
 # A Vulkan build also takes patches/vulkan/ (building with older Vulkan headers, as Debian 12's).
 if [[ "${USER_ARGS^^}" =~ GGML_VULKAN=(ON|1|TRUE|YES) ]]; then
@@ -85,7 +95,7 @@ fi
 WHEELS="${DUET_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/duet/wheels}/$flavour"
 mkdir -p "$WHEELS"
 if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
-  echo "bootstrap: building llama-cpp-python $LLAMA_VERSION (${USER_ARGS:-CPU build}${CMAKE_ARGS:+; $CMAKE_ARGS}${PATCHES:+; patched for exact decoding}); about 8 minutes, once" >&2
+  echo "bootstrap: building llama-cpp-python $LLAMA_VERSION (${USER_ARGS:-CPU build}${CMAKE_ARGS:+; $CMAKE_ARGS}${PATCHES:+; patched: $(for p in $PATCHES; do basename "$p" .patch; done | paste -sd, -)}); about 8 minutes, once" >&2
   src="llama-cpp-python==$LLAMA_VERSION"
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
@@ -93,7 +103,8 @@ if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
     "${PIP[@]}" download -q --no-deps --no-binary :all: "$src" -d "$work"
     tar xzf "$work"/llama_cpp_python-"$LLAMA_VERSION".tar.gz -C "$work"
     src="$work/llama_cpp_python-$LLAMA_VERSION"
-    for p in $PATCHES; do patch -s -p1 -d "$src" < "$p"; done
+    # shellcheck disable=SC2086
+    "$ROOT"/scripts/apply_patches.sh "$src" $PATCHES >/dev/null
   fi
   CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)} \
     "${PIP[@]}" wheel --no-cache-dir --no-deps --no-binary llama-cpp-python \
