@@ -10,6 +10,9 @@ from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication, QDoubleSpinBox, QLabel, QScrollArea, QWidget
 
 from app.views.settings_dialog import RELOAD_MARK
+from tests.conftest import REPLY_WAIT_S
+
+LONG_MS = REPLY_WAIT_S * 1000  # a safety net: as long as a test may run (tests/conftest.py)
 
 if TYPE_CHECKING:
     from pytestqt.qtbot import QtBot
@@ -39,7 +42,7 @@ def test_the_wheel_scrolls_the_dialog_not_the_field_under_it(qtbot: QtBot,
     assert field.value() == value  # unchanged
     assert bar.value() > top  # the dialog scrolled instead
     field.setFocus()  # a field being edited takes the wheel
-    qtbot.waitUntil(field.hasFocus)
+    qtbot.waitUntil(field.hasFocus, timeout=LONG_MS)
     wheel(field, +1)
     assert field.value() > value
     dialog.reject()

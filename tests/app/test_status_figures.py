@@ -3,6 +3,10 @@ the version of a reply on screen (the real window, the real SmolLM2)."""
 
 from __future__ import annotations
 
+from tests.conftest import REPLY_WAIT_S
+
+LONG_MS = REPLY_WAIT_S * 1000  # a safety net: as long as a test may run (tests/conftest.py)
+
 
 def figures(window) -> tuple[str, ...]:
     return tuple(window.status.labels[n].text() for n in ("speed", "acceptance", "per_pass"))
@@ -42,8 +46,8 @@ def test_the_context_fill_is_live_while_the_first_reply_streams(qtbot, window, d
     settings.set("max_tokens", 200)
     driver.load(smol_path)
     seen: list[str] = []
-    with qtbot.waitSignal(window.controller.reply_finished, timeout=180_000):
+    with qtbot.waitSignal(window.controller.reply_finished, timeout=LONG_MS):
         window.controller.send("Write a long story about the sea.")
-        qtbot.waitUntil(lambda: len(window.controller.current.turns[-1].text) > 20, timeout=180_000)
+        qtbot.waitUntil(lambda: len(window.controller.current.turns[-1].text) > 20, timeout=LONG_MS)
         seen.append(window.status.labels["context"].text())
     assert seen[0].startswith("context ") and not seen[0].startswith("context 0 ")

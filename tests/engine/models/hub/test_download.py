@@ -15,6 +15,7 @@ from engine.models.hub import download as dl
 from engine.models.hub.download import DownloadOptions, download_entry, part_path
 from engine.models.hub.errors import DownloadCancelled, HubError
 from engine.models.hub.search import repo_files
+from tests.conftest import REPLY_WAIT_S
 
 NO_RETRY = DownloadOptions(retries=0)
 
@@ -158,14 +159,14 @@ def test_a_killed_download_process_resumes_where_it_stopped(hub, dest, small_fil
     proc = subprocess.Popen([sys.executable, "-m", "engine.cli.models", "download", SMALL_REPO, SMALL_FILE],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        assert hub.paused.wait(60), "the download never started"
+        assert hub.paused.wait(REPLY_WAIT_S), "the download never started"
         part = part_path(small(dest))
-        deadline = time.monotonic() + 300  # only a hang guard
+        deadline = time.monotonic() + REPLY_WAIT_S  # only a hang guard
         while (not part.exists() or part.stat().st_size < 1_500_000) and time.monotonic() < deadline:
             time.sleep(0.02)  # a condition poll: the client writes what it received
         assert part.stat().st_size == 1_500_000
         proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+        proc.wait(REPLY_WAIT_S)
     finally:
         hub.resume.set()
         if proc.poll() is None:
