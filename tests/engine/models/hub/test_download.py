@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import namedtuple
+from contextlib import contextmanager
+from types import SimpleNamespace
 
 import pytest
 from fakehub import listing
@@ -144,6 +146,35 @@ def test_cancel_keeps_the_partial_download(hub, dest, small_file):
         download_entry(SMALL_REPO, entry(SMALL_REPO, SMALL_FILE), dest, progress=progress, cancel=cancel)
     assert 0 < part_path(small(dest)).stat().st_size < small_file.stat().st_size
     assert not small(dest).exists()
+
+
+def test_each_piece_received_is_on_disk_before_the_next_is_read(hub, dest, small_file, monkeypatch):
+    """What a killed download leaves is what it had received: each piece, however small, is
+    written through before the next one is read (none waits in a buffer of the process)."""
+    data = small_file.read_bytes()
+    part = part_path(small(dest))
+    pieces = [data[:100_000], data[100_000:100_010], data[100_010:2_000_000], data[2_000_000:]]
+    on_disk: list[tuple[int, int]] = []
+
+    class Response:
+        status_code = 200
+
+        def iter_bytes(self):
+            got = 0
+            for piece in pieces:
+                on_disk.append((part.stat().st_size, got))  # as the next piece is read
+                yield piece
+                got += len(piece)
+            on_disk.append((part.stat().st_size, got))
+
+    @contextmanager
+    def stream(*args, **kwargs):
+        yield Response()
+
+    monkeypatch.setattr(dl.client, "session", lambda: SimpleNamespace(stream=stream))
+    path = download_entry(SMALL_REPO, entry(SMALL_REPO, SMALL_FILE), dest, options=NO_RETRY)
+    assert sha(path) == sha(small_file)
+    assert on_disk == [(got, got) for _, got in on_disk] and len(on_disk) == len(pieces) + 1
 
 
 def test_a_killed_download_process_resumes_where_it_stopped(hub, dest, small_file):
