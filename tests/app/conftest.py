@@ -166,6 +166,37 @@ def relay_for():
     return Relay
 
 
+HELD_CHARS = 10  # a held reply has more than this many characters (what the tests wait for)
+
+
+@pytest.fixture
+def held_replies(monkeypatch):
+    """Each reply the window asks for, once more than HELD_CHARS characters of it have been handed
+    to the window, waits on the engine's thread until it is cancelled (Stop, a quit, the window's
+    end): "while a reply is being written" is a state the test is in, not a race between the
+    test's clicks and the reply's length (the model may end a reply at any token)."""
+    from engine.events import Token
+    from engine.runtime.service import Engine
+
+    real = Engine.submit
+
+    def submit(self, job) -> None:
+        relay = getattr(job.emit, "__self__", None)
+        if relay is not None and hasattr(relay, "batches") and hasattr(relay, "parts"):
+            inner = job.emit
+
+            def emit(item: object) -> None:
+                inner(item)
+                if isinstance(item, Token) and not len(relay.batches) and \
+                        len("".join(relay.parts).strip()) > HELD_CHARS:  # (none kept back from the window)
+                    job.cancel.wait(REPLY_WAIT_S)  # (the bound: a safety net)
+
+            job.emit = emit
+        real(self, job)
+
+    monkeypatch.setattr(Engine, "submit", submit)
+
+
 def quit_without_asking(w) -> None:
     """At the end of a test the window closes whatever it was doing (no question to answer)."""
     w.ask_to_quit = lambda why: True

@@ -56,7 +56,7 @@ def test_an_unsent_message_asks_and_is_back_at_the_next_start(qtbot, window, set
     assert again.composer.edit.toPlainText() == "half a thought"
 
 
-def test_a_reply_being_written_asks(qtbot, window, driver, smol_path, settings) -> None:
+def test_a_reply_being_written_asks(qtbot, window, driver, smol_path, settings, held_replies) -> None:
     settings.set("max_tokens", 400)
     driver.load(smol_path)
     window.controller.send("Write a very long story about the sea.")
