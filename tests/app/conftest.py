@@ -216,7 +216,7 @@ def window(qtbot, settings, home):
     w = MainWindow(settings, autoload=False)
     qtbot.addWidget(w, before_close_func=quit_without_asking)
     w.show()
-    qtbot.waitExposed(w)
+    qtbot.waitExposed(w, timeout=LONG_MS)
     yield w
     w.close()
 

@@ -32,7 +32,7 @@ def wheel(widget: QWidget, steps: int = -1) -> None:
 def test_the_wheel_scrolls_the_dialog_not_the_field_under_it(qtbot: QtBot,
                                                              window: MainWindow) -> None:
     dialog = window.settings_dialog()
-    qtbot.waitExposed(dialog)
+    qtbot.waitExposed(dialog, timeout=LONG_MS)
     field = dialog.editors["min_p"]
     assert isinstance(field, QDoubleSpinBox) and not field.hasFocus()
     bar = dialog.findChild(QScrollArea).verticalScrollBar()
@@ -50,7 +50,7 @@ def test_the_wheel_scrolls_the_dialog_not_the_field_under_it(qtbot: QtBot,
 
 def test_the_fields_of_every_group_line_up(qtbot: QtBot, window: MainWindow) -> None:
     dialog = window.settings_dialog()
-    qtbot.waitExposed(dialog)
+    qtbot.waitExposed(dialog, timeout=LONG_MS)
     lefts = {name: w.mapTo(dialog, QPoint(0, 0)).x() for name, w in dialog.editors.items()}
     assert len(set(lefts.values())) == 1, lefts
     dialog.reject()
@@ -58,7 +58,7 @@ def test_the_fields_of_every_group_line_up(qtbot: QtBot, window: MainWindow) -> 
 
 def test_the_local_server_says_it_applies_at_once(qtbot: QtBot, window: MainWindow) -> None:
     dialog = window.settings_dialog()
-    qtbot.waitExposed(dialog)
+    qtbot.waitExposed(dialog, timeout=LONG_MS)
     labels = {label.buddy() or label: label.text() for label in dialog.findChildren(QLabel)}
     server = [text for text in labels.values() if text.startswith("Local server")]
     assert server == ["Local server"] and RELOAD_MARK.strip() not in server[0]
