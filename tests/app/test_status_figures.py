@@ -42,12 +42,16 @@ def test_switching_versions_shows_the_figures_of_the_version_shown(qtbot, window
 
 
 def test_the_context_fill_is_live_while_the_first_reply_streams(qtbot, window, driver, smol_path,
-                                                                settings) -> None:
+                                                                settings, held_replies) -> None:
     settings.set("max_tokens", 200)
     driver.load(smol_path)
     seen: list[str] = []
     with qtbot.waitSignal(window.controller.reply_finished, timeout=LONG_MS):
         window.controller.send("Write a long story about the sea.")
-        qtbot.waitUntil(lambda: len(window.controller.current.turns[-1].text) > 20, timeout=LONG_MS)
+        # held mid-reply (tests/app/conftest.py), its text so far shown: the figure is the live one
+        qtbot.waitUntil(lambda: bool(held_replies) and window.controller.current.turns[-1].text.strip()
+                        == held_replies[0].strip(), timeout=LONG_MS)
+        assert window.controller.generating is not None
         seen.append(window.status.labels["context"].text())
+        window.controller.stop()
     assert seen[0].startswith("context ") and not seen[0].startswith("context 0 ")
