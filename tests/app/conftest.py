@@ -166,6 +166,44 @@ def relay_for():
     return Relay
 
 
+HELD_CHARS = 10  # a held reply has more than this many characters (what the tests wait for)
+
+
+@pytest.fixture
+def held_replies(monkeypatch) -> list[str]:
+    """The first reply submitted to an engine, once more than HELD_CHARS characters of it have
+    been handed to the window, waits on the engine's thread until it is cancelled (Stop, a quit,
+    the window's end): "while a reply is being written" is a state the test is in, not a race
+    between the test's clicks and the reply's length (the model may end a reply at any token).
+    Later replies run freely. The list returned gets the held reply's text so far, once held."""
+    from engine.events import Token
+    from engine.runtime.service import Engine
+
+    real = Engine.submit
+    held: list[str] = []
+    armed = [True]
+
+    def submit(self, job) -> None:
+        relay = getattr(job.emit, "__self__", None)
+        if armed[0] and relay is not None and hasattr(relay, "batches") and hasattr(relay, "parts"):
+            armed[0] = False  # the first reply only
+            inner = job.emit
+
+            def emit(item: object) -> None:
+                inner(item)
+                text = "".join(relay.parts)
+                if not held and isinstance(item, Token) and not len(relay.batches) and \
+                        len(text.strip()) > HELD_CHARS:  # (none of it kept back from the window)
+                    held.append(text)
+                    job.cancel.wait(REPLY_WAIT_S)  # (the bound: a safety net)
+
+            job.emit = emit
+        real(self, job)
+
+    monkeypatch.setattr(Engine, "submit", submit)
+    return held
+
+
 def quit_without_asking(w) -> None:
     """At the end of a test the window closes whatever it was doing (no question to answer)."""
     w.ask_to_quit = lambda why: True
@@ -178,7 +216,7 @@ def window(qtbot, settings, home):
     w = MainWindow(settings, autoload=False)
     qtbot.addWidget(w, before_close_func=quit_without_asking)
     w.show()
-    qtbot.waitExposed(w)
+    qtbot.waitExposed(w, timeout=LONG_MS)
     yield w
     w.close()
 

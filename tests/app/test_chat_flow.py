@@ -36,7 +36,7 @@ def test_send_streams_then_finishes(qtbot, window, driver, smol_path) -> None:
     assert window.sidebar.list.currentItem().text().startswith("Name two fruits")
 
 
-def test_stop_cancels_the_reply(qtbot, window, driver, smol_path, settings) -> None:
+def test_stop_cancels_the_reply(qtbot, window, driver, smol_path, settings, held_replies) -> None:
     settings.set("max_tokens", 400)
     driver.load(smol_path)
     window.controller.send("Write a very long story about the sea.")

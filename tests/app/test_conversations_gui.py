@@ -6,6 +6,7 @@ and Markdown in user messages."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from PySide6.QtGui import QTextCharFormat, QTextDocument
 
@@ -85,7 +86,11 @@ def test_a_too_long_message_goes_back_to_the_composer_with_an_offer(qtbot, windo
     assert settings["n_ctx"] == 512
 
 
-def test_live_figures_and_notices_belong_to_their_conversation(qtbot, window) -> None:
+def test_live_figures_and_notices_belong_to_their_conversation(qtbot, window, monkeypatch) -> None:
+    import app.control.controller
+
+    now = [100.0]  # the controller's clock, moved by the test: the batches' times are known
+    monkeypatch.setattr(app.control.controller, "time", SimpleNamespace(monotonic=lambda: now[0]))
     c = window.controller
     a = c.current
     a.add_user("hello")
@@ -93,9 +98,9 @@ def test_live_figures_and_notices_belong_to_their_conversation(qtbot, window) ->
     c.library.generating = a.id
     c.on_tokens(TokenBatch(a.id, (Token(1, "x"),)))
     assert window.status.labels["speed"].text() == "— tok/s"
-    qtbot.wait(20)  # the second batch comes later: a speed can be measured
+    now[0] += 0.5  # the second batch comes later: 2 tokens after the first in 0.5 s
     c.on_tokens(TokenBatch(a.id, (Token(2, "y", True), Token(3, "z", True))))
-    assert window.status.labels["speed"].text() != "— tok/s"
+    assert window.status.labels["speed"].text() == "4.0 tok/s"
     assert window.status.labels["acceptance"].text() == "drafted 67%"
     done = Done("length", "xyz", (1, 2, 3), Stats(n_tokens=3, gen_s=0.1, proposed=4,
                                                    accepted=2))

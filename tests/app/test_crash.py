@@ -11,6 +11,9 @@ import pytest
 from PySide6.QtWidgets import QPushButton
 
 from app import crash
+from tests.conftest import REPLY_WAIT_S
+
+LONG_MS = REPLY_WAIT_S * 1000  # a safety net: as long as a test may run (tests/conftest.py)
 
 LINE = ("Something went wrong inside Duet (ValueError: a bug in a slot); the details are in the "
         "log. The window goes on working.")
@@ -35,7 +38,7 @@ def test_an_exception_in_a_slot_is_logged_and_shown_in_one_line(qtbot, home, cap
 
         button.clicked.connect(boom)
         button.click()
-        qtbot.waitUntil(lambda: window.notice.text() == LINE)
+        qtbot.waitUntil(lambda: window.notice.text() == LINE, timeout=LONG_MS)
         [record] = logged(caplog)
         assert record.exc_info[0] is ValueError and record.exc_info[2] is not None  # the traceback
         assert window.notice.kind == "error"
@@ -43,7 +46,7 @@ def test_an_exception_in_a_slot_is_logged_and_shown_in_one_line(qtbot, home, cap
         thread = threading.Thread(target=boom)
         thread.start()
         thread.join()
-        qtbot.waitUntil(lambda: window.notice.text() == LINE)
+        qtbot.waitUntil(lambda: window.notice.text() == LINE, timeout=LONG_MS)
         assert len(logged(caplog)) == 2
     finally:
         window.crash.uninstall()

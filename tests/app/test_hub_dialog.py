@@ -8,8 +8,10 @@ import pytest
 from huggingface_hub import constants
 
 from engine.models.catalog import CATALOG
-from tests.conftest import model_path
+from tests.conftest import REPLY_WAIT_S, model_path
 from tests.engine.models.hub.fakehub import FakeFile, FakeHub, FakeRepo, sha256_of
+
+LONG_MS = REPLY_WAIT_S * 1000  # a safety net: as long as a test may run (tests/conftest.py)
 
 REPO = "bartowski/SmolLM2-135M-Instruct-GGUF"
 
@@ -44,28 +46,28 @@ def dialog(qtbot, tmp_path):
 
 def finish(qtbot, d):
     """Wait for the dialog's current task to end."""
-    qtbot.waitUntil(lambda: not d.busy(), timeout=60_000)
+    qtbot.waitUntil(lambda: not d.busy(), timeout=LONG_MS)
 
 
 def test_search_pick_fit_download_ready(qtbot, hub, dialog, tmp_path):
     d = dialog
     d.query.setText("smol")
     d.start_search()
-    qtbot.waitUntil(lambda: d.repos.count() == 1, timeout=60_000)
+    qtbot.waitUntil(lambda: d.repos.count() == 1, timeout=LONG_MS)
     finish(qtbot, d)
     assert d.repos.item(0).text() == REPO
     d.repos.setCurrentRow(0)  # lists the files
-    qtbot.waitUntil(lambda: d.files.rowCount() == 2, timeout=60_000)
+    qtbot.waitUntil(lambda: d.files.rowCount() == 2, timeout=LONG_MS)
     finish(qtbot, d)
     assert "licence apache-2.0" in d.status.text()
     quants = [d.files.item(r, 0).text() for r in range(2)]
     d.files.selectRow(quants.index("Q4_1"))  # reads the header and shows the fit
-    qtbot.waitUntil(lambda: d.fit_label.text().startswith(("fits", "tight", "won't fit")), timeout=60_000)
+    qtbot.waitUntil(lambda: d.fit_label.text().startswith(("fits", "tight", "won't fit")), timeout=LONG_MS)
     assert "KV cache" in d.fit_label.text()
     finish(qtbot, d)
     d.files.selectRow(quants.index("Q2_K"))
     finish(qtbot, d)
-    with qtbot.waitSignal(d.model_ready, timeout=60_000) as ready:
+    with qtbot.waitSignal(d.model_ready, timeout=LONG_MS) as ready:
         d.start_download()
     path = ready.args[0]
     assert path == tmp_path / "models" / REPO / "SmolLM2-135M-Instruct-Q2_K.gguf"

@@ -14,6 +14,7 @@ import pytest
 
 from engine.errors import SIGPIPE
 from tests.app.killing import MESSAGE, end, saved, start_cli, start_window, stderr_of, window_file
+from tests.conftest import REPLY_WAIT_S
 
 
 @pytest.mark.parametrize("run", range(3))
@@ -47,7 +48,7 @@ def test_a_command_line_reply_whose_reader_goes_away_is_saved_without_a_tracebac
     session = tmp_path / "chat.duet"
     proc = start_cli(tmp_path, smol_path, session)
     proc.stdout.close()  # `duet-cli generate ... | head -c 1`: the pipe's reader is gone
-    assert proc.wait(timeout=120) == 128 + SIGPIPE
+    assert proc.wait(timeout=REPLY_WAIT_S) == 128 + SIGPIPE
     texts = saved(session)
     assert MESSAGE in texts[:-1] and texts[-1]
     assert "Traceback" not in stderr_of(tmp_path) and "went away" in stderr_of(tmp_path)

@@ -10,6 +10,8 @@ import socket
 from app.engine_link.local_server import LocalServer
 from tests.conftest import REPLY_WAIT_S
 
+LONG_MS = REPLY_WAIT_S * 1000  # a safety net: as long as a test may run (tests/conftest.py)
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -42,7 +44,7 @@ def test_the_local_server_follows_its_settings(qtbot, settings, smol_path) -> No
     engine = _engine(settings, smol_path)
     server = LocalServer()
     try:
-        with qtbot.waitSignal(server.started, timeout=120_000) as started:
+        with qtbot.waitSignal(server.started, timeout=LONG_MS) as started:
             server.apply(settings.values, engine)
         assert started.args == [f"http://127.0.0.1:{port}/v1"]
         assert _get(port, "/health")[0] == 200
@@ -50,7 +52,7 @@ def test_the_local_server_follows_its_settings(qtbot, settings, smol_path) -> No
         assert _get(port, "/v1/models", key="k")[1]["data"][0]["id"] == smol_path.stem
         assert _get(port, "/v1/duet/stats", key="k")[1]["cache"]["max_bytes"] == 32 << 20
         settings.set("server_enabled", False)
-        with qtbot.waitSignal(server.stopped, timeout=60_000):
+        with qtbot.waitSignal(server.stopped, timeout=LONG_MS):
             server.apply(settings.values, engine)
         assert server.address is None
         assert engine.runtime.target is not None  # stopping the server leaves the app's engine
@@ -62,12 +64,12 @@ def test_the_local_server_follows_its_settings(qtbot, settings, smol_path) -> No
 def test_no_model_or_a_public_address_without_a_key_is_refused(qtbot, settings, smol_path) -> None:
     settings.update({"server_enabled": True})
     server = LocalServer()
-    with qtbot.waitSignal(server.failed, timeout=60_000) as failed:
+    with qtbot.waitSignal(server.failed, timeout=LONG_MS) as failed:
         server.apply(settings.values, None)
     assert "load a model first" in failed.args[0]
     settings.update({"target_model": str(smol_path), "server_host": "0.0.0.0",
                      "server_api_key": ""})
-    with qtbot.waitSignal(server.failed, timeout=60_000) as failed:
+    with qtbot.waitSignal(server.failed, timeout=LONG_MS) as failed:
         server.apply(settings.values, None)
     assert "API key" in failed.args[0]
     assert server.address is None
@@ -81,13 +83,13 @@ def test_the_window_starts_the_server_shows_its_address_and_stops_it(qtbot, wind
     driver.load(smol_path)
     settings.update({"server_port": port, "server_api_key": "k"})
     settings.set("server_enabled", True)
-    qtbot.waitUntil(lambda: label.text() == f"server http://127.0.0.1:{port}/v1", timeout=120_000)
+    qtbot.waitUntil(lambda: label.text() == f"server http://127.0.0.1:{port}/v1", timeout=LONG_MS)
     assert label.isVisibleTo(window) and _get(port, "/health")[0] == 200
     settings.set("server_enabled", False)
-    qtbot.waitUntil(lambda: not label.isVisibleTo(window), timeout=60_000)
+    qtbot.waitUntil(lambda: not label.isVisibleTo(window), timeout=LONG_MS)
     assert window.local_server.address is None
     settings.update({"server_enabled": True, "server_host": "0.0.0.0", "server_api_key": ""})
-    qtbot.waitUntil(lambda: "API key" in window.notice.text(), timeout=60_000)
+    qtbot.waitUntil(lambda: "API key" in window.notice.text(), timeout=LONG_MS)
     assert not label.isVisibleTo(window)
 
 
@@ -98,7 +100,7 @@ def test_the_chat_and_the_servers_clients_share_one_engine(qtbot, window, driver
     settings.update({"server_port": port, "server_api_key": "k", "n_parallel": 2})
     info = driver.load(smol_path)
     settings.set("server_enabled", True)
-    qtbot.waitUntil(lambda: window.local_server.address is not None, timeout=120_000)
+    qtbot.waitUntil(lambda: window.local_server.address is not None, timeout=LONG_MS)
     engine = window.client.worker.engine
     assert info.target_path == smol_path and len(engine.scheduler.slots) == 2
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REPLY_WAIT_S)

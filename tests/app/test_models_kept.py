@@ -60,7 +60,7 @@ def test_a_conversation_brings_back_its_model(qtbot, window, driver, settings, s
     gone = tmp_path / "moved-away.gguf"
     owls.model = gone
     c.select(owls.id)  # its file is gone: the model in use stays, and the window says so
-    qtbot.waitUntil(lambda: "no longer" in window.notice.text(), timeout=10_000)
+    qtbot.waitUntil(lambda: "no longer" in window.notice.text(), timeout=LONG_MS)
     assert window.flow.state.model.target_path == gemma and gone.name in window.notice.text()
 
 

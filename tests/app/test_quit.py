@@ -11,25 +11,31 @@ from tests.conftest import REPLY_WAIT_S
 LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 
 
-def answer(window, button: str, asked: list[str]) -> None:
-    """Answer the quit question, if one is open, with ``button`` (as the user clicks it)."""
+def answer(window, button: str, asked: list[str]) -> list[bool]:
+    """Answer the quit question, if one is open, with ``button`` (as the user clicks it).
+    The list returned gets an item once the answer has looked (whether or not it clicked)."""
+    looked: list[bool] = []
+
     def click() -> None:
         box = next((b for b in window.findChildren(QMessageBox, "quit-question") if b.isVisible()),
                    None)
+        looked.append(box is not None)
         if box is None:
             return
         asked.append(box.text())
         next(b for b in box.buttons() if b.text().replace("&", "") == button).click()
 
     QTimer.singleShot(0, click)
+    return looked
 
 
 def test_an_idle_window_quits_without_asking(qtbot, window, settings) -> None:
     asked: list[str] = []
-    answer(window, "Cancel", asked)
+    looked = answer(window, "Cancel", asked)
     assert window.close()
-    qtbot.wait(1)  # the answer would have come by now (it is the next event)
-    assert asked == [] and not window.isVisible() and settings["composer_draft"] == ""
+    qtbot.waitUntil(lambda: bool(looked), timeout=LONG_MS)  # the answer ran: no question was open
+    assert looked == [False] and asked == []
+    assert not window.isVisible() and settings["composer_draft"] == ""
 
 
 def test_an_unsent_message_asks_and_is_back_at_the_next_start(qtbot, window, settings) -> None:
@@ -50,7 +56,7 @@ def test_an_unsent_message_asks_and_is_back_at_the_next_start(qtbot, window, set
     assert again.composer.edit.toPlainText() == "half a thought"
 
 
-def test_a_reply_being_written_asks(qtbot, window, driver, smol_path, settings) -> None:
+def test_a_reply_being_written_asks(qtbot, window, driver, smol_path, settings, held_replies) -> None:
     settings.set("max_tokens", 400)
     driver.load(smol_path)
     window.controller.send("Write a very long story about the sea.")

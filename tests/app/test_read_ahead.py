@@ -79,12 +79,12 @@ def test_typed_prompts_queued_behind_a_newer_one_or_the_message_are_not_prepared
         prepared.append((chat.messages[-1].content, any(c is not None for c in cancel)))
         if len(prepared) == 1:
             first_held.set()
-            assert release.wait(60)
+            assert release.wait(REPLY_WAIT_S)
         return real(model, chat, policy, *cancel)
 
     monkeypatch.setattr(worker_module, "prepare", held_prepare)
     window.controller.typing("Name")
-    assert first_held.wait(60)  # the engine's thread prepares "Name"
+    assert first_held.wait(REPLY_WAIT_S)  # the engine's thread prepares "Name"
     for text in ("Name a", "Name a river"):
         window.controller.typing(text)
     window.controller.typing("Name a river.")

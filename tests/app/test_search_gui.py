@@ -26,6 +26,9 @@ from engine.events import Done, Stats
 from engine.llama.context import Context
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model
+from tests.conftest import REPLY_WAIT_S
+
+LONG_MS = REPLY_WAIT_S * 1000  # a safety net: as long as a test may run (tests/conftest.py)
 
 
 def test_search_filters_the_list(qtbot, window) -> None:
@@ -99,11 +102,11 @@ def test_saved_conversations_are_searched_off_the_gui_thread(
     assert shown() == ["Owls", "Rivers"]
     assert not any(c.loaded for c in w.controller.library.listed())
     qtbot.keyClicks(w.sidebar.search, "HUNT")  # in the reply's older version
-    qtbot.waitUntil(lambda: shown() == ["Owls"], timeout=60_000)
+    qtbot.waitUntil(lambda: shown() == ["Owls"], timeout=LONG_MS)
     w.sidebar.search.clear()
     assert shown() == ["Owls", "Rivers"]
     qtbot.keyClicks(w.sidebar.search, "sea")
-    qtbot.waitUntil(lambda: shown() == ["Rivers"], timeout=60_000)
+    qtbot.waitUntil(lambda: shown() == ["Rivers"], timeout=LONG_MS)
     assert opened_on, "the search read the files somewhere"  # they were indexed, once each
     assert threading.main_thread().name not in opened_on
     assert not any(c.loaded for c in w.controller.library.listed())  # the index answered
@@ -112,7 +115,7 @@ def test_saved_conversations_are_searched_off_the_gui_thread(
 def test_the_index_follows_saved_renamed_and_deleted_conversations(
         qtbot: QtBot, window_with_saved: MainWindow, saved: list[Path], smol: Model) -> None:
     w, c = window_with_saved, window_with_saved.controller
-    with qtbot.waitSignal(w.sidebar.searcher.found, timeout=60_000):
+    with qtbot.waitSignal(w.sidebar.searcher.found, timeout=LONG_MS):
         w.sidebar.search.setText("they")  # both are in the index now
     owls, rivers = sorted(c.library.listed(), key=lambda conv: conv.title)
     c.files.rename(owls.id, "Birds of the night")
@@ -135,16 +138,16 @@ def test_a_newer_query_supersedes_an_older_one(qtbot: QtBot, tmp_path: Path,
         def search(self, query: str, files: Sequence[Path]) -> list[Path]:
             ran.append(query)
             started.set()
-            release.wait(60)
+            assert release.wait(REPLY_WAIT_S)
             return super().search(query, files)
 
     search = ConversationSearch(Gated(tmp_path / "index.sqlite3"))
     found: list[tuple[str, frozenset[Path]]] = []
     search.found.connect(lambda query, hits: found.append((query, hits)))
     search.search("hunt", saved)
-    assert started.wait(60)
+    assert started.wait(REPLY_WAIT_S)
     search.search("flow", saved)  # superseded before it starts: never run
-    with qtbot.waitSignal(search.found, timeout=60_000):
+    with qtbot.waitSignal(search.found, timeout=LONG_MS):
         search.search("sea", saved)
         release.set()
     search.close()  # every answer sent is now queued to the GUI thread

@@ -10,6 +10,9 @@ from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication, QDoubleSpinBox, QLabel, QScrollArea, QWidget
 
 from app.views.settings_dialog import RELOAD_MARK
+from tests.conftest import REPLY_WAIT_S
+
+LONG_MS = REPLY_WAIT_S * 1000  # a safety net: as long as a test may run (tests/conftest.py)
 
 if TYPE_CHECKING:
     from pytestqt.qtbot import QtBot
@@ -29,7 +32,7 @@ def wheel(widget: QWidget, steps: int = -1) -> None:
 def test_the_wheel_scrolls_the_dialog_not_the_field_under_it(qtbot: QtBot,
                                                              window: MainWindow) -> None:
     dialog = window.settings_dialog()
-    qtbot.waitExposed(dialog)
+    qtbot.waitExposed(dialog, timeout=LONG_MS)
     field = dialog.editors["min_p"]
     assert isinstance(field, QDoubleSpinBox) and not field.hasFocus()
     bar = dialog.findChild(QScrollArea).verticalScrollBar()
@@ -39,7 +42,7 @@ def test_the_wheel_scrolls_the_dialog_not_the_field_under_it(qtbot: QtBot,
     assert field.value() == value  # unchanged
     assert bar.value() > top  # the dialog scrolled instead
     field.setFocus()  # a field being edited takes the wheel
-    qtbot.waitUntil(field.hasFocus)
+    qtbot.waitUntil(field.hasFocus, timeout=LONG_MS)
     wheel(field, +1)
     assert field.value() > value
     dialog.reject()
@@ -47,7 +50,7 @@ def test_the_wheel_scrolls_the_dialog_not_the_field_under_it(qtbot: QtBot,
 
 def test_the_fields_of_every_group_line_up(qtbot: QtBot, window: MainWindow) -> None:
     dialog = window.settings_dialog()
-    qtbot.waitExposed(dialog)
+    qtbot.waitExposed(dialog, timeout=LONG_MS)
     lefts = {name: w.mapTo(dialog, QPoint(0, 0)).x() for name, w in dialog.editors.items()}
     assert len(set(lefts.values())) == 1, lefts
     dialog.reject()
@@ -55,7 +58,7 @@ def test_the_fields_of_every_group_line_up(qtbot: QtBot, window: MainWindow) -> 
 
 def test_the_local_server_says_it_applies_at_once(qtbot: QtBot, window: MainWindow) -> None:
     dialog = window.settings_dialog()
-    qtbot.waitExposed(dialog)
+    qtbot.waitExposed(dialog, timeout=LONG_MS)
     labels = {label.buddy() or label: label.text() for label in dialog.findChildren(QLabel)}
     server = [text for text in labels.values() if text.startswith("Local server")]
     assert server == ["Local server"] and RELOAD_MARK.strip() not in server[0]

@@ -4,6 +4,9 @@ the version of a reply on screen (the real window, the real SmolLM2)."""
 from __future__ import annotations
 
 from engine.conversation.tree import Conversation
+from tests.conftest import REPLY_WAIT_S
+
+LONG_MS = REPLY_WAIT_S * 1000  # a safety net: as long as a test may run (tests/conftest.py)
 
 
 def figures(window) -> tuple[str, ...]:
@@ -40,14 +43,18 @@ def test_switching_versions_shows_the_figures_of_the_version_shown(qtbot, window
 
 
 def test_the_context_fill_is_live_while_the_first_reply_streams(qtbot, window, driver, smol_path,
-                                                                settings) -> None:
+                                                                settings, held_replies) -> None:
     settings.set("max_tokens", 200)
     driver.load(smol_path)
     seen: list[str] = []
-    with qtbot.waitSignal(window.controller.reply_finished, timeout=180_000):
+    with qtbot.waitSignal(window.controller.reply_finished, timeout=LONG_MS):
         window.controller.send("Write a long story about the sea.")
-        qtbot.waitUntil(lambda: len(window.controller.current.turns[-1].text) > 20, timeout=180_000)
+        # held mid-reply (tests/app/conftest.py), its text so far shown: the figure is the live one
+        qtbot.waitUntil(lambda: bool(held_replies) and window.controller.current.turns[-1].text.strip()
+                        == held_replies[0].strip(), timeout=LONG_MS)
+        assert window.controller.generating is not None
         seen.append(window.status.labels["context"].text())
+        window.controller.stop()
     assert seen[0].startswith("context ") and not seen[0].startswith("context 0 ")
 
 
@@ -72,12 +79,12 @@ def test_a_conversation_shown_again_shows_the_context_it_takes(qtbot, window, dr
     c.new()
     driver.send("Name a fruit, then tell me about it.")
     c.select(first.id)
-    qtbot.waitUntil(lambda: abs(_context(window)[0] - used) <= 4, timeout=60_000)
+    qtbot.waitUntil(lambda: abs(_context(window)[0] - used) <= 4, timeout=LONG_MS)
     driver.load(smol_path)  # loaded again: what the engine held is gone
-    qtbot.waitUntil(lambda: abs(_context(window)[0] - used) <= 4, timeout=60_000)
+    qtbot.waitUntil(lambda: abs(_context(window)[0] - used) <= 4, timeout=LONG_MS)
     assert _context(window)[1] == reply.n_ctx
     c.new()
     reopened = c.library.add(Conversation(first.title, first.path), first=False, show=False)
     c.select(reopened.id)  # its file, read as at the next start (text only: no KV state saved)
     qtbot.waitUntil(lambda: reopened.loaded and abs(_context(window)[0] - used) <= 4,
-                    timeout=60_000)
+                    timeout=LONG_MS)

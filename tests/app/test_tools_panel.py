@@ -133,7 +133,8 @@ def test_an_always_allowed_tool_says_so_and_can_ask_again(qtbot: QtBot, dialog: 
     assert dialog.buttons["ask"].isEnabled()
     qtbot.mouseClick(dialog.buttons["ask"], Qt.MouseButton.LeftButton)
     assert saved(tools, "friendly").allowed_tools == frozenset()
-    qtbot.waitUntil(lambda: not item(dialog, "friendly", "add").text(1).startswith("always"))
+    qtbot.waitUntil(lambda: not item(dialog, "friendly", "add").text(1).startswith("always"),
+                    timeout=WAIT_MS)
 
 
 def test_import_adds_disabled_servers_to_enable(

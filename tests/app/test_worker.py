@@ -60,7 +60,7 @@ def test_chat_streams_coalesced_batches_then_finishes(qtbot, loaded) -> None:
     # How often batches come is the Coalescer's job (fake-clock tests in tests/app/test_text.py).
 
 
-def test_cancel_ends_the_reply_and_the_worker_goes_on(qtbot, loaded) -> None:
+def test_cancel_ends_the_reply_and_the_worker_goes_on(qtbot, loaded, held_replies) -> None:
     """A cancel sent while tokens stream ends the reply as cancelled, long before its limit
     (how soon, in tokens, is asserted without threads in tests/engine/runtime/test_generate.py)."""
     events = loaded.relay.events

@@ -111,7 +111,7 @@ def test_worker_killed_mid_reply_saves_and_relaunches(smol_path, tmp_path):
                 assert chunk, proc.communicate()[1][-2000:]
                 seen += chunk
             workers[0].kill()
-            out, err = proc.communicate(timeout=120)
+            out, err = proc.communicate(timeout=REPLY_WAIT_S)
         finally:
             if proc.poll() is None:
                 proc.kill()

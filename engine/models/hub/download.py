@@ -241,6 +241,7 @@ def _stream_into(url: str, part: Path, size: int, etag: str, meter: _Meter, canc
                     if out.tell() + len(piece) > size:
                         raise HubError(f"{what}: the server sent more than the {size} bytes expected")
                     out.write(piece)
+                    out.flush()  # on disk as received: a killed process resumes from all of it
                     hasher.update(piece)
                     meter.add(len(piece))
                 out.flush()

@@ -17,6 +17,7 @@ from engine.llama.context_params import ContextParams
 from engine.llama.model import ModelSpec
 from engine.runtime.runtime import Runtime, RuntimeConfig
 from engine.runtime.service import Engine, Job
+from tests.conftest import REPLY_WAIT_S
 
 QUESTIONS = ["Name three rivers.", "What is a prime number?", "Write a haiku about snow.",
              "How do bees make honey?"]
@@ -47,7 +48,7 @@ class Reply:
 
     @property
     def done(self) -> Done:
-        assert self.ended.wait(300)
+        assert self.ended.wait(REPLY_WAIT_S)
         assert isinstance(self.events[-1], Done), self.events[-1]
         return self.events[-1]
 
@@ -82,10 +83,12 @@ def test_four_replies_share_each_pass_and_are_the_replies_they_would_be_alone(sm
                                                                               batches):
     prompts, solo = alone
     with runtime(smol_path) as rt:
-        engine = Engine(rt)
+        gate = threading.Event()  # the engine's first round waits: the four are queued by then
+        engine = Engine(rt, gate=gate)
         replies = [Reply(p) for p in prompts]
         for r in replies:
             engine.submit(r.job)
+        gate.set()
         for r, want, p in zip(replies, solo, prompts):
             same_tokens(rt.target, p, r.done.token_ids, want.token_ids)
         engine.close()
@@ -99,19 +102,16 @@ def test_a_cancelled_reply_frees_its_slot_and_leaves_the_others_alone(smol_path,
         engine = Engine(rt)
         stopped = Reply(prompts[0], SamplingParams(temperature=0, max_tokens=400))
         others = [Reply(p) for p in prompts[1:]]
-        first_token = threading.Event()
 
         def emit(item, inner=stopped._emit):
             inner(item)
             if isinstance(item, Token):
-                first_token.set()
+                stopped.job.cancel.set()  # as its first token arrives: the reply is under way
 
         stopped.job.emit = emit
         engine.submit(stopped.job)
         for r in others:
             engine.submit(r.job)
-        assert first_token.wait(300)
-        stopped.job.cancel.set()
         assert stopped.done.reason == "cancelled"
         for r, want, p in zip(others, solo[1:], prompts[1:]):  # three replies through 1 free slot
             same_tokens(rt.target, p, r.done.token_ids, want.token_ids)
@@ -126,13 +126,16 @@ def test_a_new_prompt_is_read_in_slices_while_another_reply_streams(smol_path, b
         streaming = Reply(chat_tokens(rt.target, [Message("user", QUESTIONS[0])]),
                           SamplingParams(temperature=0, max_tokens=120))
         long_prompt = chat_tokens(rt.target, [Message("user", "word " * 400 + QUESTIONS[1])])
-        started = threading.Event()
-        inner = streaming._emit
-        streaming.job.emit = lambda item: (inner(item), isinstance(item, Token) and started.set())
-        engine.submit(streaming.job)
-        assert started.wait(300)
         late = Reply(long_prompt)
-        engine.submit(late.job)
+        inner = streaming._emit
+
+        def emit(item) -> None:  # the long prompt comes with the reply's first token
+            inner(item)
+            if isinstance(item, Token) and sum(isinstance(e, Token) for e in streaming.events) == 1:
+                engine.submit(late.job)
+
+        streaming.job.emit = emit
+        engine.submit(streaming.job)
         assert late.done.reason in ("stop", "length") and streaming.done.stats.n_tokens > 0
         engine.close()
     from engine.decode.scheduler import PREFILL_SHARED
@@ -317,10 +320,12 @@ def test_a_schema_reply_beside_another_asks_no_logits_for_its_forced_tokens(smol
         grammar = Grammar.compile(rt.target, "json_schema", schema)
         by_itself = list(Generator(rt.ctx.sequences[1]).complete(prompts[0], GREEDY, grammar=grammar.matcher()))[-1]
         monkeypatch.setattr("engine.decode.scheduler.decode_batch", spy)
-        engine = Engine(rt)
+        gate = threading.Event()  # the engine's first round waits: both are queued by then
+        engine = Engine(rt, gate=gate)
         shaped, other = Reply(prompts[0], grammar=grammar.matcher()), Reply(prompts[1])
         engine.submit(shaped.job)
         engine.submit(other.job)
+        gate.set()
         same_tokens(rt.target, prompts[0], shaped.done.token_ids, by_itself.token_ids)
         same_tokens(rt.target, prompts[1], other.done.token_ids, solo[1].token_ids)
         engine.close()
@@ -355,8 +360,8 @@ def test_what_passes_cost_is_followed_only_on_passes_a_reply_had_to_itself(smol_
         lone = len(heard[0])
         assert lone == passes - 1 and 1 in heard[0]  # every pass after the prompt's, plain steps too
         together = [Reply(prompts[1], slot=0), Reply(prompts[2], slot=1)]
-        for r in together:
-            engine.submit(r.job)
+        # submitted on the engine's thread between two rounds: the next round admits both
+        engine.call(lambda: [engine.submit(r.job) for r in together]).result(REPLY_WAIT_S)
         shared = sum(r.done.stats.target_passes - 1 for r in together)
         engine.close()
     assert len(heard[0]) - lone + len(heard[1]) < shared  # the passes they shared were not heard

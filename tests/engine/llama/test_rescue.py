@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from engine.llama import rescue
+from tests.conftest import REPLY_WAIT_S
 
 
 @pytest.fixture(autouse=True)
@@ -17,20 +19,24 @@ def clean(monkeypatch):
     rescue.set_relaunch(None)
 
 
-def test_hooks_run_guarded_and_a_hung_one_is_left_behind():
+def test_hooks_run_guarded_and_a_hung_one_is_left_behind(monkeypatch):
     seen: list[str] = []
-    release = threading.Event()
+    failed, release = threading.Event(), threading.Event()
 
     def hangs(why: str) -> None:
         release.wait()
 
     def fails(why: str) -> None:
+        failed.set()
         raise OSError("disk full")
 
-    # The budget only has to outlast two hooks that return at once (it is not a speed check):
-    # a generous one, so that a busy machine cannot leave them unfinished too.
-    with rescue.hook(hangs), rescue.hook(fails), rescue.hook(seen.append):
-        assert rescue.run_hooks("worker lost", budget_s=2.0) == 1
+    # rescue's clock, by state: the budget is spent once the two hooks that return at once have
+    # run (they are waited for before the hung one, added last), however long they took
+    budget = float(REPLY_WAIT_S)
+    monkeypatch.setattr(rescue, "time", SimpleNamespace(
+        monotonic=lambda: budget if failed.is_set() and seen else 0.0))
+    with rescue.hook(fails), rescue.hook(seen.append), rescue.hook(hangs):
+        assert rescue.run_hooks("worker lost", budget_s=budget) == 1
     release.set()
     assert seen == ["worker lost"]
     assert rescue.run_hooks("again") == 0  # the block removed them

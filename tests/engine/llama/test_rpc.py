@@ -21,6 +21,7 @@ from engine.llama.context import Context
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model, ModelSpec
 from engine.runtime.runtime import Runtime, RuntimeConfig
+from tests.conftest import REPLY_WAIT_S
 
 ROOT = Path(__file__).resolve().parents[3]
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24)
@@ -91,7 +92,7 @@ def kill_mid_reply(smol_path: Path, workers: list[Worker], victim: Worker, *extr
         first = os.read(proc.stdout.fileno(), 4096)
         assert first
         victim.proc.kill()
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=REPLY_WAIT_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -160,7 +161,8 @@ def test_worker_lost_between_passes_is_a_clear_error(smol_path, workers):
     # Wait (an event, not a sleep) until this process sees the worker's end of the connection.
     fds = list(rt.target._watch._fds)
     assert fds
-    select.select(fds, [], [], 10)
+    readable, _, _ = select.select(fds, [], [], REPLY_WAIT_S)  # (the bound: a safety net)
+    assert readable
     with pytest.raises(WorkerLostError, match=victim.endpoint):
         for _ in stream:
             pass

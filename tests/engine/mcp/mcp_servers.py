@@ -167,9 +167,13 @@ def serve_http(kind: str, *, record_headers: list[dict[str, str]] | None = None)
             time.sleep(0.01)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
+        from tests.conftest import REPLY_WAIT_S
+
         server.should_exit = True
-        thread.join(timeout=30)
+        thread.join(timeout=REPLY_WAIT_S)  # a safety net: gone means gone, for what follows
         sock.close()
+        if thread.is_alive():
+            raise RuntimeError("the test MCP server did not stop")
 
 
 if __name__ == "__main__":

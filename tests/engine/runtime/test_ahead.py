@@ -19,7 +19,7 @@ from engine.llama.model import ModelSpec
 from engine.runtime.ahead import ReadAhead
 from engine.runtime.runtime import Runtime, RuntimeConfig
 from engine.runtime.service import Engine, Job
-from tests.conftest import model_path
+from tests.conftest import REPLY_WAIT_S, model_path
 
 GREEDY = SamplingParams(temperature=0, max_tokens=24)
 PASTE = "\n".join(f"def f{i}(x):\n    return x * {i} + {i * i}  # step {i}" for i in range(60))
@@ -48,7 +48,7 @@ class Watch:
 
     def until(self, held: int) -> None:
         with self._changed:
-            assert self._changed.wait_for(lambda: (held, held) in self.figures, 600)
+            assert self._changed.wait_for(lambda: (held, held) in self.figures, REPLY_WAIT_S)
 
 
 class Reply:
@@ -64,7 +64,7 @@ class Reply:
             self.ended.set()
 
     def done(self) -> Done:
-        assert self.ended.wait(600)
+        assert self.ended.wait(REPLY_WAIT_S)
         assert isinstance(self.got[-1], Done), self.got[-1]
         return self.got[-1]
 
@@ -152,17 +152,19 @@ def test_a_reply_that_arrives_stops_the_reading_and_the_reading_goes_on_after(sm
         other = chat_tokens(rt.target, [Message("user", "Name a river.")])
         watch = Watch()
         ahead = ReadAhead(eng, 0, step=16, on_read=watch)
-        started = threading.Event()
+        request = Reply()
         real = rt.ctx.sequences[0].decode
+        calls = []
 
-        def first_step_starts(*a, **kw):  # the reading is under way when the request comes
-            started.set()
+        def first_step_starts(*a, **kw):  # the request comes as the reading's first step starts
+            if not calls:
+                eng.submit(Job(other, GREEDY, request.emit, slot=None))
+            calls.append(1)
             return real(*a, **kw)
 
         rt.ctx.sequences[0].decode = first_step_starts
         ahead.want(long_prompt)
-        assert started.wait(600)
-        done = reply(eng, other, slot=None)
+        done = request.done()
         assert done.reason in ("stop", "length") and done.token_ids
         watch.until(len(long_prompt))
         assert rt.ctx.sequences[0].tokens == long_prompt
@@ -226,7 +228,7 @@ def test_idle_work_added_first_while_another_runs_is_kept(smol_path):
             return False
 
         eng.add_idle(first)
-        assert ran.wait(60)
+        assert ran.wait(REPLY_WAIT_S)
         assert steps == ["first", "newcomer"]
     finally:
         eng.close()

@@ -6,6 +6,7 @@ every request that waits for it, and a failed load names its file."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from engine.errors import ModelLoadError
 from engine.models.served import Offer
 from engine.runtime.fleet import Fleet, FleetError, LoadFailed, UnknownModel
+from tests.conftest import REPLY_WAIT_S
 
 
 class Stand:
@@ -31,6 +33,59 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class Waiters(threading.Condition):
+    """The fleet's condition, counting the threads blocked in it: a test sees that a request
+    waits (by state, not by how long it has been running)."""
+
+    def __init__(self) -> None:
+        super().__init__(threading.RLock())  # (reentrant, as the fleet's own)
+        self.blocked = self.ended = 0
+        self._seen = threading.Condition()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        with self._seen:
+            self.blocked += 1
+            self._seen.notify_all()
+        try:
+            return super().wait(timeout)  # (the fleet's lock is released only in here)
+        finally:
+            with self._seen:
+                self.blocked -= 1
+                self._seen.notify_all()
+
+    def start(self, fn: Callable[[], object]) -> threading.Thread:
+        """Run ``fn`` in a thread of its own, counted in ``ended`` once it returns."""
+        def run() -> None:
+            try:
+                fn()
+            finally:
+                with self._seen:
+                    self.ended += 1
+                    self._seen.notify_all()
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+    def note(self) -> None:
+        """Have ``until_blocked`` look again (something its ``wrong`` depends on changed)."""
+        with self._seen:
+            self._seen.notify_all()
+
+    def until_blocked(self, n: int, wrong: Callable[[], bool] = lambda: False) -> None:
+        """Return once ``n`` threads are blocked in the fleet, none of those started having
+        ended and ``wrong()`` false (either fails the test at once; the bound is a safety net)."""
+        with self._seen:
+            assert self._seen.wait_for(lambda: self.blocked == n or self.ended or wrong(), REPLY_WAIT_S)
+            assert (self.blocked, self.ended, wrong()) == (n, 0, False)
+
+
+def watched(f: Fleet[Stand]) -> Waiters:
+    """Put a Waiters in place of ``f``'s condition (before any thread uses it)."""
+    f._changed = waiters = Waiters()
+    return waiters
 
 
 def offers(**sizes: int) -> list[Offer]:
@@ -97,11 +152,13 @@ def test_a_leased_model_is_never_unloaded_and_a_load_waits_for_a_lease_to_end():
     with pytest.raises(FleetError, match="stay busy"):
         f.acquire("b", timeout=0)
     assert not held.value.closed
+    waiters = watched(f)
     got: list[Stand] = []
-    waiter = threading.Thread(target=lambda: got.append(use(f, "b")))
-    waiter.start()
+    waiter = waiters.start(lambda: got.append(use(f, "b")))
+    waiters.until_blocked(1)  # the load waits for the lease (not released before it asked)
+    assert got == [] and not held.value.closed
     held.release()  # the waiting load unloads a, then loads b
-    waiter.join(60)
+    waiter.join(REPLY_WAIT_S)
     assert held.value.closed and [s.name for s in got] == ["b"]
 
 
@@ -130,20 +187,21 @@ def test_every_request_waiting_for_a_load_gets_the_one_load():
 
     def load(offer: Offer) -> Stand:
         made.append(offer.name)
+        waiters.note()
         started.set()
-        go.wait(60)
+        go.wait(REPLY_WAIT_S)
         return Stand(offer.name)
 
     f: Fleet[Stand] = Fleet(offers(a=1), load, budget=10, reaper=False)
+    waiters = watched(f)
     got: list[Stand] = []
-    threads = [threading.Thread(target=lambda: got.append(use(f, "a"))) for _ in range(4)]
-    for t in threads:
-        t.start()
-    started.wait(60)
-    assert f.status(f.find("a")) == "loading"
+    threads = [waiters.start(lambda: got.append(use(f, "a"))) for _ in range(4)]
+    assert started.wait(REPLY_WAIT_S)
+    waiters.until_blocked(3, lambda: len(made) > 1)  # the three others wait for that one load
+    assert f.status(f.find("a")) == "loading" and got == []
     go.set()
     for t in threads:
-        t.join(60)
+        t.join(REPLY_WAIT_S)
     assert made == ["a"] and len(got) == 4 and len({id(s) for s in got}) == 1
 
 
@@ -167,11 +225,13 @@ def test_a_model_larger_than_the_budget_is_refused_before_anything_unloads():
 def test_unload_waits_for_the_reply_in_flight_and_an_adopted_model_stays():
     f, _, _ = fleet(a=1, own=1)
     lease = f.acquire("a")
+    waiters = watched(f)
     done = threading.Event()
-    threading.Thread(target=lambda: (f.unload("a"), done.set())).start()
-    assert not done.wait(0.2) and not lease.value.closed
+    waiters.start(lambda: (f.unload("a"), done.set()))
+    waiters.until_blocked(1)  # the unload waits for the lease
+    assert not done.is_set() and not lease.value.closed
     lease.release()
-    assert done.wait(60) and lease.value.closed
+    assert done.wait(REPLY_WAIT_S) and lease.value.closed
     assert f.unload("a") is False
     own = Stand("own")
     f.adopt(f.find("own"), own)

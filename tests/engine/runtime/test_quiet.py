@@ -11,7 +11,7 @@ from engine.llama.model import ModelSpec
 from engine.runtime.quiet import Quiet
 from engine.runtime.runtime import Runtime, RuntimeConfig
 from engine.runtime.service import Engine
-from tests.conftest import model_path
+from tests.conftest import REPLY_WAIT_S, model_path
 
 
 class Stub:
@@ -43,18 +43,46 @@ def test_busy_stops_the_others_and_the_last_one_idle_wakes_them() -> None:
     assert (a.woken, b.woken) == (2, 1)  # b left: no longer woken
 
 
+class Told(Quiet):
+    """A Quiet that counts the times an engine asked whether it may do idle work and was told
+    no: a test sees the engine decide, rather than giving it some time to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = 0
+        self.seen = threading.Condition()
+
+    def calm(self, engine: object) -> bool:
+        calm = super().calm(engine)
+        if not calm:
+            with self.seen:
+                self.refused += 1
+                self.seen.notify_all()
+        return calm
+
+
 def test_idle_work_waits_for_a_load_elsewhere() -> None:
-    q = Quiet()
+    q = Told()
     rt = Runtime(RuntimeConfig(target=ModelSpec(model_path("test")),
                                context=ContextParams(n_ctx=256),
                                speculative=SpeculativeParams(drafter="none"), kv_store_bytes=0))
     eng = Engine(rt, quiet=q)
     ran = threading.Event()
+
+    def idle() -> bool:
+        ran.set()
+        with q.seen:
+            q.seen.notify_all()
+        return False
+
     try:
         with q.busy():
-            eng.add_idle(lambda: ran.set() or False)
-            assert eng.call(lambda: 1).result(timeout=60) == 1  # calls still run
-            assert not eng.wait_until(lambda e: ran.is_set(), timeout=1.0)
-        assert ran.wait(timeout=60)  # the load ended: it runs
+            eng.add_idle(idle)
+            # calls still run; the count read on the engine's thread, as the call runs
+            before = eng.call(lambda: q.refused).result(timeout=REPLY_WAIT_S)
+            with q.seen:  # the engine, idle after the call, asks again and is told to wait
+                assert q.seen.wait_for(lambda: q.refused > before or ran.is_set(), REPLY_WAIT_S)
+            assert not ran.is_set()
+        assert ran.wait(timeout=REPLY_WAIT_S)  # the load ended: it runs
     finally:
         eng.close()

@@ -182,7 +182,7 @@ def test_a_full_queue_answers_429_in_each_dialect_shape(smol_path, server_factor
         "model": "test", "prompt": "Hi", "stream": False, "options": {"num_predict": 2}}))
     try:
         first.start()
-        assert served.engine.wait_until(lambda e: e.queued == 1, timeout=60)
+        assert served.engine.wait_until(lambda e: e.queued == 1, timeout=REPLY_WAIT_S)
         with pytest.raises(anthropic.RateLimitError) as e:
             client(served).messages.create(model="test", messages=ASK, max_tokens=2)
         assert e.value.body["error"]["type"] == "rate_limit_error"

@@ -39,7 +39,7 @@ def test_a_full_queue_answers_429_with_retry_after(smol_path, server_factory):
         first = threading.Thread(target=lambda: results.append(client.chat.completions.create(
             model="test", temperature=0, max_tokens=4, messages=[{"role": "user", "content": "Hi"}])))
         first.start()
-        assert served.engine.wait_until(lambda e: e.queued == 1, timeout=60)
+        assert served.engine.wait_until(lambda e: e.queued == 1, timeout=REPLY_WAIT_S)
         with pytest.raises(openai.RateLimitError) as err:
             client.chat.completions.create(model="test", max_tokens=4,
                                            messages=[{"role": "user", "content": "Hi"}])
@@ -132,7 +132,7 @@ def test_the_grammar_vocabulary_is_built_while_the_server_waits(server_factory, 
 
     server, s = server_factory(smol_path, drafter="none")
     try:
-        assert s.engine.wait_until(lambda _: constraint.is_prepared(s.model), 120)
+        assert s.engine.wait_until(lambda _: constraint.is_prepared(s.model), REPLY_WAIT_S)
     finally:
         server.close()
         s.engine.close()

@@ -21,6 +21,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from engine.server.loading import Gate, loading_app
+from tests.conftest import REPLY_WAIT_S
 
 ROOT = Path(__file__).parents[3]
 
@@ -69,7 +70,7 @@ def test_a_client_started_with_the_server_waits_for_the_model_and_succeeds(tmp_p
         assert "listening on" in line, proc.stderr.read() if proc.stderr else ""
         # from here the port is open: each answer is 503 (loading) or the model's
         statuses = set()
-        with httpx.Client(timeout=30) as http:
+        with httpx.Client(timeout=REPLY_WAIT_S) as http:
             statuses.add(http.get(f"http://127.0.0.1:{port}/health").status_code)
         assert statuses <= {200, 503}
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=120)
@@ -79,7 +80,7 @@ def test_a_client_started_with_the_server_waits_for_the_model_and_succeeds(tmp_p
         assert "4 parallel" in proc.stdout.readline()
     finally:
         proc.terminate()
-        proc.wait(timeout=60)
+        proc.wait(timeout=REPLY_WAIT_S)
 
 
 def test_four_sequences_share_the_cells_of_one(smol):
@@ -118,7 +119,7 @@ def test_a_terminated_server_keeps_its_clients_conversation_on_disk(smol_path, t
             reply = ask(port, messages)
         finally:
             proc.terminate()
-            rc = proc.wait(timeout=60)
+            rc = proc.wait(timeout=REPLY_WAIT_S)
         return reply, rc
 
     first, rc = served(messages)

@@ -71,7 +71,7 @@ def test_a_full_queue_is_busy_with_its_retry_after(smol_path, server_factory):
     try:
         first = threading.Thread(target=post, args=(served.port, HELLO.path, plan.body(HELLO, {})))
         first.start()
-        assert served.engine.wait_until(lambda e: e.queued == 1, timeout=60)
+        assert served.engine.wait_until(lambda e: e.queued == 1, timeout=REPLY_WAIT_S)
         with pytest.raises(Busy) as err:
             post(served.port, HELLO.path, plan.body(HELLO, {}))
         assert err.value.retry_after == 1.0

@@ -23,6 +23,7 @@ from engine.llama.context_params import ContextParams
 from engine.llama.model import ModelSpec
 from engine.runtime.runtime import Runtime, RuntimeConfig
 from engine.runtime.service import Engine, Job
+from tests.conftest import REPLY_WAIT_S
 
 GREEDY = SamplingParams(temperature=0, max_tokens=16)
 
@@ -89,11 +90,11 @@ def test_a_job_runs_before_the_idle_work_goes_on(smol_path: Path) -> None:
     with Runtime(config(smol_path, "none")) as rt:
         engine = Engine(rt)
         engine.add_idle(idle)
-        assert idled.wait(60)
+        assert idled.wait(REPLY_WAIT_S)
         prompt = chat_tokens(rt.target, [Message("user", "Name a fruit.")])
         engine.submit(Job(prompt, GREEDY, emit))
-        assert ended.wait(300)
-        assert finished.wait(60)  # the idle work went on after the reply, and ended
+        assert ended.wait(REPLY_WAIT_S)
+        assert finished.wait(REPLY_WAIT_S)  # the idle work went on after the reply, and ended
         engine.close()
     start, end = seen.index("Token"), seen.index("Done")
     assert "idle" not in seen[start:end] and seen[-1] == "idle"

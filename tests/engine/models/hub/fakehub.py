@@ -6,7 +6,10 @@ Endpoints: ``GET /api/models`` (search, filter, sort, limit), ``GET /api/models/
 ``X-Error-Code: GatedRepo`` for a gated repository without the right token; 404 with
 ``RepoNotFound``/``EntryNotFound``) and ``HEAD|GET /cdn/{repo}/{path}`` serving the real bytes with
 ``Range``/``If-Range``. Faults to inject: ``cut_after`` (close the connection after N body bytes,
-once per value popped), ``die_on_cut`` (stop listening after a cut), ``pause_after`` (send N bytes, set ``paused``,
+once per value popped), ``dead`` (while set, every request, on a new connection or a kept-alive
+one, is recorded, then its connection closed without a response: a server that is gone),
+``die_on_cut`` (set ``dead`` at a cut, in the handler before the connection is closed, so that no
+later request is served, whatever the threads' timing), ``pause_after`` (send N bytes, set ``paused``,
 then hold the connection until ``resume`` is set), ``wrong_sha`` (paths whose advertised sha256
 is wrong). ``requests`` records (method, path, Range header) of every request.
 """
@@ -62,6 +65,7 @@ class FakeHub:
         self.repos: dict[str, FakeRepo] = {}
         self.cut_after: list[int] = []
         self.die_on_cut = False
+        self.dead = False  # refuse everything: see the module's docstring
         self.wrong_sha: set[str] = set()
         self.pause_after: int | None = None  # hold a GET after N body bytes until ``resume`` is set
         self.paused = threading.Event()
@@ -134,6 +138,9 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             url = urlsplit(self.path)
             path = unquote(url.path)
             hub.requests.append((method, path, self.headers.get("Range")))
+            if hub.dead:  # recorded (the test can see it was tried), then closed without a response
+                self.close_connection = True
+                return
             if path == "/api/models":
                 return self._search(parse_qs(url.query))
             if path.startswith("/api/models/"):
@@ -242,10 +249,10 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 return
             if cut is not None and cut < length:
                 self.wfile.flush()
+                if hub.die_on_cut:
+                    hub.dead = True  # before the cut: the client's next request finds the server gone
                 self.close_connection = True
                 self.connection.shutdown(2)
-                if hub.die_on_cut:
-                    threading.Thread(target=hub.stop, daemon=True).start()
 
         # -- plumbing ---------------------------------------------------------------------
         def _json(self, obj: object) -> None:
