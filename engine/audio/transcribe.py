@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 RATE = 16_000  # samples a second, as Whisper reads them
 MAX_SECONDS = 3600.0  # the longest audio one call decodes (230 MB of samples)
+UNKNOWN_LENGTH = 0x7FFF0000  # a WAV data size from here up is a placeholder (streamed recordings)
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,8 @@ def default_folder() -> Path:
 
 def check_wav(f: BinaryIO, size: int) -> None:
     """If ``f`` (``size`` bytes, at its start) is a RIFF WAVE file, its ``data`` chunk must be
-    all there. A size of 0 or 0xFFFFFFFF (a recorder that never went back to write it) is
-    taken as "to the end of the file"."""
+    all there. A size of 0 or of 2 GiB or more (0x7FFFFFFF, 0xFFFFFFFF: what a recorder writing
+    to a pipe puts there, never to go back) is taken as "to the end of the file"."""
     head = f.read(12)
     f.seek(0)
     if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
@@ -83,7 +84,7 @@ def check_wav(f: BinaryIO, size: int) -> None:
         if chunk_id == b"data":
             f.seek(0)
             held = size - pos - 8
-            if length not in (0, 0xFFFFFFFF) and length > held:
+            if 0 < length < UNKNOWN_LENGTH and length > held:
                 raise AudioError(f"the WAV file is truncated: its header promises {length} bytes of "
                                  f"audio, it holds {held}")
             return

@@ -76,10 +76,11 @@ def test_bad_audio_is_one_line(data: bytes, message: str) -> None:
     assert "\n" not in str(err.value)
 
 
-def test_a_wav_of_unknown_length_is_read_to_its_end() -> None:
+@pytest.mark.parametrize("placeholder", [0xFFFFFFFF, 0x7FFFFFFF])
+def test_a_wav_of_unknown_length_is_read_to_its_end(placeholder: int) -> None:
     data = bytearray(_wav(0.25))
     at = data.index(b"data") + 4
-    data[at:at + 4] = struct.pack("<I", 0xFFFFFFFF)  # as a recorder that never went back
+    data[at:at + 4] = struct.pack("<I", placeholder)  # as a recorder writing to a pipe
     check_wav(io.BytesIO(bytes(data)), len(data))
     assert len(decode(bytes(data))) == RATE // 4
 

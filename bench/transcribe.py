@@ -1,0 +1,88 @@
+"""``python -m bench transcribe``: how fast Whisper base (engine.audio.transcribe) turns speech into
+text on this CPU, as a real-time factor (seconds of audio per second of work; issue 74's target:
+3 or more), on a clip of ``--seconds`` made by joining the spoken test clips (tests/data/speech/).
+
+Each run is what ``duet-cli transcribe`` and the server do with a file: decode the WAV's bytes,
+then transcribe (language detected unless ``--language``). The model's load is timed apart, and
+one warm-up run goes first. Prints a table and the transcript's word error rate, and writes
+``OUT/transcribe.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import time
+import wave
+from pathlib import Path
+
+import numpy as np
+
+from engine.audio.transcribe import RATE, Transcriber, decode
+
+SPEECH = Path(__file__).resolve().parents[1] / "tests" / "data" / "speech"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("transcribe", help="speech to text: real-time factor of Whisper base on a spoken clip")
+    p.add_argument("--seconds", type=float, default=10.0, help="length of the clip (default 10)")
+    p.add_argument("--runs", type=int, default=3, help="timed runs after one warm-up (default 3)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (default: the engine's, up to 8)")
+    p.add_argument("--language", default=None, help="ISO 639-1 code (default: detected, as a request without one)")
+    p.add_argument("--out", type=Path, default=Path("bench-out"))
+    p.set_defaults(func=run)
+
+
+def clip(seconds: float) -> tuple[bytes, str]:
+    """A WAV of at least ``seconds`` (16 kHz mono) made of the test clips in turn, with their texts."""
+    pieces: list[np.ndarray] = []
+    texts: list[str] = []
+    n = 0
+    clips = sorted(SPEECH.glob("*.wav"))
+    while n < seconds * RATE:
+        path = clips[len(pieces) % len(clips)]
+        samples = decode(path)
+        pieces.append(samples)
+        texts.append(path.with_suffix(".txt").read_text(encoding="utf-8").strip())
+        n += len(samples)
+    joined = np.concatenate(pieces)
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(RATE)
+        w.writeframes((joined * 32768).clip(-32768, 32767).astype("<i2").tobytes())
+    return out.getvalue(), " ".join(texts)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tests.speech import word_error_rate  # the tests' measure (bench runs from a checkout)
+
+    data, reference = clip(args.seconds)
+    audio_s = (len(data) - 44) / (2 * RATE)
+    t = Transcriber(threads=args.threads)
+    t0 = time.perf_counter()
+    t.languages()  # loads the model
+    load_s = time.perf_counter() - t0
+    t.transcribe(data, language=args.language)  # warm-up
+    times, text = [], ""
+    for _ in range(args.runs):
+        t0 = time.perf_counter()
+        text = t.transcribe(data, language=args.language).text
+        times.append(time.perf_counter() - t0)
+    median = statistics.median(times)
+    result = {"audio_s": round(audio_s, 2), "threads": t.threads, "language": args.language or "detected",
+              "load_s": round(load_s, 2), "runs_s": [round(x, 3) for x in times], "median_s": round(median, 3),
+              "realtime_factor": round(audio_s / median, 2), "wer": round(word_error_rate(reference, text), 3),
+              "cpus": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()], "text": text}
+    print(f"audio {audio_s:.2f} s, {t.threads} threads, language {result['language']}, model load {load_s:.2f} s")
+    print("| runs | median s | min s | max s | real-time factor | WER |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    print(f"| {len(times)} | {median:.2f} | {min(times):.2f} | {max(times):.2f} | {audio_s / median:.1f}x "
+          f"| {result['wer']:.1%} |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "transcribe.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return 0
