@@ -42,6 +42,10 @@ MAX_SECONDS = 3600.0  # the longest audio one call decodes (230 MB of samples)
 UNKNOWN_LENGTH = 0x7FFF0000  # a WAV data size from here up is a placeholder (streamed recordings)
 
 
+class LanguageError(AudioError):
+    """A language Whisper does not know."""
+
+
 @dataclass(frozen=True)
 class Segment:
     start: float  # seconds
@@ -176,7 +180,7 @@ class Transcriber:
         with self._lock:
             model = self._load()
             if language is not None and language not in model.supported_languages:
-                raise AudioError(f"unknown language '{language}' (give an ISO 639-1 code such as en)")
+                raise LanguageError(f"unknown language '{language}' (give an ISO 639-1 code such as en)")
             parts, info = model.transcribe(samples, language=language, initial_prompt=prompt or None,
                                            temperature=temperature, beam_size=1,
                                            condition_on_previous_text=False)

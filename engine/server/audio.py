@@ -23,7 +23,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from engine.audio.transcribe import Transcriber, Transcript
+from engine.audio.transcribe import LanguageError, Transcriber, Transcript
 from engine.errors import AudioError, ModelLoadError
 from engine.server import schema
 from engine.server.core import Front
@@ -61,6 +61,8 @@ class Speech:
         future = self._worker.submit(self.transcriber.transcribe, data, **options)
         try:
             return await asyncio.wrap_future(future)
+        except LanguageError as e:
+            raise bad_request(str(e), "language") from None
         except AudioError as e:
             raise bad_request(str(e), "file", code="invalid_audio") from None
         except ModelLoadError as e:

@@ -74,7 +74,7 @@ def test_hostile_uploads_are_a_clear_4xx(speech_server, name, content, status, w
     ({"model": "gpt-4o"}, 404, "model"),
     ({"model": "whisper-1", "response_format": "mp3"}, 400, "response_format"),
     ({"model": "whisper-1", "temperature": "7"}, 400, "temperature"),
-    ({"model": "whisper-1", "language": "xx"}, 400, "file"),
+    ({"model": "whisper-1", "language": "xx"}, 400, "language"),
     ({"model": "whisper-1", "stream": "true"}, 400, "stream"),
     ({"model": "whisper-1", "timestamp_granularities[]": "word"}, 400, "timestamp_granularities[]"),
 ])
