@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+from engine.errors import DuetError
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("transcribe", help="turn speech in an audio file into text (Whisper)")
@@ -26,6 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run(args: argparse.Namespace) -> int:
     from engine.audio.transcribe import Transcriber  # lazy: numpy, and faster-whisper at the first use
 
+    if not 0 <= args.threads <= 256:
+        raise DuetError("--threads must be between 0 (the default) and 256")
     source: Path | bytes = sys.stdin.buffer.read() if args.file == "-" else Path(args.file)
     got = Transcriber(args.speech_model, threads=args.threads).transcribe(
         source, language=args.language, prompt=args.prompt)

@@ -48,6 +48,11 @@ def test_bad_audio_is_one_line_and_exit_1(capsys, tmp_path: Path, content: bytes
     assert err.count("\n") == 1 and err.startswith("duet-cli: error: ") and message in err
 
 
+def test_threads_out_of_range(capsys) -> None:
+    code, _, err = run(capsys, "transcribe", "--threads", "-1", str(CLIPS[0]))
+    assert code == 1 and "--threads must be between" in err
+
+
 def test_missing_file_and_missing_model(capsys, tmp_path: Path) -> None:
     code, _, err = run(capsys, "transcribe", str(tmp_path / "none.wav"))
     assert code == 1 and "cannot read" in err and err.count("\n") == 1
