@@ -1,5 +1,5 @@
 """``python -m bench ...``: plain, speculative, session, server, rpc, parallel, structured,
-tool-turn, conversation, documents, retrieval, exact, edge, fleet, read_ahead, soak.
+tool-turn, conversation, documents, retrieval, exact, edge, fleet, read_ahead, transcribe, soak.
 
 The benchmarks live beside the product, not in it: run them from a checkout's root (the folder
 that holds engine/ and bench/), with the venv's Python. ``pip install`` and the bundle leave them
@@ -25,13 +25,14 @@ from bench import (
     speculative,
     structured,
     tool_turn,
+    transcribe,
 )
 from bench.soak import command as soak
 from engine import logsetup
 from engine.cli.main import run_command
 
 BENCHMARKS = (plain, speculative, session, server, rpc, parallel, structured, tool_turn,
-              conversation, documents, retrieval, exact, edge, fleet, read_ahead, soak)
+              conversation, documents, retrieval, exact, edge, fleet, read_ahead, transcribe, soak)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -51,6 +51,10 @@ class FetchError(DuetError):
     """A starter model could not be fetched or failed its checksum."""
 
 
+class AudioError(DuetError):
+    """Audio that cannot be transcribed: empty, not audio, a truncated WAV, or too long."""
+
+
 class WorkerLostError(DecodeError):
     """An RPC worker holding part of the model went away; the model cannot be used any more."""
 

@@ -1,4 +1,4 @@
-"""``duet-cli``: the headless front end (generate, models, session, serve, worker)."""
+"""``duet-cli``: the headless front end (generate, models, session, serve, transcribe, worker)."""
 
 from __future__ import annotations
 
@@ -152,9 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     from engine.cli import models as cli_models
     from engine.cli import serve as server_cli
     from engine.cli import session as session_cli
+    from engine.cli import transcribe as transcribe_cli
     from engine.llama import rpc_worker as worker
 
-    for module in (cli_models, session_cli, server_cli, worker):
+    for module in (cli_models, session_cli, server_cli, transcribe_cli, worker):
         module.add_parser(sub)
     return parser
 

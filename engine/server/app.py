@@ -27,7 +27,17 @@ from engine.models.served import Offer
 from engine.runtime.fleet import Fleet, FleetError
 from engine.runtime.runtime import Runtime
 from engine.runtime.service import Engine
-from engine.server import anthropic, embeddings, model_routes, ollama, ollama_models, openai, openai_responses, openapi
+from engine.server import (
+    anthropic,
+    audio,
+    embeddings,
+    model_routes,
+    ollama,
+    ollama_models,
+    openai,
+    openai_responses,
+    openapi,
+)
 from engine.server.core import ApiConfig, DuetServer, Front, HoldLeases
 from engine.server.errors import ApiError
 from engine.server.response_store import ResponseStore
@@ -58,6 +68,7 @@ ROUTES = (
     Route("/api/show", ollama_models.show, methods=["POST"]),
     Route("/api/version", ollama_models.version, methods=["GET"]),
     Route("/v1/embeddings", embeddings.openai_embeddings, methods=["POST"]),
+    Route("/v1/audio/transcriptions", audio.transcriptions, methods=["POST"]),
     Route("/api/embed", embeddings.ollama_embed, methods=["POST"]),
     Route("/api/embeddings", embeddings.ollama_embeddings, methods=["POST"]),
     Route("/v1/duet/stats", model_routes.stats, methods=["GET"]),
@@ -139,6 +150,7 @@ def create_fleet_app(fleet: Fleet[DuetServer], config: ApiConfig,
     app.state.duet = Front(fleet, config, defaults)
     app.state.vectors = embeddings.Vectors.of_file(config.embedding_model) \
         if config.embedding_model is not None else None
+    app.state.speech = audio.Speech(config.speech_model)  # the model loads at the first request
     app.state.responses = ResponseStore()  # for the Responses API's previous_response_id
     n_ctx = max((o.n_ctx for o in fleet.offers), default=0)
     app.state.openapi = openapi.document([o.name for o in fleet.offers], n_ctx)

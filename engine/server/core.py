@@ -54,6 +54,8 @@ class ApiConfig:
     cors_origins: tuple[str, ...] = ()
     retry_after_s: int = 1
     embedding_model: Path | None = None  # None: embeddings from the chat model, mean-pooled
+    speech_model: Path | None = None  # a faster-whisper folder; None: the catalogue's whisper
+    max_audio: int = 25 << 20  # the largest audio upload, OpenAI's limit
     reasoning_budget: int | None = None  # a reasoning model's thinking, when a request sets none
     exactness: Exactness | None = None  # the offered models' before they load (None: unknown)
 

