@@ -1,0 +1,199 @@
+"""The import: each conversation of each file written as a ``.duet`` file in the conversations
+folder, as the window saves one (its messages, ``settings.title`` and ``settings.tree`` with
+every version), text only: no KV state is computed here, the history is read the first time
+the conversation is continued. The file's mtime is the conversation's last change, so the
+window lists it among the others in the order it was last used.
+
+Idempotent: each conversation's key (registry.key_of) is recorded in the file
+(``settings.import``) and in a small ledger beside the files (``.imports.sqlite3``); a key
+whose file still exists is not imported again. Each conversation is committed on its own (the
+file, then its ledger row), so a bad record, a failure or an interruption loses nothing already
+imported. Every file written goes into the search index at once, as a save does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from engine import paths
+from engine.conversation.importers.base import Imported, ImportFailure
+from engine.conversation.importers.records import Records
+from engine.conversation.importers.registry import LABELS, read_record
+from engine.conversation.search_index import SearchIndex
+from engine.conversation.session import store
+from engine.conversation.session.format import SUFFIX, write_session
+from engine.conversation.session.meta import ModelInfo, SessionMeta, utc_now_iso
+from engine.conversation.store import tree_to_json
+from engine.conversation.tree import Conversation
+from engine.errors import SessionError
+
+log = logging.getLogger(__name__)
+
+LEDGER = ".imports.sqlite3"
+_UNSAFE = re.compile(r'[\\/:*?"<>|\x00-\x1f]+')
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where an import stands: the file being read, its bytes read and in all, and the counts."""
+
+    file: Path
+    done_bytes: int
+    total_bytes: int
+    added: int
+    skipped: int
+    failed: int
+
+
+@dataclass
+class ImportReport:
+    """``added``: the files written; ``skipped``: conversations already imported; ``failed``:
+    one line for each record or file that could not be imported."""
+
+    added: list[Path] = field(default_factory=list)
+    skipped: int = 0
+    failed: list[str] = field(default_factory=list)
+
+
+def import_files(files: Sequence[Path], folder: Path | None = None, *,
+                 progress: Callable[[Progress], None] | None = None,
+                 index: SearchIndex | None = None) -> ImportReport:
+    """Import every conversation in ``files`` into ``folder`` (the conversations folder by
+    default); ``progress`` is called after each record. Never raises for a bad file or record:
+    each is one line in the report's ``failed``."""
+    folder = Path(folder) if folder is not None else paths.conversations_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    report = ImportReport()
+    own_index = index is None
+    index = index or SearchIndex()
+    try:
+        with Ledger(folder / LEDGER) as ledger:
+            for path in files:
+                _import_file(Path(path), folder, ledger, index, report, progress)
+    finally:
+        if own_index:
+            index.close()
+    return report
+
+
+def _import_file(path: Path, folder: Path, ledger: Ledger, index: SearchIndex,
+                 report: ImportReport, progress: Callable[[Progress], None] | None) -> None:
+    records = Records(path)
+    try:
+        for i, record in records:
+            try:
+                if isinstance(record, ImportFailure):
+                    raise record
+                imported, key = read_record(record)
+                if ledger.has(key):
+                    report.skipped += 1
+                else:
+                    written = save_imported(folder, imported, key, source=path)
+                    ledger.add(key, written, imported)
+                    index.update(written)
+                    report.added.append(written)
+            except (ImportFailure, SessionError) as e:
+                report.failed.append(f"{path.name}: record {i}{_name(record)}: {e}")
+            if progress is not None:
+                progress(Progress(path, records.done, records.total, len(report.added),
+                                  report.skipped, len(report.failed)))
+    except ImportFailure as e:  # the file itself: unreadable, or its list broken
+        report.failed.append(f"{path.name}: {e}")
+
+
+def _name(record: Any) -> str:
+    """`` ("title")`` of a record, for a line about it, when it has one."""
+    if isinstance(record, dict):
+        for key in ("title", "name"):
+            if isinstance(record.get(key), str) and record[key].strip():
+                return f' ("{" ".join(record[key].split())[:60]}")'
+        if isinstance(record.get("conv"), dict):
+            return _name(record["conv"])
+    return ""
+
+
+def file_for(folder: Path, title: str) -> Path:
+    """``folder/<title>.duet``, or ``<title> (2).duet``… as the window names a new
+    conversation's file (app.control.conversation.unique_path)."""
+    stem = " ".join(_UNSAFE.sub(" ", title).strip(" .").split())[:80] or "conversation"
+    path, n = folder / (stem + SUFFIX), 2
+    while path.exists():
+        path, n = folder / f"{stem} ({n}){SUFFIX}", n + 1
+    return path
+
+
+def _iso(t: float) -> str:
+    try:
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return utc_now_iso()
+
+
+def save_imported(folder: Path, imported: Imported, key: str, *, source: Path) -> Path:
+    """Write ``imported`` as a new ``.duet`` file in ``folder`` (text only); its path.
+    Raises SessionError when it cannot be saved (too large for a ``.duet`` file, disk errors)."""
+    conv = Conversation(imported.title)
+    conv.set_root(imported.root)
+    messages = [m for m in conv.engine_messages()]
+    label = LABELS[imported.fmt]
+    model = imported.model or label
+    settings = {"title": imported.title, "tree": tree_to_json(conv),
+                "import": {"key": key, "format": imported.fmt, "id": imported.source_id,
+                           "file": source.name, "model": imported.model, "at": utc_now_iso()}}
+    meta = SessionMeta(created=_iso(imported.created), saved=utc_now_iso(),
+                       messages=tuple(store.to_saved(m) for m in messages),
+                       target=ModelInfo(path=model, display_name=f"{model} ({label})", size=0,
+                                        fingerprint="unknown"),
+                       settings=settings)
+    path = file_for(folder, imported.title)
+    try:
+        write_session(path, meta, {})
+    except OSError as e:
+        raise SessionError(f"cannot write {path.name}: {e.strerror or e}") from None
+    when = imported.updated or imported.created
+    if when > 0:
+        try:
+            os.utime(path, (time.time(), when))
+        except (OSError, OverflowError, ValueError):
+            pass
+    return path
+
+
+class Ledger:
+    """The keys imported into one folder and the files they went to (SQLite)."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.folder = db.parent
+        self.conn = sqlite3.connect(db, timeout=10.0)
+        with self.conn:
+            self.conn.execute("CREATE TABLE IF NOT EXISTS imported(key TEXT PRIMARY KEY, "
+                              "file TEXT NOT NULL, format TEXT, id TEXT, at TEXT)")
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+    def has(self, key: str) -> bool:
+        """Imported already, and its file is still there (a deleted one may come back)."""
+        row = self.conn.execute("SELECT file FROM imported WHERE key = ?", (key,)).fetchone()
+        return row is not None and (self.folder / row[0]).is_file()
+
+    def add(self, key: str, path: Path, imported: Imported) -> None:
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO imported VALUES (?, ?, ?, ?, ?)",
+                              (key, path.name, imported.fmt, imported.source_id, utc_now_iso()))
+
+    def keys(self) -> Iterable[str]:
+        return [row[0] for row in self.conn.execute("SELECT key FROM imported")]
