@@ -24,7 +24,7 @@ from engine.conversation.tree import NEW_TITLE, Node, Turn
 NAME = "duet"
 LABEL = "Duet"
 _ROLES = {v: k for k, v in ROLE_TITLES.items()}
-_HEAD = re.compile(r"^## (" + "|".join(_ROLES) + r") · (\d{4}-\d{2}-\d{2} \d{2}:\d{2})$")
+_HEAD = re.compile(r"^## (" + "|".join(_ROLES) + r") · (\d{4}-\d{2}-\d{2} \d{2}:\d{2})$", re.M)
 _FENCE = re.compile(r"^(`{3,})")
 _RESULT = re.compile(r"^\*\*Tool result\*\* \((`+) ?(.*?) ?\1\)")
 

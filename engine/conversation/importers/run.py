@@ -33,7 +33,7 @@ from engine.conversation.session import store
 from engine.conversation.session.format import SUFFIX, write_session
 from engine.conversation.session.meta import ModelInfo, SessionMeta, utc_now_iso
 from engine.conversation.store import tree_to_json
-from engine.conversation.tree import Conversation
+from engine.conversation.tree import NEW_TITLE, Conversation, Node, title_from
 from engine.errors import SessionError
 
 log = logging.getLogger(__name__)
@@ -131,6 +131,29 @@ def file_for(folder: Path, title: str) -> Path:
     return path
 
 
+def _title(imported: Imported) -> str:
+    """The export's title; for an untitled one, the window's title for a new chat: its first
+    question's opening words."""
+    if imported.title.strip() and imported.title != NEW_TITLE:
+        return " ".join(imported.title.split())
+    first: str | None = None
+    node = imported.root.current
+    while node is not None and first is None:
+        first = node.turn.text if node.turn.role == "user" and node.turn.text.strip() else None
+        node = node.current
+    return title_from(first) if first else NEW_TITLE
+
+
+def _fill_times(root: Node, default: float) -> None:
+    """A message the export gives no time takes the one before it (the first: ``default``)."""
+    stack = [(c, default) for c in root.children]
+    while stack:
+        node, before = stack.pop()
+        if not node.turn.time:
+            node.turn.time = before
+        stack.extend((c, node.turn.time) for c in node.children)
+
+
 def _iso(t: float) -> str:
     try:
         return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
@@ -141,12 +164,13 @@ def _iso(t: float) -> str:
 def save_imported(folder: Path, imported: Imported, key: str, *, source: Path) -> Path:
     """Write ``imported`` as a new ``.duet`` file in ``folder`` (text only); its path.
     Raises SessionError when it cannot be saved (too large for a ``.duet`` file, disk errors)."""
-    conv = Conversation(imported.title)
+    _fill_times(imported.root, imported.created)
+    conv = Conversation(_title(imported))
     conv.set_root(imported.root)
     messages = [m for m in conv.engine_messages()]
     label = LABELS[imported.fmt]
     model = imported.model or label
-    settings = {"title": imported.title, "tree": tree_to_json(conv),
+    settings = {"title": conv.title, "tree": tree_to_json(conv),
                 "import": {"key": key, "format": imported.fmt, "id": imported.source_id,
                            "file": source.name, "model": imported.model, "at": utc_now_iso()}}
     meta = SessionMeta(created=_iso(imported.created), saved=utc_now_iso(),
@@ -154,7 +178,7 @@ def save_imported(folder: Path, imported: Imported, key: str, *, source: Path) -
                        target=ModelInfo(path=model, display_name=f"{model} ({label})", size=0,
                                         fingerprint="unknown"),
                        settings=settings)
-    path = file_for(folder, imported.title)
+    path = file_for(folder, conv.title)
     try:
         write_session(path, meta, {})
     except OSError as e:
