@@ -52,6 +52,16 @@ def need(obj: Any, kind: type | tuple[type, ...], where: str) -> Any:
     return obj
 
 
+def bounded(obj: Any, kind: type, where: str) -> Any:
+    """``need(obj, kind, where)`` for a collection of messages, refused before it is read when
+    it holds more than a conversation may (engine.conversation.store.MAX_NODES; one more for
+    an export's empty root)."""
+    need(obj, kind, where)
+    if len(obj) > MAX_NODES + 1:
+        raise fail(f"it has more than {MAX_NODES:,} messages")
+    return obj
+
+
 def opt_str(obj: Any, where: str) -> str | None:
     return None if obj is None else need(obj, str, where)
 

@@ -25,6 +25,7 @@ from engine.chat.messages import ToolCall
 from engine.conversation.importers.base import (
     Entry,
     Imported,
+    bounded,
     build_tree,
     epoch,
     fail,
@@ -46,7 +47,7 @@ def sniff(record: Any) -> bool:
 
 
 def read(record: dict[str, Any]) -> Imported:
-    mapping = need(record.get("mapping"), dict, "mapping")
+    mapping = bounded(record.get("mapping"), dict, "mapping")
     entries: dict[str, Entry] = {}
     models: list[str] = []
     for key, node in mapping.items():

@@ -22,6 +22,7 @@ from engine.chat.messages import Attachment
 from engine.conversation.importers.base import (
     Entry,
     Imported,
+    bounded,
     build_tree,
     epoch,
     fail,
@@ -44,7 +45,7 @@ def sniff(record: Any) -> bool:
 
 
 def read(record: dict[str, Any]) -> Imported:
-    messages = need(record.get("chat_messages"), list, "chat_messages")
+    messages = bounded(record.get("chat_messages"), list, "chat_messages")
     entries: dict[str, Entry] = {}
     last: str | None = None
     for i, m in enumerate(messages):

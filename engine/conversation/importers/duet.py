@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.chat.messages import Attachment, Message, ToolCall
 from engine.conversation.export import ROLE_TITLES
-from engine.conversation.importers.base import Imported, chain, fail, make_turn, need, opt_str
+from engine.conversation.importers.base import Imported, bounded, chain, fail, make_turn, need, opt_str
 from engine.conversation.importers.records import Markdown
 from engine.conversation.store import tree_from_json
 from engine.conversation.tree import NEW_TITLE, Node, Turn
@@ -41,7 +41,7 @@ def read(record: Any) -> Imported:
 
 def _json(record: dict[str, Any]) -> Imported:
     messages = [_message(m, f"messages[{i}]") for i, m in
-                enumerate(need(record["messages"], list, "messages"))]
+                enumerate(bounded(record["messages"], list, "messages"))]
     root = tree_from_json(record.get("tree"), messages) or chain([Turn.of(m) for m in messages])
     times = [n.turn.time for n in _walk(root)]
     return Imported(NAME, opt_str(record.get("title"), "title") or NEW_TITLE, root,

@@ -21,6 +21,7 @@ from engine.chat.messages import Attachment
 from engine.conversation.importers.base import (
     Entry,
     Imported,
+    bounded,
     build_tree,
     epoch,
     join,
@@ -44,7 +45,7 @@ def read(record: dict[str, Any]) -> Imported:
     conv = record["conv"]
     entries: dict[str, Entry] = {}
     models: list[str] = []
-    for i, m in enumerate(need(record["messages"], list, "messages")):
+    for i, m in enumerate(bounded(record["messages"], list, "messages")):
         where = f"messages[{i}]"
         m = need(m, dict, where)
         key = need(m.get("id"), (str, int), f"{where}.id")

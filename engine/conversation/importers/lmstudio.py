@@ -18,6 +18,7 @@ from typing import Any
 
 from engine.conversation.importers.base import (
     Imported,
+    bounded,
     epoch,
     fail,
     join,
@@ -44,7 +45,7 @@ def read(record: dict[str, Any]) -> Imported:
     if system and system.strip():
         node = node.add(make_turn("system", system.strip(), created))
     model = None
-    for i, m in enumerate(need(record["messages"], list, "messages")):
+    for i, m in enumerate(bounded(record["messages"], list, "messages")):
         where = f"messages[{i}]"
         m = need(m, dict, where)
         versions = need(m.get("versions"), list, f"{where}.versions")

@@ -20,6 +20,7 @@ from typing import Any
 from engine.conversation.importers.base import (
     Entry,
     Imported,
+    bounded,
     build_tree,
     chain,
     epoch,
@@ -55,7 +56,7 @@ def read(record: dict[str, Any]) -> Imported:
     history = chat["history"]
     entries: dict[str, Entry] = {}
     models: list[str] = []
-    for key, m in history["messages"].items():
+    for key, m in bounded(history["messages"], dict, "history.messages").items():
         where = f"message {key[:40]!r}"
         m = need(m, dict, where)
         when = epoch(m.get("timestamp"), f"{where}.timestamp")

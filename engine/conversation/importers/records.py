@@ -153,11 +153,12 @@ class _Stream:
             raise fail("the file is empty")
         if first != "[":
             try:
-                yield 0, self.value()
+                obj = self.value()
+                if self.skip_ws():
+                    raise fail("there is more after its JSON value")
             except ImportFailure as e:
-                yield 0, e
-            if self.skip_ws():
-                raise fail("there is more after its JSON value")
+                obj = e
+            yield 0, obj
             return
         self.pos += 1
         i = 0

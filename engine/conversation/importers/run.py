@@ -103,6 +103,10 @@ def _import_file(path: Path, folder: Path, ledger: Ledger, index: SearchIndex,
                     report.added.append(written)
             except (ImportFailure, SessionError) as e:
                 report.failed.append(f"{path.name}: record {i}{_name(record)}: {e}")
+            except Exception as e:  # a record no reader foresaw must not end the import
+                log.exception("importing record %d of %s", i, path)
+                report.failed.append(f"{path.name}: record {i}{_name(record)}: unexpected "
+                                     f"content ({type(e).__name__}: {e})"[:400])
             if progress is not None:
                 progress(Progress(path, records.done, records.total, len(report.added),
                                   report.skipped, len(report.failed)))
@@ -124,6 +128,7 @@ def _name(record: Any) -> str:
 def file_for(folder: Path, title: str) -> Path:
     """``folder/<title>.duet``, or ``<title> (2).duet``… as the window names a new
     conversation's file (app.control.conversation.unique_path)."""
+    title = title.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate names no file
     stem = " ".join(_UNSAFE.sub(" ", title).strip(" .").split())[:80] or "conversation"
     path, n = folder / (stem + SUFFIX), 2
     while path.exists():
