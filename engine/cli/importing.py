@@ -14,7 +14,8 @@ from pathlib import Path
 
 from engine.conversation.importers.run import Progress, import_files
 
-PROGRESS_S = 0.2  # the progress line is redrawn at most this often
+PROGRESS_S = 0.2  # the progress line is redrawn at most this often on a terminal
+PROGRESS_PIPE_S = 5.0  # and written this often to a file or pipe
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -31,29 +32,39 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
+def progress_line(p: Progress) -> str:
+    share = f"{100 * p.done_bytes / p.total_bytes:.0f}%" if p.total_bytes else "?"
+    return (f"importing {p.file.name}: {share} read, {p.added} added, {p.skipped} already "
+            f"there, {p.failed} failed")
+
+
 def run_import(args: argparse.Namespace) -> int:
-    shown = [0.0]
+    """A progress line on standard error: redrawn in place on a terminal, else one line every
+    PROGRESS_PIPE_S (a log keeps a long import's progress without a line per conversation)."""
     live = sys.stderr.isatty()
+    every = PROGRESS_S if live else PROGRESS_PIPE_S
+    last = [time.monotonic()]
+    drawn = [False]
 
     def progress(p: Progress) -> None:
         now = time.monotonic()
-        if not live or now - shown[0] < PROGRESS_S:
+        if now - last[0] < every:
             return
-        shown[0] = now
-        share = f"{100 * p.done_bytes / p.total_bytes:3.0f}%" if p.total_bytes else "   "
-        sys.stderr.write(f"\rimporting {p.file.name}: {share}  {p.added} added, "
-                         f"{p.skipped} already there, {p.failed} failed")
+        last[0] = now
+        sys.stderr.write(f"\r\033[K{progress_line(p)}" if live else progress_line(p) + "\n")
         sys.stderr.flush()
+        drawn[0] = True
 
     report = import_files(args.files, args.into, progress=progress)
-    if live and shown[0]:
+    if live and drawn[0]:
         sys.stderr.write("\r\033[K")
     if args.json:
         print(json.dumps({"added": [str(p) for p in report.added], "skipped": report.skipped,
-                          "failed": report.failed}))
+                          "failed": report.failed}, ensure_ascii=False))
     else:
-        print(f"{len(report.added)} conversation{'s' if len(report.added) != 1 else ''} "
-              f"imported, {report.skipped} already there, {len(report.failed)} failed")
+        n = len(report.added)
+        print(f"{n} conversation{'s' if n != 1 else ''} imported, {report.skipped} already "
+              f"there, {len(report.failed)} failed")
     for line in report.failed:
         print(f"duet-cli: import: {line}", file=sys.stderr)
     return 1 if report.failed else 0
