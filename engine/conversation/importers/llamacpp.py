@@ -2,28 +2,35 @@
 export of all conversations (a list of them).
 
 Fields relied on: ``conv: {id, name, lastModified, currNode}`` and ``messages``: ``{id,
-convId, type: root | text, timestamp (ms), role, content, parent, children, thinking,
-extra: [{type: textFile | imageFile | audioFile | pdfFile | context, name, content}]}``.
+convId, type: root | text, timestamp (ms), role, content, parent, children, model,
+reasoningContent (older: thinking), toolCalls (the JSON text of OpenAI-style calls), toolCallId
+(a tool result's), extra: [{type: textFile | pdfFile | context | mcpPrompt | mcpResource |
+imageFile | audioFile | videoFile, name, content}]}`` (``ExportedConversation`` in the web
+UI's ``types/database.ts``).
 
 The ``root`` message (the tree's empty top) is dropped; a message's children are its versions,
-and the branch that leads to ``currNode`` is the one shown. A reply's ``thinking`` goes back
-into a ``<think>`` section before its text. A text file the message carries stays attached with
-its text; images, audio and PDFs (the export holds them as data the model cannot read here)
-become a visible placeholder naming the file.
+and the branch that leads to ``currNode`` is the one shown. A reply's reasoning goes back into
+a ``<think>`` section before its text. An attachment whose text the export carries
+(``content``: a text file, a PDF's extracted text, pasted context, an MCP prompt or resource)
+stays attached with that text; images, audio and video (data the model cannot read here) become
+a visible placeholder naming the file. A reply's tool calls and the tool results that answer
+them stay tool turns.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
-from engine.chat.messages import Attachment
+from engine.chat.messages import Attachment, ToolCall
 from engine.conversation.importers.base import (
     Entry,
     Imported,
     bounded,
     build_tree,
     epoch,
+    fail,
     join,
     make_turn,
     missing,
@@ -59,11 +66,14 @@ def read(record: dict[str, Any]) -> Imported:
         else:
             role = need(m.get("role"), str, f"{where}.role")
             text = need(m.get("content") or "", str, f"{where}.content")
-            thinking = m.get("thinking")
+            thinking = m.get("reasoningContent") or m.get("thinking")
             if isinstance(thinking, str) and thinking.strip():
                 text = f"<think>\n{thinking}\n</think>\n\n{text}"
             files, absent = _extra(m.get("extra") or [], where)
-            turn = make_turn(role, join(text, *absent), when, attachments=files)
+            turn = make_turn(role, join(text, *absent), when, attachments=files,
+                             tool_calls=_calls(m.get("toolCalls"), where),
+                             tool_call_id=_short(m.get("toolCallId"), f"{where}.toolCallId"),
+                             name="tool" if role == "tool" else None)
             if role == "assistant" and isinstance(m.get("model"), str):
                 models.append(m["model"])
         entries[str(key)] = Entry(parent, children, turn, when or float(i))
@@ -85,10 +95,36 @@ def _extra(extra: Any, where: str) -> tuple[tuple[Attachment, ...], list[str]]:
         x = need(x, dict, f"{where}.extra[{k}]")
         name = str(x.get("name") or x.get("type") or "unnamed")[:200]
         content = x.get("content")
-        if x.get("type") in ("textFile", "context") and isinstance(content, str):
+        if isinstance(content, str):  # a text file, a PDF's text, context, an MCP prompt
             sha = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
             files.append(Attachment(name, "text", sha, content, (), "auto"))
         else:
-            kind = {"imageFile": "image", "audioFile": "audio"}.get(str(x.get("type")), "file")
+            kind = next((k for k in ("image", "audio", "video") if k in str(x.get("type")).lower()),
+                        "file")
             absent.append(missing(name, kind))
     return tuple(files[:64]), absent
+
+
+def _calls(raw: Any, where: str) -> tuple[ToolCall, ...]:
+    """``toolCalls``: the JSON text of the OpenAI-style calls an assistant message made."""
+    if raw is None or raw == "":
+        return ()
+    try:
+        calls = json.loads(need(raw, str, f"{where}.toolCalls"))
+    except (ValueError, RecursionError):
+        raise fail(f"{where}.toolCalls is not JSON") from None
+    out = []
+    for k, c in enumerate(need(calls, list, f"{where}.toolCalls")[:64]):
+        c = need(c, dict, f"{where}.toolCalls[{k}]")
+        f = need(c.get("function"), dict, f"{where}.toolCalls[{k}].function")
+        args = f.get("arguments", "{}")
+        out.append(ToolCall(_short(c.get("id"), "id") or f"call-{k}",
+                            _short(f.get("name"), "name") or "tool",
+                            args if isinstance(args, str) else json.dumps(args)))
+    return tuple(out)
+
+
+def _short(value: Any, where: str) -> str | None:
+    """An id or a name: a string of at most 256 characters (None when absent)."""
+    text = opt_str(value, where)
+    return None if text is None else text[:256]

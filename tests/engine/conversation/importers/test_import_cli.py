@@ -26,9 +26,9 @@ def run_cli(capsys, *argv: object) -> tuple[int, str, str]:
 def test_import_twice_and_a_bad_file(home, capsys, tmp_path):
     files = sorted(DATA.glob("*.json"))
     code, out, err = run_cli(capsys, "import", *files)
-    assert (code, out, err) == (0, "7 conversations imported, 0 already there, 0 failed\n", "")
+    assert (code, out, err) == (0, "8 conversations imported, 0 already there, 0 failed\n", "")
     code, out, err = run_cli(capsys, "import", *files)
-    assert (code, out, err) == (0, "0 conversations imported, 7 already there, 0 failed\n", "")
+    assert (code, out, err) == (0, "0 conversations imported, 8 already there, 0 failed\n", "")
     bad = tmp_path / "conversations.json"
     bad.write_text('[{"title": "t", "mapping": {"a": {"parent": "a", "message": '
                    '{"author": {"role": "alien"}}}}}, {"chat_messages": 3}]')
@@ -40,7 +40,7 @@ def test_import_twice_and_a_bad_file(home, capsys, tmp_path):
         "gone.zip: cannot read gone.zip: No such file or directory"]}
     assert err.count("\n") == 3 and all(line.startswith("duet-cli: import: ")
                                          for line in err.splitlines())
-    assert "Traceback" not in err and len(list(home.glob("*.duet"))) == 7
+    assert "Traceback" not in err and len(list(home.glob("*.duet"))) == 8
 
 
 def test_progress_line():

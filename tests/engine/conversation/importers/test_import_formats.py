@@ -153,6 +153,26 @@ def done(text: str) -> Done:
     return Done("stop", text, (), Stats())
 
 
+def test_llama_cpp_web_ui_export_of_all_with_tools_and_reasoning(home):
+    assert len(import_files([DATA / "llamacpp-all-conversations.json"]).added) == 1
+    chat = saved(home)["Wetter in Kyōto"]
+    assert chat.shown == [
+        ("user", "Wie wird das Wetter in Kyōto? Mein Reiseplan ist angehängt.\n\n"
+                 "[audio not in the export: frage.mp3]"),
+        ("assistant", "<think>\nI should call the weather tool.\n</think>\n\n"),
+        ("tool", '{"temp_c": 24, "sky": "sonnig ☀"}'),
+        ("assistant", "Sonnig bei 24 °C — perfekt für Fushimi Inari."),
+    ]
+    turns = chat.conv.turns
+    [plan] = turns[0].attachments
+    assert (plan.name, plan.text) == ("reiseplan.pdf", "Tag 1: Kyōto, Fushimi Inari")
+    assert [(c.id, c.name, c.arguments) for c in turns[1].tool_calls] == [
+        ("call_w1", "get_weather", '{"city":"Kyōto"}')]
+    assert turns[2].tool_call_id == "call_w1"
+    assert chat.conv.versions(3) == (2, 2) and chat.imported["model"] == "qwen3-4b"
+    assert chat.imported["id"] == "5d2c1b0a-7e6f-4d3c-9b8a-112233445566"
+
+
 def sample_conversation() -> Conversation:
     conv = Conversation("Round trip ✓")
     conv.add_user("First question ü", system_prompt="Be kind.")
@@ -200,10 +220,10 @@ def test_duet_markdown_with_a_tool_result(home, tmp_path):
 def test_a_second_import_adds_nothing_and_all_are_searchable(home):
     files = sorted(DATA.glob("*.json"))
     first = import_files(files)
-    assert len(first.added) == 7 and first.failed == []
+    assert len(first.added) == 8 and first.failed == []
     before = {p: p.read_bytes() for p in home.glob("*.duet")}
     second = import_files(files)
-    assert second.added == [] and second.skipped == 7 and second.failed == []
+    assert second.added == [] and second.skipped == 8 and second.failed == []
     assert {p: p.read_bytes() for p in home.glob("*.duet")} == before
     index = SearchIndex()
     listed = sorted(home.glob("*.duet"))
@@ -214,7 +234,7 @@ def test_a_second_import_adds_nothing_and_all_are_searchable(home):
     # deleted in the window: importing again brings it back, once
     (home / "Haiku.duet").unlink()
     third = import_files(files)
-    assert [p.name for p in third.added] == ["Haiku.duet"] and third.skipped == 6
+    assert [p.name for p in third.added] == ["Haiku.duet"] and third.skipped == 7
 
 
 def test_progress_reports_each_record(home):

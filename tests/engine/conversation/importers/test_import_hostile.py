@@ -35,7 +35,7 @@ def chatgpt(title: str, chain: int = 2, **extra: Any) -> dict[str, Any]:
 @pytest.fixture
 def before(home):
     """The samples imported first: what no later import may lose or change."""
-    assert len(import_files(sorted(DATA.glob("*.json"))).added) == 7
+    assert len(import_files(sorted(DATA.glob("*.json"))).added) == 8
     return {p: p.read_bytes() for p in home.glob("*.duet")}
 
 
@@ -61,7 +61,7 @@ def test_bad_json_is_one_line_and_the_records_before_it_are_kept(home, before, t
         bad.write_bytes(text.encode("latin-1"))
         report = import_files([bad])
         assert report.added == [] and len(report.failed) >= 1 and why in report.failed[0], text
-    assert intact(home, before) and len(list(home.glob("*.duet"))) == 9
+    assert intact(home, before) and len(list(home.glob("*.duet"))) == 10
 
 
 def test_a_cycle_in_mapping(home, before, tmp_path):
