@@ -14,6 +14,8 @@ from __future__ import annotations
 import codecs
 import io
 import json
+import os
+import stat
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,6 +58,8 @@ class Records:
             raise fail(f"cannot read {self.path.name}: {getattr(e, 'strerror', None) or e}") from None
 
     def _open(self) -> IO[bytes]:
+        if not stat.S_ISREG(os.stat(self.path).st_mode):  # a FIFO would block, a folder fail
+            raise fail(f"{self.path.name} is not a regular file")
         if zipfile.is_zipfile(self.path):
             zf = zipfile.ZipFile(self.path)
             names = [i for i in zf.infolist() if Path(i.filename).name == "conversations.json"]

@@ -5,6 +5,7 @@ and writes arbitrary JSON; no traceback may come out of an import."""
 from __future__ import annotations
 
 import json
+import os
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,11 @@ def test_bad_json_is_one_line_and_the_records_before_it_are_kept(home, before, t
         report = import_files([bad])
         assert report.added == [] and len(report.failed) >= 1 and why in report.failed[0], text
     assert intact(home, before) and len(list(home.glob("*.duet"))) == 10
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    assert import_files([fifo, tmp_path]).failed == [
+        "fifo.json: fifo.json is not a regular file",
+        f"{tmp_path.name}: {tmp_path.name} is not a regular file"]
 
 
 def test_a_cycle_in_mapping(home, before, tmp_path):
