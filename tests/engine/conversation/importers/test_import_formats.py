@@ -13,6 +13,7 @@ from conftest import DATA, saved
 from engine.conversation import export
 from engine.conversation.importers import import_files
 from engine.conversation.search_index import SearchIndex
+from engine.conversation.session.store import open_contexts
 from engine.conversation.tree import Conversation, Turn
 from engine.events import Done, Stats
 
@@ -243,3 +244,12 @@ def test_progress_reports_each_record(home):
     assert [(p.added, p.skipped, p.failed) for p in seen] == [(1, 0, 0), (2, 0, 0)]
     assert seen[-1].done_bytes == seen[-1].total_bytes == os.path.getsize(
         DATA / "chatgpt-conversations.json")
+
+
+def test_every_sample_opens_as_a_saved_conversation(home):
+    import_files(sorted(DATA.glob("*.json")))
+    for chat in saved(home).values():
+        opened = open_contexts(chat.path, None)
+        assert [(m.role, m.content) for m in opened.messages] == chat.shown
+        assert not opened.restored_kv and chat.meta.kv_target is None  # no KV state computed
+        assert opened.settings["title"] == chat.conv.title
