@@ -34,8 +34,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def progress_line(p: Progress) -> str:
     share = f"{100 * p.done_bytes / p.total_bytes:.0f}%" if p.total_bytes else "?"
-    return (f"importing {p.file.name}: {share} read, {p.added} added, {p.skipped} already "
-            f"there, {p.failed} failed")
+    return (f"importing {p.file.name}: {share} read, {p.added} added, {p.updated} updated, "
+            f"{p.skipped} already there, {p.failed} failed")
 
 
 def run_import(args: argparse.Namespace) -> int:
@@ -59,12 +59,14 @@ def run_import(args: argparse.Namespace) -> int:
     if live and drawn[0]:
         sys.stderr.write("\r\033[K")
     if args.json:
-        print(json.dumps({"added": [str(p) for p in report.added], "skipped": report.skipped,
-                          "failed": report.failed}, ensure_ascii=False))
+        print(json.dumps({"added": [str(p) for p in report.added],
+                          "updated": [str(p) for p in report.updated],
+                          "skipped": report.skipped, "failed": report.failed}, ensure_ascii=False))
     else:
         n = len(report.added)
-        print(f"{n} conversation{'s' if n != 1 else ''} imported, {report.skipped} already "
-              f"there, {len(report.failed)} failed")
+        updated = f", {len(report.updated)} updated" if report.updated else ""
+        print(f"{n} conversation{'s' if n != 1 else ''} imported{updated}, {report.skipped} "
+              f"already there, {len(report.failed)} failed")
     for line in report.failed:
         print(f"duet-cli: import: {line}", file=sys.stderr)
     return 1 if report.failed else 0

@@ -6,7 +6,10 @@ window lists it among the others in the order it was last used.
 
 Idempotent: each conversation's key (registry.key_of) is recorded in the file
 (``settings.import``) and in a small ledger beside the files (``.imports.sqlite3``); a key
-whose file still exists is not imported again. Each conversation is committed on its own (the
+whose file still exists is not imported again. A conversation exported again after it grew (the
+same format and id, another key) replaces the file of its earlier import when nobody changed
+that file since (its size and mtime as the ledger has them), and comes in beside it otherwise:
+what was continued or edited in Duet is never overwritten. Each conversation is committed on its own (the
 file, then its ledger row), so a bad record, a failure or an interruption loses nothing already
 imported. The files written go into the search index as the import goes (a batch at least
 every second, and the rest when a file ends), as a save puts its file there.
@@ -19,7 +22,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,16 +55,20 @@ class Progress:
     done_bytes: int
     total_bytes: int
     added: int
+    updated: int
     skipped: int
     failed: int
 
 
 @dataclass
 class ImportReport:
-    """``added``: the files written; ``skipped``: conversations already imported; ``failed``:
-    one line for each record or file that could not be imported."""
+    """``added``: the files written; ``updated``: the files an earlier export of the same
+    conversation went to, untouched since, that took the newer export; ``skipped``:
+    conversations already imported; ``failed``: one line for each record or file that could
+    not be imported."""
 
     added: list[Path] = field(default_factory=list)
+    updated: list[Path] = field(default_factory=list)
     skipped: int = 0
     failed: list[str] = field(default_factory=list)
 
@@ -101,10 +108,11 @@ def _import_file(path: Path, folder: Path, ledger: Ledger, index: SearchIndex,
                 if ledger.has(key):
                     report.skipped += 1
                 else:
-                    written = save_imported(folder, imported, key, source=path)
+                    older = ledger.untouched(imported)
+                    written = save_imported(folder, imported, key, source=path, into=older)
                     ledger.add(key, written, imported)
                     pending.append(written)
-                    report.added.append(written)
+                    (report.updated if older else report.added).append(written)
             except (ImportFailure, SessionError) as e:
                 report.failed.append(f"{path.name}: record {i}{_name(record)}: {e}")
             except Exception as e:  # a record no reader foresaw must not end the import
@@ -116,7 +124,7 @@ def _import_file(path: Path, folder: Path, ledger: Ledger, index: SearchIndex,
                 pending, flushed = [], time.monotonic()
             if progress is not None:
                 progress(Progress(path, records.done, records.total, len(report.added),
-                                  report.skipped, len(report.failed)))
+                                  len(report.updated), report.skipped, len(report.failed)))
     except ImportFailure as e:  # the file itself: unreadable, or its list broken
         report.failed.append(f"{path.name}: {e}")
     finally:
@@ -175,13 +183,15 @@ def _iso(t: float) -> str:
         return utc_now_iso()
 
 
-def save_imported(folder: Path, imported: Imported, key: str, *, source: Path) -> Path:
-    """Write ``imported`` as a new ``.duet`` file in ``folder`` (text only); its path.
-    Raises SessionError when it cannot be saved (too large for a ``.duet`` file, disk errors)."""
+def save_imported(folder: Path, imported: Imported, key: str, *, source: Path,
+                  into: Path | None = None) -> Path:
+    """Write ``imported`` as a new ``.duet`` file in ``folder`` (text only), or over ``into``
+    (the same conversation from an earlier export); its path. Raises SessionError when it
+    cannot be saved (too large for a ``.duet`` file, disk errors)."""
     _fill_times(imported.root, imported.created)
     conv = Conversation(_title(imported))
     conv.set_root(imported.root)
-    messages = [m for m in conv.engine_messages()]
+    messages = conv.engine_messages()
     label = LABELS[imported.fmt]
     model = imported.model or label
     settings = {"title": conv.title, "tree": tree_to_json(conv),
@@ -192,7 +202,7 @@ def save_imported(folder: Path, imported: Imported, key: str, *, source: Path) -
                        target=ModelInfo(path=model, display_name=f"{model} ({label})", size=0,
                                         fingerprint="unknown"),
                        settings=settings)
-    path = file_for(folder, conv.title)
+    path = into or file_for(folder, conv.title)
     try:
         write_session(path, meta, {})
     except OSError as e:
@@ -207,7 +217,8 @@ def save_imported(folder: Path, imported: Imported, key: str, *, source: Path) -
 
 
 class Ledger:
-    """The keys imported into one folder and the files they went to (SQLite)."""
+    """The keys imported into one folder: the file each went to, its source's format and id,
+    and the file's size and mtime as written (SQLite)."""
 
     def __init__(self, db: Path) -> None:
         self.db = db
@@ -219,7 +230,8 @@ class Ledger:
         self.conn.execute("PRAGMA synchronous=NORMAL")
         with self.conn:
             self.conn.execute("CREATE TABLE IF NOT EXISTS imported(key TEXT PRIMARY KEY, "
-                              "file TEXT NOT NULL, format TEXT, id TEXT, at TEXT)")
+                              "file TEXT NOT NULL, format TEXT NOT NULL, id TEXT, "
+                              "mtime_ns INTEGER, size INTEGER, at TEXT)")
 
     def __enter__(self) -> Ledger:
         return self
@@ -232,10 +244,26 @@ class Ledger:
         row = self.conn.execute("SELECT file FROM imported WHERE key = ?", (key,)).fetchone()
         return row is not None and (self.folder / row[0]).is_file()
 
-    def add(self, key: str, path: Path, imported: Imported) -> None:
-        with self.conn:
-            self.conn.execute("INSERT OR REPLACE INTO imported VALUES (?, ?, ?, ?, ?)",
-                              (key, path.name, imported.fmt, imported.source_id, utc_now_iso()))
+    def untouched(self, imported: Imported) -> Path | None:
+        """The file an earlier export of the same conversation (its format and id) went to,
+        if nobody changed it since (continued, edited): it may take the newer export."""
+        if imported.source_id is None:
+            return None
+        row = self.conn.execute(
+            "SELECT file, mtime_ns, size FROM imported WHERE format = ? AND id = ? "
+            "ORDER BY rowid DESC LIMIT 1", (imported.fmt, imported.source_id)).fetchone()
+        if row is None:
+            return None
+        path = self.folder / row[0]
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return path if (st.st_mtime_ns, st.st_size) == (row[1], row[2]) else None
 
-    def keys(self) -> Iterable[str]:
-        return [row[0] for row in self.conn.execute("SELECT key FROM imported")]
+    def add(self, key: str, path: Path, imported: Imported) -> None:
+        st = os.stat(path)
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO imported VALUES (?, ?, ?, ?, ?, ?, ?)",
+                              (key, path.name, imported.fmt, imported.source_id,
+                               st.st_mtime_ns, st.st_size, utc_now_iso()))

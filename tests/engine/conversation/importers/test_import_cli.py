@@ -33,7 +33,7 @@ def test_import_twice_and_a_bad_file(home, capsys, tmp_path):
     bad.write_text('[{"title": "t", "mapping": {"a": {"parent": "a", "message": '
                    '{"author": {"role": "alien"}}}}}, {"chat_messages": 3}]')
     code, out, err = run_cli(capsys, "import", bad, tmp_path / "gone.zip", "--json")
-    assert code == 1 and json.loads(out) == {"added": [], "skipped": 0, "failed": [
+    assert code == 1 and json.loads(out) == {"added": [], "updated": [], "skipped": 0, "failed": [
         'conversations.json: record 0 ("t"): mapping node ' + "'a' has the unknown role 'alien'",
         "conversations.json: record 1: it is not a conversation of a format Duet reads "
         "(ChatGPT, Claude, Open WebUI, LM Studio, llama.cpp web UI, Duet)",
@@ -44,9 +44,9 @@ def test_import_twice_and_a_bad_file(home, capsys, tmp_path):
 
 
 def test_progress_line():
-    p = Progress(Path("conversations.json"), 50, 200, 3, 1, 0)
+    p = Progress(Path("conversations.json"), 50, 200, 3, 2, 1, 0)
     assert importing.progress_line(p) == ("importing conversations.json: 25% read, 3 added, "
-                                          "1 already there, 0 failed")
+                                          "2 updated, 1 already there, 0 failed")
 
 
 def test_an_imported_conversation_opens_and_continues_with_the_model(home, smol_path, capsys):

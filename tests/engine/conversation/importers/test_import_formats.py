@@ -4,6 +4,7 @@ placeholders for files the export does not carry, titles, times; and Duet's own 
 
 from __future__ import annotations
 
+import json
 import os
 import zipfile
 from datetime import UTC, datetime
@@ -253,3 +254,31 @@ def test_every_sample_opens_as_a_saved_conversation(home):
         assert [(m.role, m.content) for m in opened.messages] == chat.shown
         assert not opened.restored_kv and chat.meta.kv_target is None  # no KV state computed
         assert opened.settings["title"] == chat.conv.title
+
+
+def test_an_export_of_a_grown_conversation_replaces_its_untouched_import(home, tmp_path):
+    export_file = DATA / "chatgpt-conversations.json"
+    import_files([export_file])
+    path = home / "Haiku.duet"
+    grown = json.loads(export_file.read_text(encoding="utf-8"))
+    haiku = grown[1]
+    haiku["mapping"]["a-b1"]["children"] = ["u-b3"]
+    haiku["mapping"]["u-b3"] = {"id": "u-b3", "parent": "a-b1", "children": [], "message": {
+        "author": {"role": "user"}, "create_time": 1700000200.0,
+        "content": {"content_type": "text", "parts": ["One more?"]}}}
+    haiku["current_node"], haiku["update_time"] = "u-b3", 1700000200.0
+    later = tmp_path / "conversations.json"
+    later.write_text(json.dumps(grown), encoding="utf-8")
+    report = import_files([later])
+    assert (report.added, report.updated, report.skipped) == ([], [path], 1)
+    assert saved(home)["Haiku"].shown[-1] == ("user", "One more?")
+    assert import_files([export_file]).skipped == 2  # the older export: nothing goes back
+    # continued in Duet since: a newer export comes in beside it, the file is left alone
+    os.utime(path, (1700000300.0, 1700000300.0))
+    before = path.read_bytes()
+    haiku["update_time"], haiku["title"] = 1700000400.0, "Haiku"
+    haiku["mapping"]["u-b3"]["message"]["content"]["parts"] = ["One more, please?"]
+    later.write_text(json.dumps(grown), encoding="utf-8")
+    report = import_files([later])
+    assert [p.name for p in report.added] == ["Haiku (2).duet"] and report.updated == []
+    assert path.read_bytes() == before
