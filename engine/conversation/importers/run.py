@@ -34,7 +34,7 @@ from engine.conversation.importers.records import Records
 from engine.conversation.importers.registry import LABELS, read_record
 from engine.conversation.search_index import SearchIndex
 from engine.conversation.session import store
-from engine.conversation.session.format import SUFFIX, write_session
+from engine.conversation.session.format import SUFFIX, read_meta, write_session
 from engine.conversation.session.meta import ModelInfo, SessionMeta, utc_now_iso
 from engine.conversation.store import tree_to_json
 from engine.conversation.tree import NEW_TITLE, Conversation, Node, title_from
@@ -218,20 +218,56 @@ def save_imported(folder: Path, imported: Imported, key: str, *, source: Path,
 
 class Ledger:
     """The keys imported into one folder: the file each went to, its source's format and id,
-    and the file's size and mtime as written (SQLite)."""
+    and the file's size and mtime as written (SQLite). The files are the truth: a ledger that
+    is missing, damaged or of another version is built again from their ``settings.import``."""
+
+    VERSION = 1
 
     def __init__(self, db: Path) -> None:
         self.db = db
         self.folder = db.parent
-        self.conn = sqlite3.connect(db, timeout=10.0)
-        # a commit survives the process ending without an fsync of its own (WAL, NORMAL): one
-        # per conversation costs nothing next to the file's own durable write
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        with self.conn:
-            self.conn.execute("CREATE TABLE IF NOT EXISTS imported(key TEXT PRIMARY KEY, "
-                              "file TEXT NOT NULL, format TEXT NOT NULL, id TEXT, "
-                              "mtime_ns INTEGER, size INTEGER, at TEXT)")
+        try:
+            self.conn = self._open()
+        except sqlite3.DatabaseError as e:
+            log.warning("rebuilding the import ledger %s: %s", db, e)
+            for name in (db.name, db.name + "-wal", db.name + "-shm", db.name + "-journal"):
+                db.with_name(name).unlink(missing_ok=True)
+            self.conn = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.db, timeout=10.0)
+        try:
+            # a commit survives the process ending without an fsync of its own (WAL, NORMAL):
+            # one per conversation costs nothing next to the file's own durable write
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            if conn.execute("PRAGMA user_version").fetchone()[0] != self.VERSION:
+                with conn:
+                    conn.execute("DROP TABLE IF EXISTS imported")
+                    conn.execute("CREATE TABLE imported(key TEXT PRIMARY KEY, file TEXT NOT NULL, "
+                                 "format TEXT NOT NULL, id TEXT, mtime_ns INTEGER, size INTEGER, "
+                                 "at TEXT)")
+                    self._rebuild(conn)
+                    conn.execute(f"PRAGMA user_version = {self.VERSION}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _rebuild(self, conn: sqlite3.Connection) -> None:
+        """The keys recorded in the folder's files (each file read once, its metadata only)."""
+        for path in sorted(self.folder.glob("*" + SUFFIX)):
+            try:
+                st = os.stat(path)
+                record = read_meta(path).settings.get("import")
+            except (SessionError, OSError):
+                continue
+            if isinstance(record, dict) and isinstance(record.get("key"), str) and \
+                    isinstance(record.get("format"), str):
+                source_id = record.get("id") if isinstance(record.get("id"), str) else None
+                conn.execute("INSERT OR REPLACE INTO imported VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (record["key"], path.name, record["format"], source_id,
+                              st.st_mtime_ns, st.st_size, utc_now_iso()))
 
     def __enter__(self) -> Ledger:
         return self

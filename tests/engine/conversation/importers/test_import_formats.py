@@ -282,3 +282,16 @@ def test_an_export_of_a_grown_conversation_replaces_its_untouched_import(home, t
     report = import_files([later])
     assert [p.name for p in report.added] == ["Haiku (2).duet"] and report.updated == []
     assert path.read_bytes() == before
+
+
+def test_a_lost_or_damaged_ledger_is_built_again_from_the_files(home):
+    files = sorted(DATA.glob("*.json"))
+    assert len(import_files(files).added) == 8
+    ledger = home / ".imports.sqlite3"
+    for name in (ledger.name, ledger.name + "-wal", ledger.name + "-shm"):
+        ledger.with_name(name).unlink(missing_ok=True)
+    assert import_files(files).skipped == 8
+    ledger.write_bytes(b"this is no database" * 100)
+    for name in (ledger.name + "-wal", ledger.name + "-shm"):
+        ledger.with_name(name).unlink(missing_ok=True)
+    assert import_files(files).skipped == 8 and len(list(home.glob("*.duet"))) == 8
