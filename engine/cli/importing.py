@@ -61,12 +61,16 @@ def run_import(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"added": [str(p) for p in report.added],
                           "updated": [str(p) for p in report.updated],
-                          "skipped": report.skipped, "failed": report.failed}, ensure_ascii=False))
+                          "skipped": report.skipped, "failed": report.failed,
+                          "n_failed": report.n_failed}, ensure_ascii=False))
     else:
         n = len(report.added)
         updated = f", {len(report.updated)} updated" if report.updated else ""
         print(f"{n} conversation{'s' if n != 1 else ''} imported{updated}, {report.skipped} "
-              f"already there, {len(report.failed)} failed")
+              f"already there, {report.n_failed} failed")
     for line in report.failed:
         print(f"duet-cli: import: {line}", file=sys.stderr)
-    return 1 if report.failed else 0
+    if report.n_failed > len(report.failed):
+        print(f"duet-cli: import: and {report.n_failed - len(report.failed):,} more records "
+              "that could not be imported", file=sys.stderr)
+    return 1 if report.n_failed else 0

@@ -65,12 +65,20 @@ class ImportReport:
     """``added``: the files written; ``updated``: the files an earlier export of the same
     conversation went to, untouched since, that took the newer export; ``skipped``:
     conversations already imported; ``failed``: one line for each record or file that could
-    not be imported."""
+    not be imported (the first MAX_LINES of them: ``n_failed`` counts them all)."""
+
+    MAX_LINES = 1000
 
     added: list[Path] = field(default_factory=list)
     updated: list[Path] = field(default_factory=list)
     skipped: int = 0
     failed: list[str] = field(default_factory=list)
+    n_failed: int = 0
+
+    def fail(self, line: str) -> None:
+        self.n_failed += 1
+        if len(self.failed) < self.MAX_LINES:
+            self.failed.append(line)
 
 
 def import_files(files: Sequence[Path], folder: Path | None = None, *,
@@ -114,19 +122,19 @@ def _import_file(path: Path, folder: Path, ledger: Ledger, index: SearchIndex,
                     pending.append(written)
                     (report.updated if older else report.added).append(written)
             except (ImportFailure, SessionError) as e:
-                report.failed.append(f"{path.name}: record {i}{_name(record)}: {e}")
+                report.fail(f"{path.name}: record {i}{_name(record)}: {e}")
             except Exception as e:  # a record no reader foresaw must not end the import
                 log.exception("importing record %d of %s", i, path)
-                report.failed.append(f"{path.name}: record {i}{_name(record)}: unexpected "
+                report.fail(f"{path.name}: record {i}{_name(record)}: unexpected "
                                      f"content ({type(e).__name__}: {e})"[:400])
             if pending and time.monotonic() - flushed >= INDEX_EVERY_S:
                 index.update_many(pending)
                 pending, flushed = [], time.monotonic()
             if progress is not None:
                 progress(Progress(path, records.done, records.total, len(report.added),
-                                  len(report.updated), report.skipped, len(report.failed)))
+                                  len(report.updated), report.skipped, report.n_failed))
     except ImportFailure as e:  # the file itself: unreadable, or its list broken
-        report.failed.append(f"{path.name}: {e}")
+        report.fail(f"{path.name}: {e}")
     finally:
         index.update_many(pending)
 

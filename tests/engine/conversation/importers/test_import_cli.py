@@ -37,7 +37,7 @@ def test_import_twice_and_a_bad_file(home, capsys, tmp_path):
         'conversations.json: record 0 ("t"): mapping node ' + "'a' has the unknown role 'alien'",
         "conversations.json: record 1: it is not a conversation of a format Duet reads "
         "(ChatGPT, Claude, Open WebUI, LM Studio, llama.cpp web UI, Duet)",
-        "gone.zip: cannot read gone.zip: No such file or directory"]}
+        "gone.zip: cannot read gone.zip: No such file or directory"], "n_failed": 3}
     assert err.count("\n") == 3 and all(line.startswith("duet-cli: import: ")
                                          for line in err.splitlines())
     assert "Traceback" not in err and len(list(home.glob("*.duet"))) == 8

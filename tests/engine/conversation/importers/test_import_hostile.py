@@ -70,6 +70,12 @@ def test_bad_json_is_one_line_and_the_records_before_it_are_kept(home, before, t
         f"{tmp_path.name}: {tmp_path.name} is not a regular file"]
 
 
+def test_a_flood_of_bad_records_keeps_a_thousand_lines(home, tmp_path):
+    (tmp_path / "flood.json").write_text("[" + ",".join(["{}"] * 5000) + "]")
+    report = import_files([tmp_path / "flood.json"])
+    assert report.n_failed == 5000 and len(report.failed) == 1000
+
+
 def test_a_cycle_in_mapping(home, before, tmp_path):
     conv = chatgpt("loop", 4)
     conv["mapping"]["m1"]["parent"] = "m3"  # m1 → m2 → m3 → m1, none of them under the root
