@@ -8,8 +8,9 @@ Idempotent: each conversation's key (registry.key_of) is recorded in the file
 (``settings.import``) and in a small ledger beside the files (``.imports.sqlite3``); a key
 whose file still exists is not imported again. A conversation exported again after it grew (the
 same format and id, another key) replaces the file of its earlier import when nobody changed
-that file since (its size and mtime as the ledger has them), and comes in beside it otherwise:
-what was continued or edited in Duet is never overwritten. Each conversation is committed on its own (the
+that file since (its size and mtime as the ledger has them) and the new export holds every
+message of it; otherwise it comes in beside it: what was continued or edited in Duet, or what a
+later export lacks, is never overwritten. Each conversation is committed on its own (the
 file, then its ledger row), so a bad record, a failure or an interruption loses nothing already
 imported. The files written go into the search index as the import goes (a batch at least
 every second, and the rest when a file ends), as a save puts its file there.
@@ -36,7 +37,7 @@ from engine.conversation.search_index import SearchIndex
 from engine.conversation.session import store
 from engine.conversation.session.format import SUFFIX, read_meta, write_session
 from engine.conversation.session.meta import ModelInfo, SessionMeta, utc_now_iso
-from engine.conversation.store import tree_to_json
+from engine.conversation.store import tree_from_json, tree_to_json
 from engine.conversation.tree import NEW_TITLE, Conversation, Node, title_from
 from engine.errors import SessionError
 
@@ -117,6 +118,8 @@ def _import_file(path: Path, folder: Path, ledger: Ledger, index: SearchIndex,
                     report.skipped += 1
                 else:
                     older = ledger.untouched(imported)
+                    if older is not None and not extends(imported.root, older):
+                        older = None  # not the same conversation grown: it comes in beside
                     written = save_imported(folder, imported, key, source=path, into=older)
                     ledger.add(key, written, imported)
                     pending.append(written)
@@ -137,6 +140,32 @@ def _import_file(path: Path, folder: Path, ledger: Ledger, index: SearchIndex,
         report.fail(f"{path.name}: {e}")
     finally:
         index.update_many(pending)
+
+
+def signatures(root: Node) -> set[int]:
+    """One number for each message of a tree: its text, role and tool fields and those of
+    every message before it (not its time), so that a tree holds another when it holds all of
+    the other's numbers."""
+    out: set[int] = set()
+    stack = [(c, 0) for c in root.children]
+    while stack:
+        node, up = stack.pop()
+        sig = hash((up, node.turn.message()))
+        out.add(sig)
+        stack.extend((c, sig) for c in node.children)
+    return out
+
+
+def extends(root: Node, path: Path) -> bool:
+    """Whether the tree ``root`` holds every message, every version, of the conversation
+    saved at ``path`` (so that writing it there loses nothing)."""
+    try:
+        meta = read_meta(path)
+    except SessionError:
+        return False
+    messages = [store.from_saved(m) for m in meta.messages]
+    old = tree_from_json(meta.settings.get("tree"), messages)
+    return old is not None and signatures(old) <= signatures(root)
 
 
 def _name(record: Any) -> str:

@@ -295,3 +295,19 @@ def test_a_lost_or_damaged_ledger_is_built_again_from_the_files(home):
     for name in (ledger.name + "-wal", ledger.name + "-shm"):
         ledger.with_name(name).unlink(missing_ok=True)
     assert import_files(files).skipped == 8 and len(list(home.glob("*.duet"))) == 8
+
+
+def test_an_export_that_lacks_a_message_never_replaces_an_import(home, tmp_path):
+    export_file = DATA / "chatgpt-conversations.json"
+    import_files([export_file])
+    path = home / "Haiku.duet"
+    before = path.read_bytes()
+    shrunk = json.loads(export_file.read_text(encoding="utf-8"))
+    mapping = shrunk[1]["mapping"]
+    del mapping["u-b2"], mapping["a-b2"]  # the other version of the question is gone
+    mapping["s-b"]["children"] = ["u-b1"]
+    later = tmp_path / "conversations.json"
+    later.write_text(json.dumps(shrunk), encoding="utf-8")
+    report = import_files([later])
+    assert [p.name for p in report.added] == ["Haiku (2).duet"] and report.updated == []
+    assert path.read_bytes() == before
