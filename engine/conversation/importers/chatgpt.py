@@ -11,7 +11,9 @@ versions, and the branch that leads to ``current_node`` is the one shown. System
 system messages (an empty one, as ChatGPT starts every chat with, is dropped); hidden ones
 (``metadata.is_visually_hidden_from_conversation``, custom instructions) become system
 messages when they hold text. An assistant message addressed to a tool (``recipient`` not
-``all``) becomes a tool call, a ``tool`` message its result. Images and files the export does
+``all``) becomes a tool call, a ``tool`` message its result; an empty question or reply
+(a reasoning recap, a reply stopped before it began) is dropped, the reasoning itself
+(``thoughts``) kept in a ``<think>`` section. Images and files the export does
 not carry (``image_asset_pointer`` parts, ``metadata.attachments``) become a visible
 placeholder naming the file.
 """
@@ -98,6 +100,8 @@ def _turn(message: dict[str, Any], where: str, key: str) -> tuple[Turn | None, f
     if role == "tool":
         name = opt_str(author.get("name"), f"{where}.author.name")
         return make_turn("tool", text, when, name=(name or "tool")[:200]), when
+    if not text.strip():  # nothing to show (a reasoning recap, a cancelled reply)
+        return None, when
     return make_turn(role, text, when), when
 
 

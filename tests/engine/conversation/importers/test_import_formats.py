@@ -54,7 +54,8 @@ def test_chatgpt_tree_branches_hidden_tools_and_missing_files(home):
     assert japan.imported["model"] == "gpt-4o" and japan.meta.kv_target is None
     haiku = got["Haiku"]
     assert haiku.shown == [("system", "You are a poet."), ("user", "A haiku about rain"),
-                           ("assistant", "Soft rain on the roof")]
+                           ("assistant", "<think>\nFive, seven, five syllables.\n</think>"),
+                           ("assistant", "Soft rain on the roof")]  # the empty recap: dropped
     assert haiku.conv.versions(1) == (1, 2)  # an edited question: the first one is current
     haiku.conv.switch(1, 1)
     assert haiku.shown[1:] == [("user", "A haiku about snow ❄"),
