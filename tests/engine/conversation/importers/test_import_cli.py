@@ -57,9 +57,11 @@ def test_an_imported_conversation_opens_and_continues_with_the_model(home, smol_
     assert [(m.role, m.content) for m in opened.messages] == before.shown
     assert not opened.restored_kv and opened.note == "the model this conversation used is missing: gpt-4o"
     t0 = time.perf_counter()
+    # --drafter none: no verify-cost calibration in this test's fresh home (~14 s here)
     code, out, err = run_cli(capsys, "generate", "--model", smol_path, "--temperature", "0",
-                             "--max-tokens", "8", "--ctx", "2048", "--threads", "2", "--json",
-                             "--session", path, "Und wie heißt der größte Berg?")
+                             "--max-tokens", "8", "--ctx", "2048", "--threads", "2",
+                             "--drafter", "none", "--json", "--session", path,
+                             "Und wie heißt der größte Berg?")
     first_s = time.perf_counter() - t0
     reply = json.loads(out)
     assert code == 0 and err == "" and reply["text"]
