@@ -113,6 +113,20 @@ class SearchIndex:
         """Index ``path`` again now (a conversation was saved)."""
         self._quietly(lambda conn: self._refresh(conn, [path], force=True))
 
+    def update_many(self, files: Sequence[Path]) -> None:
+        """Index ``files`` again now, in one transaction (an import's new conversations)."""
+        def index(conn: sqlite3.Connection) -> None:
+            with conn:
+                for path in files:
+                    try:
+                        st = os.stat(path)
+                    except OSError:
+                        continue
+                    self._index_rows(conn, path, st)
+
+        if files:
+            self._quietly(index)
+
     def forget(self, path: Path) -> None:
         """Drop ``path`` from the index (a conversation was deleted)."""
         self._quietly(lambda conn: self._forget(conn, str(path)))
@@ -163,16 +177,20 @@ class SearchIndex:
         return ids
 
     def _index(self, conn: sqlite3.Connection, path: Path, st: os.stat_result) -> int:
-        texts = [t.casefold() for t in _texts_or_none(path)][:SLOT]
         with conn:
-            conn.execute("INSERT INTO files(path, mtime_ns, size) VALUES (?, ?, ?) "
-                         "ON CONFLICT(path) DO UPDATE SET mtime_ns = excluded.mtime_ns, "
-                         "size = excluded.size", (str(path), st.st_mtime_ns, st.st_size))
-            fid = conn.execute("SELECT id FROM files WHERE path = ?", (str(path),)).fetchone()[0]
-            conn.execute("DELETE FROM texts WHERE rowid >= ? AND rowid < ?",
-                         (fid * SLOT, (fid + 1) * SLOT))
-            conn.executemany("INSERT INTO texts(rowid, body) VALUES (?, ?)",
-                             ((fid * SLOT + i, t) for i, t in enumerate(texts)))
+            return self._index_rows(conn, path, st)
+
+    def _index_rows(self, conn: sqlite3.Connection, path: Path, st: os.stat_result) -> int:
+        """Index ``path`` within the caller's transaction; its file id."""
+        texts = [t.casefold() for t in _texts_or_none(path)][:SLOT]
+        conn.execute("INSERT INTO files(path, mtime_ns, size) VALUES (?, ?, ?) "
+                     "ON CONFLICT(path) DO UPDATE SET mtime_ns = excluded.mtime_ns, "
+                     "size = excluded.size", (str(path), st.st_mtime_ns, st.st_size))
+        fid = conn.execute("SELECT id FROM files WHERE path = ?", (str(path),)).fetchone()[0]
+        conn.execute("DELETE FROM texts WHERE rowid >= ? AND rowid < ?",
+                     (fid * SLOT, (fid + 1) * SLOT))
+        conn.executemany("INSERT INTO texts(rowid, body) VALUES (?, ?)",
+                         ((fid * SLOT + i, t) for i, t in enumerate(texts)))
         return fid
 
     def _forget(self, conn: sqlite3.Connection, path: str) -> None:

@@ -1,0 +1,13 @@
+"""Conversations from other apps into ``.duet`` files: one small reader per format (chatgpt,
+claude, openwebui, lmstudio, llamacpp, duet's own exports), the registry that tells them apart
+(registry), records read one at a time from a large export (records), and the import itself:
+files written as the window saves them, a ledger that makes it idempotent, the search index
+updated (run). No Qt, no llama.cpp.
+
+May import: models, llama, cache, decode, chat, tools, documents, prompts, runtime.
+"""
+
+from engine.conversation.importers.base import Imported, ImportFailure
+from engine.conversation.importers.run import ImportReport, import_files
+
+__all__ = ["ImportFailure", "ImportReport", "Imported", "import_files"]

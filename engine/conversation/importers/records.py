@@ -1,0 +1,184 @@
+"""An export's records, read one at a time: the elements of a top-level JSON array (a
+``conversations.json`` of 10,000 conversations is never held whole), a single JSON object, or
+a Markdown file's text; from the file, or from ``conversations.json`` in a zip.
+
+Memory: the text of one record at a time (a record is decoded by the standard library from a
+window that doubles until the record fits, so a long record costs about twice its size).
+A record that is not valid JSON, or nested deeper than the decoder goes, is yielded as an
+ImportFailure in its place; the records before it are intact, the ones after it are lost only
+when the array's structure itself is broken (there is no telling where the next one starts).
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import json
+import os
+import stat
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from engine.conversation.importers.base import ImportFailure, fail
+
+CHUNK = 1 << 20
+MAX_RECORD = 512 << 20  # characters of one record (a whole single-object file included)
+MAX_MARKDOWN = 64 << 20
+_WS = " \t\r\n"
+_DECODER = json.JSONDecoder()
+
+
+@dataclass(frozen=True)
+class Markdown:
+    """A Markdown file's text (Duet's own export)."""
+
+    text: str
+
+
+class Records:
+    """Iterate to get ``(index, record or ImportFailure)``; ``done`` and ``total`` are bytes of
+    the (uncompressed) stream read so far and in all, for progress."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.done = 0
+        self.total = 0
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        try:
+            with self._open() as raw:
+                if self.path.suffix.lower() in (".md", ".markdown"):
+                    yield 0, self._markdown(raw)
+                    return
+                yield from _Stream(raw, self).records()
+        except (OSError, zipfile.BadZipFile, RuntimeError) as e:  # RuntimeError: an encrypted zip
+            raise fail(f"cannot read {self.path.name}: {getattr(e, 'strerror', None) or e}") from None
+
+    def _open(self) -> IO[bytes]:
+        if not stat.S_ISREG(os.stat(self.path).st_mode):  # a FIFO would block, a folder fail
+            raise fail(f"{self.path.name} is not a regular file")
+        if zipfile.is_zipfile(self.path):
+            zf = zipfile.ZipFile(self.path)
+            names = [i for i in zf.infolist() if Path(i.filename).name == "conversations.json"]
+            if not names:
+                zf.close()
+                raise fail(f"{self.path.name} holds no conversations.json")
+            info = min(names, key=lambda i: len(i.filename))  # the top-level one
+            self.total = info.file_size
+            return _Closing(zf.open(info), zf)
+        self.total = self.path.stat().st_size
+        return open(self.path, "rb")
+
+    def _markdown(self, raw: IO[bytes]) -> Any:
+        data = raw.read(MAX_MARKDOWN + 1)
+        self.done = len(data)
+        if len(data) > MAX_MARKDOWN:
+            return fail(f"it is larger than {MAX_MARKDOWN >> 20} MB")
+        try:
+            return Markdown(data.decode("utf-8-sig"))
+        except UnicodeDecodeError:
+            return fail("it is not UTF-8 text")
+
+
+class _Closing(io.BufferedReader):
+    """A zip member that closes its archive with it."""
+
+    def __init__(self, member: IO[bytes], archive: zipfile.ZipFile) -> None:
+        super().__init__(member)  # type: ignore[arg-type]  # ZipExtFile is a RawIOBase in practice
+        self._archive = archive
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._archive.close()
+
+
+class _Stream:
+    """The text of a byte stream, decoded as it is read, with a cursor."""
+
+    def __init__(self, raw: IO[bytes], owner: Records) -> None:
+        self.raw, self.owner = raw, owner
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self.buf, self.pos, self.eof = "", 0, False
+
+    def more(self, at_least: int = CHUNK) -> bool:
+        """Read about ``at_least`` more characters; False at the end of the stream."""
+        if self.eof:
+            return False
+        data = self.raw.read(max(at_least, CHUNK))
+        self.owner.done += len(data)
+        try:
+            text = self.decoder.decode(data, final=not data)
+        except UnicodeDecodeError:
+            raise fail("it is not UTF-8 text") from None
+        self.buf = self.buf[self.pos:] + text
+        self.pos = 0
+        self.eof = not data
+        return True
+
+    def skip_ws(self) -> str:
+        """The next character that is not white space ('' at the end)."""
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in _WS:
+                self.pos += 1
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return ""
+
+    def value(self) -> Any:
+        """The JSON value at the cursor; ImportFailure (the cursor unmoved) if it is invalid."""
+        while True:
+            try:
+                obj, end = _DECODER.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as e:
+                truncated = e.pos >= len(self.buf) - 8 or e.msg.startswith("Unterminated")
+                if not truncated or len(self.buf) - self.pos > MAX_RECORD:
+                    raise fail(f"it is not valid JSON ({e.msg}, at character "
+                               f"{e.pos - self.pos} of the record)") from None
+                if not self.more(len(self.buf) - self.pos):
+                    raise fail(f"it is not valid JSON: the file ends inside it ({e.msg})") from None
+                continue
+            except RecursionError:
+                raise fail("it is nested too deeply") from None
+            # a number or literal cut by the window's end would parse short: read on to be sure
+            if end >= len(self.buf) and not self.eof and self.more():
+                continue
+            self.pos = end
+            return obj
+
+    def records(self) -> Iterator[tuple[int, Any]]:
+        first = self.skip_ws()
+        if first == "":
+            raise fail("the file is empty")
+        if first != "[":
+            try:
+                obj = self.value()
+                if self.skip_ws():
+                    raise fail("there is more after its JSON value")
+            except ImportFailure as e:
+                obj = e
+            yield 0, obj
+            return
+        self.pos += 1
+        i = 0
+        if self.skip_ws() == "]":
+            return
+        while True:
+            try:
+                yield i, self.value()
+            except ImportFailure as e:
+                yield i, e
+                return  # where the next record starts cannot be told
+            i += 1
+            c = self.skip_ws()
+            if c == "]":
+                return
+            if c != ",":
+                raise fail(f"the list of conversations is broken after record {i - 1}")
+            self.pos += 1
+            self.skip_ws()
