@@ -96,3 +96,19 @@ def test_a_missing_file_and_a_missing_model(tmp_path: Path) -> None:
         decode(tmp_path / "nope.wav")
     with pytest.raises(ModelLoadError, match="models fetch whisper"):
         Transcriber(tmp_path).transcribe(_wav(0.5))
+
+
+def test_a_build_without_speech_says_so_in_one_line(monkeypatch, tmp_path: Path) -> None:
+    """The packaged app leaves faster-whisper and PyAV out (packaging/duet.spec)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "av", None)  # import av: ImportError
+    monkeypatch.setitem(sys.modules, "faster_whisper", None)
+    with pytest.raises(AudioError, match="^speech to text is not part of this build") as e:
+        decode(CLIPS[0])
+    assert "\n" not in str(e.value)
+    folder = tmp_path / "whisper"
+    folder.mkdir()
+    (folder / "model.bin").write_bytes(b"x")
+    with pytest.raises(ModelLoadError, match="^speech to text is not part of this build"):
+        Transcriber(folder)._load()
