@@ -1,5 +1,5 @@
-"""The window's file dialogs for conversations: open, save as, export, rename, delete, and the
-recent files menu. Each asks the person, then hands the answer to ``window.controller.files``."""
+"""The window's file dialogs for conversations: open, save as, import, export, rename, delete,
+and the recent files menu. Each asks the person, then hands the answer to ``window.controller.files``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ class Window(Protocol):
     recent_menu: Any  # QMenu
     notice: Any  # app.views.notice.NoticeBar
     status: Any  # app.views.status.StatusBar
+    importing: Any  # app.control.importing.Importing
 
     def window(self) -> QWidget: ...
 
@@ -66,6 +67,17 @@ def export_shown(window: Window) -> None:
             window.notice.show_message(f"Cannot export to {path.name}: {e.strerror}", "error")
             return
         window.status.showMessage(f"Exported {path.name}", 4000)
+
+
+IMPORT_FILTER = ("Exports: ChatGPT, Claude, Open WebUI, LM Studio, llama.cpp, Duet "
+                 "(*.json *.zip *.md);;All files (*)")
+
+
+def import_exports(window: Window) -> None:
+    names, _ = QFileDialog.getOpenFileNames(window.window(), "Import conversations",
+                                            str(Path.home()), IMPORT_FILTER)
+    if names:
+        window.importing.start([Path(n) for n in names])
 
 
 def rename(window: Window, cid: str | None) -> None:

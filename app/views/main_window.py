@@ -34,10 +34,11 @@ from app.control.quitting import unfinished
 from app.control.settings import Settings
 from app.control.state import AppState
 from app.engine_link.client import EngineClient
-from app.views import file_dialogs, menus, theme
+from app.views import file_dialogs, library_jobs, menus, theme
 from app.views.attachments import Attachments, ChipBar
 from app.views.chat_view import ChatView
 from app.views.composer import Composer
+from app.views.job_progress import JobProgress
 from app.views.models_panel import FirstRunPanel, ModelsPanel
 from app.views.notice import NoticeBar
 from app.views.presets import PresetBar
@@ -59,6 +60,7 @@ class MainWindow(QMainWindow):
     composer: Composer
     status: StatusBar
     recent_menu: QMenu  # (made by menus.build)
+    job_progress: JobProgress  # (made by library_jobs.connect)
 
     def __init__(self, settings: Settings | None = None, *, client: EngineClient | None = None,
                  autoload: bool = True) -> None:
@@ -82,6 +84,7 @@ class MainWindow(QMainWindow):
         self.load_models, self.local_server = self.flow.load, self.flow.local_server
         self._observe()
         self._connect_controller()
+        self.importing = library_jobs.connect(self)  # imports (and their progress) off this thread
         menus.build(self)
         self.settings.changed.connect(self.on_setting_changed)
         self.chat_view.set_highlight_draft(self.settings["highlight_draft"])
@@ -240,6 +243,8 @@ class MainWindow(QMainWindow):
         dropped = sort_drop(Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile())
         for path in dropped.conversations:
             self.controller.files.open_path(path)
+        if dropped.imported:
+            self.importing.start(list(dropped.imported))
         self.attach(list(dropped.attached))
         if dropped.model is not None:
             self.models.handle_drop(dropped.model)
@@ -282,6 +287,7 @@ class MainWindow(QMainWindow):
             return
         self.settings.set("composer_draft", self.composer.edit.toPlainText())  # back at next start
         self.local_server.stop()
+        self.importing.close()  # (cancelled: what it imported so far is kept)
         self.client.shutdown()
         self.sidebar.searcher.close()
         super().closeEvent(event)

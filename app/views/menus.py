@@ -29,6 +29,8 @@ def build(window: MainWindow) -> None:
     _action(file, "Save &as…", lambda: file_dialogs.save_as(window),
             QKeySequence.StandardKey.SaveAs)
     file.addSeparator()
+    _action(file, "&Import…", lambda: file_dialogs.import_exports(window))
+    file.addSeparator()
     _action(file, "&Quit", window.close, QKeySequence.StandardKey.Quit)
     conv = bar.addMenu("&Conversation")
     _action(conv, "&Rename…", lambda: file_dialogs.rename(window, c.current.id if c.current else None),

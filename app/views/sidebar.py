@@ -1,4 +1,5 @@
-"""The conversation list: new, open, rename, delete (the window does the work), and search.
+"""The conversation list: new, open, rename, delete (the window does the work), search, and
+exports dropped on it to import.
 
 The search matches the conversations open in the app in memory, and the saved ones not opened
 yet through the search index, off the GUI thread (app.control.search): their rows change when its
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLineEdit,
@@ -36,6 +38,7 @@ class Sidebar(QWidget):
     open_requested = Signal()
     rename_requested = Signal(str)
     delete_requested = Signal(str)
+    import_requested = Signal(list)  # list[Path]: files dropped here are imported
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -44,6 +47,7 @@ class Sidebar(QWidget):
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setUniformItemSizes(True)
+        self.setAcceptDrops(True)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.currentItemChanged.connect(self._on_current)
@@ -135,6 +139,17 @@ class Sidebar(QWidget):
     def _on_current(self, item: QListWidgetItem | None, _prev: QListWidgetItem | None) -> None:
         if item is not None:
             self.selected.emit(item.data(ID_ROLE))
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt's name
+        if any(u.isLocalFile() for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt's name
+        """Exports dropped on the conversation list are imported (whatever their name)."""
+        files = [Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile()]
+        if files:
+            self.import_requested.emit(files)
+            event.acceptProposedAction()
 
     def _menu(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)

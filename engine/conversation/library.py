@@ -8,7 +8,7 @@ Listeners get ``(kind, conversation)``: "list" (added, removed, renamed or reord
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from engine.conversation.tree import Change, Conversation
 
@@ -55,6 +55,25 @@ class Library:
         if show:
             self.show(conv)
         return conv
+
+    def add_saved(self, convs: Sequence[Conversation],
+                  rank: Callable[[Conversation], float]) -> None:
+        """Add saved conversations (not shown) among the others, most recent first by ``rank``
+        (a file's last change; the list's own order is kept): one "list" change for all."""
+        ranks = {id(c): rank(c) for c in [*self.conversations, *convs]}
+        new = sorted(convs, key=lambda c: ranks[id(c)], reverse=True)
+        merged: list[Conversation] = []
+        i = 0
+        for conv in self.conversations:
+            while i < len(new) and ranks[id(new[i])] > ranks[id(conv)]:
+                merged.append(new[i])
+                i += 1
+            merged.append(conv)
+        merged += new[i:]
+        for conv in new:
+            conv.subscribe(self._relay)
+        self.conversations = merged
+        self._emit("list", None)
 
     def remove(self, conv: Conversation) -> None:
         if conv not in self.conversations:

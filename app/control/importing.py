@@ -1,0 +1,129 @@
+"""Importing other apps' exports from the window (File → Import…, a drop): the import
+(engine.conversation.importers) runs on a thread of its own (app.control.background) while the
+window goes on; its figures come back for the progress bar, and at its end (or at a cancel) the
+files it wrote join the conversation list where their dates put them. One line says how it
+went; a record that could not be imported is named in it, and nothing imported before it is
+lost (each conversation is committed on its own). QtCore only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+
+from app.control.background import Background, JobCancelled, JobFailed, Report
+from app.control.conversation import saved_conversations
+from engine import paths
+from engine.conversation.importers.run import ImportReport, Progress, import_files
+from engine.conversation.library import Library
+from engine.conversation.tree import Conversation
+
+log = logging.getLogger(__name__)
+
+Notify = Callable[[str, str], None]  # (text, kind): a notice about no conversation in particular
+
+
+def summary(report: ImportReport) -> tuple[str, str]:
+    """The one line an import ends with, and its kind ("info" or "error")."""
+    n = len(report.added)
+    line = f"Imported {n} conversation{'' if n == 1 else 's'}"
+    if report.updated:
+        line += f", updated {len(report.updated)}"
+    if report.skipped:
+        line += f" ({report.skipped} already there)"
+    if not report.n_failed:
+        return line + ".", "info"
+    more = f" (and {report.n_failed - 1} more)" if report.n_failed > 1 else ""
+    return f"{line}; could not import {report.failed[0]}{more}", "error"
+
+
+def progress_text(p: Progress) -> str:
+    return (f"Importing {p.file.name}: {p.added + p.updated} imported, {p.skipped} already "
+            f"there" + (f", {p.failed} failed" if p.failed else ""))
+
+
+def _mtime(conv: Conversation) -> float:
+    """Where a conversation goes in the list: its file's last change (unsaved ones first)."""
+    if conv.path is None:
+        return float("inf")
+    try:
+        return os.stat(conv.path).st_mtime
+    except OSError:
+        return float("inf")
+
+
+class Importing(QObject):
+    """``start(files)`` imports them into ``folder`` (the conversations folder); ``progress``
+    carries (share done from 0 to 1, a line), ``finished`` the ImportReport (None: cancelled
+    or failed) once the list holds what it wrote."""
+
+    progress = Signal(float, str)
+    finished = Signal(object)
+
+    def __init__(self, library: Library, notify: Notify, folder: Path | None = None,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.library, self.notify, self.folder = library, notify, folder
+        self.job = Background("import", self)
+        self.job.progress.connect(self._on_progress)
+        self.job.done.connect(self._on_done)
+
+    @property
+    def busy(self) -> bool:
+        return self.job.busy
+
+    def start(self, files: Sequence[Path]) -> bool:
+        """Import ``files`` (exports: .json, .zip, .md); False while an import runs."""
+        files = [Path(f) for f in files]
+        folder = self.folder or paths.conversations_dir()
+        if not files:
+            return False
+        if self.job.busy:
+            self.notify("An import is under way: import these files when it ends.", "error")
+            return False
+
+        def job(report: Report) -> ImportReport:
+            return import_files(files, folder, progress=report)
+
+        self.progress.emit(0.0, f"Importing {files[0].name}…")
+        return self.job.start(job)
+
+    def cancel(self) -> None:
+        self.job.cancel()
+
+    def close(self) -> None:
+        self.job.close()
+
+    def _on_progress(self, p: object) -> None:
+        if isinstance(p, Progress):
+            share = p.done_bytes / p.total_bytes if p.total_bytes else 0.0
+            self.progress.emit(min(share, 1.0), progress_text(p))
+
+    def _on_done(self, result: object) -> None:
+        added = self.list_new()
+        if isinstance(result, ImportReport):
+            self.notify(*summary(result))
+            self.finished.emit(result)
+            return
+        if isinstance(result, JobCancelled):
+            self.notify(f"Import cancelled; the {added} conversations imported before are kept.",
+                        "info")
+        elif isinstance(result, JobFailed):
+            self.notify(f"{result.line}; the {added} conversations imported before are kept.",
+                        "error")
+        self.finished.emit(None)
+
+    def list_new(self) -> int:
+        """Add the conversations folder's files the list lacks (what the import wrote); their
+        number."""
+        known = {c.path.resolve() for c in self.library.conversations if c.path is not None}
+        folder = self.folder or paths.conversations_dir()
+        new = [Conversation(p.stem, p) for p in saved_conversations(folder)
+               if p.resolve() not in known]
+        if new:
+            self.library.add_saved(new, _mtime)
+        return len(new)
