@@ -29,6 +29,7 @@ from app.control.composing import Composing
 from app.control.controller import ChatController
 from app.control.conversation import Conversation, RecentFiles
 from app.control.drops import sort_drop
+from app.control.exporting import Exporting
 from app.control.models import ModelFlow
 from app.control.quitting import unfinished
 from app.control.settings import Settings
@@ -61,6 +62,7 @@ class MainWindow(QMainWindow):
     status: StatusBar
     recent_menu: QMenu  # (made by menus.build)
     job_progress: JobProgress  # (made by library_jobs.connect)
+    exporting: Exporting  # (made by library_jobs.connect)
 
     def __init__(self, settings: Settings | None = None, *, client: EngineClient | None = None,
                  autoload: bool = True) -> None:
@@ -288,6 +290,7 @@ class MainWindow(QMainWindow):
         self.settings.set("composer_draft", self.composer.edit.toPlainText())  # back at next start
         self.local_server.stop()
         self.importing.close()  # (cancelled: what it imported so far is kept)
+        self.exporting.close()  # (cancelled: no half zip)
         self.client.shutdown()
         self.sidebar.searcher.close()
         super().closeEvent(event)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu, QMessageBox
 
-from app.views import file_dialogs
+from app.views import file_dialogs, library_jobs
 from app.views.tools_panel import open_tools_dialog
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ def build(window: MainWindow) -> None:
             QKeySequence.StandardKey.SaveAs)
     file.addSeparator()
     _action(file, "&Import…", lambda: file_dialogs.import_exports(window))
+    _action(file, "&Export everything…", lambda: library_jobs.export_everything(window))
     file.addSeparator()
     _action(file, "&Quit", window.close, QKeySequence.StandardKey.Quit)
     conv = bar.addMenu("&Conversation")

@@ -1,5 +1,5 @@
 """``duet-cli``: the headless front end (generate, models, session, serve, transcribe, worker,
-import)."""
+import, export)."""
 
 from __future__ import annotations
 
@@ -150,14 +150,15 @@ def build_parser() -> argparse.ArgumentParser:
     # lazy: the subcommands' modules (llama.cpp through engine.runtime.runtime, huggingface_hub: ~0.5 s)
     # load when the parser is built, so that `import engine.cli.main` stays ~50 ms (-X importtime);
     # every duet-cli command builds the whole parser, so they load at its start either way
-    from engine.cli import importing
+    from engine.cli import exporting, importing
     from engine.cli import models as cli_models
     from engine.cli import serve as server_cli
     from engine.cli import session as session_cli
     from engine.cli import transcribe as transcribe_cli
     from engine.llama import rpc_worker as worker
 
-    for module in (cli_models, session_cli, server_cli, transcribe_cli, worker, importing):
+    for module in (cli_models, session_cli, server_cli, transcribe_cli, worker, importing,
+                   exporting):
         module.add_parser(sub)
     return parser
 

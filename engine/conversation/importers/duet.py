@@ -45,7 +45,8 @@ def _json(record: dict[str, Any]) -> Imported:
     root = tree_from_json(record.get("tree"), messages) or chain([Turn.of(m) for m in messages])
     times = [n.turn.time for n in _walk(root)]
     return Imported(NAME, opt_str(record.get("title"), "title") or NEW_TITLE, root,
-                    min(times, default=0.0), max(times, default=0.0))
+                    min(times, default=0.0), max(times, default=0.0),
+                    source_id=opt_str(record.get("file"), "file"))
 
 
 def _message(m: Any, where: str) -> Message:

@@ -1,6 +1,8 @@
 """An export's records, read one at a time: the elements of a top-level JSON array (a
 ``conversations.json`` of 10,000 conversations is never held whole), a single JSON object, or
-a Markdown file's text; from the file, or from ``conversations.json`` in a zip.
+a Markdown file's text; from the file, or from ``conversations.json`` in a zip; or each
+conversation's JSON in a zip of Duet's export of everything (engine.conversation.archive: its
+``manifest.json`` lists them).
 
 Memory: the text of one record at a time (a record is decoded by the standard library from a
 window that doubles until the record fits, so a long record costs about twice its size).
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from engine.conversation.archive import MANIFEST
 from engine.conversation.importers.base import ImportFailure, fail
 
 CHUNK = 1 << 20
@@ -49,6 +52,11 @@ class Records:
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         try:
+            archive = self._library_zip()
+            if archive is not None:
+                with archive:
+                    yield from self._library(archive)
+                return
             with self._open() as raw:
                 if self.path.suffix.lower() in (".md", ".markdown"):
                     yield 0, self._markdown(raw)
@@ -56,6 +64,57 @@ class Records:
                 yield from _Stream(raw, self).records()
         except (OSError, zipfile.BadZipFile, RuntimeError) as e:  # RuntimeError: an encrypted zip
             raise fail(f"cannot read {self.path.name}: {getattr(e, 'strerror', None) or e}") from None
+
+    def _library_zip(self) -> zipfile.ZipFile | None:
+        """The zip, if it is Duet's export of everything (a manifest, no conversations.json)."""
+        if not stat.S_ISREG(os.stat(self.path).st_mode):  # a FIFO would block, a folder fail
+            raise fail(f"{self.path.name} is not a regular file")
+        if not zipfile.is_zipfile(self.path):
+            return None
+        zf = zipfile.ZipFile(self.path)
+        names = {Path(n).name for n in zf.namelist()}
+        if MANIFEST in zf.namelist() and "conversations.json" not in names:
+            return zf
+        zf.close()
+        return None
+
+    def _library(self, zf: zipfile.ZipFile) -> Iterator[tuple[int, Any]]:
+        manifest = self._member(zf, MANIFEST)
+        if not isinstance(manifest, dict) or manifest.get("app") != "duet" or \
+                not isinstance(manifest.get("conversations"), list):
+            raise fail(f"{self.path.name} is not a Duet export: its {MANIFEST} is not Duet's")
+        names = [e.get("json") if isinstance(e, dict) else None for e in manifest["conversations"]]
+        members = {i.filename: i for i in zf.infolist()}
+        self.total = self.done + sum(members[n].file_size for n in names
+                                     if isinstance(n, str) and n in members)  # (for progress)
+        for i, name in enumerate(names):
+            try:
+                if not isinstance(name, str):
+                    raise fail(f"its entry in {MANIFEST} names no JSON file")
+                yield i, self._member(zf, name)
+            except ImportFailure as e:
+                yield i, e
+
+    def _member(self, zf: zipfile.ZipFile, name: str) -> Any:
+        """The JSON of the zip's member ``name`` (read up to MAX_RECORD bytes)."""
+        try:
+            with zf.open(name) as f:
+                data = f.read(MAX_RECORD + 1)
+        except KeyError:
+            raise fail(f"{name} is missing from the zip") from None
+        except (zipfile.BadZipFile, NotImplementedError, EOFError) as e:
+            raise fail(f"{name} cannot be read from the zip ({e})") from None
+        self.done += len(data)
+        if len(data) > MAX_RECORD:
+            raise fail(f"{name} is larger than {MAX_RECORD >> 20} MB")
+        try:
+            return json.loads(data.decode("utf-8-sig"))
+        except UnicodeDecodeError:
+            raise fail(f"{name} is not UTF-8 text") from None
+        except json.JSONDecodeError as e:
+            raise fail(f"{name} is not valid JSON ({e.msg})") from None
+        except RecursionError:
+            raise fail(f"{name} is nested too deeply") from None
 
     def _open(self) -> IO[bytes]:
         if not stat.S_ISREG(os.stat(self.path).st_mode):  # a FIFO would block, a folder fail

@@ -6,7 +6,8 @@ window lists it among the others in the order it was last used.
 
 Idempotent: each conversation's key (registry.key_of) is recorded in the file
 (``settings.import``) and in a small ledger beside the files (``.imports.sqlite3``); a key
-whose file still exists is not imported again. A conversation exported again after it grew (the
+whose file still exists is not imported again, nor a conversation of Duet's own export of
+everything whose file is still in the folder holding all of it. A conversation exported again after it grew (the
 same format and id, another key) replaces the file of its earlier import when nobody changed
 that file since (its size and mtime as the ledger has them) and the new export holds every
 message of it; otherwise it comes in beside it: what was continued or edited in Duet, or what a
@@ -114,7 +115,7 @@ def _import_file(path: Path, folder: Path, ledger: Ledger, index: SearchIndex,
                 if isinstance(record, ImportFailure):
                     raise record
                 imported, key = read_record(record)
-                if ledger.has(key):
+                if ledger.has(key) or already_saved(folder, imported):
                     report.skipped += 1
                 else:
                     older = ledger.untouched(imported)
@@ -156,16 +157,32 @@ def signatures(root: Node) -> set[int]:
     return out
 
 
-def extends(root: Node, path: Path) -> bool:
-    """Whether the tree ``root`` holds every message, every version, of the conversation
-    saved at ``path`` (so that writing it there loses nothing)."""
+def _saved_tree(path: Path) -> Node | None:
     try:
         meta = read_meta(path)
     except SessionError:
-        return False
+        return None
     messages = [store.from_saved(m) for m in meta.messages]
-    old = tree_from_json(meta.settings.get("tree"), messages)
+    return tree_from_json(meta.settings.get("tree"), messages)
+
+
+def extends(root: Node, path: Path) -> bool:
+    """Whether the tree ``root`` holds every message, every version, of the conversation
+    saved at ``path`` (so that writing it there loses nothing)."""
+    old = _saved_tree(path)
     return old is not None and signatures(old) <= signatures(root)
+
+
+def already_saved(folder: Path, imported: Imported) -> bool:
+    """A conversation of Duet's own export whose file is in ``folder`` holding every message of
+    it: an export of everything imported back into the library it came from adds nothing."""
+    if imported.fmt != "duet" or not imported.source_id:
+        return False
+    path = folder / Path(imported.source_id).name
+    if path.suffix != SUFFIX or not path.is_file():
+        return False
+    old = _saved_tree(path)
+    return old is not None and signatures(imported.root) <= signatures(old)
 
 
 def _name(record: Any) -> str:
