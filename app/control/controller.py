@@ -79,6 +79,8 @@ class ChatController(QObject):
         self.context_use = ContextUse(client, self.state, self)  # (after the files: it reads opened ones)
         # the MCP servers' tools (the window's Tools, once any server is set up)
         self.tools_source: Callable[[], ToolSource | None] = lambda: None
+        # the system prompt of a conversation's project (app.control.projects), if it has one
+        self.project_prompt: Callable[[Conversation], str | None] = lambda conv: None
         self.tool_flow = ToolFlow(lambda: self.tools_source(),
                                   lambda: self.settings["max_tool_rounds"], self)
         self.tool_flow.next_reply = self._more
@@ -155,7 +157,10 @@ class ChatController(QObject):
 
     # -- chatting --------------------------------------------------------------------------
     def system_prompt(self, conv: Conversation) -> str:
-        return conv.settings.get("system_prompt", self.settings["system_prompt"])
+        """The conversation's own (its preset's), else its project's, else the settings'."""
+        if "system_prompt" in conv.settings:
+            return conv.settings["system_prompt"]
+        return self.project_prompt(conv) or self.settings["system_prompt"]
 
     def send(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
         """Send ``text`` (with the files ``attachments``, read once) in the conversation shown."""

@@ -1,5 +1,5 @@
-"""The conversation list: new, open, rename, delete (the window does the work), search, and
-exports dropped on it to import.
+"""The conversation list: new, open, rename, delete (the window does the work), search, the
+projects that narrow both (app.views.projects_view), and exports dropped on it to import.
 
 The search matches the conversations open in the app in memory, and the saved ones not opened
 yet through the search index, off the GUI thread (app.control.search): their rows change when its
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtCore import QMimeData, QPoint, Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -25,11 +25,23 @@ from PySide6.QtWidgets import (
 )
 
 from app.control.conversation import Conversation
+from app.control.projects import ProjectFlow
 from app.control.search import ConversationSearch
+from app.views.projects_view import MIME, ProjectList, conversation_mime
 from engine.conversation.export import matches
 from engine.conversation.library import Library
 
 ID_ROLE = Qt.ItemDataRole.UserRole
+
+
+class ConversationList(QListWidget):
+    """The rows drag out as the ids of their conversations (onto a project)."""
+
+    def mimeTypes(self) -> list[str]:  # noqa: N802 - Qt's name
+        return [MIME]
+
+    def mimeData(self, items: Sequence[QListWidgetItem]) -> QMimeData:  # noqa: N802 - Qt's name
+        return conversation_mime([item.data(ID_ROLE) for item in items])
 
 
 class Sidebar(QWidget):
@@ -42,8 +54,11 @@ class Sidebar(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.list = QListWidget(self)
+        self.list = ConversationList(self)
         self.list.setObjectName("conversationList")
+        self.list.setSelectionMode(QListWidget.SelectionMode.ExtendedSelection)
+        self.list.setDragEnabled(True)
+        self.list.setDragDropMode(QListWidget.DragDropMode.DragOnly)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setUniformItemSizes(True)
@@ -66,6 +81,8 @@ class Sidebar(QWidget):
         self.searcher.found.connect(self._show_found)
         self._found: tuple[str, frozenset[Path]] = ("", frozenset())  # the last answer
         self._library: Library | None = None
+        self.projects: ProjectList | None = None
+        self._flow: ProjectFlow | None = None
         buttons = QHBoxLayout()
         buttons.setContentsMargins(0, 0, 0, 0)
         buttons.addWidget(new)
@@ -75,6 +92,14 @@ class Sidebar(QWidget):
         layout.addLayout(buttons)
         layout.addWidget(self.search)
         layout.addWidget(self.list, 1)
+        self._layout = layout
+
+    def follow_projects(self, flow: ProjectFlow) -> None:
+        """Show the projects above the search; the list and its search show the chosen one's."""
+        self._flow = flow
+        self.projects = ProjectList(flow, self)
+        self._layout.insertWidget(1, self.projects)
+        flow.changed.connect(lambda: self._filter(self.search.text()))
 
     def follow(self, library: Library) -> None:
         """List the library's conversations (never a blank one) and mark the one shown."""
@@ -97,15 +122,22 @@ class Sidebar(QWidget):
             if conv.id == current:
                 self.list.setCurrentItem(item)
         self.list.blockSignals(False)
-        if self.search.text().strip():
+        if self.search.text().strip() or self._flow is not None:
             self._filter(self.search.text())
 
+    def _shown(self, conv: Conversation) -> bool:
+        """In the project chosen (or none is)."""
+        return self._flow is None or self._flow.shows(conv)
+
     def _filter(self, query: str) -> None:
-        """Hide the conversations whose title and text (every version) lack ``query``."""
+        """Hide the conversations out of the project chosen, or whose title and text (every
+        version) lack ``query``."""
         query = query.strip()
         files: list[Path] = []
         for item, conv in self._rows():
-            if conv is None or not query:
+            if conv is not None and not self._shown(conv):
+                item.setHidden(True)
+            elif conv is None or not query:
                 item.setHidden(False)
             elif conv.loaded:
                 item.setHidden(not matches(conv, query))
@@ -124,7 +156,7 @@ class Sidebar(QWidget):
         if self.search.text().strip() != query:
             return
         for item, conv in self._rows():
-            if conv is not None and not conv.loaded and conv.path is not None:
+            if conv is not None and not conv.loaded and conv.path is not None and self._shown(conv):
                 item.setHidden(conv.path not in hits)
 
     def _rows(self) -> list[tuple[QListWidgetItem, Conversation | None]]:

@@ -1,5 +1,6 @@
 """Everything in one zip: each saved conversation as Markdown (the branch shown, to read) and as
-JSON (every version, engine.conversation.export.to_json), with ``manifest.json`` listing them.
+JSON (every version, engine.conversation.export.to_json), with ``manifest.json`` listing them
+and the projects (each conversation's project is named in its entry and its JSON).
 Duet's import reads it back (engine.conversation.importers.records: a zip with this manifest).
 No Qt.
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from engine import paths
 from engine.conversation.export import to_json, to_markdown
+from engine.conversation.projects import Projects
 from engine.conversation.session import store
 from engine.conversation.session.format import SUFFIX, read_meta
 from engine.conversation.store import tree_from_json
@@ -81,16 +83,16 @@ def _iso(t: float) -> str:
 
 def export_all(dest: Path, folder: Path | None = None, *,
                files: Sequence[Path] | None = None,
-               extra: Callable[[Path], dict[str, Any]] | None = None,
                progress: Callable[[ExportProgress], None] | None = None) -> ExportReport:
     """Write every conversation of ``folder`` (the conversations folder; or just ``files``) to
-    the zip ``dest``. ``extra(path)``: more fields for a conversation's manifest entry and JSON
-    (its project). OSError when the zip cannot be written; ``progress`` may raise to stop."""
+    the zip ``dest``, each with its project (engine.conversation.projects). OSError when the
+    zip cannot be written; ``progress`` may raise to stop."""
     folder = Path(folder) if folder is not None else paths.conversations_dir()
     files = list(files) if files is not None else saved_files(folder)
     dest = Path(dest)
     report = ExportReport(dest)
     entries: list[dict[str, Any]] = []
+    projects = Projects(folder)
     fd, tmp_name = tempfile.mkstemp(prefix=dest.name + ".", suffix=".part", dir=dest.parent)
     tmp = Path(tmp_name)
     try:
@@ -104,20 +106,22 @@ def export_all(dest: Path, folder: Path | None = None, *,
                 except (SessionError, OSError) as e:
                     report.failed.append(f"{path.name}: {e}")
                     continue
-                more = extra(path) if extra is not None else {}
-                stem = path.stem
-                entry = {"title": conv.title, "file": path.name, "markdown": f"markdown/{stem}.md",
-                         "json": f"json/{stem}.json", "messages": sum(1 for _ in conv.walk()),
-                         "updated": updated, **more}
+                project = projects.of(path)
+                more = {"project": project.name} if project is not None else {}
+                md, js = f"markdown/{path.stem}.md", f"json/{path.stem}.json"
+                entry = {"title": conv.title, "file": path.name, "markdown": md, "json": js,
+                         "messages": sum(1 for _ in conv.walk()), "updated": updated, **more}
                 data = json.loads(to_json(conv))
                 data.update({"file": path.name, "updated": updated, **more})
-                zf.writestr(entry["markdown"], to_markdown(conv))
-                zf.writestr(entry["json"], json.dumps(data, indent=2, ensure_ascii=False))
+                zf.writestr(md, to_markdown(conv))
+                zf.writestr(js, json.dumps(data, indent=2, ensure_ascii=False))
                 entries.append(entry)
                 report.written += 1
             manifest = {"app": "duet", "kind": KIND, "version": VERSION,
                         "exported": datetime.now(UTC).isoformat(timespec="seconds"),
-                        "conversations": entries, "failed": report.failed}
+                        "conversations": entries, "failed": report.failed,
+                        "projects": [{"name": p.name, "system_prompt": p.system_prompt}
+                                     for p in projects.projects.values()]}
             zf.writestr(MANIFEST, json.dumps(manifest, indent=2, ensure_ascii=False))
         os.replace(tmp, dest)
     except BaseException:

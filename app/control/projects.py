@@ -1,0 +1,140 @@
+"""Projects in the window: which one the conversation list shows, which project each
+conversation is in (engine.conversation.projects, one small file beside the conversations),
+and the system prompt a project gives the conversations that start in it. QtCore only.
+
+A conversation not saved yet belongs to the project shown when it was started, and joins it
+in the file when it is first saved. Renamed and deleted files keep the list right.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+
+from engine.conversation.library import Library, is_blank
+from engine.conversation.projects import Project, Projects
+from engine.conversation.tree import Conversation
+
+log = logging.getLogger(__name__)
+
+Notify = Callable[[str, str], None]  # (text, kind)
+
+
+class ProjectFlow(QObject):
+    changed = Signal()  # the projects, the one shown or who is in which changed
+
+    def __init__(self, library: Library, notify: Notify, folder: Path | None = None,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.library, self.notify = library, notify
+        self.projects = Projects(folder)
+        self.selected: str | None = None  # the project the list shows (None: every conversation)
+        self._pending: dict[str, str] = {}  # id of a conversation not saved yet → its project
+        library.subscribe(self._on_library)
+
+    # -- what the list shows -----------------------------------------------------------------
+    def project_of(self, conv: Conversation) -> Project | None:
+        name = self._pending.get(conv.id)
+        if name is not None:
+            return self.projects.projects.get(name)
+        return self.projects.of(conv.path)
+
+    def shows(self, conv: Conversation) -> bool:
+        """Whether the list shows ``conv`` (it is in the project shown, or none is chosen)."""
+        if self.selected is None:
+            return True
+        project = self.project_of(conv)
+        return project is not None and project.name == self.selected
+
+    def system_prompt(self, conv: Conversation) -> str | None:
+        """The system prompt of ``conv``'s project (None: none, or it has none)."""
+        project = self.project_of(conv)
+        return project.system_prompt if project is not None and project.system_prompt else None
+
+    def select(self, name: str | None) -> None:
+        self.selected = name if name in self.projects.projects else None
+        current = self.library.current
+        if current is not None and is_blank(current):  # a new chat starts in the project shown
+            self._adopt(current)
+        self.changed.emit()
+
+    # -- changes the person asks for -----------------------------------------------------------
+    def create(self, name: str) -> str | None:
+        """A new project; its name (None: it could not be made)."""
+        try:
+            project = self.projects.add(name)
+        except ValueError as e:
+            self.notify(f"Cannot make the project: {e}.", "error")
+            return None
+        except OSError as e:
+            self.notify(f"Cannot save the projects: {e.strerror or e}", "error")
+            return None
+        self.changed.emit()
+        return project.name
+
+    def rename(self, old: str, new: str) -> None:
+        try:
+            name = self.projects.rename(old, new)
+        except OSError as e:
+            self.notify(f"Cannot save the projects: {e.strerror or e}", "error")
+            return
+        if self.selected == old:
+            self.selected = name
+        self._pending = {c: (name if n == old else n) for c, n in self._pending.items()}
+        self.changed.emit()
+
+    def set_prompt(self, name: str, text: str) -> None:
+        self._write(lambda: self.projects.set_prompt(name, text))
+        self.changed.emit()
+
+    def remove(self, name: str) -> None:
+        self._write(lambda: self.projects.remove(name))
+        self._pending = {c: n for c, n in self._pending.items() if n != name}
+        if self.selected == name:
+            self.selected = None
+        self.changed.emit()
+
+    def move(self, ids: Iterable[str], name: str | None) -> None:
+        """Put the conversations ``ids`` in project ``name`` (None: in none)."""
+        convs = [c for c in map(self.library.by_id, ids) if c is not None]
+        files = [c.path for c in convs if c.path is not None]
+        for conv in convs:
+            if conv.path is None and name is not None:
+                self._pending[conv.id] = name
+            else:
+                self._pending.pop(conv.id, None)
+        if files:
+            self._write(lambda: self.projects.move(files, name))
+        self.changed.emit()
+
+    # -- the files -----------------------------------------------------------------------------
+    def saved(self, cid: str, path: Path) -> None:
+        """A conversation was saved at ``path``: one waiting for its project joins it."""
+        name = self._pending.pop(cid, None)
+        if name is not None and name in self.projects.projects:
+            self._write(lambda: self.projects.move([path], name))
+
+    def renamed(self, old: Path, new: Path) -> None:
+        self._write(lambda: self.projects.renamed(old, new))
+
+    def deleted(self, path: Path) -> None:
+        self._write(lambda: self.projects.forget(path))
+
+    def _on_library(self, kind: str, conv: Conversation | None) -> None:
+        if kind == "current" and conv is not None and is_blank(conv):
+            self._adopt(conv)
+
+    def _adopt(self, conv: Conversation) -> None:
+        if self.selected is None:
+            self._pending.pop(conv.id, None)
+        else:
+            self._pending[conv.id] = self.selected
+
+    def _write(self, change: Callable[[], object]) -> None:
+        try:
+            change()
+        except OSError as e:
+            self.notify(f"Cannot save the projects: {e.strerror or e}", "error")

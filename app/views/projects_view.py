@@ -1,0 +1,136 @@
+"""The projects above the conversation list: "All conversations" and each project; choosing one
+narrows the list and its search to it, conversations dragged onto one move into it, and its
+menu makes, renames, deletes a project and edits its system prompt (app.control.projects)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QByteArray, QMimeData, QPoint, Qt
+from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
+from PySide6.QtWidgets import QInputDialog, QListWidget, QListWidgetItem, QMenu, QMessageBox, QWidget
+
+from app.control.projects import ProjectFlow
+
+if TYPE_CHECKING:
+    from app.views.main_window import MainWindow
+
+MIME = "application/x-duet-conversations"  # ids of conversations dragged from the list
+NAME_ROLE = Qt.ItemDataRole.UserRole
+ALL = "All conversations"
+
+
+def conversation_mime(ids: list[str]) -> QMimeData:
+    mime = QMimeData()
+    mime.setData(MIME, QByteArray("\n".join(ids).encode()))
+    return mime
+
+
+def dragged_ids(mime: QMimeData) -> list[str]:
+    return [i for i in bytes(mime.data(MIME).data()).decode(errors="replace").split("\n") if i]
+
+
+class ProjectList(QListWidget):
+    """The projects of ``flow``: a click shows one, a drop of conversations moves them."""
+
+    def __init__(self, flow: ProjectFlow, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("projectList")
+        self.project_flow = flow
+        self.setAcceptDrops(True)
+        self.setMaximumHeight(120)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(self._menu)
+        self.currentItemChanged.connect(self._on_current)
+        flow.changed.connect(self.fill)
+        self.fill()
+
+    def fill(self) -> None:
+        self.blockSignals(True)
+        self.clear()
+        for name in (None, *self.project_flow.projects.names):
+            item = QListWidgetItem(ALL if name is None else name)
+            item.setData(NAME_ROLE, name)
+            if name is not None:
+                prompt = self.project_flow.projects.projects[name].system_prompt
+                item.setToolTip(f"System prompt: {prompt}" if prompt else "No system prompt of its own")
+            self.addItem(item)
+            if name == self.project_flow.selected:
+                self.setCurrentItem(item)
+        self.blockSignals(False)
+
+    def _on_current(self, item: QListWidgetItem | None, _prev: QListWidgetItem | None) -> None:
+        if item is not None:
+            self.project_flow.select(item.data(NAME_ROLE))
+
+    # -- drops of conversations ----------------------------------------------------------------
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt's name
+        if event.mimeData().hasFormat(MIME):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:  # noqa: N802 - Qt's name
+        if event.mimeData().hasFormat(MIME) and self.itemAt(event.position().toPoint()) is not None:
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt's name
+        item = self.itemAt(event.position().toPoint())
+        if not event.mimeData().hasFormat(MIME) or item is None:
+            event.ignore()
+            return
+        self.project_flow.move(dragged_ids(event.mimeData()), item.data(NAME_ROLE))
+        event.acceptProposedAction()
+
+    # -- the menu ------------------------------------------------------------------------------
+    def _menu(self, pos: QPoint) -> None:
+        item = self.itemAt(pos)
+        name = item.data(NAME_ROLE) if item is not None else None
+        menu = QMenu(self)
+        menu.addAction("New project…", self.ask_new)
+        if name is not None:
+            menu.addAction("Rename…", lambda: self.ask_rename(name))
+            menu.addAction("System prompt…", lambda: self.ask_prompt(name))
+            menu.addAction("Delete", lambda: self.ask_delete(name))
+        menu.exec(self.mapToGlobal(pos))
+
+    def ask_new(self) -> None:
+        name, ok = QInputDialog.getText(self, "New project", "Name:")
+        if ok and name.strip():
+            made = self.project_flow.create(name)
+            if made is not None:
+                self.project_flow.select(made)
+
+    def ask_rename(self, name: str) -> None:
+        new, ok = QInputDialog.getText(self, "Rename the project", "Name:", text=name)
+        if ok:
+            self.project_flow.rename(name, new)
+
+    def ask_prompt(self, name: str) -> None:
+        old = self.project_flow.projects.projects[name].system_prompt
+        text, ok = QInputDialog.getMultiLineText(
+            self, f"{name}: system prompt", "Every conversation started in this project begins "
+            "with this system prompt (empty: the one in the settings):", old)
+        if ok:
+            self.project_flow.set_prompt(name, text)
+
+    def ask_delete(self, name: str) -> None:
+        answer = QMessageBox.question(self, "Delete the project", f"Delete the project “{name}”? "
+                                      "Its conversations are kept, in no project.")
+        if answer == QMessageBox.StandardButton.Yes:
+            self.project_flow.remove(name)
+
+
+def connect(window: MainWindow) -> ProjectFlow:
+    """The projects in ``window``: above its list, their prompts for its chats, following its
+    files."""
+    c = window.controller
+    flow = ProjectFlow(c.library, window.notice.show_message, parent=window)
+    window.sidebar.follow_projects(flow)
+    c.project_prompt = flow.system_prompt
+    c.conversation_saved.connect(lambda saved: flow.saved(saved.conversation_id, saved.path))
+    c.file_renamed.connect(flow.renamed)
+    c.file_deleted.connect(flow.deleted)
+    return flow

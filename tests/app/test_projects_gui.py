@@ -1,0 +1,96 @@
+"""Projects in the window: conversations dragged onto a project move into it, choosing a project
+narrows the list and its search to it, a chat started in a project begins with the project's
+system prompt (a real reply of the small model) and joins it when saved, and the project
+follows renamed and deleted files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QDropEvent
+
+from app.views.projects_view import ALL
+from engine.conversation.projects import Projects
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "imports"
+LONG_MS = 120_000
+
+
+def visible(window) -> list[str]:
+    lst = window.sidebar.list
+    return sorted(lst.item(i).text() for i in range(lst.count()) if not lst.item(i).isHidden())
+
+
+def row(lst, text: str):
+    return next(lst.item(i) for i in range(lst.count()) if lst.item(i).text() == text)
+
+
+def drag(window, titles: list[str], project: str) -> None:
+    """Drag the conversations ``titles`` from the list onto ``project``."""
+    items = [row(window.sidebar.list, t) for t in titles]
+    mime = window.sidebar.list.mimeData(items)
+    target = window.sidebar.projects
+    at = QPointF(target.visualItemRect(row(target, project)).center())
+    target.dropEvent(QDropEvent(at, Qt.DropAction.MoveAction, mime, Qt.MouseButton.LeftButton,
+                                Qt.KeyboardModifier.NoModifier))
+
+
+def imported(qtbot, window) -> list[str]:
+    with qtbot.waitSignal(window.importing.finished, timeout=LONG_MS):
+        window.importing.start(sorted(DATA.glob("*.json")))
+    return visible(window)
+
+
+def test_drag_into_a_project_and_search_in_it(qtbot, window):
+    everything = imported(qtbot, window)
+    flow = window.projects
+    assert flow.create("Japan") == "Japan"
+    drag(window, ["Hauptstadt von Japan 🗾"], "Japan")
+    projects = window.sidebar.projects
+    projects.setCurrentItem(row(projects, "Japan"))
+    assert visible(window) == ["Hauptstadt von Japan 🗾"]
+    # the search looks in the project only (its saved files through the index)
+    with qtbot.waitSignal(window.sidebar.searcher.found, timeout=LONG_MS):
+        window.sidebar.search.setText("a")
+    assert visible(window) == ["Hauptstadt von Japan 🗾"]
+    with qtbot.waitSignal(window.sidebar.searcher.found, timeout=LONG_MS):
+        projects.setCurrentItem(row(projects, ALL))
+    assert len(visible(window)) > 1
+    window.sidebar.search.setText("")
+    assert visible(window) == everything
+    # back out of the project: dragged onto "All conversations"
+    drag(window, ["Hauptstadt von Japan 🗾"], ALL)
+    projects.setCurrentItem(row(projects, "Japan"))
+    assert visible(window) == []
+    assert Projects().members == {}
+
+
+def test_a_chat_started_in_a_project_has_its_system_prompt(qtbot, window, driver, settings,
+                                                           smol_path):
+    settings.update({"autosave": True, "system_prompt": "You are terse."})
+    flow = window.projects
+    flow.create("French")
+    flow.set_prompt("French", "Answer in French.")
+    driver.load(smol_path)
+    window.sidebar.projects.setCurrentItem(row(window.sidebar.projects, "French"))
+    window.controller.new()
+    with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as saved:
+        driver.send("Hello!")
+    conv = window.controller.current
+    assert [(t.role, t.text) for t in conv.turns][:2] == [("system", "Answer in French."),
+                                                         ("user", "Hello!")]
+    path = saved.args[0].path
+    assert Projects().of(path).name == "French" and visible(window) == [conv.title]
+    # the same in no project: the settings' prompt
+    window.sidebar.projects.setCurrentItem(row(window.sidebar.projects, ALL))
+    window.controller.new()
+    with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as other:
+        driver.send("Hi there")
+    assert window.controller.current.turns[0].text == "You are terse."
+    assert Projects().of(other.args[0].path) is None
+    # the file renamed, then deleted: the project follows
+    window.controller.files.rename(conv.id, "Bonjour")
+    assert Projects().of(path) is None and Projects().of(path.with_name("Bonjour.duet")).name == "French"
+    window.controller.files.delete(conv.id)
+    assert Projects().members == {}
