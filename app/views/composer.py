@@ -74,7 +74,7 @@ class Composer(QWidget):
                               "model); off: they answer at once")
         self.think.setVisible(False)
         self.think.clicked.connect(self.thinking_toggled)  # (the person's clicks, not setChecked)
-        layout = QHBoxLayout(self)
+        layout = self._layout = QHBoxLayout(self)
         layout.setContentsMargins(12, 6, 12, 10)
         layout.addWidget(self.attach, 0, Qt.AlignmentFlag.AlignBottom)
         layout.addWidget(self.edit, 1)
@@ -84,6 +84,10 @@ class Composer(QWidget):
         self.edit.cancel.connect(self._cancel)
         self.button.clicked.connect(self._clicked)
         self.generating = False
+
+    def add_tool(self, widget: QWidget) -> None:
+        """A tool beside Attach (the microphone)."""
+        self._layout.insertWidget(1, widget, 0, Qt.AlignmentFlag.AlignBottom)
 
     def show_thinking(self, on: bool | None) -> None:
         """The Think switch: hidden (None: the model does not think), else checked or not."""

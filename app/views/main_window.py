@@ -35,7 +35,7 @@ from app.control.quitting import unfinished
 from app.control.settings import Settings
 from app.control.state import AppState
 from app.engine_link.client import EngineClient
-from app.views import file_dialogs, library_jobs, menus, projects_view, theme
+from app.views import dictation_view, file_dialogs, library_jobs, menus, projects_view, theme
 from app.views.attachments import Attachments, ChipBar
 from app.views.chat_view import ChatView
 from app.views.composer import Composer
@@ -88,6 +88,7 @@ class MainWindow(QMainWindow):
         self._connect_controller()
         self.importing = library_jobs.connect(self)  # imports (and their progress) off this thread
         self.projects = projects_view.connect(self)  # the projects above the list
+        self.dictation = dictation_view.connect(self)  # the microphone beside the composer
         menus.build(self)
         self.settings.changed.connect(self.on_setting_changed)
         self.chat_view.set_highlight_draft(self.settings["highlight_draft"])
@@ -292,6 +293,7 @@ class MainWindow(QMainWindow):
         self.local_server.stop()
         self.importing.close()  # (cancelled: what it imported so far is kept)
         self.exporting.close()  # (cancelled: no half zip)
+        self.dictation.close()
         self.client.shutdown()
         self.sidebar.searcher.close()
         super().closeEvent(event)
