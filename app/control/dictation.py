@@ -81,9 +81,11 @@ class Dictation(QObject):
     failed = Signal(str)  # one line
 
     def __init__(self, make_source: Callable[[], AudioSource],
-                 transcriber: Transcriber | None = None, parent: QObject | None = None) -> None:
+                 transcriber: Transcriber | None = None, parent: QObject | None = None, *,
+                 language: Callable[[], str] = lambda: "") -> None:
+        """``language()``: the language spoken, an ISO 639-1 code ("": detected each time)."""
         super().__init__(parent)
-        self.make_source = make_source
+        self.make_source, self.language = make_source, language
         self.transcriber = transcriber or Transcriber()
         self.state = "idle"
         self._source: AudioSource | None = None
@@ -125,12 +127,13 @@ class Dictation(QObject):
             self.failed.emit(NOTHING_HEARD)
             return
         wav = to_wav(bytes(self._pcm), rate, channels)
+        language = self.language().strip().lower() or None
         self._pcm = bytearray()
         self._set_state("transcribing")
 
         def job(_report: Report) -> str | JobFailed:
             try:
-                return self.transcriber.transcribe(wav).text.strip()
+                return self.transcriber.transcribe(wav, language=language).text.strip()
             except DuetError as e:  # AudioError, ModelLoadError: one line
                 return JobFailed(f"Cannot transcribe: {e}")
 

@@ -97,7 +97,6 @@ class Microphone(AudioSource):
                              f"({self._sample_format}, {self.rate} Hz).")
             return
         self._audio = mm.QAudioSource(device, fmt, self)
-        self._audio.stateChanged.connect(self._on_state)
         self._io = self._audio.start()
         if self._io is None:
             self.failed.emit(NO_DEVICE)
@@ -108,18 +107,27 @@ class Microphone(AudioSource):
 
     def _read(self) -> None:
         if self._io is not None:
-            data = bytes(self._io.readAll().data())
-            if data:
-                self.chunk.emit(to_int16(data, self._sample_format))
+            self._take(self._io)
+            self._check()
 
-    def _on_state(self, _state: object) -> None:
+    def _take(self, io: QIODevice) -> None:
+        data = bytes(io.readAll().data())
+        if data:
+            self.chunk.emit(to_int16(data, self._sample_format))
+
+    def _check(self) -> None:
+        """A device that failed (unplugged, taken away) ends the dictation in one line. (Checked
+        as sound comes: PySide cannot hand stateChanged's QAudio::State to a Python slot.)"""
         audio = self._audio
         if audio is not None and audio.error().name not in ("NoError", "UnderrunError"):
+            error = audio.error().name
             self.stop()
-            self.failed.emit(f"The microphone stopped ({audio.error().name}).")
+            self.failed.emit(f"The microphone stopped ({error}).")
 
     def stop(self) -> None:
-        if self._audio is not None:
-            self._read()  # what the device still held
-            audio, self._audio, self._io = self._audio, None, None
+        audio, io = self._audio, self._io
+        self._audio = self._io = None
+        if io is not None:
+            self._take(io)  # what the device still held
+        if audio is not None:
             audio.stop()

@@ -138,6 +138,9 @@ SCHEMA: tuple[Option, ...] = (
            "While you write, the model reads the conversation and what you have typed so far, "
            "so that the reply starts sooner after Enter (it gives way to everything else).",
            "now", CONVERSATIONS),
+    Option("dictation_language", str, "", "Dictation language",
+           "The language you speak to the Speak button, as a code such as en or fr (empty: "
+           "detected each time, which takes about twice as long).", "now", CONVERSATIONS),
     Option("composer_draft", str, "", "Unsent message",
            "What the composer held when Duet last quit (it is there again at the next start).",
            "now", CONVERSATIONS, visible=False),

@@ -83,7 +83,8 @@ def insert(edit: QPlainTextEdit, text: str) -> None:
 
 
 def connect(window: MainWindow) -> Dictation:
-    dictation = Dictation(Microphone, parent=window)
+    dictation = Dictation(Microphone, parent=window,
+                          language=lambda: window.settings["dictation_language"])
     window.composer.add_tool(MicButton(dictation, window.composer))
     dictation.transcript.connect(lambda text: insert(window.composer.edit, text))
     dictation.failed.connect(window.notice.show_error)

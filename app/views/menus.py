@@ -39,6 +39,8 @@ def build(window: MainWindow) -> None:
     _action(conv, "&Delete", lambda: file_dialogs.delete(window))
     _action(conv, "&Export the branch shown…", lambda: file_dialogs.export_shown(window))
     _action(conv, "&Find…", window.sidebar.search.setFocus, QKeySequence.StandardKey.Find)
+    _action(conv, "New &project…", lambda: window.sidebar.projects.ask_new()
+            if window.sidebar.projects is not None else None)
     _action(conv, "S&top the reply or tool call", c.stop, QKeySequence("Esc"))
     model = bar.addMenu("&Model")
     _action(model, "Choose &target model…", lambda: window._browse_model(False))

@@ -38,7 +38,6 @@ class ProjectList(QListWidget):
         self.setObjectName("projectList")
         self.project_flow = flow
         self.setAcceptDrops(True)
-        self.setMaximumHeight(120)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._menu)
         self.currentItemChanged.connect(self._on_current)
@@ -58,6 +57,8 @@ class ProjectList(QListWidget):
             if name == self.project_flow.selected:
                 self.setCurrentItem(item)
         self.blockSignals(False)
+        rows = min(self.count(), 5)  # as tall as its rows, up to five (then it scrolls)
+        self.setFixedHeight(rows * max(self.sizeHintForRow(0), 1) + 2 * self.frameWidth() + 2)
 
     def _on_current(self, item: QListWidgetItem | None, _prev: QListWidgetItem | None) -> None:
         if item is not None:

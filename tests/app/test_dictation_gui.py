@@ -103,7 +103,8 @@ def test_a_click_listens_the_next_transcribes_into_the_composer(qtbot, window, m
     assert window.controller.generating is None
 
 
-def test_holding_the_button_is_push_to_talk(qtbot, window, mic):
+def test_holding_the_button_is_push_to_talk(qtbot, window, mic, settings):
+    settings.set("dictation_language", "en")  # (given: no detection)
     window.dictation.make_source = lambda: WavSource(CLIPS[0])
     clock = [100.0]
     holder = mic.parent()
@@ -115,6 +116,17 @@ def test_holding_the_button_is_push_to_talk(qtbot, window, mic):
         qtbot.mouseRelease(mic, Qt.MouseButton.LeftButton)
     assert word_error_rate(reference(CLIPS[0]), heard.args[0]) <= MAX_WER
     assert window.composer.edit.toPlainText() == heard.args[0]
+
+
+def test_an_unknown_language_is_one_line(qtbot, window, mic, settings):
+    settings.set("dictation_language", "xx")
+    window.dictation.make_source = lambda: WavSource(CLIPS[0])
+    with qtbot.waitSignal(window.dictation.failed, timeout=LONG_MS):
+        qtbot.mouseClick(mic, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(mic, Qt.MouseButton.LeftButton)
+    assert window.notice.text() == ("Cannot transcribe: unknown language 'xx' (give an ISO "
+                                    "639-1 code such as en)")
+    assert window.composer.edit.toPlainText() == "" and window.dictation.state == "idle"
 
 
 def test_a_missing_microphone_is_one_line(qtbot, window, mic):
@@ -145,3 +157,16 @@ def test_levels_and_sample_formats():
     floats = np.array([0.0, 0.5, -1.0, 2.0], dtype="<f4").tobytes()
     assert np.frombuffer(to_int16(floats, "Float"), "<i2").tolist() == [0, 16383, -32767, 32767]
     assert to_int16(b"\x01\x02", "Int16") == b"\x01\x02"
+
+
+def test_the_microphone_without_qt_multimedia_says_so(qtbot, monkeypatch):
+    """PySide6-Essentials alone (Duet's base install) has no Qt Multimedia: one line."""
+    import sys
+
+    from app.control.microphone import NO_MULTIMEDIA, Microphone
+
+    monkeypatch.setitem(sys.modules, "PySide6.QtMultimedia", None)
+    source = Microphone()
+    with qtbot.waitSignal(source.failed, timeout=1000) as failed:
+        source.start()
+    assert failed.args == [NO_MULTIMEDIA]
