@@ -16,7 +16,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from app.control.background import Background, JobCancelled, JobFailed, Report
-from app.control.conversation import saved_conversations
+from app.control.conversation import SUFFIX
 from engine import paths
 from engine.conversation.importers.run import ImportReport, Progress, import_files
 from engine.conversation.library import Library
@@ -46,14 +46,14 @@ def progress_text(p: Progress) -> str:
             f"there" + (f", {p.failed} failed" if p.failed else ""))
 
 
-def _mtime(conv: Conversation) -> float:
-    """Where a conversation goes in the list: its file's last change (unsaved ones first)."""
-    if conv.path is None:
-        return float("inf")
+def _files_by_mtime(folder: Path) -> dict[Path, float]:
+    """The conversation files of ``folder`` and their last change (one stat each)."""
     try:
-        return os.stat(conv.path).st_mtime
+        with os.scandir(folder) as entries:
+            return {Path(e.path): e.stat().st_mtime for e in entries
+                    if e.name.endswith(SUFFIX) and e.is_file()}
     except OSError:
-        return float("inf")
+        return {}
 
 
 class Importing(QObject):
@@ -86,8 +86,9 @@ class Importing(QObject):
             self.notify("An import is under way: import these files when it ends.", "error")
             return False
 
-        def job(report: Report) -> ImportReport:
-            return import_files(files, folder, progress=report)
+        def job(report: Report) -> tuple[ImportReport, dict[Path, float]]:
+            done = import_files(files, folder, progress=report)
+            return done, _files_by_mtime(folder)  # (the folder listed here, not on the GUI's)
 
         self.progress.emit(0.0, f"Importing {files[0].name}…")
         return self.job.start(job)
@@ -104,11 +105,13 @@ class Importing(QObject):
             self.progress.emit(min(share, 1.0), progress_text(p))
 
     def _on_done(self, result: object) -> None:
-        added = self.list_new()
-        if isinstance(result, ImportReport):
-            self.notify(*summary(result))
-            self.finished.emit(result)
+        if isinstance(result, tuple):
+            report, files = result
+            self.list_new(files)
+            self.notify(*summary(report))
+            self.finished.emit(report)
             return
+        added = self.list_new()
         if isinstance(result, JobCancelled):
             self.notify(f"Import cancelled; the {added} conversations imported before are kept.",
                         "info")
@@ -117,13 +120,14 @@ class Importing(QObject):
                         "error")
         self.finished.emit(None)
 
-    def list_new(self) -> int:
-        """Add the conversations folder's files the list lacks (what the import wrote); their
-        number."""
-        known = {c.path.resolve() for c in self.library.conversations if c.path is not None}
-        folder = self.folder or paths.conversations_dir()
-        new = [Conversation(p.stem, p) for p in saved_conversations(folder)
-               if p.resolve() not in known]
-        if new:
-            self.library.add_saved(new, _mtime)
+    def list_new(self, files: dict[Path, float] | None = None) -> int:
+        """Add the conversations folder's ``files`` (all of them, by their last change) that the
+        list lacks: what the import wrote; their number."""
+        if files is None:
+            files = _files_by_mtime(self.folder or paths.conversations_dir())
+        known = {c.path for c in self.library.conversations if c.path is not None}
+        new = [Conversation(p.stem, p) for p in files if p not in known]
+        if new:  # by their last change; one without a file (or not in the folder) ranks first
+            self.library.add_saved(new, lambda c: files.get(c.path, float("inf"))
+                                   if c.path is not None else float("inf"))
         return len(new)

@@ -112,6 +112,7 @@ class Sidebar(QWidget):
         library.subscribe(on_change)
 
     def set_conversations(self, conversations: Sequence[Conversation], current: str | None) -> None:
+        self.list.setUpdatesEnabled(False)
         self.list.blockSignals(True)
         self.list.clear()  # no current item after it
         for conv in conversations:
@@ -122,7 +123,8 @@ class Sidebar(QWidget):
             if conv.id == current:
                 self.list.setCurrentItem(item)
         self.list.blockSignals(False)
-        if self.search.text().strip() or self._flow is not None:
+        self.list.setUpdatesEnabled(True)
+        if self.search.text().strip() or self._flow is not None and self._flow.selected is not None:
             self._filter(self.search.text())
 
     def _shown(self, conv: Conversation) -> bool:
@@ -161,7 +163,8 @@ class Sidebar(QWidget):
 
     def _rows(self) -> list[tuple[QListWidgetItem, Conversation | None]]:
         library = self._library
-        return [(item, library.by_id(item.data(ID_ROLE)) if library is not None else None)
+        by_id = {c.id: c for c in library.conversations} if library is not None else {}
+        return [(item, by_id.get(item.data(ID_ROLE)))
                 for item in (self.list.item(i) for i in range(self.list.count()))]
 
     @staticmethod

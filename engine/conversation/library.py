@@ -57,20 +57,23 @@ class Library:
         return conv
 
     def add_saved(self, convs: Sequence[Conversation],
-                  rank: Callable[[Conversation], float]) -> None:
-        """Add saved conversations (not shown) among the others, most recent first by ``rank``
-        (a file's last change; the list's own order is kept): one "list" change for all."""
-        ranks = {id(c): rank(c) for c in [*self.conversations, *convs]}
-        new = sorted(convs, key=lambda c: ranks[id(c)], reverse=True)
-        merged: list[Conversation] = []
-        i = 0
-        for conv in self.conversations:
-            while i < len(new) and ranks[id(new[i])] > ranks[id(conv)]:
-                merged.append(new[i])
-                i += 1
-            merged.append(conv)
-        merged += new[i:]
-        for conv in new:
+                  rank: Callable[[Conversation], float] | None = None) -> None:
+        """Add saved conversations (not shown): at the end in their order, or among the others
+        by ``rank``, most recent first (a file's last change; the list's own order is kept).
+        One "list" change for all of them, however many."""
+        if rank is None:
+            merged = [*self.conversations, *convs]
+        else:
+            ranks = {id(c): rank(c) for c in [*self.conversations, *convs]}
+            new = sorted(convs, key=lambda c: ranks[id(c)], reverse=True)
+            merged, i = [], 0
+            for conv in self.conversations:
+                while i < len(new) and ranks[id(new[i])] > ranks[id(conv)]:
+                    merged.append(new[i])
+                    i += 1
+                merged.append(conv)
+            merged += new[i:]
+        for conv in convs:
             conv.subscribe(self._relay)
         self.conversations = merged
         self._emit("list", None)

@@ -288,3 +288,20 @@ def test_library_lists_no_blank_conversation_and_drops_one_left_behind() -> None
     assert "current" in events and "list" in events
     lib.remove(blank)
     assert lib.current is None
+
+
+def test_saved_conversations_join_the_list_by_date_in_one_change() -> None:
+    """An import's new files go among the others by their last change (most recent first), the
+    list's own order kept, and the listeners hear one change however many came."""
+    lib = Library()
+    old = [Conversation(t) for t in ("c", "e", "g")]  # listed newest first: c (30) e (10) g (5)
+    lib.add_saved(old)
+    heard: list[str] = []
+    lib.subscribe(lambda kind, _c: heard.append(kind))
+    when = {"c": 30, "e": 10, "g": 5, "a": 40, "d": 20, "f": 8, "h": 1}
+    new = [Conversation(t) for t in ("h", "d", "a", "f")]
+    lib.add_saved(new, lambda c: when[c.title])
+    assert [c.title for c in lib.conversations] == ["a", "c", "d", "e", "f", "g", "h"]
+    assert heard == ["list"]
+    new[0].rename("h2")  # they are followed like the others
+    assert heard == ["list", "list"]
