@@ -28,7 +28,8 @@ class Imported:
     """One conversation read from an export. ``root``: Duet's tree (engine.conversation.tree),
     the chosen child at each level being the branch the source app showed; ``created`` and
     ``updated`` in epoch seconds; ``source_id``: the export's own id for it (None: it has none);
-    ``model``: the model its replies name, if any."""
+    ``model``: the model its replies name, if any; ``project``: the Duet project it was in
+    (Duet's own export of everything)."""
 
     fmt: str
     title: str
@@ -37,6 +38,7 @@ class Imported:
     updated: float
     source_id: str | None = None
     model: str | None = None
+    project: str | None = None
 
 
 def fail(what: str) -> ImportFailure:

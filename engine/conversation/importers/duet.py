@@ -46,7 +46,8 @@ def _json(record: dict[str, Any]) -> Imported:
     times = [n.turn.time for n in _walk(root)]
     return Imported(NAME, opt_str(record.get("title"), "title") or NEW_TITLE, root,
                     min(times, default=0.0), max(times, default=0.0),
-                    source_id=opt_str(record.get("file"), "file"))
+                    source_id=opt_str(record.get("file"), "file"),
+                    project=opt_str(record.get("project"), "project"))
 
 
 def _message(m: Any, where: str) -> Message:

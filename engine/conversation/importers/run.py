@@ -34,6 +34,7 @@ from engine import paths
 from engine.conversation.importers.base import Imported, ImportFailure
 from engine.conversation.importers.records import Records
 from engine.conversation.importers.registry import LABELS, read_record
+from engine.conversation.projects import Projects, clean_name
 from engine.conversation.search_index import SearchIndex
 from engine.conversation.session import store
 from engine.conversation.session.format import SUFFIX, read_meta, write_session
@@ -94,18 +95,36 @@ def import_files(files: Sequence[Path], folder: Path | None = None, *,
     report = ImportReport()
     own_index = index is None
     index = index or SearchIndex()
+    joined: dict[str, list[Path]] = {}  # project → the files written for it
     try:
         with Ledger(folder / LEDGER) as ledger:
             for path in files:
-                _import_file(Path(path), folder, ledger, index, report, progress)
+                _import_file(Path(path), folder, ledger, index, report, progress, joined)
     finally:
         if own_index:
             index.close()
+        _join_projects(folder, joined, report)
     return report
 
 
+def _join_projects(folder: Path, joined: dict[str, list[Path]], report: ImportReport) -> None:
+    """Conversations of Duet's export of everything go back into their projects (made anew
+    where the folder has none of that name)."""
+    if not joined:
+        return
+    try:
+        projects = Projects(folder)
+        for name, written in joined.items():
+            if clean_name(name) not in projects.projects:
+                name = projects.add(name).name
+            projects.move(written, clean_name(name))
+    except (OSError, ValueError) as e:
+        report.fail(f"the projects of the imported conversations: {e}")
+
+
 def _import_file(path: Path, folder: Path, ledger: Ledger, index: SearchIndex,
-                 report: ImportReport, progress: Callable[[Progress], None] | None) -> None:
+                 report: ImportReport, progress: Callable[[Progress], None] | None,
+                 joined: dict[str, list[Path]]) -> None:
     records = Records(path)
     pending: list[Path] = []  # written, not yet in the search index
     flushed = time.monotonic()
@@ -125,6 +144,8 @@ def _import_file(path: Path, folder: Path, ledger: Ledger, index: SearchIndex,
                     ledger.add(key, written, imported)
                     pending.append(written)
                     (report.updated if older else report.added).append(written)
+                    if imported.project:
+                        joined.setdefault(imported.project, []).append(written)
             except (ImportFailure, SessionError) as e:
                 report.fail(f"{path.name}: record {i}{_name(record)}: {e}")
             except Exception as e:  # a record no reader foresaw must not end the import

@@ -12,6 +12,7 @@ from conftest import DATA, saved
 from engine.cli.main import main
 from engine.conversation.archive import MANIFEST, export_all
 from engine.conversation.importers.run import import_files, signatures
+from engine.conversation.projects import Projects
 
 
 def library(folder: Path) -> dict[str, set[int]]:
@@ -21,6 +22,11 @@ def library(folder: Path) -> dict[str, set[int]]:
 
 def test_everything_round_trips_once(home, tmp_path):
     assert len(import_files(sorted(DATA.glob("*.json")), home).added) == 8
+    japan = home / "Hauptstadt von Japan 🗾.duet"
+    projects = Projects(home)
+    projects.add("Travel")
+    projects.set_prompt("Travel", "Answer briefly.")
+    projects.move([japan], "Travel")
     zip_path = tmp_path / "all.zip"
     report = export_all(zip_path, home)
     assert (report.written, report.failed) == (8, [])
@@ -29,6 +35,9 @@ def test_everything_round_trips_once(home, tmp_path):
         assert (manifest["app"], manifest["kind"], manifest["version"]) == ("duet", "library", 1)
         entries = manifest["conversations"]
         assert sorted(e["title"] for e in entries) == sorted(library(home))
+        assert [e["title"] for e in entries if e.get("project") == "Travel"] == [
+            "Hauptstadt von Japan 🗾"]
+        assert manifest["projects"] == [{"name": "Travel", "system_prompt": "Answer briefly."}]
         for e in entries:
             md = zf.read(e["markdown"]).decode()
             assert md.startswith(f"# {e['title']}\n")
@@ -39,6 +48,7 @@ def test_everything_round_trips_once(home, tmp_path):
     first = import_files([zip_path], other)
     assert len(first.added) == 8 and first.n_failed == 0
     assert library(other) == library(home)  # every message of every version, every title
+    assert Projects(other).members == {japan.name: "Travel"}  # (its prompt is not carried back)
     again = import_files([zip_path], other)
     assert (again.added, again.skipped) == ([], 8)
     back = import_files([zip_path], home)  # into the library it came from: nothing new
