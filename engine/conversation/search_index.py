@@ -93,6 +93,7 @@ class SearchIndex:
     def __init__(self, db: Path | None = None) -> None:
         self.db = db or default_path()
         self._conn: sqlite3.Connection | None = None
+        self._inode: tuple[int, int] | None = None  # (device, inode) of the file opened
 
     # -- the questions -------------------------------------------------------------------
     def search(self, query: str, files: Sequence[Path]) -> list[Path]:
@@ -210,27 +211,58 @@ class SearchIndex:
                 check = conn.execute("PRAGMA quick_check").fetchone()[0]
                 if check != "ok":
                     raise sqlite3.DatabaseError(check)
-                if conn.execute("PRAGMA user_version").fetchone()[0] != VERSION:
-                    if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                        conn.close()
-                        log.info("rebuilding the search index %s: another version made it",
-                                 self.db)
-                        self._delete()
-                        conn = sqlite3.connect(self.db, timeout=5.0)
-                    with conn:
-                        for statement in _SCHEMA:
-                            conn.execute(statement)
+                if not self._make_schema(conn):
+                    conn.close()
+                    log.info("rebuilding the search index %s: another version made it", self.db)
+                    self._delete()
+                    conn = sqlite3.connect(self.db, timeout=5.0)
+                    self._make_schema(conn)
             except BaseException:
                 conn.close()
                 raise
             self._conn = conn
+            self._inode = self._file_id()
         return self._conn
+
+    def _file_id(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.db)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _moved(self) -> bool:
+        """Whether the file at the index's path is no longer the one this connection has open
+        (SQLite says "readonly database": its own error code is lost through FTS5)."""
+        return self._conn is not None and self._file_id() != self._inode
+
+    @staticmethod
+    def _make_schema(conn: sqlite3.Connection) -> bool:
+        """Make the tables of an empty index, under the write lock: another connection making
+        them at the same moment (the window's search and an import) waits, then finds them
+        made, never half made. False: the file holds another version's index."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != VERSION:
+                if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                    conn.rollback()
+                    return False
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        return True
 
     def _guarded(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """``work(connection)``; a damaged index is deleted, built again and asked once more."""
         try:
             return work(self._connection())
         except sqlite3.DatabaseError as e:
+            if getattr(e, "sqlite_errorname", "").startswith("SQLITE_READONLY") and self._moved():
+                self.close()  # another connection rebuilt the file under this one: open it anew
+                return work(self._connection())
             if getattr(e, "sqlite_errorname", "").startswith(_BUSY):
                 raise
             self.close()

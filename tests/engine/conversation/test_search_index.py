@@ -169,3 +169,25 @@ def test_an_unusable_index_leaves_the_search_to_the_files(save: Saver, tmp_path:
     index = SearchIndex(blocker / "search.sqlite3")
     index.update(path)  # logged, not raised
     assert index.search("hunt", [path]) == [path] and index.search("moles", [path]) == []
+
+
+def test_two_connections_share_one_index(save: Saver, index: SearchIndex, tmp_path: Path,
+                                         caplog: pytest.LogCaptureFixture) -> None:
+    """The window's search and an import each hold a connection to the same new index: both
+    find the tables made, and one whose file was made anew under it (another connection
+    rebuilt it) opens the new file instead of failing every write ("readonly database")."""
+    other = SearchIndex(index.db)
+    owls = save("owls", _conversation("Owls?", "They hunt at night.", "Mostly at night."))
+    moles = save("moles", _conversation("Moles?", "They dig.", "Mostly they dig."))
+    other.update(owls)
+    index.update(moles)
+    assert index.search("hunt", [owls, moles]) == [owls]
+    assert other.search("dig", [owls, moles]) == [moles]
+    other.close()
+    index.db.unlink()  # rebuilt by someone else: this connection's file is gone from under it
+    other = SearchIndex(index.db)
+    other.update(owls)
+    index.update(moles)  # (its file moved away: it opens the new one)
+    assert "was not updated" not in caplog.text
+    assert other.search("dig", [owls, moles]) == [moles]
+    other.close()
