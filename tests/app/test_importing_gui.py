@@ -65,13 +65,19 @@ def test_import_lists_the_conversations_and_a_second_adds_none(qtbot, window):
     assert shown == ["Hauptstadt von Japan 🗾"]
 
 
-def test_an_imported_conversation_opens_in_the_window(qtbot, window):
+def test_an_imported_conversation_continues_in_the_window(qtbot, window, driver, smol_path):
     run_import(qtbot, window, [DATA / "chatgpt-conversations.json"])
+    driver.load(smol_path)
     conv = next(c for c in window.controller.conversations if c.title == "Hauptstadt von Japan 🗾")
     with qtbot.waitSignal(window.controller.conversation_opened, timeout=LONG_MS):
         window.controller.select(conv.id)
-    assert conv.loaded and [t.role for t in conv.turns][:3] == ["system", "user", "assistant"]
+    before = [(t.role, t.text) for t in conv.turns]
+    assert conv.loaded and [r for r, _ in before][:3] == ["system", "user", "assistant"]
     assert window.chat_view.conversation is conv
+    reply = driver.send("And of France?")  # its history is read now, the first time
+    assert reply.done.stats.n_tokens > 0
+    assert [(t.role, t.text) for t in conv.turns][:len(before)] == before
+    assert [t.role for t in conv.turns][len(before):] == ["user", "assistant"]
 
 
 def test_a_bad_record_is_one_line_and_the_others_come_in(qtbot, window, tmp_path):
