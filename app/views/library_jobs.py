@@ -26,7 +26,7 @@ def connect(window: MainWindow) -> Importing:
     importing.finished.connect(progress.end)
     progress.cancel_requested.connect(importing.cancel)
     window.sidebar.import_requested.connect(importing.start)
-    window.job_progress = progress
+    window.sidebar.files_dropped.connect(window.take_files)
     window.exporting = Exporting(window.notice.show_message, parent=window)
     export_progress = JobProgress(window)
     export_progress.setObjectName("exportProgress")

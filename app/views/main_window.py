@@ -39,7 +39,6 @@ from app.views import dictation_view, file_dialogs, library_jobs, menus, project
 from app.views.attachments import Attachments, ChipBar
 from app.views.chat_view import ChatView
 from app.views.composer import Composer
-from app.views.job_progress import JobProgress
 from app.views.models_panel import FirstRunPanel, ModelsPanel
 from app.views.notice import NoticeBar
 from app.views.presets import PresetBar
@@ -61,7 +60,6 @@ class MainWindow(QMainWindow):
     composer: Composer
     status: StatusBar
     recent_menu: QMenu  # (made by menus.build)
-    job_progress: JobProgress  # (made by library_jobs.connect)
     exporting: Exporting  # (made by library_jobs.connect)
 
     def __init__(self, settings: Settings | None = None, *, client: EngineClient | None = None,
@@ -243,8 +241,12 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:
-        """Each file where app.control.drops sends it."""
-        dropped = sort_drop(Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile())
+        self.take_files([Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile()])
+        event.acceptProposedAction()
+
+    def take_files(self, files: list[Path]) -> None:
+        """Each file dropped where app.control.drops sends it."""
+        dropped = sort_drop(files)
         for path in dropped.conversations:
             self.controller.files.open_path(path)
         if dropped.imported:
@@ -252,7 +254,6 @@ class MainWindow(QMainWindow):
         self.attach(list(dropped.attached))
         if dropped.model is not None:
             self.models.handle_drop(dropped.model)
-        event.acceptProposedAction()
 
     # -- attached files --------------------------------------------------------------------
     def attach(self, paths: list[Path]) -> None:
@@ -291,9 +292,8 @@ class MainWindow(QMainWindow):
             return
         self.settings.set("composer_draft", self.composer.edit.toPlainText())  # back at next start
         self.local_server.stop()
-        self.importing.close()  # (cancelled: what it imported so far is kept)
-        self.exporting.close()  # (cancelled: no half zip)
-        self.dictation.close()
+        for job in (self.importing, self.exporting, self.dictation):
+            job.close()  # (cancelled: what an import wrote is kept, an export leaves no half zip)
         self.client.shutdown()
         self.sidebar.searcher.close()
         super().closeEvent(event)

@@ -24,7 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.control.conversation import Conversation
+from app.control.conversation import SUFFIX, Conversation
+from app.control.drops import MODEL_SUFFIX
 from app.control.projects import ProjectFlow
 from app.control.search import ConversationSearch
 from app.views.projects_view import MIME, ProjectList, conversation_mime
@@ -51,6 +52,7 @@ class Sidebar(QWidget):
     rename_requested = Signal(str)
     delete_requested = Signal(str)
     import_requested = Signal(list)  # list[Path]: files dropped here are imported
+    files_dropped = Signal(list)  # list[Path]: conversations and models dropped here (opened)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -180,11 +182,15 @@ class Sidebar(QWidget):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt's name
-        """Exports dropped on the conversation list are imported (whatever their name)."""
+        """Exports dropped on the conversation list are imported (whatever their name); a
+        conversation or a model opens as anywhere else."""
         files = [Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile()]
-        if files:
-            self.import_requested.emit(files)
-            event.acceptProposedAction()
+        own = [f for f in files if f.suffix == SUFFIX or f.suffix.lower() == MODEL_SUFFIX]
+        if own:
+            self.files_dropped.emit(own)
+        if len(own) < len(files):
+            self.import_requested.emit([f for f in files if f not in own])
+        event.acceptProposedAction()
 
     def _menu(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QToolButton
+from PySide6.QtWidgets import QProgressBar, QToolButton
 
 from app.control import dictation as dictation_module
 from app.control.dictation import NOTHING_HEARD, AudioSource, level
@@ -83,7 +83,7 @@ def test_a_click_listens_the_next_transcribes_into_the_composer(qtbot, window, m
     typed = window.composing.chat = Typed(window.composing.chat)
     edit = window.composer.edit
     qtbot.keyClicks(edit, "Note:")
-    meter = window.findChild(type(window.job_progress.bar), "micLevel")
+    meter = window.findChild(QProgressBar, "micLevel")
     shown: list[int] = []
     window.dictation.level.connect(lambda _v: shown.append(meter.value()))
     qtbot.mouseClick(mic, Qt.MouseButton.LeftButton)

@@ -7,6 +7,7 @@ import json
 import zipfile
 from pathlib import Path
 
+from app.views.job_progress import JobProgress
 from engine.conversation.archive import MANIFEST
 from engine.conversation.importers.run import import_files
 
@@ -27,7 +28,7 @@ def test_export_everything_from_the_window(qtbot, window, tmp_path):
     assert window.notice.text() == "Exported 8 conversations to backup.zip."
     with zipfile.ZipFile(tmp_path / "backup.zip") as zf:
         assert len(json.loads(zf.read(MANIFEST))["conversations"]) == 8
-    assert window.findChild(type(window.job_progress), "exportProgress").isHidden()
+    assert window.findChild(JobProgress, "exportProgress").isHidden()
 
 
 def test_an_export_that_cannot_be_written(qtbot, window, tmp_path):

@@ -15,6 +15,7 @@ from PySide6.QtGui import QDropEvent
 
 from app.control import importing as importing_module
 from app.control.drops import sort_drop
+from app.views.job_progress import JobProgress
 from engine import paths
 from engine.conversation.importers.run import ImportReport
 
@@ -53,7 +54,7 @@ def test_import_lists_the_conversations_and_a_second_adds_none(qtbot, window):
     listed = titles(window)
     assert "Hauptstadt von Japan 🗾" in listed and len(listed) == 8
     assert window.notice.text() == "Imported 8 conversations."
-    assert window.job_progress.isHidden()
+    assert window.findChild(JobProgress, "importProgress").isHidden()
     assert run_import(qtbot, window, SAMPLES).skipped == 8
     assert titles(window) == listed
     assert window.notice.text() == "Imported 0 conversations (8 already there)."
@@ -114,6 +115,14 @@ def test_drops_import_exports(qtbot, window, tmp_path):
         window.sidebar.dropEvent(event)
     assert len(done.args[0].added) == 2 and len(titles(window)) == 2
     assert window.attachments.current() == ()  # imported, not attached
+    # a conversation dropped on the list opens (it is Duet's own file, not an export)
+    saved = done.args[0].added[0]
+    mime.setUrls([QUrl.fromLocalFile(str(saved))])
+    event = QDropEvent(QPointF(5, 5), Qt.DropAction.CopyAction, mime,
+                       Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    with qtbot.waitSignal(window.controller.conversation_opened, timeout=LONG_MS):
+        window.sidebar.dropEvent(event)
+    assert window.controller.current.path == saved and not window.importing.busy
 
 
 @pytest.fixture
@@ -159,7 +168,7 @@ def test_the_import_runs_off_the_gui_thread_while_the_window_goes_on(qtbot, wind
     assert at_record["threads"] == ["duet-import"] and ticks == [True]
     assert len(report.added) == 2000 and len(titles(window)) == 2000
     assert len(figures) >= 2 and figures == sorted(figures)
-    assert window.job_progress.isHidden()
+    assert window.findChild(JobProgress, "importProgress").isHidden()
 
 
 def test_cancel_keeps_what_was_imported(qtbot, window, tmp_path, at_record):
