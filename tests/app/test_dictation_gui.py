@@ -15,9 +15,10 @@ from PySide6.QtWidgets import QProgressBar, QToolButton
 from app.control import dictation as dictation_module
 from app.control.dictation import NOTHING_HEARD, AudioSource, level
 from app.control.microphone import NO_DEVICE, to_int16
+from tests.conftest import REPLY_WAIT_S
 from tests.speech import CLIPS, MAX_WER, reference, word_error_rate
 
-LONG_MS = 120_000
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 CHUNK_FRAMES = 1600  # 0.1 s at 16 kHz, as a microphone hands them over
 
 
@@ -167,6 +168,6 @@ def test_the_microphone_without_qt_multimedia_says_so(qtbot, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "PySide6.QtMultimedia", None)
     source = Microphone()
-    with qtbot.waitSignal(source.failed, timeout=1000) as failed:
+    with qtbot.waitSignal(source.failed, timeout=LONG_MS) as failed:
         source.start()
     assert failed.args == [NO_MULTIMEDIA]

@@ -10,9 +10,10 @@ from pathlib import Path
 from app.views.job_progress import JobProgress
 from engine.conversation.archive import MANIFEST
 from engine.conversation.importers.run import import_files
+from tests.conftest import REPLY_WAIT_S
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "imports"
-LONG_MS = 120_000
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 
 
 def export(qtbot, window, dest: Path):

@@ -18,10 +18,11 @@ from app.control.drops import sort_drop
 from app.views.job_progress import JobProgress
 from engine import paths
 from engine.conversation.importers.run import ImportReport
+from tests.conftest import REPLY_WAIT_S
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "imports"
 SAMPLES = sorted(DATA.glob("*.json"))
-LONG_MS = 120_000
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 
 
 def chatgpt(title: str) -> dict[str, Any]:

@@ -12,9 +12,10 @@ from PySide6.QtGui import QDropEvent
 
 from app.views.projects_view import ALL
 from engine.conversation.projects import Projects
+from tests.conftest import REPLY_WAIT_S
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "imports"
-LONG_MS = 120_000
+LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/conftest.py)
 
 
 def visible(window) -> list[str]:
