@@ -5,12 +5,17 @@ steps, each read with its logits and then rewound, so every step sees the same c
     PYTHONPATH=/path/to/released .venv/bin/python scripts/step_time.py target --depth 1000 --inexact
 
 The second line times llama.cpp as released (an unpatched build of the same sdist put first on
-the path, exact decoding off): docs/benchmarks/exact.md compares the two, in turns.
+the path, exact decoding off): docs/benchmarks/exact.md compares the two, in turns. ``--lib DIR``
+times another build of the libraries, e.g. both made for AVX2 alone:
+
+    .venv/bin/python scripts/step_time.py target --depth 1000 --lib /tmp/avx2-exact/lib
+    .venv/bin/python scripts/step_time.py target --depth 1000 --lib /tmp/avx2-released/lib --inexact
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import threading
@@ -42,11 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=25)
     p.add_argument("--inexact", action="store_true",
                    help="exact decoding off: repacked weights, llama.cpp's own kernel choices")
+    p.add_argument("--lib", type=Path, help="the llama.cpp build to time: a folder with its "
+                   "libllama.so and libggml*.so (default: the one installed in the venv)")
     args = p.parse_args(argv)
+    if args.lib:
+        os.environ["LLAMA_CPP_LIB_PATH"] = str(args.lib.resolve())
 
     sys.path.insert(0, str(REPO))
     from engine.llama.context import Context
     from engine.llama.context_params import ContextParams
+    from engine.llama.exactness import patched_kernels
     from engine.llama.model import Model, ModelSpec
     from engine.runtime.runtime import resolve_model
 
@@ -58,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             ctx.decode(tokens[i:i + 64])
         ms = step_ms(ctx, args.steps)
     mode = "released kernels" if args.inexact else "exact"
-    print(f"{spec.path.name}, {mode}, after {args.depth} cells: one step {ms:.1f} ms "
+    build = f"{'patched' if patched_kernels() else 'released'} build {args.lib or 'installed'}"
+    print(f"{spec.path.name}, {mode} ({build}), after {args.depth} cells: one step {ms:.1f} ms "
           f"(median of {args.steps})")
     return 0
 
