@@ -7,12 +7,14 @@ verification) costs, in ms and in single steps, as Duet's own calibration measur
 The step ratio of a draft and its target is the draft model's cost per drafted token; the curve's
 flatness is what makes long drafts pay (a GPU) or not (a 2-core CPU: 16 tokens cost ~9 steps).
 Each curve is also printed as ``--cost`` for scripts/simulate_spec.py, which replays recorded
-traces of the real models against it.
+traces of the real models against it. ``--lib DIR`` measures another build of the libraries
+(``--inexact`` with a build as released, for docs/benchmarks/exact.md's comparisons).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -27,15 +29,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ctx", type=int, default=2048)
     p.add_argument("--inexact", action="store_true",
                    help="exact decoding off: repacked weights, llama.cpp's own kernel choices")
+    p.add_argument("--lib", type=Path, help="the llama.cpp build to time: a folder with its "
+                   "libllama.so and libggml*.so (default: the one installed in the venv)")
     args = p.parse_args(argv)
+    if args.lib:
+        os.environ["LLAMA_CPP_LIB_PATH"] = str(args.lib.resolve())
     sys.path.insert(0, str(REPO))
     from engine.decode.speculative.calibration import measure_cost
     from engine.decode.speculative.tuning import TUNING
     from engine.llama.context import Context
     from engine.llama.context_params import ContextParams
+    from engine.llama.exactness import patched_kernels
     from engine.llama.model import Model, ModelSpec
     from engine.runtime.runtime import resolve_model
 
+    print(f"{'patched' if patched_kernels() else 'released'} build {args.lib or 'installed'}"
+          f"{', released kernels' if args.inexact else ', exact'}\n")
     sizes = [int(n) for n in args.sizes.split(",")] if args.sizes else list(TUNING.calibration_sizes)
     steps: dict[str, float] = {}
     costs: list[str] = []  # for scripts/simulate_spec.py

@@ -2,11 +2,12 @@
 its batch (drafts, caches, other sequences; docs/benchmarks/exact.md).
 
 That holds only where every layer runs on kernels that sum a token's products in one order
-whatever the batch: the x86 CPU kernels of patches/ggml-exact.patch. The patched library is
-known by its marker, the row kernels that patch adds to ggml's CPU backend
+whatever the batch: the x86 CPU kernels of patches/ggml-exact.patch (AVX2 or AVX-512). The
+patched library is known by its marker, the row kernels that patch adds to ggml's CPU backend
 (``ggml_vec_dot_q4_K_q8_K_rows``), which a build as released (``DUET_EXACT_KERNELS=0``), a
-patch that did not apply, and an ARM build lack. Layers offloaded to a GPU (CUDA, Metal,
-Vulkan) run that backend's kernels as llama.cpp ships them. So ``exact`` is what was asked *and*
+patch that did not apply, a CPU with AVX alone and an ARM build lack (the patch's ARM kernels
+were checked under emulation only, so ARM reports inexact). Layers offloaded to a GPU (CUDA,
+Metal, Vulkan) run that backend's kernels as llama.cpp ships them. So ``exact`` is what was asked *and*
 what the build and the placement can keep; ``reason`` says why not, in one line.
 """
 
