@@ -11,12 +11,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.errors import LoadCancelled, ModelLoadError
 from engine.llama import backend, rpc
 from engine.llama.backend import lib
 from engine.llama.native import NativeOwner
 from engine.models import catalog
+
+if TYPE_CHECKING:
+    from engine.llama.projector import Projector
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +131,7 @@ class Model(NativeOwner):
             lib.llama_model_is_recurrent(handle) or lib.llama_model_is_hybrid(handle))
         self._piece_cache: dict[int, bytes] = {}
         self._closing: list[Callable[[], object]] = []
+        self.projector: Projector | None = None  # images: set by engine.llama.projector
         log.info("loaded %s (%s, %d layers, vocab %d)", self.path.name, self.architecture,
                  self.n_layer, self.n_vocab)
 
