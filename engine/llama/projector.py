@@ -15,6 +15,7 @@ Pixels come decoded (engine.vision.images): libmtmd never parses an image file h
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import logging
 import os
 from collections import OrderedDict
@@ -82,9 +83,11 @@ class Projector(NativeOwner):
                                  "attention, which Duet does not do yet (LLaVA, SmolVLM, InternVL, "
                                  "Pixtral-style projectors work)")
         self.marker: bytes = self.mtmd.mtmd_default_marker()
+        self.identity = _identity(self.path)
         self.encoded = 0  # encoder runs (a counted target: a picture seen before is not encoded)
         self._images: dict[str, _Image] = {}
         self._rows: dict[int, tuple[str, int]] = {}
+        self._tokens: dict[str, list[int]] = {}  # by picture: its tokens, the projector's text included
         self._embd: OrderedDict[str, np.ndarray] = OrderedDict()
         model.projector = self
         model.on_close(self.close)
@@ -101,6 +104,7 @@ class Projector(NativeOwner):
             self.mtmd.mtmd_input_chunk_free(image.chunk)
         self._images.clear()
         self._rows.clear()
+        self._tokens.clear()
         self._embd.clear()
         self.mtmd.mtmd_free(self._ctx)
         self._ctx = None
@@ -108,6 +112,11 @@ class Projector(NativeOwner):
             self.model.projector = None
 
     # -- prompt ---------------------------------------------------------------------------
+    def known(self, digest: str) -> list[int] | None:
+        """The tokens of a picture seen before (None: not seen)."""
+        found = self._tokens.get(digest)
+        return None if found is None else list(found)
+
     def tokens(self, picture: Picture) -> list[int]:
         """The tokens of ``picture`` in a prompt: the projector's own text around it and one
         placeholder id per position of the image."""
@@ -135,7 +144,8 @@ class Projector(NativeOwner):
                     out += [ptr[j] for j in range(n.value)]
                 else:
                     out += self._register(picture.digest, chunk)
-            return out
+            self._tokens[picture.digest] = out
+            return list(out)
         finally:
             m.mtmd_input_chunks_free(chunks)
             m.mtmd_bitmap_free(bitmap)
@@ -145,7 +155,9 @@ class Projector(NativeOwner):
         if known is not None:
             return known.ids
         n = self.mtmd.mtmd_input_chunk_get_n_tokens(chunk)
-        ids = placeholder_ids(digest, n)
+        # another projector's rows for the same picture differ: so do their ids, and no cache
+        # (memory, disk, .duet) takes one's state for the other's
+        ids = placeholder_ids(f"{self.identity}:{digest}", n)
         self._images[digest] = _Image(self.mtmd.mtmd_input_chunk_copy(chunk), ids)
         for row, token in enumerate(ids):
             self._rows[token] = (digest, row)
@@ -180,3 +192,16 @@ class Projector(NativeOwner):
         while sum(e.nbytes for e in self._embd.values()) > KEEP_BYTES and len(self._embd) > 1:
             self._embd.popitem(last=False)
         return out
+
+
+def _identity(path: Path) -> str:
+    """A short hash that tells projector files apart: their size, head and tail (a full hash
+    of a 600 MB projector would cost a second at every load)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        h.update(str(size).encode())
+        h.update(f.read(1 << 20))
+        f.seek(max(0, size - (1 << 20)))
+        h.update(f.read(1 << 20))
+    return h.hexdigest()[:16]

@@ -28,6 +28,7 @@ from engine.llama.exactness import Exactness, exactness
 from engine.llama.model import Model, ModelSpec
 from engine.llama.native import NativeOwner
 from engine.llama.placement_params import PlacementParams, gpu_layers_arg
+from engine.llama.projector import Projector
 from engine.llama.rpc import parse_endpoints
 from engine.models.catalog import CATALOG
 from engine.models.folder import local_models
@@ -102,6 +103,9 @@ class Runtime(NativeOwner):
         self.cache = StateCache(config.state_cache_bytes)
         self.target: Model = Model(_kernels(config.target, config.context), cancel)
         try:
+            if config.target.mmproj is not None:  # closed with the model (Model.on_close)
+                Projector(self.target, config.target.mmproj, config.context.threads(),
+                          use_gpu=config.target.n_gpu_layers != 0)
             self.ctx: Context = Context(self.target, config.context)
             if config.kv_store_bytes > 0:
                 self.cache.disk = KVStore(paths.kv_store_dir(), [self.ctx],

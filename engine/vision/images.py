@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import warnings
 
 from PIL import Image, UnidentifiedImageError
 
@@ -48,7 +49,10 @@ def load(data: bytes) -> Picture:
     if mime_of(data) is None:
         raise ImageError("not a PNG, JPEG, WebP or GIF image")
     try:
-        with Image.open(io.BytesIO(data), formats=list(FORMATS)) as im:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # bounded below
+            im = Image.open(io.BytesIO(data), formats=list(FORMATS))
+        with im:
             w, h = im.size  # from the header: checked before a pixel is decoded
             if w < 1 or h < 1 or w * h > MAX_PIXELS:
                 raise ImageError(f"the image is {w} × {h} pixels; at most {MAX_PIXELS // 1_000_000} "
@@ -58,8 +62,11 @@ def load(data: bytes) -> Picture:
             rgb = im.convert("RGB")
     except ImageError:
         raise
-    except (UnidentifiedImageError, Image.DecompressionBombError):
-        raise ImageError("not a readable image (or one that decodes to too many pixels)") from None
+    except Image.DecompressionBombError:  # (Pillow's own bound, past twice its 89 megapixels)
+        raise ImageError(f"the image has too many pixels; at most {MAX_PIXELS // 1_000_000} "
+                         "megapixels") from None
+    except UnidentifiedImageError:
+        raise ImageError("not a readable image") from None
     except (OSError, ValueError, SyntaxError, EOFError) as e:  # truncated, damaged
         raise ImageError(f"the image cannot be decoded: {' '.join(str(e).split())[:120]}") from None
     if max(rgb.size) > MAX_SIDE:
