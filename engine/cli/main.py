@@ -86,9 +86,7 @@ def _generate(args: argparse.Namespace) -> int:
     images = _images(args.image)
     config = config_from_args(args)
     if args.session is not None:
-        if images:
-            raise DuetError("--image cannot be combined with --session yet")
-        return _generate_in_session(args, config, prompt, files)
+        return _generate_in_session(args, config, prompt, files, images)
     with Runtime(config) as rt:
         messages = ([Message("system", args.system)] if args.system else []) + \
             [Message("user", prompt, attachments=files, images=images)]
@@ -110,7 +108,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _generate_in_session(args: argparse.Namespace, config: RuntimeConfig, prompt: str,
-                         files: tuple) -> int:
+                         files: tuple, images: tuple = ()) -> int:
     """``generate --session``: the message is on disk before the model loads; a model that
     cannot load puts the file back as it was."""
     from engine.conversation.session.resume import continue_session, send, unsend  # lazy (~30 ms)
@@ -119,7 +117,7 @@ def _generate_in_session(args: argparse.Namespace, config: RuntimeConfig, prompt
     if args.mcp_config is not None:
         raise DuetError("--mcp-config cannot be combined with --session yet")
     sent = send(args.session, prompt, system=args.system, model=config.target.path,
-                attachments=files)
+                attachments=files, images=images)
     try:
         rt = Runtime(config)
     except DuetError:
