@@ -265,7 +265,10 @@ class Context(NativeOwner):
             for lo in range(0, len(ids), self.n_batch):
                 chunk = ids[lo:lo + self.n_batch]
                 found = [projector.row_of(t) for t in chunk]
-                rows_ = np.stack([projector.embeddings(d)[r] for d, r in found]).astype(np.float32)
+                rows_ = np.ascontiguousarray(np.stack([projector.embeddings(d)[r] for d, r in found]),
+                                             dtype=np.float32)
+                if rows_.shape[1] != n_embd:  # (libmtmd checks this at load: never past the batch)
+                    raise DecodeError(f"the projector gives rows of {rows_.shape[1]}, not {n_embd}")
                 ctypes.memmove(batch.embd, rows_.ctypes.data, rows_.nbytes)
                 last_chunk = lo + self.n_batch >= len(ids)
                 pos0 = self.n_past
@@ -275,7 +278,6 @@ class Context(NativeOwner):
                     batch.seq_id[i][0] = self.seq
                     batch.logits[i] = last_chunk and i >= len(chunk) - rows
                 batch.n_tokens = len(chunk)
-                assert rows_.shape[1] == n_embd
                 rc = lib.llama_decode(shared.handle, batch)
                 if rc != 0:
                     self._restore(start)

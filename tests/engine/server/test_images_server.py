@@ -65,6 +65,7 @@ def test_every_dialect_reads_the_same_picture_the_same_way(vision):
                            options={"temperature": 0, "num_predict": 8})
     assert generated.response == text
     assert vision.model.projector.encoded == encoded
+    assert "vision" in c.show("test").capabilities
 
 
 def _png(w: int, h: int, idat: bytes = b"") -> bytes:
@@ -115,3 +116,5 @@ def test_urls_are_not_fetched_and_a_model_without_projector_says_why(vision, ser
     assert status == 400 and answer["error"]["code"] == "image_url_not_fetched"
     with pytest.raises(openai.BadRequestError, match="cannot read images"):
         openai_chat(served, [{"type": "image_url", "image_url": {"url": DATA_URL}}])
+    status, _, shown = served.raw("POST", "/api/show", {"model": "test"})
+    assert status == 200 and "vision" not in shown["capabilities"]
