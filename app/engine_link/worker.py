@@ -316,7 +316,7 @@ class EngineWorker(QObject):
             req.path.parent.mkdir(parents=True, exist_ok=True)
             report = engine.call(lambda: save_conversation(
                 req.path, engine.runtime, req.messages, settings=dict(req.settings),
-                with_kv=req.with_kv)).result()
+                with_kv=req.with_kv, pictures=req.pictures)).result()
             self.saved.emit(Saved(req.conversation_id, req.path, report.with_kv))
 
     @Slot(object)

@@ -170,6 +170,7 @@ class MainWindow(QMainWindow):
         self.composer.stop_requested.connect(c.stop)
         self.composer.attach_requested.connect(self._choose_attachments)
         self.composer.files_given.connect(self.attach)
+        self.composer.picture_given.connect(self.attachments.add_picture)
         self.composer.thinking_toggled.connect(c.set_thinking)
         c.current_changed.connect(self._show_thinking)
         c.conversation_opened.connect(self._show_thinking)  # (its file's own switch)
@@ -253,7 +254,8 @@ class MainWindow(QMainWindow):
     def _choose_attachments(self) -> None:
         names, _ = QFileDialog.getOpenFileNames(
             self, "Attach files", str(Path.home()),
-            "Documents (*.txt *.md *.pdf *.docx *.html *.htm *.py *.json *.csv *.log);;All files (*)")
+            "Documents and pictures (*.txt *.md *.pdf *.docx *.html *.htm *.py *.json *.csv *.log "
+            "*.png *.jpg *.jpeg *.webp *.gif);;Pictures (*.png *.jpg *.jpeg *.webp *.gif);;All files (*)")
         self.attach([Path(n) for n in names])
 
     def _refuse_send(self, text: str, line: str) -> None:
