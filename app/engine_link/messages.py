@@ -144,6 +144,7 @@ class LoadedModel:
     switched: bool = False  # it was kept loaded: the window switched to it (no load)
     thinks: bool = False  # a reasoning model: its template thinks before answering
     chats: bool = True  # False: no chat template (a base model), completion only
+    projector: str | None = None  # the vision projector loaded with it (None: it reads no images)
 
 
 @dataclass(frozen=True)

@@ -187,7 +187,8 @@ class EngineWorker(QObject):
                 n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
                 workers=rt.target.workers + (draft_model.workers if draft_model else ()),
                 measuring=later is not None, thinks=thinks(rt.target.chat_template),
-                chats=rt.target.chat_template is not None)
+                chats=rt.target.chat_template is not None,
+                projector=rt.target.projector.name if rt.target.projector is not None else None)
             held = Held(cfg, engine, ahead, _retrieval_vectors(engine), info)
             self.shelf.put(key, held, need)
             self._use(held)

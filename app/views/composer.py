@@ -105,6 +105,17 @@ class Composer(QWidget):
         self.think.setVisible(on is not None)
         self.think.setChecked(bool(on))
 
+    def show_sight(self, projector: str | None, model: str | None) -> None:
+        """The attach button's tooltip: whether ``model`` reads pictures (its ``projector``)."""
+        files = "Attach a file: text, code, PDF, .docx or HTML (or drop or paste it)"
+        if projector is not None:
+            self.attach.setToolTip(f"{files}, or a picture: {model} reads pictures through {projector}")
+        elif model is not None:
+            self.attach.setToolTip(f"{files}. {model} cannot read pictures: it needs its vision "
+                                   "projector (mmproj-*.gguf) beside the model file")
+        else:
+            self.attach.setToolTip(files)
+
     def set_generating(self, on: bool) -> None:
         self.generating = on
         self.button.setText("Stop" if on else "Send")

@@ -140,6 +140,12 @@ class MainWindow(QMainWindow):
         c = self.controller
         self.composer.show_thinking(c.thinking_for(c.current))
 
+    def _show_sight(self) -> None:
+        """The attach button says whether the model reads pictures, and with which projector."""
+        model = self.state.model
+        self.composer.show_sight(None if model is None else model.projector,
+                                 None if model is None else model.target_name)
+
     def _observe(self) -> None:
         """The views follow the app's state; their requests about models go to the model flow."""
         state, flow = self.state, self.flow
@@ -175,6 +181,7 @@ class MainWindow(QMainWindow):
         c.current_changed.connect(self._show_thinking)
         c.conversation_opened.connect(self._show_thinking)  # (its file's own switch)
         self.flow.state.subscribe(lambda what: self._show_thinking() if what == "model" else None)
+        self.flow.state.subscribe(lambda what: self._show_sight() if what == "model" else None)
         self.attachments.failed.connect(self.notice.show_error)
         self.chat_view.regenerate_requested.connect(c.regenerate)
         self.chat_view.edit_requested.connect(c.edit)

@@ -25,6 +25,7 @@ def test_paste_ask_see_save_reopen_continue(qtbot, window, driver, smol_path, se
     model.symlink_to(smol_path)
     write_projector(tmp_path / "mmproj-smollm2-135m-instruct-f16.gguf", 576)
     driver.load(model)
+    assert "reads pictures through mmproj-smollm2-135m-instruct-f16.gguf" in window.composer.attach.toolTip()
 
     pasted = QMimeData()
     pasted.setImageData(QImage.fromData(picture(31, (120, 90))))
@@ -33,7 +34,7 @@ def test_paste_ask_see_save_reopen_continue(qtbot, window, driver, smol_path, se
     assert [c.text() for c in _chips(window.chips)] == ["pasted.png"] and window.chips.isVisible()
 
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as saved:
-        with qtbot.waitSignal(window.controller.reply_finished, timeout=LONG_MS):
+        with qtbot.waitSignal(window.controller.reply_finished, timeout=LONG_MS) as first:
             qtbot.keyClicks(window.composer.edit, "What is in the picture?")
             qtbot.keyClick(window.composer.edit, Qt.Key.Key_Return)
     conv = window.controller.current
@@ -53,5 +54,20 @@ def test_paste_ask_see_save_reopen_continue(qtbot, window, driver, smol_path, se
     assert reopened.turns[0].images == (image,)  # the bytes came back from the file
     assert _chips(window.chat_view.widgets[0])
     follow = driver.send("And what colour is it?")
-    history = len(window.client.worker.runtime.ctx.tokens) - follow.done.stats.n_tokens
-    assert follow.done.stats.n_cached_tokens >= history - 16  # the picture was not read again
+    asked = first.args[0].done.stats
+    assert asked.n_prompt_tokens > 16  # the picture's positions were in it
+    # the saved history (the picture, the question, the reply) came back from the file
+    assert follow.done.stats.n_cached_tokens >= asked.n_prompt_tokens + asked.n_tokens - 2
+
+
+def test_a_model_without_a_projector_says_why(qtbot, window, driver, smol_path, settings) -> None:
+    """A picture sent to a model that cannot read it: one line naming the file it needs."""
+    driver.load(smol_path)
+    assert "cannot read pictures: it needs its vision projector" in window.composer.attach.toolTip()
+    pasted = QMimeData()
+    pasted.setImageData(QImage.fromData(picture(32)))
+    with qtbot.waitSignal(window.attachments.changed, timeout=LONG_MS):
+        window.composer.edit.insertFromMimeData(pasted)
+    with qtbot.waitSignal(window.controller.request_failed, timeout=LONG_MS) as failed:
+        window.controller.send("What is in the picture?", (), window.attachments.take_pictures())
+    assert "cannot read images" in failed.args[0].message and "mmproj" in failed.args[0].message
