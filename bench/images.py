@@ -67,8 +67,19 @@ def _pair(model: Any, n_tokens: int) -> tuple[list[Message], list[Message]]:
 def run(args: argparse.Namespace) -> int:
     path = resolve_model(args.model)
     config = _config(path, args.mmproj)
+    with tempfile.TemporaryDirectory(prefix="duet-bench-images-") as work:
+        report = _measure(args, path, config, Path(work))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"images-{path.stem}.json").write_text(json.dumps(report, indent=1))
+    med, lengths = report["median_ttft_s"], report["prompt_tokens"]
+    print(f"{path.name}: reopened, first token {med['picture']:.3f} s with a picture vs "
+          f"{med['text']:.3f} s text only ({report['ratio']}x; prompts {lengths}); "
+          f"encoder runs after reopening: {report['encoder_runs_after_reopen']}")
+    return 0
+
+
+def _measure(args: argparse.Namespace, path: Path, config: RuntimeConfig, work: Path) -> dict[str, Any]:
     files: dict[str, Path] = {}
-    work = Path(tempfile.mkdtemp(prefix="duet-bench-images-"))
     with Runtime(config) as rt:
         lengths = {}
         for name, history in zip(("picture", "text"), _pair(rt.target, args.tokens)):
@@ -96,12 +107,6 @@ def run(args: argparse.Namespace) -> int:
                          r.n_cached, r.n_prompt)
         encoded = rt.target.projector.encoded if rt.target.projector else None
     med = {k: statistics.median(v) for k, v in ttft.items()}
-    report = {"model": path.name, "projector": args.mmproj.name, "prompt_tokens": lengths,
-              "repeats": args.repeats, "ttft_s": ttft, "median_ttft_s": med,
-              "ratio": round(med["picture"] / med["text"], 3), "encoder_runs_after_reopen": encoded}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"images-{path.stem}.json").write_text(json.dumps(report, indent=1))
-    print(f"{path.name}: reopened, first token {med['picture']:.3f} s with a picture vs "
-          f"{med['text']:.3f} s text only ({report['ratio']}x; prompts {lengths}); "
-          f"encoder runs after reopening: {encoded}")
-    return 0
+    return {"model": path.name, "projector": args.mmproj.name, "prompt_tokens": lengths,
+            "repeats": args.repeats, "ttft_s": ttft, "median_ttft_s": med,
+            "ratio": round(med["picture"] / med["text"], 3), "encoder_runs_after_reopen": encoded}
