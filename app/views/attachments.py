@@ -48,8 +48,10 @@ def read_file(path: Path, count: Callable[[str], int] | None) -> Read | Image:
     from engine.vision.images import MAX_BYTES, mime_of
 
     try:
-        with open(path, "rb") as f:
-            head = f.read(16)
+        head = b""
+        if path.is_file():  # (never opened otherwise: a FIFO would block; read_document says why)
+            with open(path, "rb") as f:
+                head = f.read(16)
         if mime_of(head) is not None:
             if path.stat().st_size > MAX_BYTES:
                 raise DuetError(f"{path.name}: the image is over {MAX_BYTES >> 20} MiB")
