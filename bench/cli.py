@@ -1,5 +1,6 @@
 """``python -m bench ...``: plain, speculative, session, server, rpc, parallel, structured,
-tool-turn, conversation, documents, retrieval, exact, edge, fleet, read_ahead, transcribe, soak.
+tool-turn, conversation, documents, retrieval, exact, edge, fleet, read_ahead, transcribe, soak,
+images.
 
 The benchmarks live beside the product, not in it: run them from a checkout's root (the folder
 that holds engine/ and bench/), with the venv's Python. ``pip install`` and the bundle leave them
@@ -15,6 +16,7 @@ from bench import (
     edge,
     exact,
     fleet,
+    images,
     parallel,
     plain,
     read_ahead,
@@ -32,7 +34,7 @@ from engine import logsetup
 from engine.cli.main import run_command
 
 BENCHMARKS = (plain, speculative, session, server, rpc, parallel, structured, tool_turn,
-              conversation, documents, retrieval, exact, edge, fleet, read_ahead, transcribe, soak)
+              conversation, documents, retrieval, exact, edge, fleet, read_ahead, transcribe, soak, images)
 
 
 def build_parser() -> argparse.ArgumentParser:

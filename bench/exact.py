@@ -13,12 +13,18 @@ cached, plain decoding. Then under each condition, and the replies' token ids ar
 - ``batch64``: the prompt read in batches of 64;
 - ``seeded``: sampled (temperature 0.8, a seed) with and without the n-gram drafter.
 
+``--mmproj FILE --image-prompts N``: the first N prompts carry a picture each (seeded colour
+blocks; with scripts/make_test_projector.py's projector where no real one is at hand), read by
+the projector: the same conditions hold for image prompts (a draft model never drafts after a
+picture it did not see: ``model`` decodes those replies plainly).
+
 The report counts the replies that differ from the reference (the target: none) and where.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import tempfile
@@ -29,9 +35,12 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import numpy as np
+import PIL.Image
+
 from bench.prompts import RESOURCES
 from engine.chat.fit import chat_tokens
-from engine.chat.messages import Message
+from engine.chat.messages import Image, Message
 from engine.decode.sampling import SamplingParams
 from engine.decode.speculative.params import SpeculativeParams
 from engine.events import Done
@@ -39,6 +48,7 @@ from engine.llama.context_params import ContextParams
 from engine.llama.model import ModelSpec
 from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
 from engine.runtime.service import Engine, Job
+from engine.vision.prompt import image_tokens
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +65,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--gpu-layers", type=int, default=0, help="layers on the GPU (-1: all)")
     p.add_argument("--conditions", default=",".join(CONDITIONS))
+    p.add_argument("--mmproj", type=Path, default=None, help="the model's vision projector")
+    p.add_argument("--image-prompts", type=int, default=0,
+                   help="how many of the prompts carry a picture (needs --mmproj)")
     p.add_argument("--out", type=Path, default=Path("bench-out"))
     p.set_defaults(func=run)
 
 
 def _config(path: Path, drafter: str = "none", draft: Path | None = None, gpu_layers: int = 0,
-            **context: Any) -> RuntimeConfig:
+            mmproj: Path | None = None, **context: Any) -> RuntimeConfig:
     ctx = ContextParams(n_ctx=2048, **context)
-    return RuntimeConfig(target=ModelSpec(path, n_gpu_layers=gpu_layers),
+    return RuntimeConfig(target=ModelSpec(path, n_gpu_layers=gpu_layers, mmproj=mmproj),
                          draft=ModelSpec(draft, n_gpu_layers=gpu_layers) if draft else None, context=ctx,
                          speculative=SpeculativeParams(drafter=drafter, adaptive=False),
                          kv_store_bytes=0)
+
+
+def _open(config: RuntimeConfig, pictures: tuple[Image, ...]) -> Runtime:
+    """A runtime whose projector has seen ``pictures`` (the prompts are token ids: their image
+    positions name pictures the projector must know)."""
+    rt = Runtime(config)
+    if pictures:
+        image_tokens(rt.target, pictures)
+    return rt
+
+
+def picture(seed: int) -> Image:
+    """A photo-sized picture of seeded colour blocks (JPEG)."""
+    rng = np.random.default_rng(seed)
+    blocks = rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    PIL.Image.fromarray(np.kron(blocks, np.ones((40, 40, 1), np.uint8))).save(buf, "JPEG", quality=90)
+    return Image(buf.getvalue(), f"picture-{seed}.jpg")
 
 
 def _reply(rt: Runtime, prompt: list[int], params: SamplingParams) -> tuple[int, ...]:
@@ -73,9 +104,10 @@ def _reply(rt: Runtime, prompt: list[int], params: SamplingParams) -> tuple[int,
     return done.token_ids
 
 
-def _cold(config: RuntimeConfig, prompts: list[list[int]], params: SamplingParams) -> list[tuple[int, ...]]:
+def _cold(config: RuntimeConfig, prompts: list[list[int]], params: SamplingParams,
+          pictures: tuple[Image, ...] = ()) -> list[tuple[int, ...]]:
     out = []
-    with Runtime(config) as rt:
+    with _open(config, pictures) as rt:
         for p in prompts:
             rt.ctx.clear()
             if rt.speculation is not None:
@@ -100,10 +132,11 @@ class _Group:
         return put
 
 
-def _parallel(config: RuntimeConfig, prompts: list[list[int]], params: SamplingParams) -> list[tuple[int, ...]]:
+def _parallel(config: RuntimeConfig, prompts: list[list[int]], params: SamplingParams,
+              pictures: tuple[Image, ...] = ()) -> list[tuple[int, ...]]:
     """Each prompt answered in one batch with the next three (four sequences, started together)."""
     out: list[tuple[int, ...]] = []
-    with Runtime(replace(config, context=replace(config.context, n_parallel=4, n_ctx=8192))) as rt:
+    with _open(replace(config, context=replace(config.context, n_parallel=4, n_ctx=8192)), pictures) as rt:
         engine = Engine(rt)
         try:
             for i in range(len(prompts)):
@@ -118,23 +151,25 @@ def _parallel(config: RuntimeConfig, prompts: list[list[int]], params: SamplingP
 
 
 def run_conditions(path: Path, draft: Path | None, prompts: list[list[int]], conditions: list[str],
-                   max_tokens: int, gpu_layers: int = 0) -> dict[str, Any]:
+                   max_tokens: int, gpu_layers: int = 0, mmproj: Path | None = None,
+                   pictures: tuple[Image, ...] = ()) -> dict[str, Any]:
     greedy = SamplingParams(temperature=0.0, max_tokens=max_tokens)
     seeded = SamplingParams(temperature=0.8, seed=11, max_tokens=max_tokens)
-    base = _config(path, gpu_layers=gpu_layers)
-    reference = _cold(base, prompts, greedy)
+    base = _config(path, gpu_layers=gpu_layers, mmproj=mmproj)
+    reference = _cold(base, prompts, greedy, pictures)
     reference_seeded = reference
     got: dict[str, list[tuple[int, ...]]] = {}
     report: dict[str, Any] = {"prompts": len(prompts), "conditions": {}}
     for c in conditions:
         log.info("condition %s", c)
         if c in ("ngram", "auto") or (c == "model" and draft is not None):
-            got[c] = _cold(_config(path, c, draft if c != "ngram" else None, gpu_layers), prompts, greedy)
+            got[c] = _cold(_config(path, c, draft if c != "ngram" else None, gpu_layers, mmproj), prompts,
+                           greedy, pictures)
         elif c == "warm":
-            with Runtime(base) as rt:
+            with _open(base, pictures) as rt:
                 got[c] = [(_reply(rt, p, greedy), _reply(rt, p, greedy))[1] for p in prompts]
         elif c == "memory":
-            with Runtime(replace(base, state_cache_bytes=1 << 30)) as rt:
+            with _open(replace(base, state_cache_bytes=1 << 30), pictures) as rt:
                 got[c] = []
                 for i, p in enumerate(prompts):
                     _reply(rt, p, greedy)
@@ -143,19 +178,19 @@ def run_conditions(path: Path, draft: Path | None, prompts: list[list[int]], con
         elif c == "disk":
             with tempfile.TemporaryDirectory() as kv, mock.patch.dict("os.environ", {"DUET_KV_DIR": kv}):
                 disk = replace(base, kv_store_bytes=1 << 31)
-                with Runtime(disk) as rt:
+                with _open(disk, pictures) as rt:
                     for p in prompts:
                         _reply(rt, p, greedy)
                         rt.ctx.clear()
-                with Runtime(disk) as rt:
+                with _open(disk, pictures) as rt:
                     got[c] = [_reply(rt, p, greedy) for p in prompts]
         elif c == "parallel":
-            got[c] = _parallel(base, prompts, greedy)
+            got[c] = _parallel(base, prompts, greedy, pictures)
         elif c == "batch64":
-            got[c] = _cold(replace(base, context=replace(base.context, n_batch=64)), prompts, greedy)
+            got[c] = _cold(replace(base, context=replace(base.context, n_batch=64)), prompts, greedy, pictures)
         elif c == "seeded":
-            plain = _cold(base, prompts, seeded)
-            drafted = _cold(_config(path, "ngram", gpu_layers=gpu_layers), prompts, seeded)
+            plain = _cold(base, prompts, seeded, pictures)
+            drafted = _cold(_config(path, "ngram", gpu_layers=gpu_layers, mmproj=mmproj), prompts, seeded, pictures)
             got[c] = drafted
             reference_seeded = plain
         if c in got:  # (logged as it comes: a run cut short still says what it found)
@@ -171,16 +206,19 @@ def run(args: argparse.Namespace) -> int:
     path = resolve_model(args.model)
     draft = resolve_model(args.draft) if args.draft else None
     texts = json.loads((RESOURCES / "open_prompts.json").read_text(encoding="utf-8"))[:args.prompts]
-    with Runtime(_config(path, gpu_layers=args.gpu_layers)) as rt:
-        prompts = [chat_tokens(rt.target, [Message("system", SYSTEM), Message("user", t)]) for t in texts]
+    pictures = tuple(picture(i) for i in range(args.image_prompts)) if args.mmproj else ()
+    with _open(_config(path, gpu_layers=args.gpu_layers, mmproj=args.mmproj), pictures) as rt:
+        prompts = [chat_tokens(rt.target, [Message("system", SYSTEM), Message(
+            "user", t, images=pictures[i:i + 1])]) for i, t in enumerate(texts)]
     conditions = [c for c in args.conditions.split(",") if c]
-    report = run_conditions(path, draft, prompts, conditions, args.max_tokens, args.gpu_layers)
-    report["model"], report["gpu_layers"] = path.name, args.gpu_layers
+    report = run_conditions(path, draft, prompts, conditions, args.max_tokens, args.gpu_layers,
+                            args.mmproj, pictures)
+    report["model"], report["gpu_layers"], report["image_prompts"] = path.name, args.gpu_layers, len(pictures)
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"exact-{path.stem}.json"
     out.write_text(json.dumps(report, indent=1))
     total = sum(r["differ"] for r in report["conditions"].values())
-    print(f"{path.name}, {len(prompts)} prompts: "
+    print(f"{path.name}, {len(prompts)} prompts ({len(pictures)} with a picture): "
           f"{total} differing replies")
     for c, r in report["conditions"].items():
         print(f"  {c:9s} {r['differ']:3d} differ" + (f" (first at tokens {r['first_difference_at']})"

@@ -69,6 +69,26 @@ def gemma():
         yield m
 
 
+@pytest.fixture(scope="session")
+def smol_projector(tmp_path_factory) -> Path:
+    """The seeded test projector (LLaVA ``mlp``, 16 positions an image) for SmolLM2's width."""
+    from tests.images import write_projector
+
+    return write_projector(tmp_path_factory.mktemp("mmproj") / "mmproj-smollm2-test.gguf", 576)
+
+
+@pytest.fixture(scope="session")
+def smol_vision(smol_path, smol_projector):
+    """SmolLM2 with the test projector: a model that reads images (its own instance: ``smol``
+    stays text-only)."""
+    from engine.llama.model import Model
+    from engine.llama.projector import Projector
+
+    with Model(smol_path) as m:
+        Projector(m, smol_projector, n_threads=2)
+        yield m
+
+
 @pytest.fixture
 def smol_ctx(smol):
     from engine.llama.context import Context

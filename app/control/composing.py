@@ -22,7 +22,7 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, QTimer
 
-from engine.chat.messages import Attachment
+from engine.chat.messages import Attachment, Image
 
 TYPING_EVERY_MS = 100
 STILL_READING = "A file is still being read: send again in a moment."
@@ -38,13 +38,19 @@ class Files(Protocol):
 
     def take_all(self) -> tuple[Attachment, ...]: ...
 
+    def current_pictures(self) -> tuple[Image, ...]: ...
+
+    def take_pictures(self) -> tuple[Image, ...]: ...
+
 
 class Chat(Protocol):
     """What the composer's message goes to (app.control.controller.ChatController)."""
 
-    def typing(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None: ...
+    def typing(self, text: str, attachments: tuple[Attachment, ...] = (),
+               pictures: tuple[Image, ...] = ()) -> None: ...
 
-    def send(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None: ...
+    def send(self, text: str, attachments: tuple[Attachment, ...] = (),
+             pictures: tuple[Image, ...] = ()) -> None: ...
 
 
 class Composing(QObject):
@@ -81,7 +87,7 @@ class Composing(QObject):
         if self.files.pending:
             self.refused(text, STILL_READING)
             return
-        self.chat.send(text, self.files.take_all())
+        self.chat.send(text, self.files.take_all(), self.files.take_pictures())
 
     def _interval_ended(self) -> None:
         if self.due:
@@ -91,5 +97,5 @@ class Composing(QObject):
         """The prompt as it is now, to the engine; the next change waits for the interval."""
         self.due = False
         if not self.files.pending:  # a file still being read: its end starts the timer
-            self.chat.typing(self.text(), self.files.current())
+            self.chat.typing(self.text(), self.files.current(), self.files.current_pictures())
         self.timer.start()

@@ -27,7 +27,7 @@ from app.control.tool_flow import ToolFlow, ToolSource
 from app.engine_link.client import EngineClient
 from app.engine_link.messages import ChatReply, Failure, LoadedModel, RescuePlan, TokenBatch
 from engine import paths
-from engine.chat.messages import Attachment, Message
+from engine.chat.messages import Attachment, Image, Message
 from engine.conversation.presets import Preset
 from engine.conversation.store import CUT, streaming_node, tree_to_json
 from engine.conversation.tree import Conversation
@@ -162,22 +162,25 @@ class ChatController(QObject):
             return conv.settings["system_prompt"]
         return self.project_prompt(conv) or self.settings["system_prompt"]
 
-    def send(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
-        """Send ``text`` (with the files ``attachments``, read once) in the conversation shown."""
+    def send(self, text: str, attachments: tuple[Attachment, ...] = (),
+             pictures: tuple[Image, ...] = ()) -> None:
+        """Send ``text`` (with the files ``attachments``, read once, and ``pictures``) in the
+        conversation shown."""
         if self.generating or not self.state.can_chat:
             if not self.state.can_chat:
                 self.notice.emit("Choose a model and press Load before sending.", "error")
                 self.draft_returned.emit(text)
             return
         conv = self.current if self.current is not None and self.current.loaded else self.new()
-        conv.add_user(text, self.system_prompt(conv), attachments)
+        conv.add_user(text, self.system_prompt(conv), attachments, pictures)
         self.current_changed.emit(conv)
         self._reply(conv)
 
     def on_typed_ahead(self, figure: tuple[int, int] | None) -> None:
         self.state.read_ahead(figure)
 
-    def typing(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
+    def typing(self, text: str, attachments: tuple[Attachment, ...] = (),
+               pictures: tuple[Image, ...] = ()) -> None:
         """The person is writing ``text`` (with ``attachments``) in the conversation shown: the
         engine reads the prompt that sending it now would make, while nothing else runs
         (setting read_ahead); Enter then finds all of it read but its last token. More typing
@@ -185,12 +188,12 @@ class ChatController(QObject):
         closing tokens) is cut back and read anew. Nothing to read: it stops."""
         certain = text.strip()
         if not self.settings["read_ahead"] or self.generating or self.state.model is None or \
-                not (certain or attachments):
+                not (certain or attachments or pictures):
             self.client.read_typing("", None)
             return
         conv = self.current if self.current is not None and self.current.loaded else None
         system = self.settings["system_prompt"] if conv is None else self.system_prompt(conv)
-        messages = (conv or Conversation()).next_messages(certain, system, attachments)
+        messages = (conv or Conversation()).next_messages(certain, system, attachments, pictures)
         tools = self.tool_flow.tools_for(conv, first=True)[0] if conv is not None else ()
         self.client.read_typing(conv.id if conv is not None else "", messages,
                                 self.sampling_for(conv) if conv is not None else

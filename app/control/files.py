@@ -23,7 +23,7 @@ from app.engine_link.client import EngineClient
 from app.engine_link.messages import Failure, Opened, Saved
 from engine import paths
 from engine.conversation.library import Library
-from engine.conversation.store import tree_from_json, tree_to_json
+from engine.conversation.store import tree_from_json, tree_images, tree_to_json
 from engine.conversation.tree import Conversation
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ class ConversationFiles(QObject):
             path = conv.path
         self.client.save(conv.id, path, conv.engine_messages(),
                          settings=self.file_settings(conv, tree_to_json(conv)),
-                         with_kv=self.settings["save_kv"])
+                         with_kv=self.settings["save_kv"], pictures=tree_images(conv))
 
     def on_saved(self, saved: Saved) -> None:
         conv = self.library.by_id(saved.conversation_id)
@@ -163,7 +163,8 @@ class ConversationFiles(QObject):
                 self.message.emit(f"Restored the KV state of {res.path.name}", 4000)
             self.conversation_opened.emit(res)
             return
-        root = tree_from_json(res.settings.get("tree"), res.messages)
+        pictures = {i.sha256: i.data for m in res.messages for i in m.images}
+        root = tree_from_json(res.settings.get("tree"), res.messages, pictures)
         if root is not None:
             conv.set_root(root)
         else:

@@ -27,7 +27,7 @@ from app.engine_link.messages import (
 )
 from app.engine_link.relay import save_cut
 from app.engine_link.worker import EngineWorker
-from engine.chat.messages import Message, ToolCall
+from engine.chat.messages import Image, Message, ToolCall
 from engine.decode.sampling import SamplingParams
 from engine.runtime.fleet import MAX_LOADED
 from engine.runtime.runtime import RuntimeConfig
@@ -100,8 +100,9 @@ class EngineClient(QObject):
         self._read_typing.emit(req)
 
     def save(self, conversation_id: str, path: Path, messages: Sequence[Message], *,
-             settings: Mapping[str, Any], with_kv: bool) -> None:
-        self._save.emit(SaveRequest(conversation_id, path, tuple(messages), settings, with_kv))
+             settings: Mapping[str, Any], with_kv: bool, pictures: Sequence[Image] = ()) -> None:
+        self._save.emit(SaveRequest(conversation_id, path, tuple(messages), settings, with_kv,
+                                    tuple(pictures)))
 
     def open(self, conversation_id: str, path: Path, *, shown: bool = False) -> None:
         self._open.emit(OpenRequest(conversation_id, path, shown))

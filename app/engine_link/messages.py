@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from engine.chat.messages import Message, ToolCall
+from engine.chat.messages import Image, Message, ToolCall
 from engine.decode.sampling import SamplingParams
 from engine.events import Done, Token
 from engine.llama.abort import Cancel
@@ -104,6 +104,7 @@ class SaveRequest:
     messages: tuple[Message, ...]
     settings: Mapping[str, Any] = field(default_factory=dict)
     with_kv: bool = True
+    pictures: tuple[Image, ...] = ()  # those of other versions too (the tree's)
 
     def __post_init__(self) -> None:
         _frozen_mapping(self, "settings")
@@ -143,6 +144,7 @@ class LoadedModel:
     switched: bool = False  # it was kept loaded: the window switched to it (no load)
     thinks: bool = False  # a reasoning model: its template thinks before answering
     chats: bool = True  # False: no chat template (a base model), completion only
+    projector: str | None = None  # the vision projector loaded with it (None: it reads no images)
 
 
 @dataclass(frozen=True)

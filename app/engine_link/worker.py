@@ -187,7 +187,8 @@ class EngineWorker(QObject):
                 n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
                 workers=rt.target.workers + (draft_model.workers if draft_model else ()),
                 measuring=later is not None, thinks=thinks(rt.target.chat_template),
-                chats=rt.target.chat_template is not None)
+                chats=rt.target.chat_template is not None,
+                projector=rt.target.projector.name if rt.target.projector is not None else None)
             held = Held(cfg, engine, ahead, _retrieval_vectors(engine), info)
             self.shelf.put(key, held, need)
             self._use(held)
@@ -316,7 +317,7 @@ class EngineWorker(QObject):
             req.path.parent.mkdir(parents=True, exist_ok=True)
             report = engine.call(lambda: save_conversation(
                 req.path, engine.runtime, req.messages, settings=dict(req.settings),
-                with_kv=req.with_kv)).result()
+                with_kv=req.with_kv, pictures=req.pictures)).result()
             self.saved.emit(Saved(req.conversation_id, req.path, report.with_kv))
 
     @Slot(object)

@@ -17,10 +17,11 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import QDialog, QHBoxLayout, QMenu, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtCore import QObject, QSize, Qt, Signal
+from PySide6.QtGui import QIcon, QPixmap
+from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QMenu, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
 
-from engine.chat.messages import Attachment
+from engine.chat.messages import Attachment, Image
 from engine.errors import DuetError
 
 log = logging.getLogger(__name__)
@@ -37,15 +38,36 @@ class Read:
     n_tokens: int | None
 
 
-def read_file(path: Path, count: Callable[[str], int] | None) -> Read:
-    """Read ``path`` into an attachment (on a worker thread; DuetError: one line)."""
+def read_file(path: Path, count: Callable[[str], int] | None) -> Read | Image:
+    """Read ``path`` into an attachment, or a picture (PNG, JPEG, WebP, GIF: checked, for the
+    model's projector) (on a worker thread; DuetError: one line)."""
     # lazy: the document readers (html, xml, SQLite FTS; ~12 ms) load at the first attached file,
     # not with the window
     from engine.documents.extract import read_document
     from engine.prompts.attachments import attachment
+    from engine.vision.images import MAX_BYTES, mime_of
 
+    try:
+        head = b""
+        if path.is_file():  # (never opened otherwise: a FIFO would block; read_document says why)
+            with open(path, "rb") as f:
+                head = f.read(16)
+        if mime_of(head) is not None:
+            if path.stat().st_size > MAX_BYTES:
+                raise DuetError(f"{path.name}: the image is over {MAX_BYTES >> 20} MiB")
+            return read_picture(path.read_bytes(), path.name)
+    except OSError:
+        pass  # (read_document says why, in one line)
     doc = read_document(path)
     return Read(attachment(doc), count(doc.text) if count is not None else None)
+
+
+def read_picture(data: bytes, name: str) -> Image:
+    """A picture's bytes, checked (engine.vision.images; DuetError: one line)."""
+    from engine.vision.images import load
+
+    load(data)
+    return Image(data, name)
 
 
 def describe(read: Read) -> str:
@@ -76,6 +98,7 @@ class Attachments(QObject):
         super().__init__(parent)
         self.count = count
         self.items: list[Read] = []
+        self.pictures: list[Image] = []  # pictures for the model's projector
         self.pending = 0
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="duet-attach")
         self._done.connect(self._take)
@@ -84,6 +107,28 @@ class Attachments(QObject):
         self.pending += 1
         future = self._pool.submit(read_file, path, self.count())
         future.add_done_callback(partial(self._finished, path))
+
+    def add_picture(self, data: bytes, name: str = "pasted.png") -> None:
+        """A picture pasted (its bytes), checked off the GUI thread."""
+        self.pending += 1
+        future = self._pool.submit(read_picture, data, name)
+        future.add_done_callback(partial(self._finished, Path(name)))
+
+    def current_pictures(self) -> tuple[Image, ...]:
+        return tuple(self.pictures)
+
+    def take_pictures(self) -> tuple[Image, ...]:
+        """The pictures for the message being sent; the list is empty afterwards."""
+        out = tuple(self.pictures)
+        if out:
+            self.pictures.clear()
+            self.changed.emit()
+        return out
+
+    def remove_picture(self, index: int) -> None:
+        if 0 <= index < len(self.pictures):
+            del self.pictures[index]
+            self.changed.emit()
 
     def _finished(self, path: Path, future: Future) -> None:
         self._done.emit(path, _result(future))  # (on the reading thread: queued to the GUI's)
@@ -117,6 +162,9 @@ class Attachments(QObject):
         self.pending -= 1
         if isinstance(result, Read):
             self.items.append(result)
+            self.changed.emit()
+        elif isinstance(result, Image):
+            self.pictures.append(result)
             self.changed.emit()
         else:
             self.failed.emit(str(result))
@@ -170,6 +218,14 @@ class ChipBar(QWidget):
             chip.clicked.connect(partial(show_text, self, read))
             self.row.insertWidget(i, chip)
             self.chips.append(chip)
+        for j, image in enumerate(self.attachments.pictures):
+            chip = picture_chip(self, image)
+            menu = QMenu(chip)
+            menu.addAction("Remove", partial(self.attachments.remove_picture, j))
+            chip.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
+            chip.setMenu(menu)
+            self.row.insertWidget(len(self.chips), chip)
+            self.chips.append(chip)
         self.setVisible(bool(self.chips))
 
     def _mode(self, index: int, mode: str, _checked: bool = False) -> None:
@@ -181,11 +237,14 @@ class SentFiles(QWidget):
     chosen): click one to read the text Duet took from it, as kept in the conversation (a
     message keeps the text, never the path)."""
 
-    def __init__(self, files: tuple[Attachment, ...], parent: QWidget | None = None) -> None:
+    def __init__(self, files: tuple[Attachment, ...], parent: QWidget | None = None,
+                 pictures: tuple[Image, ...] = ()) -> None:
         super().__init__(parent)
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 2, 0, 2)
-        self.chips: list[QToolButton] = []
+        self.chips: list[QToolButton] = [picture_chip(self, image) for image in pictures]
+        for chip in self.chips:
+            row.addWidget(chip)
         for a in files:
             chip = QToolButton(self)
             chip.setObjectName("attachment-chip")
@@ -195,7 +254,7 @@ class SentFiles(QWidget):
             row.addWidget(chip)
             self.chips.append(chip)
         row.addStretch(1)
-        self.setVisible(bool(files))
+        self.setVisible(bool(self.chips))
 
 
 def show_text(parent: QWidget, read: Read, _checked: bool = False) -> QDialog:
@@ -215,6 +274,43 @@ def show_attachment(parent: QWidget, a: Attachment, _checked: bool = False, *,
     layout = QVBoxLayout(dialog)
     layout.addWidget(view)
     dialog.resize(640, 480)
+    dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    dialog.show()
+    return dialog
+
+
+THUMB = 64  # pixels: a picture's chip
+
+
+def picture_chip(parent: QWidget, image: Image) -> QToolButton:
+    """A picture as a chip: its thumbnail and name; a click shows it large."""
+    chip = QToolButton(parent)
+    chip.setObjectName("picture-chip")
+    pixmap = QPixmap()
+    pixmap.loadFromData(image.data)
+    chip.setIcon(QIcon(pixmap.scaled(THUMB, THUMB, Qt.AspectRatioMode.KeepAspectRatio,
+                                     Qt.TransformationMode.SmoothTransformation)))
+    chip.setIconSize(QSize(THUMB, THUMB))
+    chip.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextUnderIcon)
+    chip.setText(image.name)
+    chip.setToolTip(f"{image.name}: click to see it large")
+    chip.clicked.connect(partial(show_picture, parent, image))
+    return chip
+
+
+def show_picture(parent: QWidget, image: Image, _checked: bool = False) -> QDialog:
+    """A window with the picture at up to the screen's size."""
+    dialog = QDialog(parent)
+    dialog.setObjectName("picture-view")
+    dialog.setWindowTitle(image.name)
+    label = QLabel(dialog)
+    pixmap = QPixmap()
+    pixmap.loadFromData(image.data)
+    label.setPixmap(pixmap.scaled(1024, 768, Qt.AspectRatioMode.KeepAspectRatio,
+                                  Qt.TransformationMode.SmoothTransformation)
+                    if pixmap.width() > 1024 or pixmap.height() > 768 else pixmap)
+    layout = QVBoxLayout(dialog)
+    layout.addWidget(label)
     dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     dialog.show()
     return dialog

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, Qt, Signal
-from PySide6.QtGui import QKeyEvent, QTextCursor
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMimeData, Qt, Signal
+from PySide6.QtGui import QImage, QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QToolButton, QWidget
 
 
@@ -14,18 +14,31 @@ def local_files(mime: QMimeData) -> list[Path]:
     return [Path(u.toLocalFile()) for u in mime.urls() if u.isLocalFile()] if mime.hasUrls() else []
 
 
+def png_bytes(image: QImage) -> bytes:
+    """A pasted image as PNG bytes (what the message keeps)."""
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")  # type: ignore[call-overload]  # (PySide6 takes a str)
+    buffer.close()
+    return bytes(data.data())
+
+
 class ComposerEdit(QPlainTextEdit):
     submit = Signal()
     cancel = Signal()
     files_given = Signal(list)  # list[Path]: files pasted or dropped here are attached
+    picture_given = Signal(bytes)  # a picture pasted (Ctrl+V of an image): its PNG bytes
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 - Qt's name
-        return bool(local_files(source)) or super().canInsertFromMimeData(source)
+        return bool(local_files(source)) or source.hasImage() or super().canInsertFromMimeData(source)
 
     def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 - Qt's name
         files = local_files(source)
         if files:
             self.files_given.emit(files)
+        elif source.hasImage():
+            self.picture_given.emit(png_bytes(QImage(source.imageData())))
         else:
             super().insertFromMimeData(source)
 
@@ -63,9 +76,11 @@ class Composer(QWidget):
         self.attach = QToolButton(self)
         self.attach.setObjectName("attach")
         self.attach.setText("Attach…")
-        self.attach.setToolTip("Attach a file: text, code, PDF, .docx or HTML (or drop or paste it)")
+        self.attach.setToolTip("Attach a file: text, code, PDF, .docx or HTML, or a picture for a "
+                               "model with a vision projector (or drop or paste it)")
         self.attach.clicked.connect(self.attach_requested)
         self.files_given = self.edit.files_given
+        self.picture_given = self.edit.picture_given
         self.think = QToolButton(self)
         self.think.setObjectName("think")
         self.think.setText("Think")
@@ -93,6 +108,17 @@ class Composer(QWidget):
         """The Think switch: hidden (None: the model does not think), else checked or not."""
         self.think.setVisible(on is not None)
         self.think.setChecked(bool(on))
+
+    def show_sight(self, projector: str | None, model: str | None) -> None:
+        """The attach button's tooltip: whether ``model`` reads pictures (its ``projector``)."""
+        files = "Attach a file: text, code, PDF, .docx or HTML (or drop or paste it)"
+        if projector is not None:
+            self.attach.setToolTip(f"{files}, or a picture: {model} reads pictures through {projector}")
+        elif model is not None:
+            self.attach.setToolTip(f"{files}. {model} cannot read pictures: it needs its vision "
+                                   "projector (mmproj-*.gguf) beside the model file")
+        else:
+            self.attach.setToolTip(files)
 
     def set_generating(self, on: bool) -> None:
         self.generating = on

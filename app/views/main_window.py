@@ -145,6 +145,12 @@ class MainWindow(QMainWindow):
         c = self.controller
         self.composer.show_thinking(c.thinking_for(c.current))
 
+    def _show_sight(self) -> None:
+        """The attach button says whether the model reads pictures, and with which projector."""
+        model = self.state.model
+        self.composer.show_sight(None if model is None else model.projector,
+                                 None if model is None else model.target_name)
+
     def _observe(self) -> None:
         """The views follow the app's state; their requests about models go to the model flow."""
         state, flow = self.state, self.flow
@@ -175,10 +181,12 @@ class MainWindow(QMainWindow):
         self.composer.stop_requested.connect(c.stop)
         self.composer.attach_requested.connect(self._choose_attachments)
         self.composer.files_given.connect(self.attach)
+        self.composer.picture_given.connect(self.attachments.add_picture)
         self.composer.thinking_toggled.connect(c.set_thinking)
         c.current_changed.connect(self._show_thinking)
         c.conversation_opened.connect(self._show_thinking)  # (its file's own switch)
         self.flow.state.subscribe(lambda what: self._show_thinking() if what == "model" else None)
+        self.flow.state.subscribe(lambda what: self._show_sight() if what == "model" else None)
         self.attachments.failed.connect(self.notice.show_error)
         self.chat_view.regenerate_requested.connect(c.regenerate)
         self.chat_view.edit_requested.connect(c.edit)
@@ -263,7 +271,8 @@ class MainWindow(QMainWindow):
     def _choose_attachments(self) -> None:
         names, _ = QFileDialog.getOpenFileNames(
             self, "Attach files", str(Path.home()),
-            "Documents (*.txt *.md *.pdf *.docx *.html *.htm *.py *.json *.csv *.log);;All files (*)")
+            "Documents and pictures (*.txt *.md *.pdf *.docx *.html *.htm *.py *.json *.csv *.log "
+            "*.png *.jpg *.jpeg *.webp *.gif);;Pictures (*.png *.jpg *.jpeg *.webp *.gif);;All files (*)")
         self.attach([Path(n) for n in names])
 
     def _refuse_send(self, text: str, line: str) -> None:

@@ -127,7 +127,7 @@ class MessageWidget(QFrame):
         self.think_body.setVisible(False)
         self.body = MessageBody(self)
         self.renderer = Renderer(self.body.document())
-        self.files = SentFiles(turn.attachments, self)  # the files a message of the person's carried
+        self.files = SentFiles(turn.attachments, self, turn.images)  # the files and pictures it carried
         self.calls_label = QLabel(self)  # the tool calls a reply made, in words
         self.calls_label.setObjectName("messageMeta")
         self.calls_label.setTextFormat(Qt.TextFormat.PlainText)

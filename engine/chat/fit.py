@@ -19,6 +19,7 @@ from typing import Any
 from engine.chat.messages import Message, Segment, render_segments
 from engine.errors import DecodeError, MessageTooLongError
 from engine.llama.model import Model
+from engine.vision.prompt import image_tokens
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def chat_tokens(model: Model, messages: Sequence[Message], *, template: str | No
     for seg in segments:
         if cancel is not None and cancel.is_set():
             raise DecodeError("cancelled")
-        parts.append(_tokens(model, seg))
+        parts.append(_tokens(model, seg, messages))
     return _joined(model, parts)
 
 
@@ -83,11 +84,11 @@ def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
     head = 0  # segments up to the system message's text are always kept
     if n_system:
         head = next((i + 1 for i, seg in enumerate(segments) if seg.message == 0), 0)
-    kept = [_tokenize(model, seg, budget, cancel) for seg in segments[:head]]
+    kept = [_tokenize(model, seg, msgs, budget, cancel) for seg in segments[:head]]
     parts: list[list[int]] = []
     used, oldest = sum(map(len, kept)) + 1, len(msgs)
     for seg in reversed(segments[head:]):
-        part = _tokenize(model, seg, budget, cancel)
+        part = _tokenize(model, seg, msgs, budget, cancel)
         used += len(part)
         if seg.message is not None:
             oldest = seg.message
@@ -114,8 +115,8 @@ def fit_messages(model: Model, messages: Sequence[Message], budget: int, *,
     return tokens, dropped
 
 
-def _tokenize(model: Model, seg: Segment, budget: int, cancel: threading.Event | None
-              ) -> list[int]:
+def _tokenize(model: Model, seg: Segment, messages: Sequence[Message], budget: int,
+              cancel: threading.Event | None) -> list[int]:
     """The segment's tokens; for a message text that cannot fit ``budget`` tokens whatever its
     tokenization (more bytes than budget × the longest token), a stand-in of budget + 1."""
     if cancel is not None and cancel.is_set():
@@ -123,14 +124,19 @@ def _tokenize(model: Model, seg: Segment, budget: int, cancel: threading.Event |
     if seg.message is not None and len(seg.text) > budget + 1 and \
             len(seg.text) > (budget + 1) * _max_token_bytes(model):
         return [0] * (budget + 1)
-    return _tokens(model, seg)
+    return _tokens(model, seg, messages)
 
 
-def _tokens(model: Model, seg: Segment) -> list[int]:
-    """Markup with its special tokens; anything written by someone, never a special token."""
+def _tokens(model: Model, seg: Segment, messages: Sequence[Message]) -> list[int]:
+    """Markup with its special tokens; anything written by someone, never a special token; a
+    user's text after the message's pictures (engine.vision.prompt)."""
     if seg.markup:
         return model.tokenize(seg.text, add_special=False, parse_special=True)
-    return model.tokenize_text(seg.text)
+    text = model.tokenize_text(seg.text) if seg.text else []
+    message = messages[seg.message] if seg.message is not None else None
+    if message is not None and message.images and message.role == "user":
+        return image_tokens(model, message.images) + text
+    return text
 
 
 def _max_token_bytes(model: Model) -> int:

@@ -20,6 +20,8 @@ replaced by placeholders too when they do; a placeholder that the template seria
 from __future__ import annotations
 
 import datetime
+import functools
+import hashlib
 import json
 import re
 import secrets
@@ -77,10 +79,24 @@ class Attachment:
 
 
 @dataclass(frozen=True)
+class Image:
+    """A picture attached to a message: its file's bytes (PNG, JPEG, WebP or GIF), kept as they
+    came; ``sha256`` (hex) names it everywhere (placeholder ids, saved files, caches)."""
+
+    data: bytes = field(repr=False)
+    name: str = "image"
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass(frozen=True)
 class Message:
     """A chat message. An assistant's may carry ``tool_calls``; a ``tool`` message is the
     result of the call ``tool_call_id`` (of function ``name``); a user's may carry files
-    (``attachments``: engine.prompts.attachments puts them into the prompt)."""
+    (``attachments``: engine.prompts.attachments puts them into the prompt) and pictures
+    (``images``: read by the model's projector, before the message's text)."""
 
     role: str
     content: str
@@ -89,6 +105,7 @@ class Message:
     tool_call_id: str | None = None
     name: str | None = None
     attachments: tuple[Attachment, ...] = ()
+    images: tuple[Image, ...] = ()
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -249,7 +266,7 @@ def render_segments(messages: Sequence[Message], template: str | None, *,
     tpl = _compile(template or CHATML)
     marks = _Marks(inert)
     # an empty text stays empty: templates test it (``{% if message.content %}``)
-    contents = [marks.mark(m.content, i, content=True) if m.content else ""
+    contents = [marks.mark(m.content, i, content=True) if m.content or m.images else ""
                 for i, m in enumerate(messages)]
     dicts = _dicts(messages, lambda i, m: contents[i], marks)
     marked_tools = marks.leaf(list(tools), None)
@@ -288,7 +305,7 @@ def _split(text: str, marks: _Marks) -> list[Segment] | None:
             last_message = i
         if match.group(0)[0] == _JSON_OPEN:  # serialised by tojson: as it would be there
             value = json.dumps(value, ensure_ascii=False)[1:-1]
-        if value:
+        if value or i in marks.contents:  # (an empty text marked: its message's pictures)
             out.append(Segment(value, marks.owners[i]))
         pos = match.end()
     if pos < len(text):

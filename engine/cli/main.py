@@ -34,6 +34,9 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
                    help="a file the prompt is about (text, Markdown, code, PDF, .docx, HTML; "
                         "repeatable): whole when it fits the context, else the passages the "
                         "prompt finds")
+    p.add_argument("--image", action="append", default=[], type=Path, metavar="FILE",
+                   help="a picture the prompt is about (PNG, JPEG, WebP, GIF; repeatable): the "
+                        "model needs its vision projector (--mmproj, or one beside the model)")
     p.add_argument("--attach-mode", choices=("auto", "whole", "retrieved"), default="auto",
                    help="how attached files go into the prompt (default: auto)")
     p.add_argument("prompt", nargs="?", help="the prompt, or - to read standard input")
@@ -80,12 +83,13 @@ def _generate(args: argparse.Namespace) -> int:
     if not prompt.strip():
         raise DuetError("the prompt is empty")
     files = _attachments(args.attach, args.attach_mode)  # read first: a bad file loads nothing
+    images = _images(args.image)
     config = config_from_args(args)
     if args.session is not None:
-        return _generate_in_session(args, config, prompt, files)
+        return _generate_in_session(args, config, prompt, files, images)
     with Runtime(config) as rt:
         messages = ([Message("system", args.system)] if args.system else []) + \
-            [Message("user", prompt, attachments=files)]
+            [Message("user", prompt, attachments=files, images=images)]
         if args.mcp_config is not None:
             from engine.cli import mcp as mcp_cli  # lazy: the MCP SDK (~1 s) only with --mcp-config
 
@@ -104,7 +108,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _generate_in_session(args: argparse.Namespace, config: RuntimeConfig, prompt: str,
-                         files: tuple) -> int:
+                         files: tuple, images: tuple = ()) -> int:
     """``generate --session``: the message is on disk before the model loads; a model that
     cannot load puts the file back as it was."""
     from engine.conversation.session.resume import continue_session, send, unsend  # lazy (~30 ms)
@@ -113,7 +117,7 @@ def _generate_in_session(args: argparse.Namespace, config: RuntimeConfig, prompt
     if args.mcp_config is not None:
         raise DuetError("--mcp-config cannot be combined with --session yet")
     sent = send(args.session, prompt, system=args.system, model=config.target.path,
-                attachments=files)
+                attachments=files, images=images)
     try:
         rt = Runtime(config)
     except DuetError:
@@ -134,6 +138,29 @@ def _attachments(paths: list[Path], mode: str) -> tuple:
     from engine.prompts.attachments import attachment
 
     return tuple(attachment(read_document(p), mode) for p in paths)
+
+
+def _images(paths: list[Path]) -> tuple:
+    """The pictures of --image, read and checked once (engine.vision.images): a file that is
+    not one is a one-line error before anything is loaded."""
+    if not paths:
+        return ()
+    from engine.chat.messages import Image
+    from engine.vision.images import MAX_BYTES, ImageError, load
+
+    out = []
+    for path in paths:
+        try:
+            if path.stat().st_size > MAX_BYTES:  # (not read whole to be refused)
+                raise ImageError(f"the image is over {MAX_BYTES >> 20} MiB")
+            data = path.read_bytes()
+            load(data)
+        except OSError as e:
+            raise DuetError(f"cannot read {path}: {e.strerror}") from None
+        except ImageError as e:
+            raise DuetError(f"{path}: {e}") from None
+        out.append(Image(data, path.name))
+    return tuple(out)
 
 
 def write_token(token: Token) -> None:

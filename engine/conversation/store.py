@@ -15,16 +15,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.chat.messages import Attachment, Message, ToolCall
+from engine.chat.messages import Attachment, Image, Message, ToolCall
 from engine.conversation.session.meta import (
     MAX_ARGUMENTS_CHARS,
     MAX_ATTACHMENTS,
+    MAX_IMAGES,
     MAX_TOOL_CALLS,
     MAX_TOOL_ID_CHARS,
     SavedAttachment,
+    SavedImage,
 )
 from engine.conversation.tree import Conversation, Node, Turn
 from engine.errors import SessionError
@@ -88,6 +90,8 @@ def tree_to_json(conv: Conversation, *, streaming: bool = False) -> dict[str, An
         if t.attachments:
             d["attachments"] = [SavedAttachment(a.name, a.kind, a.sha256, a.text, a.pages,
                                                 a.mode).to_json() for a in t.attachments]
+        if t.images:  # by their SHA-256: the bytes are the file's sections (tree_images)
+            d["images"] = [{"name": i.name, "sha256": i.sha256} for i in t.images]
         nodes.append(d)
     return {"version": TREE_VERSION, "chosen": conv.root.chosen, "nodes": nodes}
 
@@ -109,10 +113,17 @@ def cut_reply(tree: dict[str, Any], node: int, text: str) -> dict[str, Any]:
     return {**tree, "nodes": nodes}
 
 
-def tree_from_json(obj: Any, messages: Sequence[Message]) -> Node | None:
-    """The root of the saved tree, or None when absent, invalid or not matching ``messages``."""
+def tree_images(conv: Conversation) -> tuple[Image, ...]:
+    """Every picture of the tree (every version of every message): what its file keeps."""
+    return tuple(i for node in conv.walk() for i in node.turn.images)
+
+
+def tree_from_json(obj: Any, messages: Sequence[Message],
+                   pictures: Mapping[str, bytes] | None = None) -> Node | None:
+    """The root of the saved tree, or None when absent, invalid or not matching ``messages``;
+    ``pictures``: the file's pictures by SHA-256 (one not there is left out of its turn)."""
     try:
-        root = _parse(obj)
+        root = _parse(obj, pictures or {})
     except (KeyError, TypeError, ValueError) as e:
         log.warning("ignoring the saved conversation tree: %s", e)
         return None
@@ -128,7 +139,7 @@ def tree_from_json(obj: Any, messages: Sequence[Message]) -> Node | None:
     return root
 
 
-def _parse(obj: Any) -> Node | None:
+def _parse(obj: Any, pictures: Mapping[str, bytes]) -> Node | None:
     if not isinstance(obj, dict) or obj.get("version") != TREE_VERSION:
         return None
     raw = obj["nodes"]
@@ -158,7 +169,8 @@ def _parse(obj: Any) -> Node | None:
                     math.isfinite(think) and think >= 0 else None,
                     tool_calls=_calls(d.get("tool_calls", []), i),
                     tool_call_id=_tool_id(d, "tool_call_id", i), name=_tool_id(d, "name", i),
-                    attachments=_attachments(d.get("attachments", []), i))
+                    attachments=_attachments(d.get("attachments", []), i),
+                    images=_images(d.get("images", []), i, pictures))
         parent = root if parent_i < 0 else nodes[parent_i]
         node = Node(turn, parent)
         parent.children.append(node)
@@ -170,6 +182,13 @@ def _parse(obj: Any) -> Node | None:
     c = obj.get("chosen", 0)
     root.chosen = c if type(c) is int and 0 <= c < len(root.children) else 0
     return root
+
+
+def _images(raw: Any, i: int, pictures: Mapping[str, bytes]) -> tuple[Image, ...]:
+    if not isinstance(raw, list) or len(raw) > MAX_IMAGES:
+        raise ValueError(f"node {i} has bad images")
+    refs = [SavedImage.from_json(x, f"node {i} image") for x in raw]
+    return tuple(Image(pictures[r.sha256], r.name) for r in refs if r.sha256 in pictures)
 
 
 def _calls(raw: Any, i: int) -> tuple[ToolCall, ...]:
@@ -202,7 +221,7 @@ def _short(value: Any, what: str, i: int) -> str:
 def describe(obj: Any) -> str | None:
     """One line about a saved tree for ``duet-cli session inspect`` (None: no tree saved)."""
     try:
-        root = _parse(obj)
+        root = _parse(obj, {})
     except (KeyError, TypeError, ValueError) as e:
         return f"invalid ({e})"
     if root is None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.chat.messages import Attachment, Message, ToolCall
+from engine.chat.messages import Attachment, Image, Message, ToolCall
 from engine.events import Done, Stats, Token
 
 log = logging.getLogger(__name__)
@@ -53,17 +53,19 @@ class Turn:
     name: str | None = None
     ask: bool = False
     attachments: tuple[Attachment, ...] = ()  # files a user's message carries
+    images: tuple[Image, ...] = ()  # pictures a user's message carries
     sources: tuple[str, ...] = ()  # what a reply saw of the files ("manual.pdf p. 12"), shown
 
     def message(self) -> Message:
         return Message(self.role, self.text, self.time, tool_calls=self.tool_calls,
                        tool_call_id=self.tool_call_id, name=self.name,
-                       attachments=self.attachments)
+                       attachments=self.attachments, images=self.images)
 
     @classmethod
     def of(cls, m: Message) -> Turn:
         return cls(m.role, m.content, time=m.time, tool_calls=m.tool_calls,
-                   tool_call_id=m.tool_call_id, name=m.name, attachments=m.attachments)
+                   tool_call_id=m.tool_call_id, name=m.name, attachments=m.attachments,
+                   images=m.images)
 
 
 class Node:
@@ -195,13 +197,14 @@ class Conversation:
         return tuple(t.message() for t in turns if not t.streaming)
 
     def next_messages(self, text: str, system_prompt: str = "",
-                      attachments: tuple[Attachment, ...] = ()) -> tuple[Message, ...]:
+                      attachments: tuple[Attachment, ...] = (),
+                      images: tuple[Image, ...] = ()) -> tuple[Message, ...]:
         """The messages a reply would be given after ``add_user(text, ...)``, without adding
         it (the prompt of a message still being written, read ahead)."""
         head = self.engine_messages()
         if not self.turns and system_prompt.strip():
             head = (Turn("system", system_prompt.strip()).message(),)
-        return head + (Turn("user", text, attachments=attachments).message(),)
+        return head + (Turn("user", text, attachments=attachments, images=images).message(),)
 
     def _last(self) -> Node:
         nodes = self.path_nodes()
@@ -209,14 +212,14 @@ class Conversation:
 
     # -- edits ---------------------------------------------------------------------------
     def add_user(self, text: str, system_prompt: str = "",
-                 attachments: tuple[Attachment, ...] = ()) -> Turn:
+                 attachments: tuple[Attachment, ...] = (), images: tuple[Image, ...] = ()) -> Turn:
         n = len(self.turns)
         if n == 0 and system_prompt.strip():
             self.root.add(Turn("system", system_prompt.strip()))
         if not any(t.role == "user" for t in self.turns) and self.title == NEW_TITLE:
             self.title = title_from(text)
             self.notify("meta")
-        turn = Turn("user", text, attachments=attachments)
+        turn = Turn("user", text, attachments=attachments, images=images)
         self._last().add(turn)
         self.dirty = True
         self.notify("path", n)
@@ -228,7 +231,7 @@ class Conversation:
         node = self.node(index)
         if node.turn.role != "user":
             raise ValueError("only a user message can be edited")
-        turn = Turn("user", text, attachments=node.turn.attachments)
+        turn = Turn("user", text, attachments=node.turn.attachments, images=node.turn.images)
         node.up.add(turn)
         self.dirty = True
         self.notify("path", index)

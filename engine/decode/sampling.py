@@ -106,6 +106,8 @@ def penalties(logits: np.ndarray, params: SamplingParams, history: Sequence[int]
                            and params.frequency_penalty == 0.0):
         return logits
     ids, counts = np.unique(np.asarray(recent, dtype=np.int64), return_counts=True)
+    text = ids < logits.shape[0]  # an image's positions are no token (engine.llama.media)
+    ids, counts = ids[text], counts[text]
     out = np.array(logits, dtype=np.float32, copy=True)
     vals = out[ids].astype(np.float64)  # a tiny penalty would overflow float32 to inf
     with np.errstate(over="ignore"):  # ... and a tinier one float64 too: clipped below

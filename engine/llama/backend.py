@@ -23,6 +23,7 @@ import os
 import threading
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 SPIN_COUNT = "1000"
 _spin_set = "GOMP_SPINCOUNT" not in os.environ
@@ -90,6 +91,18 @@ def init() -> None:
         from engine.llama import devices  # (it reads the library this module loads)
         devices.settle()
         _initialised = True
+
+
+@functools.cache
+def mtmd() -> Any:
+    """llama-cpp-python's bindings of libmtmd (images), loaded on first use, its log routed as
+    llama.cpp's is."""
+    from llama_cpp import mtmd_cpp
+
+    init()
+    mtmd_cpp.mtmd_log_set(_on_log, ctypes.c_void_p(0))
+    mtmd_cpp.mtmd_helper_log_set(_on_log, ctypes.c_void_p(0))
+    return mtmd_cpp
 
 
 def take_errors() -> str:

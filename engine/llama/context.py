@@ -21,6 +21,7 @@ from engine.errors import CellsFullError, ContextFullError, DecodeError, ModelLo
 from engine.llama import abort, backend
 from engine.llama.backend import lib
 from engine.llama.context_params import KV_TYPES, ContextParams, check_memory, flash_attn_type
+from engine.llama.media import has_media, is_media
 from engine.llama.model import Model
 from engine.llama.native import NativeOwner
 
@@ -74,12 +75,21 @@ class _Llama:
         self.n_batch: int = lib.llama_n_batch(handle)
         self.batch = lib.llama_batch_init(max(self.n_batch, params.n_batch), 0, 1)
         self.n_outputs = 0
+        self._embd_batch: Any = None  # a batch of embeddings (image positions), made when needed
         self.cancel: threading.Event | None = None  # the stop of the decode under way
         self.abort_cb = lib.ggml_abort_callback(self._should_abort)  # (a plain Event's)
+
+    def embd_batch(self) -> Any:
+        if self._embd_batch is None:
+            self._embd_batch = lib.llama_batch_init(self.n_batch, self.model.n_embd, 1)
+        return self._embd_batch
 
     def close(self) -> None:
         if self.handle is not None:
             lib.llama_batch_free(self.batch)
+            if self._embd_batch is not None:
+                lib.llama_batch_free(self._embd_batch)
+                self._embd_batch = None
             if self.model.worker_lost() is None:
                 lib.llama_free(self.handle)  # (with a lost RPC worker this would abort: leaked)
             self.handle = None
@@ -191,6 +201,8 @@ class Context(NativeOwner):
         n = len(tokens)
         if n == 0:
             raise ValueError("decode needs at least one token")
+        if has_media(tokens):
+            return self._decode_runs(tokens, _rows(logits, n), cancel)
         if n > self.n_free:
             raise ContextFullError(
                 f"the context is full: {self.n_past} + {n} tokens exceed its {self.n_ctx}")
@@ -212,6 +224,66 @@ class Context(NativeOwner):
                 self.tokens.extend(chunk)
                 shared.n_outputs = rows if last_chunk else 0
         return shared.n_outputs
+
+    def _decode_runs(self, tokens: Sequence[int], rows: int, cancel: threading.Event | None) -> int:
+        """``decode`` of tokens with images in them: each run of text or of one kind (image
+        positions) in order, the logits rows from the last run; all or nothing."""
+        if len(tokens) > self.n_free:
+            raise ContextFullError(
+                f"the context is full: {self.n_past} + {len(tokens)} tokens exceed its {self.n_ctx}")
+        runs: list[list[int]] = []
+        for t in tokens:
+            if runs and is_media(runs[-1][-1]) == is_media(t):
+                runs[-1].append(t)
+            else:
+                runs.append([t])
+        if rows > len(runs[-1]):
+            raise ValueError("logits are returned for the last run of text or image positions only")
+        start = self.n_past
+        try:
+            for i, run in enumerate(runs):
+                want = rows if i == len(runs) - 1 else 0
+                if is_media(run[0]):
+                    self._decode_embeddings(run, want, cancel)
+                else:
+                    self.decode(run, logits=want, cancel=cancel)
+        except BaseException:
+            self._restore(start)
+            raise
+        return self._shared.n_outputs
+
+    def _decode_embeddings(self, ids: Sequence[int], rows: int, cancel: threading.Event | None) -> None:
+        """Append image positions: the projector's embedding row behind each placeholder id."""
+        projector = self.model.projector
+        if projector is None:
+            raise DecodeError("the prompt holds an image, and no projector is loaded for this model")
+        shared = self._shared
+        batch = shared.embd_batch()
+        n_embd = self.model.n_embd
+        start = self.n_past
+        with shared.stoppable(cancel):
+            for lo in range(0, len(ids), self.n_batch):
+                chunk = ids[lo:lo + self.n_batch]
+                found = [projector.row_of(t) for t in chunk]
+                rows_ = np.ascontiguousarray(np.stack([projector.embeddings(d)[r] for d, r in found]),
+                                             dtype=np.float32)
+                if rows_.shape[1] != n_embd:  # (libmtmd checks this at load: never past the batch)
+                    raise DecodeError(f"the projector gives rows of {rows_.shape[1]}, not {n_embd}")
+                ctypes.memmove(batch.embd, rows_.ctypes.data, rows_.nbytes)
+                last_chunk = lo + self.n_batch >= len(ids)
+                pos0 = self.n_past
+                for i in range(len(chunk)):
+                    batch.pos[i] = pos0 + i
+                    batch.n_seq_id[i] = 1
+                    batch.seq_id[i][0] = self.seq
+                    batch.logits[i] = last_chunk and i >= len(chunk) - rows
+                batch.n_tokens = len(chunk)
+                rc = lib.llama_decode(shared.handle, batch)
+                if rc != 0:
+                    self._restore(start)
+                    raise _decode_error(rc)
+                self.tokens.extend(chunk)
+                shared.n_outputs = rows if last_chunk else 0
 
     def logits(self, row: int = -1) -> np.ndarray:
         """Logits of output ``row`` of the last decode (shape (n_vocab,), a zero-copy view)."""
@@ -315,6 +387,8 @@ def decode_batch(parts: Sequence[Part], cancel: threading.Event | None = None) -
     the pass aborts it that way (DecodeError "cancelled")."""
     if not parts:
         return []
+    if any(has_media(p.tokens) for p in parts):
+        return _decode_in_turn(parts, cancel)
     shared = parts[0].ctx._shared
     total = sum(len(p.tokens) for p in parts)
     if total > shared.n_batch:
@@ -344,6 +418,23 @@ def decode_batch(parts: Sequence[Part], cancel: threading.Event | None = None) -
         p.ctx.tokens.extend(p.tokens)
         out.append(buf[row:row + n])
         row += n
+    return out
+
+
+def _decode_in_turn(parts: Sequence[Part], cancel: threading.Event | None) -> list[np.ndarray]:
+    """``decode_batch`` of parts with image positions (an embeddings batch takes no tokens):
+    each part decoded alone, its rows copied; on a failure every part is put back."""
+    starts = [p.ctx.n_past for p in parts]
+    out = []
+    try:
+        for p in parts:
+            rows = p.ctx.decode(p.tokens, logits=p.logits, cancel=cancel)
+            out.append(np.array(p.ctx.logits_rows()[-rows:]) if rows else
+                       np.empty((0, p.ctx.n_vocab), np.float32))
+    except BaseException:
+        for p, start in zip(parts, starts):
+            p.ctx._restore(start)
+        raise
     return out
 
 

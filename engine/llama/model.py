@@ -11,12 +11,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.errors import LoadCancelled, ModelLoadError
 from engine.llama import backend, rpc
 from engine.llama.backend import lib
 from engine.llama.native import NativeOwner
 from engine.models import catalog
+
+if TYPE_CHECKING:
+    from engine.llama.projector import Projector
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +39,10 @@ class ModelSpec:
     ``repack``: let llama.cpp's CPU backend copy some weights into its repacked layouts. Their
     GEMM takes groups of 4 rows and a GEMV the rest, which sum in other orders, so a token's
     logits would depend on its batch: off unless decoding need not be exact (the Runtime turns
-    it on when ``ContextParams.exact`` is off)."""
+    it on when ``ContextParams.exact`` is off).
+
+    ``mmproj``: the vision projector loaded beside the model (engine.llama.projector): the
+    model then reads images."""
 
     path: Path
     n_gpu_layers: int = 0
@@ -44,6 +51,7 @@ class ModelSpec:
     vocab_only: bool = False
     rpc: tuple[str, ...] = ()
     tensor_split: tuple[float, ...] = ()
+    mmproj: Path | None = None
 
 
 def check_gguf_file(path: Path) -> None:
@@ -127,6 +135,7 @@ class Model(NativeOwner):
             lib.llama_model_is_recurrent(handle) or lib.llama_model_is_hybrid(handle))
         self._piece_cache: dict[int, bytes] = {}
         self._closing: list[Callable[[], object]] = []
+        self.projector: Projector | None = None  # images: set by engine.llama.projector
         log.info("loaded %s (%s, %d layers, vocab %d)", self.path.name, self.architecture,
                  self.n_layer, self.n_vocab)
 
@@ -211,14 +220,16 @@ class Model(NativeOwner):
         return frozenset(t for t in range(self.n_vocab) if lib.llama_vocab_is_eog(self._vocab, t))
 
     def is_eog(self, token: int) -> bool:
-        return bool(lib.llama_vocab_is_eog(self._vocab, token))
+        return 0 <= token < self.n_vocab and bool(lib.llama_vocab_is_eog(self._vocab, token))
 
     def is_control(self, token: int) -> bool:
         """Whether ``token`` is a control token (a chat template's ``<|im_start|>``)."""
-        return bool(lib.llama_vocab_is_control(self._vocab, token))
+        return 0 <= token < self.n_vocab and bool(lib.llama_vocab_is_control(self._vocab, token))
 
     def token_text(self, token: int) -> bytes:
         """The vocabulary's raw text for ``token`` (as stored in the GGUF)."""
+        if not 0 <= token < self.n_vocab:
+            return b""
         return lib.llama_vocab_get_text(self._vocab, token) or b""
 
     # -- tokenizer ------------------------------------------------------------------------
@@ -268,6 +279,8 @@ class Model(NativeOwner):
     def piece(self, token: int) -> bytes:
         """The bytes ``token`` renders as in generated text (special tokens render empty)."""
         cached = self._piece_cache.get(token)
+        if cached is None and not 0 <= token < self.n_vocab:
+            return b""  # an image's position (engine.llama.media): no text
         if cached is None:
             buf = ctypes.create_string_buffer(64)
             n = lib.llama_token_to_piece(self._vocab, token, buf, 64, 0, False)
@@ -280,6 +293,8 @@ class Model(NativeOwner):
 
     def special_piece(self, token: int) -> bytes:
         """The bytes of ``token`` with special tokens spelled out (``<|im_end|>``)."""
+        if not 0 <= token < self.n_vocab:
+            return b""
         buf = ctypes.create_string_buffer(256)
         n = lib.llama_token_to_piece(self._vocab, token, buf, 256, 0, True)
         if n < 0:

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from engine.models.catalog import CATALOG
+from engine.models.projector import is_projector_name
 
 MAX_DEPTH = 6  # folders below the models folder that are searched (publisher/repo/ and more)
 _LATER_PART = re.compile(r"-(?!00001)\d{5}-of-\d{5}\.gguf$", re.IGNORECASE)
@@ -35,7 +36,8 @@ def hub_path(models: Path, repo: str, file: str) -> Path:
 def local_models(folder: Path) -> list[Path]:
     """The GGUF files under ``folder``, sorted by path: at most :data:`MAX_DEPTH` folders down,
     without following links to folders, skipping hidden folders and partial downloads, and of
-    a split model only its first part (the one that is loaded)."""
+    a split model only its first part (the one that is loaded). A vision projector
+    (``mmproj-*.gguf``) is no model: it is loaded beside one (engine.models.projector)."""
     found: list[Path] = []
     for root, dirs, files in os.walk(folder):  # unreadable folders are skipped
         depth = len(Path(root).relative_to(folder).parts)
@@ -43,7 +45,7 @@ def local_models(folder: Path) -> list[Path]:
         for name in files:
             path = Path(root) / name
             if name.lower().endswith(".gguf") and not name.startswith(".") and \
-                    not _LATER_PART.search(name) and path.is_file():
+                    not _LATER_PART.search(name) and not is_projector_name(name) and path.is_file():
                 found.append(path)
     return sorted(found)
 

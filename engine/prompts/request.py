@@ -27,6 +27,7 @@ from engine.tools.formats import Format
 from engine.tools.lazy import LazyGrammar
 from engine.tools.prompting import call_grammar, tool_prompt
 from engine.tools.scanner import Scanner
+from engine.vision.images import ImageError
 
 if TYPE_CHECKING:
     from engine.prompts.attachments import Embed, Source
@@ -167,6 +168,8 @@ def prepare(model: Model, chat: Chat, policy: Policy,
                                            variables=variables)
     except UnicodeError:
         raise RequestError("the messages are not valid Unicode text", where) from None
+    except ImageError as e:
+        raise RequestError(str(e), where, "invalid_image") from None
     if think is not None and not on and think.inside and chat.continue_text is None:
         # a template that opens the section whatever it is told: closed in the prompt
         prompt = prompt + model.tokenize(close_text(""), add_special=False, parse_special=True)

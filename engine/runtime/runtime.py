@@ -28,10 +28,13 @@ from engine.llama.exactness import Exactness, exactness
 from engine.llama.model import Model, ModelSpec
 from engine.llama.native import NativeOwner
 from engine.llama.placement_params import PlacementParams, gpu_layers_arg
+from engine.llama.projector import Projector
 from engine.llama.rpc import parse_endpoints
 from engine.models.catalog import CATALOG
 from engine.models.folder import local_models
 from engine.models.identity import file_fingerprint
+from engine.models.projector import find_projector
+from engine.models.projector import problem as projector_problem
 from engine.prompts.request import ready
 from engine.runtime.generate import Generator
 
@@ -102,6 +105,7 @@ class Runtime(NativeOwner):
         self.cache = StateCache(config.state_cache_bytes)
         self.target: Model = Model(_kernels(config.target, config.context), cancel)
         try:
+            self._load_projector(config)
             self.ctx: Context = Context(self.target, config.context)
             if config.kv_store_bytes > 0:
                 self.cache.disk = KVStore(paths.kv_store_dir(), [self.ctx],
@@ -136,6 +140,20 @@ class Runtime(NativeOwner):
         except BaseException:
             self.close()
             raise
+
+    def _load_projector(self, config: RuntimeConfig) -> None:
+        """The target's vision projector: the one asked for (checked by its header first), or
+        one found beside the model file; closed with the model (Model.on_close)."""
+        spec, path = config.target, config.target.mmproj
+        if path is not None:
+            why = projector_problem(path, self.target.n_embd) if path.is_file() else \
+                f"projector file not found: {path}"
+            if why is not None:
+                raise ModelLoadError(why)
+        else:
+            path = find_projector(spec.path, self.target.n_embd)
+        if path is not None:
+            Projector(self.target, path, config.context.threads(), use_gpu=spec.n_gpu_layers != 0)
 
     def read_opening(self, cancel: threading.Event | None = None) -> int:
         """Read the template's opening (``opening``) into the first sequence while it is
@@ -252,6 +270,9 @@ def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
                    help="the draft model's GPU layers (the same range; default: --gpu-layers)")
     p.add_argument("--rpc", default=None, metavar="HOST:PORT[,...]",
                    help="run the target's layers on these duet-cli workers (ggml RPC)")
+    p.add_argument("--mmproj", type=Path, default=None, metavar="FILE",
+                   help="the model's vision projector (mmproj-*.gguf), so it reads images "
+                        "(default: the one beside the model file, if any)")
     p.add_argument("--draft-rpc", default=None, metavar="HOST:PORT[,...]",
                    help="run the draft model's layers on these workers (default: locally)")
     p.add_argument("--tensor-split", default=None, metavar="W[,W...]",
@@ -281,7 +302,8 @@ def config_from_args(args: argparse.Namespace) -> RuntimeConfig:
         raise DuetError("--drafter model needs --draft PATH")
     target = ModelSpec(resolve_model(args.model), n_gpu_layers=gpu_layers,
                        rpc=endpoints(getattr(args, "rpc", None)),
-                       tensor_split=tensor_split(getattr(args, "tensor_split", None)))
+                       tensor_split=tensor_split(getattr(args, "tensor_split", None)),
+                       mmproj=getattr(args, "mmproj", None))
     if target.tensor_split and not target.rpc:
         raise DuetError("--tensor-split needs --rpc")
     return RuntimeConfig(target=target, draft=draft, context=context, sampling=sampling,

@@ -18,11 +18,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.chat.messages import Message, ToolCall
+from engine.chat.messages import Image, Message, ToolCall
 from engine.chat.reasoning import OFF, Thinking
 from engine.decode.sampling import SamplingParams
 from engine.events import Done, Token
-from engine.server import schema
+from engine.server import images, schema
 from engine.server.core import DuetServer, Front
 from engine.server.errors import ApiError, bad_request
 from engine.server.turn import Chat, End, PreparedTurn, Text, prepare, sampling
@@ -63,7 +63,19 @@ class ThinkingBlock(schema._Body):
     data: str | None = None
 
 
-Block = Annotated[TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock,
+class ImageSource(schema._Body):
+    type: Literal["base64", "url"]
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+
+
+class ImageBlock(schema._Body):
+    type: Literal["image"]
+    source: ImageSource
+
+
+Block = Annotated[TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock,
                   Field(discriminator="type")]
 
 
@@ -141,10 +153,13 @@ def _messages(body: CountRequest) -> list[Message]:
             continue
         text: list[str] = []
         calls: list[ToolCall] = []
+        pictures: list[Image] = []
         for j, block in enumerate(m.content):
             where = f"messages.{i}.content.{j}"
             if isinstance(block, TextBlock):
                 text.append(block.text)
+            elif isinstance(block, ImageBlock):
+                pictures.append(_image(block, m.role, where))
             elif isinstance(block, ThinkingBlock):
                 continue  # an earlier reply's thinking: the model does not read it again
             elif isinstance(block, ToolUseBlock):
@@ -156,16 +171,27 @@ def _messages(body: CountRequest) -> list[Message]:
             else:
                 if m.role != "user":
                     raise bad_request(f"{where}: tool_result blocks belong to user messages", where)
-                if text:
-                    out.append(Message("user", "\n".join(text)))
-                    text = []
+                if text or pictures:
+                    out.append(Message("user", "\n".join(text), images=tuple(pictures)))
+                    text, pictures = [], []
                 result = _text(block.content)
                 out.append(Message("tool", f"Error: {result}" if block.is_error else result,
                                    tool_call_id=block.tool_use_id,
                                    name=names.get(block.tool_use_id)))
-        if text or calls:
-            out.append(Message(m.role, "\n".join(text), tool_calls=tuple(calls)))
+        if text or calls or pictures:
+            out.append(Message(m.role, "\n".join(text), tool_calls=tuple(calls), images=tuple(pictures)))
+    images.check_count([p for m in out for p in m.images], "messages")
     return out
+
+
+def _image(block: ImageBlock, role: str, where: str) -> Image:
+    """An ``image`` block of a user's message: base64 data (the server fetches no URL)."""
+    if role != "user":
+        raise bad_request(f"{where}: only a user's message carries images", where)
+    if block.source.type != "base64":
+        raise bad_request(f"{where}: this server fetches no image URLs; send the picture as "
+                          "base64 data", where, "image_url_not_fetched")
+    return images.from_base64(block.source.data, where)
 
 
 def _text(content: str | list[TextBlock]) -> str:

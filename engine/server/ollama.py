@@ -28,7 +28,7 @@ from engine.chat.reasoning import OFF, Thinking, from_effort
 from engine.decode.sampling import SamplingParams
 from engine.events import Token
 from engine.runtime.fleet import FleetError
-from engine.server import schema
+from engine.server import images, schema
 from engine.server.core import DuetServer, Front
 from engine.server.errors import ApiError, bad_request
 from engine.server.responses import chat_logprobs
@@ -204,9 +204,11 @@ def _messages(body: OllamaChatRequest) -> list[Message]:
     out: list[Message] = []
     pending: list[ToolCall] = []  # calls not answered yet, oldest first
     for i, m in enumerate(body.messages):
-        if m.images:
-            raise bad_request(f"messages[{i}].images: this model does not read images",
+        if m.images and m.role != "user":
+            raise bad_request(f"messages[{i}].images: only a user's message carries images",
                               f"messages.{i}.images")
+        pictures = tuple(images.from_base64(x, f"messages.{i}.images.{j}")
+                         for j, x in enumerate(m.images or ()))
         if m.tool_calls and m.role != "assistant":
             raise bad_request(f"messages[{i}]: only an assistant's message carries tool_calls",
                               f"messages.{i}.tool_calls")
@@ -215,7 +217,7 @@ def _messages(body: OllamaChatRequest) -> list[Message]:
                       for j, c in enumerate(m.tool_calls or ()))
         pending += calls
         if m.role != "tool":
-            out.append(Message(m.role, m.content or "", tool_calls=calls))
+            out.append(Message(m.role, m.content or "", tool_calls=calls, images=pictures))
             continue
         # Ollama's tool results name their function, not the call: they answer the oldest
         # call of that function not answered yet.
@@ -225,6 +227,7 @@ def _messages(body: OllamaChatRequest) -> list[Message]:
             pending.remove(call)
         out.append(Message("tool", m.content or "", name=m.tool_name or (call.name if call is not None else ""),
                            tool_call_id=call.id if call is not None else m.tool_call_id or ""))
+    images.check_count([p for m in out for p in m.images], "messages")
     return out
 
 
@@ -259,14 +262,18 @@ async def generate(request: Request) -> Response:
     if not body.prompt and (gone := await unload(front, body)) is not None:
         return gone
     server, sampling, logprobs, grammar = await _common(front, request, body, data)
-    for name in ("suffix", "template", "context", "images"):
+    for name in ("suffix", "template", "context"):
         if getattr(body, name):
             raise bad_request(f"{name} is not supported by this server", name)
     if not body.prompt:
         return JSONResponse(_loaded(server, {"response": ""}))
     # a model with no chat template is given the prompt as it is (Ollama's own default
     # template for one is ``{{ .Prompt }}``): a base model continues it
+    pictures = tuple(images.from_base64(x, f"images.{j}") for j, x in enumerate(body.images or ()))
+    images.check_count(list(pictures), "images")
     if body.raw or server.model.chat_template is None:
+        if pictures:
+            raise bad_request("images need the model's chat template (not raw, not a base model)", "images")
         if body.system:
             why = "raw" if body.raw else f"a prompt to {server.model_id}, which has no chat template"
             raise bad_request(f"system cannot be combined with {why} (the prompt is used as it is)",
@@ -275,7 +282,7 @@ async def generate(request: Request) -> Response:
                                             param_names={"response_format": "format"}))
     else:
         messages = ((Message("system", body.system),) if body.system else ()) + (
-            Message("user", body.prompt),)
+            Message("user", body.prompt, images=pictures),)
         turn = await server.prepare(Chat(messages, sampling, response=grammar, logprobs=logprobs,
                                          param_names={**NAMES, "messages": "prompt"},
                                          thinking=thinking(body)))

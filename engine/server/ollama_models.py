@@ -23,6 +23,7 @@ from engine import params
 from engine.decode.sampling import SamplingParams
 from engine.llama.backend import lib
 from engine.models import served
+from engine.models.projector import find_projector
 from engine.models.served import Offer
 from engine.server import schema
 from engine.server.core import Front
@@ -131,11 +132,22 @@ async def show(request: Request) -> Response:
         "template": template if isinstance(template, str) else "",
         "details": _details(meta),
         "model_info": info,
-        "capabilities": ["completion", "tools"],  # any model: a generic prompt where its
-                                                  # template has no tools (engine.tools.fallback)
+        # any model: tools (a generic prompt where its template has none, engine.tools.fallback);
+        # vision where it reads images (its projector loaded, or beside its file)
+        "capabilities": ["completion", "tools"] + (["vision"] if await run_in_threadpool(
+            _sees, front, offer, meta) else []),
         "modified_at": _model(front, offer)["modified_at"],
         **front.exactness(offer),  # Duet's: whether its replies are exact, and why not
     })
+
+
+def _sees(front: Front, offer: Offer, meta: dict[str, Any]) -> bool:
+    """Whether the model reads images: its projector loaded with it, or found beside its file."""
+    loaded = next((lo for lo in front.fleet.loaded() if lo.offer is offer), None)
+    if loaded is not None:
+        return loaded.value.model.projector is not None
+    n_embd = meta.get(f"{meta.get('general.architecture')}.embedding_length")
+    return isinstance(n_embd, int) and find_projector(Path(offer.path), n_embd) is not None
 
 
 def _parameters(defaults: SamplingParams) -> str:

@@ -8,9 +8,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from engine.chat.messages import ROLES, Message, ToolCall
+from engine.chat.messages import ROLES, Image, Message, ToolCall
 from engine.chat.reasoning import from_effort
-from engine.server import schema
+from engine.server import images, schema
 from engine.server.core import Front
 from engine.server.errors import bad_request
 from engine.server.responses import OpenAIShaper
@@ -38,21 +38,29 @@ def _messages(body: schema.ChatCompletionRequest) -> list[Message]:
         if role == "tool" and name is None:  # OpenAI's tool messages name no function: find it
             name = next((c.name for prev in out for c in prev.tool_calls
                          if c.id == m.tool_call_id), None)
-        out.append(Message(role, _text(m.content, i), tool_calls=calls,
+        text, pictures = _content(m.content, i, role)
+        out.append(Message(role, text, tool_calls=calls, images=pictures,
                            tool_call_id=m.tool_call_id if role == "tool" else None, name=name))
+    images.check_count([p for m in out for p in m.images], "messages")
     return out
 
 
-def _text(content: str | list[schema.TextPart] | None, i: int) -> str:
+def _content(content: str | list[schema.TextPart] | None, i: int, role: str
+             ) -> tuple[str, tuple[Image, ...]]:
+    """A message's text and pictures (a user's ``image_url`` parts)."""
     if content is None or isinstance(content, str):
-        return content or ""
-    parts = []
+        return content or "", ()
+    parts, pictures = [], []
     for j, part in enumerate(content):
-        if part.type != "text" or part.text is None:
-            raise bad_request(f"messages[{i}].content[{j}]: only text parts are supported",
-                              f"messages.{i}.content.{j}")
-        parts.append(part.text)
-    return "\n".join(parts)
+        where = f"messages.{i}.content.{j}"
+        if part.type == "image_url" and role == "user" and part.image_url is not None:
+            pictures.append(images.from_url(part.image_url.url, where))
+        elif part.type != "text" or part.text is None:
+            raise bad_request(f"messages[{i}].content[{j}]: only text parts (and a user's "
+                              "image_url parts) are supported", where)
+        else:
+            parts.append(part.text)
+    return "\n".join(parts), tuple(pictures)
 
 
 def response_grammar(body: schema._Request) -> tuple[Any, Any] | None:

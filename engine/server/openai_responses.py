@@ -18,15 +18,16 @@ from typing import Any, Literal
 from starlette.requests import Request
 from starlette.responses import Response
 
-from engine.chat.messages import Message, ToolCall
+from engine.chat.messages import Image, Message, ToolCall
 from engine.chat.reasoning import EFFORTS, Thinking, from_effort
-from engine.server import schema
+from engine.server import images, schema
 from engine.server.core import DuetServer, Front
 from engine.server.errors import ApiError, bad_request
 from engine.server.openai_responses_body import (
     INCLUDE,
     LOGPROBS,
     FunctionCallItem,
+    InputImage,
     InputText,
     MessageItem,
     ReasoningItem,
@@ -55,7 +56,7 @@ def _messages(body: ResponsesRequest, before: tuple[Message, ...]) -> tuple[Mess
             continue  # an earlier reply's reasoning: the model does not read it again
         if isinstance(item, MessageItem):
             role = "system" if item.role == "developer" else item.role
-            out.append(Message(role, _text(item.content)))
+            out.append(Message(role, _text(item.content), images=_images(item, i)))
         elif isinstance(item, FunctionCallItem):
             # a reply's text and its calls are separate items here, one message in Duet's terms
             call = ToolCall(item.call_id, item.name, item.arguments)
@@ -81,8 +82,24 @@ def _messages(body: ResponsesRequest, before: tuple[Message, ...]) -> tuple[Mess
     return tuple(out[len(before):])
 
 
-def _text(content: str | list[InputText]) -> str:
-    return content if isinstance(content, str) else "\n".join(p.text for p in content)
+def _text(content: str | list[InputText] | list[InputText | InputImage]) -> str:
+    return content if isinstance(content, str) else \
+        "\n".join(p.text for p in content if isinstance(p, InputText))
+
+
+def _images(item: MessageItem, i: int) -> tuple[Image, ...]:
+    """A user message's ``input_image`` parts (data URLs)."""
+    if isinstance(item.content, str):
+        return ()
+    out = []
+    for j, part in enumerate(item.content):
+        if isinstance(part, InputImage):
+            where = f"input.{i}.content.{j}"
+            if item.role != "user":
+                raise bad_request(f"{where}: only a user's message carries images", where)
+            out.append(images.from_url(part.image_url, where))
+    images.check_count(out, "input")
+    return tuple(out)
 
 
 def _tools(body: ResponsesRequest) -> tuple[tuple[Tool, ...], ToolChoice]:

@@ -20,10 +20,18 @@ class InputText(schema._Body):
     text: str
 
 
+class InputImage(schema._Body):
+    """A picture: ``image_url`` a data URL (the server fetches no http(s) URL)."""
+
+    type: Literal["input_image"]
+    image_url: str | None = None
+    detail: str | None = None
+
+
 class MessageItem(schema._Body):
     type: Literal["message"] = "message"
     role: Literal["user", "system", "developer", "assistant"]
-    content: str | list[InputText]
+    content: str | list[Annotated[InputText | InputImage, Field(discriminator="type")]]
 
 
 class FunctionCallItem(schema._Body):

@@ -23,9 +23,17 @@ class _Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow", frozen=True)
 
 
+class ImageURL(_Body):
+    url: str
+    detail: str | None = None
+
+
 class TextPart(_Body):
+    """A part of a message's content: text, or a picture (``image_url``, a data URL)."""
+
     type: str
     text: str | None = None
+    image_url: ImageURL | None = None
 
 
 class FunctionCall(_Body):

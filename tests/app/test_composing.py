@@ -19,10 +19,10 @@ class FakeChat:
         self.typed: list[tuple[str, tuple[Attachment, ...]]] = []
         self.sent: list[tuple[str, tuple[Attachment, ...]]] = []
 
-    def typing(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
+    def typing(self, text: str, attachments: tuple[Attachment, ...] = (), pictures: tuple = ()) -> None:
         self.typed.append((text, attachments))
 
-    def send(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
+    def send(self, text: str, attachments: tuple[Attachment, ...] = (), pictures: tuple = ()) -> None:
         self.sent.append((text, attachments))
 
 
@@ -37,6 +37,12 @@ class FakeFiles:
     def take_all(self) -> tuple[Attachment, ...]:
         out, self.items = tuple(self.items), []
         return out
+
+    def current_pictures(self) -> tuple:
+        return ()
+
+    def take_pictures(self) -> tuple:
+        return ()
 
 
 def _composing(qtbot, text: list[str]):

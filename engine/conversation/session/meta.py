@@ -41,6 +41,7 @@ MAX_ARGUMENTS_CHARS = 1_000_000
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 KV_ROLES = ("target", "draft")
 MAX_TOKEN_ID = 2**31
+MAX_POSITION_ID = 2**32  # a KV state's positions: token ids, or an image's ids (engine.llama.media)
 _MAX_DEPTH = 32
 
 
@@ -132,7 +133,8 @@ def _tool_id(obj: Any, where: str) -> str:
     return _str(obj, where)
 
 
-_TOOL_KEYS = frozenset({"tool_calls", "tool_call_id", "name", "attachments"})
+_TOOL_KEYS = frozenset({"tool_calls", "tool_call_id", "name", "attachments", "images"})
+MAX_IMAGES = 16  # pictures on one message
 MAX_ATTACHMENTS = 64  # files on one message
 ATTACHMENT_MODES = ("auto", "whole", "retrieved")
 
@@ -173,6 +175,35 @@ class SavedAttachment:
 
 
 @dataclass(frozen=True)
+class SavedImage:
+    """A picture a message carries: its bytes are the section ``section_name`` (content
+    addressed: one section however many messages show it), checked against ``sha256``."""
+
+    name: str
+    sha256: str
+
+    @property
+    def section(self) -> str:
+        return image_section(self.sha256)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str = "image") -> SavedImage:
+        d = _dict(obj, {"name", "sha256"}, where)
+        sha = _str(d["sha256"], f"{where}.sha256")
+        if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+            raise _fail(f"{where}.sha256 is not a SHA-256 in hex")
+        return cls(_tool_id(d["name"], f"{where}.name"), sha)
+
+
+def image_section(sha256: str) -> str:
+    """The section that holds the picture of this SHA-256 (a section name is at most 64)."""
+    return f"image.{sha256[:56]}"
+
+
+@dataclass(frozen=True)
 class SavedMessage:
     """A saved message; an assistant's may carry ``tool_calls``, a ``tool`` message is the
     result of call ``tool_call_id`` (function ``name``)."""
@@ -184,11 +215,14 @@ class SavedMessage:
     tool_call_id: str | None = None
     name: str | None = None
     attachments: tuple[SavedAttachment, ...] = ()
+    images: tuple[SavedImage, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"role": self.role, "content": self.content, "time": self.time}
         if self.attachments:
             d["attachments"] = [a.to_json() for a in self.attachments]
+        if self.images:
+            d["images"] = [i.to_json() for i in self.images]
         if self.tool_calls:
             d["tool_calls"] = [c.to_json() for c in self.tool_calls]
         if self.tool_call_id is not None:
@@ -212,12 +246,16 @@ class SavedMessage:
         files = d.get("attachments", [])
         if not isinstance(files, list) or len(files) > MAX_ATTACHMENTS:
             raise _fail(f"{where}.attachments is not a list of at most {MAX_ATTACHMENTS} files")
+        pictures = d.get("images", [])
+        if not isinstance(pictures, list) or len(pictures) > MAX_IMAGES:
+            raise _fail(f"{where}.images is not a list of at most {MAX_IMAGES} pictures")
         return cls(d["role"], _str(d["content"], f"{where}.content"),
                    _iso(d["time"], f"{where}.time"),
                    tuple(SavedCall.from_json(c, f"{where}.tool_calls[{i}]")
                          for i, c in enumerate(calls)), opt["tool_call_id"], opt["name"],
                    tuple(SavedAttachment.from_json(a, f"{where}.attachments[{i}]")
-                         for i, a in enumerate(files)))
+                         for i, a in enumerate(files)),
+                   tuple(SavedImage.from_json(a, f"{where}.images[{i}]") for i, a in enumerate(pictures)))
 
     @property
     def n_chars(self) -> int:
@@ -334,7 +372,7 @@ class KVState:
         tokens = d["tokens"]
         if not isinstance(tokens, list) or len(tokens) > n_ctx:
             raise _fail(f"{where}.tokens is not a list of at most n_ctx tokens")
-        if not all(type(t) is int and 0 <= t < MAX_TOKEN_ID for t in tokens):
+        if not all(type(t) is int and 0 <= t < MAX_POSITION_ID for t in tokens):
             raise _fail(f"{where}.tokens holds something other than token ids")
         probe = None if d["probe"] is None else Probe.from_json(d["probe"], f"{where}.probe")
         return cls(tuple(tokens), n_ctx, _str(d["type_k"], f"{where}.type_k", nonempty=True),
@@ -357,6 +395,10 @@ class SessionMeta:
 
     def kv(self, role: str) -> KVState | None:
         return self.kv_target if role == "target" else self.kv_draft if role == "draft" else None
+
+    def image_sections(self) -> dict[str, str]:
+        """The sections of the messages' pictures: name -> the SHA-256 its bytes must have."""
+        return {i.section: i.sha256 for m in self.messages for i in m.images}
 
     def expected_sections(self) -> frozenset[str]:
         """Names of the KV sections this metadata says the file carries."""

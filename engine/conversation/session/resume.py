@@ -29,10 +29,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.chat.messages import Attachment, Message
+from engine.chat.messages import Attachment, Image, Message
 from engine.conversation.session import store
-from engine.conversation.session.format import LoadedSession, read_session
-from engine.conversation.store import CUT, cut_reply, streaming_node, tree_from_json, tree_to_json
+from engine.conversation.session.format import LoadedSession, read_meta, read_session
+from engine.conversation.store import CUT, cut_reply, streaming_node, tree_from_json, tree_images, tree_to_json
 from engine.conversation.tree import Conversation, Turn
 from engine.errors import SIGPIPE, SessionError, WorkerLostError
 from engine.events import Token, collect, done_json
@@ -71,7 +71,7 @@ class Sent:
 
 
 def send(path: Path, prompt: str, *, system: str | None, model: Path,
-         attachments: tuple[Attachment, ...] = ()) -> Sent:
+         attachments: tuple[Attachment, ...] = (), images: tuple[Image, ...] = ()) -> Sent:
     """Before the model loads: the conversation at ``path`` (a new one when there is no file)
     with ``prompt`` (and the files it carries) added and its reply begun, on disk, so that a
     process killed while the model loads keeps the message. The file's KV states stay in it for
@@ -79,9 +79,12 @@ def send(path: Path, prompt: str, *, system: str | None, model: Path,
     path = Path(path)
     conv, settings, before = Conversation(path.stem, path), {}, None
     if path.exists():
-        before = read_session(path)
-        messages = [store.from_saved(m) for m in before.meta.messages]
-        root = tree_from_json(before.meta.settings.get("tree"), messages)
+        before = read_session(path, want=("kv.target", "kv.draft", *read_meta(path).image_sections()))
+        pictures, lost = store.read_pictures(before)
+        if lost:
+            log.warning("%s: %s", path.name, lost)
+        messages = [store.from_saved(m, pictures) for m in before.meta.messages]
+        root = tree_from_json(before.meta.settings.get("tree"), messages, pictures)
         if root is None:
             conv.set_messages(messages)
         else:
@@ -90,11 +93,11 @@ def send(path: Path, prompt: str, *, system: str | None, model: Path,
         if system is not None:
             log.warning("--system is ignored when continuing a saved conversation")
             system = None
-    if attachments or not _resent(conv, prompt):
-        conv.add_user(prompt, system_prompt=system or "", attachments=attachments)
+    if attachments or images or not _resent(conv, prompt):
+        conv.add_user(prompt, system_prompt=system or "", attachments=attachments, images=images)
     turn = conv.begin_reply()
     store.save_before_load(path, before, _cut(conv, turn), settings=_cut_settings(conv, turn,
-                           settings), model=model)
+                           settings), model=model, pictures=tree_images(conv))
     note = "; ".join(p.text for p in before.problems) if before and before.problems else None
     return Sent(path, conv, turn, settings, before, note)
 
@@ -175,7 +178,8 @@ def continue_session(runtime: Runtime, sent: Sent, sampling: SamplingParams, *,
     def save_cut(_why: str = "") -> None:
         """Keep the reply so far when a worker is lost: the text alone (no llama.cpp call)."""
         store.save_conversation(path, runtime, _cut(conv, turn),
-                                settings=_cut_settings(conv, turn, settings), with_kv=False)
+                                settings=_cut_settings(conv, turn, settings), with_kv=False,
+                                pictures=tree_images(conv))
 
     def checkpoint() -> None:
         """The conversation so far on disk (a SIGKILL next loses nothing sent)."""
@@ -261,14 +265,14 @@ def save_keeping_turn(path: Path, runtime: Runtime, conv: Conversation,
     messages = conv.engine_messages()
     tree = {"tree": tree_to_json(conv)}
     try:
-        return store.save_conversation(path, runtime, messages,
+        return store.save_conversation(path, runtime, messages, pictures=tree_images(conv),
                                  settings={**settings, **new_settings, **tree}), None
     except SessionError as e:
         first = str(e)
     log.warning("%s; saving the text without the new settings", first)
     try:
         report = store.save_conversation(path, runtime, messages, settings={**settings, **tree},
-                                   with_kv=False)
+                                   with_kv=False, pictures=tree_images(conv))
     except SessionError as e:
         return None, f"the reply was not saved ({e})"
     return report, f"saved without its KV state and new settings ({first})"

@@ -11,6 +11,7 @@ just pass its contexts.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
@@ -20,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.chat.messages import Attachment, Message, ToolCall
+from engine.chat.messages import Attachment, Image, Message, ToolCall
 from engine.conversation.session import probe
 from engine.conversation.session.fingerprint import check_model, file_fingerprint, fingerprint_size, kv_layout
 from engine.conversation.session.format import LoadedSession, read_meta, read_session, write_session
@@ -30,8 +31,10 @@ from engine.conversation.session.meta import (
     ModelInfo,
     SavedAttachment,
     SavedCall,
+    SavedImage,
     SavedMessage,
     SessionMeta,
+    image_section,
     utc_now_iso,
 )
 from engine.errors import DecodeError, ModelLoadError, RewindError, SessionError
@@ -130,18 +133,41 @@ def to_saved(m: Message) -> SavedMessage:
                         tuple(SavedCall(c.id, c.name, c.arguments) for c in m.tool_calls),
                         m.tool_call_id, m.name,
                         tuple(SavedAttachment(a.name, a.kind, a.sha256, a.text, a.pages, a.mode)
-                              for a in m.attachments))
+                              for a in m.attachments),
+                        tuple(SavedImage(i.name, i.sha256) for i in m.images))
 
 
-def from_saved(m: SavedMessage) -> Message:
+def from_saved(m: SavedMessage, pictures: Mapping[str, bytes] | None = None) -> Message:
+    """The file's message; its pictures' bytes from ``pictures`` (by SHA-256: a picture whose
+    section was damaged or missing is left out)."""
     when = datetime.fromisoformat(m.time)
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
+    pictures = pictures or {}
     return Message(m.role, m.content, when.timestamp(),
                    tuple(ToolCall(c.id, c.name, c.arguments) for c in m.tool_calls),
                    m.tool_call_id, m.name,
                    tuple(Attachment(a.name, a.kind, a.sha256, a.text, a.pages, a.mode)
-                         for a in m.attachments))
+                         for a in m.attachments),
+                   tuple(Image(pictures[i.sha256], i.name) for i in m.images if i.sha256 in pictures))
+
+
+def image_sections(messages: Sequence[Message], more: Sequence[Image] = ()) -> dict[str, bytes]:
+    """The sections that keep the messages' pictures and ``more`` (each picture once)."""
+    return {image_section(i.sha256): i.data for i in [*(i for m in messages for i in m.images), *more]}
+
+
+def read_pictures(loaded: LoadedSession) -> tuple[dict[str, bytes], str | None]:
+    """The pictures among ``loaded``'s sections, each checked against its SHA-256: (by
+    SHA-256, a line on those that were damaged or missing, or None)."""
+    out: dict[str, bytes] = {}
+    for name, sha in loaded.meta.image_sections().items():
+        data = loaded.sections.get(name)
+        if data is not None and hashlib.sha256(data).hexdigest() == sha:
+            out[sha] = data
+    lost = len(loaded.meta.image_sections()) - len(out)
+    return out, (f"{lost} picture(s) of the conversation were damaged or missing and are left out"
+                 if lost else None)
 
 
 # ─── saving ───────────────────────────────────────────────────────────────────
@@ -204,10 +230,12 @@ def _created(path: Path) -> str | None:
 
 def save_contexts(path: Path, ctx: Context, draft_ctx: Context | None,
                   messages: Sequence[Message], *, settings: Mapping[str, Any],
-                  with_kv: bool = True, created: str | None = None) -> SaveReport:
+                  with_kv: bool = True, created: str | None = None,
+                  pictures: Sequence[Image] = ()) -> SaveReport:
     """Atomically write ``messages`` and ``settings`` and (``with_kv``) the KV states of ``ctx``
-    and ``draft_ctx``, each covering exactly its ``tokens``. The old file stays intact on any
-    failure. Raises SessionError (unsaveable settings, disk errors)."""
+    and ``draft_ctx``, each covering exactly its ``tokens``; the messages' pictures, and
+    ``pictures`` (those of other versions in the settings' tree), as sections. The old file
+    stays intact on any failure. Raises SessionError (unsaveable settings, disk errors)."""
     t0 = time.perf_counter()
     path = Path(path)
     now = utc_now_iso()
@@ -220,7 +248,7 @@ def save_contexts(path: Path, ctx: Context, draft_ctx: Context | None,
         messages=tuple(to_saved(m) for m in messages), target=target_info, draft=draft_info,
         settings=dict(settings), kv_target=target[0] if target else None,
         kv_draft=draft[0] if draft else None)
-    sections = {}
+    sections: dict[str, bytes | memoryview] = dict(image_sections(messages, pictures))
     if target:
         sections["kv.target"] = target[1]
     if draft:
@@ -234,7 +262,7 @@ def save_contexts(path: Path, ctx: Context, draft_ctx: Context | None,
 
 
 def save_before_load(path: Path, before: LoadedSession | None, messages: Sequence[Message], *,
-                     settings: Mapping[str, Any], model: Path) -> None:
+                     settings: Mapping[str, Any], model: Path, pictures: Sequence[Image] = ()) -> None:
     """Atomically write ``messages`` and ``settings`` while no model is loaded yet. The file as
     it was (``before``, read with its KV sections) keeps its models and intact KV states, for
     the restore that follows the load; a new file names the ``model`` file (no layout: no KV
@@ -250,13 +278,13 @@ def save_before_load(path: Path, before: LoadedSession | None, messages: Sequenc
                          fingerprint_size(fingerprint) or 0, fingerprint)
         meta = SessionMeta(now, now, saved, info, settings=dict(settings))
         sections: dict[str, bytes] = {}
-    else:
-        sections = dict(before.sections)  # intact ones only: a damaged state is dropped
+    else:  # intact KV states only: a damaged state is dropped
+        sections = {k: v for k, v in before.sections.items() if k.startswith("kv.")}
         old = before.meta
         meta = replace(old, saved=now, messages=saved, settings=dict(settings),
                        kv_target=old.kv_target if "kv.target" in sections else None,
                        kv_draft=old.kv_draft if "kv.draft" in sections else None)
-    _write(path, meta, sections)
+    _write(path, meta, {**sections, **image_sections(messages, pictures)})
 
 
 def _write(path: Path, meta: SessionMeta, sections: Mapping[str, bytes | memoryview]) -> int:
@@ -279,14 +307,15 @@ def restore_file(path: Path, before: LoadedSession | None) -> None:
 
 
 def save_conversation(path: Path, runtime: Runtime, messages: Sequence[Message], *,
-                      settings: Mapping[str, Any], with_kv: bool = True) -> SaveReport:
+                      settings: Mapping[str, Any], with_kv: bool = True,
+                      pictures: Sequence[Image] = ()) -> SaveReport:
     """save_contexts with the runtime's target and draft contexts (text only once an RPC worker
     holding part of a model went away: its KV state can no longer be read)."""
     if with_kv and runtime.worker_lost() is not None:
         log.info("an RPC worker is gone: saving %s without its KV state", path)
         with_kv = False
     return save_contexts(path, runtime.ctx, runtime.draft_ctx, messages, settings=settings,
-                         with_kv=with_kv)
+                         with_kv=with_kv, pictures=pictures)
 
 
 # ─── opening ──────────────────────────────────────────────────────────────────
@@ -355,8 +384,12 @@ def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = N
             else:
                 notes.append(f"{reason}; the draft model will catch up by itself")
     restored: dict[str, bool] = {}
-    if plan:
-        loaded = read_session(path, want=[f"kv.{role}" for role in plan])
+    pictures: dict[str, bytes] = {}
+    if plan or meta.image_sections():
+        loaded = read_session(path, want=[f"kv.{role}" for role in plan] + list(meta.image_sections()))
+        pictures, lost = read_pictures(loaded)
+        if lost:
+            notes.append(lost)
         if (loaded.meta.target, loaded.meta.draft, loaded.meta.kv_target, loaded.meta.kv_draft) != (
                 meta.target, meta.draft, meta.kv_target, meta.kv_draft):
             notes.append(f"the file changed while it was being opened; {REPROCESS}")
@@ -375,7 +408,7 @@ def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = N
     if note:
         log.warning("%s: %s", path, note)
     return OpenResult(
-        messages=[from_saved(m) for m in meta.messages], settings=dict(meta.settings),
+        messages=[from_saved(m, pictures) for m in meta.messages], settings=dict(meta.settings),
         restored_kv=restored.get("target", False), note=note,
         model_path=Path(meta.target.path),
         draft_path=None if meta.draft is None else Path(meta.draft.path),

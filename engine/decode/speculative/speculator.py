@@ -27,6 +27,7 @@ from engine.decode.speculative.payoff import PayoffLedger
 from engine.decode.speculative.tuning import TUNING, Tuning
 from engine.llama.context import Context
 from engine.llama.context_params import ContextParams
+from engine.llama.media import has_media, is_media
 from engine.llama.model import Model, ModelSpec
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class Speculation:
         self._alpha = [tuning.model_alpha ** j for j in range(1, params.draft_max + 1)]  # a draft model's survival
         self.ngram, self.model = ngram, model
         self._reply_from = 0  # where the reply under way began (``begin``)
+        self._sees_all = True  # the draft model can read the whole prompt (no images in it)
         self.set_cost(cost, draft_cost_s, draft_pass_s, draft_read_s)
 
     def set_cost(self, cost: CostModel | None, draft_cost_s: float = 0.0,
@@ -87,6 +89,9 @@ class Speculation:
 
     def begin(self, prompt: Sequence[int]) -> None:
         self._reply_from = len(prompt)
+        # a draft model reads text only: it never drafts after images it did not see (the
+        # n-gram drafter, over the text, still does)
+        self._sees_all = not has_media(prompt)
         for ledger in self.ledgers.values():
             ledger.reset()
         if self.ngram is not None:
@@ -106,7 +111,7 @@ class Speculation:
                 if adaptive and self.track is not None else len(draft.tokens)
             if k >= k_min and (not adaptive or self.ledgers["ngram"].allows()):
                 return replace(draft, tokens=draft.tokens[:k], survival=draft.survival[:k])
-        if self.model is not None and (self.model_len or self.name == "model"):
+        if self.model is not None and self._sees_all and (self.model_len or self.name == "model"):
             k = k_max  # as asked where it cannot pay alone (``drafter="model"``), else as long as pays here
             if adaptive and self.model_len:
                 k = best_length(self.ledgers["model"].cost, self._alpha[:k_max], width) \
@@ -153,8 +158,11 @@ class Speculation:
 
 
 def _end_at_eog(draft: Draft, eog_ids: frozenset[int]) -> Draft:
-    """A reply ends at its first end-of-generation token: nothing after it is worth verifying."""
+    """A reply ends at its first end-of-generation token: nothing after it is worth verifying.
+    A copy stops before an image's position (a reply is text: engine.llama.media)."""
     for i, tok in enumerate(draft.tokens):
+        if is_media(tok):
+            return replace(draft, tokens=draft.tokens[:i], survival=draft.survival[:i])
         if tok in eog_ids:
             return replace(draft, tokens=draft.tokens[:i + 1], survival=draft.survival[:i + 1])
     return draft

@@ -87,21 +87,22 @@ def download_entry(repo: str, entry: GGUFEntry, models: Path, *,
                    revision: str = client.DEFAULT_REVISION, progress: Progress | None = None,
                    cancel: threading.Event | None = None,
                    options: DownloadOptions = DownloadOptions()) -> Path:
-    """Download every file of ``entry`` into ``models/<repo>/``; returns the path to load (the
-    first part).
+    """Download every file of ``entry`` (its projector too) into ``models/<repo>/``; returns the
+    path to load (the first part).
 
     Raises HubError (one line), or DownloadCancelled when ``cancel`` is set (partial files kept)."""
+    files = entry.all_files  # a vision model's projector too, beside it
     try:
-        finals = [hub_path(models, repo, f.path) for f in entry.files]
+        finals = [hub_path(models, repo, f.path) for f in files]
     except ValueError as e:
         raise HubError(str(e)) from None
     models.mkdir(parents=True, exist_ok=True)
-    _check_disk(entry.files, finals, models)
+    _check_disk(files, finals, models)
     for final in finals:
         final.parent.mkdir(parents=True, exist_ok=True)
     cancel = cancel or threading.Event()
-    meter = _Meter(progress, entry.size or 0, len(entry.files))
-    for i, (f, final) in enumerate(zip(entry.files, finals), start=1):
+    meter = _Meter(progress, entry.size or 0, len(files))
+    for i, (f, final) in enumerate(zip(files, finals), start=1):
         meter.begin_part(i, f.path)
         _download_file(repo, f, final, revision, meter, cancel, options)
     meter.emit("done", force=True)

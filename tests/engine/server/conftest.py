@@ -74,7 +74,7 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
                  cache_bytes: int = 256 << 20, cors: tuple[str, ...] = (), drafter: str = "auto",
                  adaptive: bool = True, n_ctx: int = N_CTX, max_tokens: int = 16,
                  threads: int = 1, alias: str = "test", embedding_model=None,
-                 reasoning_budget: int | None = None, max_audio: int = 25 << 20):
+                 reasoning_budget: int | None = None, max_audio: int = 25 << 20, mmproj=None):
     from engine.decode.sampling import SamplingParams
     from engine.decode.speculative.params import SpeculativeParams
     from engine.llama.context_params import ContextParams
@@ -83,7 +83,7 @@ def start_server(smol_path, *, api_key: str | None = API_KEY, max_queue: int = 8
     from engine.server.app import ApiConfig, model_names
     from engine.server.run import BackgroundServer, build
 
-    config = RuntimeConfig(target=ModelSpec(smol_path),
+    config = RuntimeConfig(target=ModelSpec(smol_path, mmproj=mmproj),
                            context=ContextParams(n_ctx=n_ctx, n_threads=threads),
                            sampling=SamplingParams(temperature=0, max_tokens=max_tokens),
                            speculative=SpeculativeParams(drafter=drafter, adaptive=adaptive),
