@@ -55,15 +55,15 @@ from engine.errors import DecodeError, DuetError, LoadCancelled, MessageTooLongE
 from engine.events import Done, Stats
 from engine.llama.model import Model, check_gguf_file
 from engine.models import catalog, fetch, served
-from engine.models.hub.fit import FitRequest, machine
+from engine.models.hub.fit import FitRequest
 from engine.prompts.completion import completion_turn
 from engine.prompts.request import Chat, Policy, PreparedTurn, prepare
 from engine.prompts.size import context_use
-from engine.runtime import quiet
 from engine.runtime.ahead import ReadAhead
+from engine.runtime.cores import Cores
+from engine.runtime.pool import Lease, LoadFailed, Pool
 from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
 from engine.runtime.service import Engine, Job, QueueFull
-from engine.runtime.shelf import Shelf
 from engine.tools.prompting import result_prefix
 
 if TYPE_CHECKING:
@@ -110,9 +110,11 @@ class EngineWorker(QObject):
 
     def __init__(self, token_interval: float = DEFAULT_INTERVAL_S) -> None:
         super().__init__()
-        # the model in use, and its parts below; the shelf keeps it and those used before
+        # the window's models: the one in use (leased, with its parts below) and those used
+        # before it, kept loaded (never expiring; unloaded to make room, least recently used first)
+        self.pool: Pool[Held] = Pool(ttl_s=-1, reaper=False)
+        self._lease: Lease[Held] | None = None
         self.held: Held | None = None
-        self.shelf: Shelf[Path, Held] = Shelf()
         self.engine: Engine | None = None
         self.vectors: EmbeddingSource | None = None  # ranks retrieved passages (with an embedding model)
         self.ahead: ReadAhead | None = None  # reads the prompt being typed (engine.runtime.ahead)
@@ -136,7 +138,7 @@ class EngineWorker(QObject):
     # -- slots (run on the worker thread) --------------------------------------------------
     @Slot(object)
     def load(self, req: LoadRequest) -> None:
-        """Load the models; chat works as soon as they are. A target kept on the shelf with the
+        """Load the models; chat works as soon as they are. A target kept in the pool with the
         same settings is switched to at once (no load). A verify-cost curve not cached yet is
         measured afterwards, between replies (``Progress("calibrate")`` says how far)."""
         with self._guard("load"):
@@ -144,86 +146,99 @@ class EngineWorker(QObject):
             for spec in (cfg.target, cfg.draft):  # a bad file must not unload the working models
                 if spec is not None:
                     check_gguf_file(Path(spec.path))
-            key = Path(cfg.target.path).resolve()
-            self.shelf.max_kept = max(1, req.keep)
-            held = self.shelf.take(key)
-            if held is not None and held.config == cfg and not held.engine.runtime.closed and \
+            name = str(Path(cfg.target.path).resolve())
+            self.pool.max_loaded = max(1, req.keep)
+            kept = self.pool.get(name)
+            if kept is not None and kept.config == cfg and not kept.engine.runtime.closed and \
                     not req.fresh:
-                self._use(held)
-                for gone in self.shelf.trim():
-                    gone.close()
-                log.info("switched to %s (kept loaded)", held.info.target_name)
-                self.loaded.emit(replace(held.info, load_s=0.0, switched=True, measuring=False))
+                self._use(self.pool.acquire(name))
+                self.pool.trim()
+                log.info("switched to %s (kept loaded)", kept.info.target_name)
+                self.loaded.emit(replace(kept.info, load_s=0.0, switched=True, measuring=False))
                 return
-            if held is not None:  # the same file with other settings (or fresh): loaded again
-                self.shelf.remove(key)
-                held.close()
             self._use(None)
+            if kept is not None:  # the same file with other settings (or fresh): loaded again
+                self.pool.unload(name)
             need = served.memory_needed(
                 (cfg.target.path, cfg.draft.path if cfg.draft else None),
                 FitRequest(n_ctx=cfg.context.n_ctx, n_gpu_layers=cfg.target.n_gpu_layers,
                            exact=cfg.context.exact))
-            for gone in self.shelf.room_for(need, _memory_free()):
-                log.info("unloading %s to make room", gone.info.target_name)
-                gone.close()
-            self.progress.emit(Progress("load", text=f"Loading {cfg.target.path.name}…"))
-            t0 = time.perf_counter()
-            with quiet.PROCESS.busy():  # the kept models' idle work waits for the load
-                rt = Runtime(cfg, measure=False, cancel=req.cancel)
-            # the app's own conversation runs on sequence 0; with more than one, the others are
-            # for the local server's clients
-            engine = Engine(rt, reserved=1 if rt.ctx.params.n_parallel > 1 else 0)
-            ahead = ReadAhead(engine, 0,
-                              on_read=lambda held, total: self.typed_ahead.emit((held, total)))
-            speculation = rt.speculation
-            draft_model = rt.draft_model
-            later = rt.later
-            info = LoadedModel(
-                target_path=cfg.target.path, target_name=rt.target.display_name,
-                draft_path=cfg.draft.path if cfg.draft else None,
-                draft_name=draft_model.display_name if draft_model is not None else None,
-                drafter=getattr(speculation, "name", cfg.speculative.drafter) if speculation else "none",
-                draft_problem=rt.draft_problem,
-                n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
-                workers=rt.target.workers + (draft_model.workers if draft_model else ()),
-                measuring=later is not None, thinks=thinks(rt.target.chat_template),
-                chats=rt.target.chat_template is not None)
-            held = Held(cfg, engine, ahead, _retrieval_vectors(engine), info)
-            self.shelf.put(key, held, need)
-            self._use(held)
-            log.info("loaded %s in %.2f s (drafter %s)", info.target_name, info.load_s, info.drafter)
-            self.loaded.emit(info)
+            offer = served.Offer(name, Path(cfg.target.path), bytes_needed=need)
+            try:
+                lease = self.pool.acquire(offer, load=lambda _, cores: self._open_model(req, cores))
+            except LoadFailed as e:  # the window says what went wrong in its own words
+                raise e.error from None
+            self._use(lease)
+            held = self._held()
+            log.info("loaded %s in %.2f s (drafter %s)", held.info.target_name, held.info.load_s,
+                     held.info.drafter)
+            self.loaded.emit(held.info)
+            later = held.engine.runtime.later
             if later is not None:
-                engine.add_idle(CurveProgress(later, self.progress.emit, engine.preempt))
+                held.engine.add_idle(CurveProgress(later, self.progress.emit, held.engine.preempt))
 
-    def _use(self, held: Held | None) -> None:
-        """``held`` is the model the window uses now (None: none while another loads); reading
-        ahead on the one before stops."""
+    def _open_model(self, req: LoadRequest, cores: Cores) -> Held:
+        """Load ``req``'s models into an engine of the pool's ``cores`` (on this thread)."""
+        cfg = req.config
+        self.progress.emit(Progress("load", text=f"Loading {cfg.target.path.name}…"))
+        t0 = time.perf_counter()
+        rt = Runtime(cfg, measure=False, cancel=req.cancel)
+        # the app's own conversation runs on sequence 0; with more than one, the others are
+        # for the local server's clients
+        engine = Engine(rt, reserved=1 if rt.ctx.params.n_parallel > 1 else 0, cores=cores)
+        ahead = ReadAhead(engine, 0,
+                          on_read=lambda held, total: self.typed_ahead.emit((held, total)))
+        speculation = rt.speculation
+        draft_model = rt.draft_model
+        info = LoadedModel(
+            target_path=cfg.target.path, target_name=rt.target.display_name,
+            draft_path=cfg.draft.path if cfg.draft else None,
+            draft_name=draft_model.display_name if draft_model is not None else None,
+            drafter=getattr(speculation, "name", cfg.speculative.drafter) if speculation else "none",
+            draft_problem=rt.draft_problem,
+            n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
+            workers=rt.target.workers + (draft_model.workers if draft_model else ()),
+            measuring=rt.later is not None, thinks=thinks(rt.target.chat_template),
+            chats=rt.target.chat_template is not None)
+        return Held(cfg, engine, ahead, _retrieval_vectors(engine), info)
+
+    def _use(self, lease: Lease[Held] | None) -> None:
+        """``lease``'s model is the one the window uses now (None: none while another loads);
+        reading ahead on the one before stops, and its lease ends (it stays kept)."""
         self._stop_typing()
+        if self._lease is not None:
+            self._lease.release()
+        self._lease = lease
+        held = lease.value if lease is not None else None
         self.held = held
         self.engine = held.engine if held is not None else None
         self.ahead = held.ahead if held is not None else None
         self.vectors = held.vectors if held is not None else None
 
+    def _held(self) -> Held:
+        assert self.held is not None
+        return self.held
+
     def _switch_for(self, path: Path) -> None:
         """The conversation file ``path`` was made with a model kept loaded but not in use:
         use it, so that its KV state restores there (no load; the window hears ``loaded``)."""
         try:
-            target = Path(read_meta(path).target.path).resolve()
+            target = str(Path(read_meta(path).target.path).resolve())
         except (DuetError, OSError, ValueError):
             return  # the open says what is wrong with the file
-        held = self.shelf.take(target) if self.held is None or \
-            Path(self.held.config.target.path).resolve() != target else None
-        if held is not None and not held.engine.runtime.closed:
-            self._use(held)
-            log.info("switched to %s for %s", held.info.target_name, path.name)
-            self.loaded.emit(replace(held.info, load_s=0.0, switched=True, measuring=False))
+        if self._lease is not None and self._lease.offer.name == target:
+            return
+        kept = self.pool.get(target)
+        if kept is not None and not kept.engine.runtime.closed:
+            self._use(self.pool.acquire(target))
+            log.info("switched to %s for %s", kept.info.target_name, path.name)
+            self.loaded.emit(replace(kept.info, load_s=0.0, switched=True, measuring=False))
 
     def engines(self) -> list[Engine]:
         """The kept models' engines, the one in use first (the local server serves them all)."""
         current = [self.engine] if self.engine is not None else []
-        return current + [h.engine for h in self.shelf.values()
-                          if h.engine is not self.engine and not h.engine.runtime.closed]
+        return current + [e.value.engine for e in self.pool.loaded()
+                          if e.value.engine is not self.engine and not e.value.engine.runtime.closed]
 
     @Slot(object)
     def chat(self, req: ChatRequest) -> None:
@@ -371,9 +386,10 @@ class EngineWorker(QObject):
     def close(self) -> None:
         """Stop the engines and free every kept model and context (the worker thread, or any
         thread once it stopped)."""
-        self.held = self.engine = self.ahead = self.vectors = None
-        for held in self.shelf.clear():
-            held.close()
+        if self._lease is not None:
+            self._lease.release()
+        self._lease = self.held = self.engine = self.ahead = self.vectors = None
+        self.pool.close()
 
     # -- helpers ---------------------------------------------------------------------------
     def _engine(self) -> Engine:
@@ -464,14 +480,6 @@ def _open_live(path: Path, engine: Engine, shown: bool = False) -> tuple[OpenRes
         rt.cache.keep(rt.ctx)
     res = _open(path, rt)
     return res, rt.ctx.n_past, rt.ctx.n_ctx
-
-
-def _memory_free() -> int:
-    """The memory available now (unknown: no limit, the count of kept models alone holds)."""
-    try:
-        return machine().ram_available
-    except (AttributeError, ValueError, OSError):  # (no sysconf: not a POSIX system)
-        return 1 << 62
 
 
 def _retrieval_vectors(engine: Engine) -> EmbeddingSource | None:

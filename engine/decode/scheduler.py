@@ -124,6 +124,12 @@ class Scheduler:
             if s.job is job:
                 self._finish(s, "cancelled")
 
+    def fail_all(self, error: Exception) -> None:
+        """Fail every running reply with ``error`` (a step failed unexpectedly)."""
+        for s in self.slots:
+            if s.job is not None:
+                self._fail(s, error)
+
     def cancel_all(self) -> None:
         """End every reply and waiting job (the engine stops)."""
         for job in self.waiting:

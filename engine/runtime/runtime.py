@@ -124,8 +124,9 @@ class Runtime(NativeOwner):
             # model serves sequence 0 only)
             self.speculations = [self.speculation] + [
                 self._more_speculation(ctx) for ctx in self.ctx.sequences[1:]]
-            # the process's one decode loop over every sequence: driven on the caller's thread
-            # (``generator``) or by an Engine's thread (``hand_over``), never both
+            # this runtime's one decode loop over its sequences: driven on the caller's thread
+            # (``generator``) or by an Engine's thread (``hand_over``), never both; the other
+            # models of its pool have their own (engine.runtime.cores says who decodes when)
             self.scheduler = Scheduler(self.ctx.sequences, self.speculations, self.cache)
             self._generator: Generator | None = None
             self._handed_over = False

@@ -25,7 +25,7 @@ from engine.decode.scheduler import Job
 from engine.errors import DuetError
 from engine.events import Done, Stats
 from engine.llama.abort import Cancel
-from engine.runtime.quiet import PROCESS, Quiet
+from engine.runtime.cores import Cores
 from engine.runtime.runtime import Runtime
 
 __all__ = ["Engine", "Job", "QueueFull"]
@@ -50,11 +50,12 @@ class Engine:
 
     ``max_queue``: jobs that may wait for a slot before ``submit`` refuses. ``reserved``: the
     first sequences run only jobs pinned to them (the app's own chat). ``gate``: when given,
-    the thread waits for it before each round (tests hold the engine with it). ``quiet``: the
-    engines sharing the cores (engine.runtime.quiet): idle work waits while another is busy."""
+    the thread waits for it before each round (tests hold the engine with it). ``cores``: who
+    decodes when among the engines of one pool (engine.runtime.cores: idle work waits while
+    another is busy); None: the engine's own (it shares its cores with no other)."""
 
     def __init__(self, runtime: Runtime, *, max_queue: int = 8, reserved: int = 0,
-                 gate: threading.Event | None = None, quiet: Quiet = PROCESS) -> None:
+                 gate: threading.Event | None = None, cores: Cores | None = None) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be >= 1")
         self.runtime = runtime
@@ -72,8 +73,8 @@ class Engine:
         # that a step under way stops at once (its tokens are dropped) and the newcomer runs
         self.preempt: threading.Event = Cancel()
         self._spared: Callable[[Job], bool] | None = None  # see spare()
-        self.quiet = quiet
-        quiet.join(self)
+        self.cores = cores if cores is not None else Cores()
+        self.cores.join(self)
         self._thread = threading.Thread(target=self._loop, name="duet-engine", daemon=True)
         self._thread.start()
 
@@ -174,7 +175,7 @@ class Engine:
         try:
             self._serve()
         finally:
-            self.quiet.leave(self)
+            self.cores.leave(self)
 
     def _serve(self) -> None:
         while True:
@@ -182,10 +183,10 @@ class Engine:
                 self._gate.wait()
             with self._changed:
                 busy = self._has_work()
-            self.quiet.mark(self, busy)  # (outside this engine's lock: quiet wakes the others)
+            self.cores.mark(self, busy)  # (outside this engine's lock: cores wakes the others)
             with self._changed:
                 self._changed.wait_for(lambda: self._closing or self._has_work()
-                                       or (bool(self._idle) and self.quiet.calm(self)))
+                                       or (bool(self._idle) and self.cores.calm(self)))
                 if self._closing:
                     break
                 self.preempt.clear()  # whatever arrives from here on stops an idle step
@@ -193,7 +194,7 @@ class Engine:
                     self.scheduler.add(self._pending.popleft())
                 calls, self._calls = list(self._calls), deque()
                 busy = bool(calls) or self._has_work()
-            self.quiet.mark(self, busy)
+            self.cores.mark(self, busy)
             for fn, future in calls:
                 self._run_call(fn, future)
             if not calls and not self.scheduler.active and not self.scheduler.waiting:
@@ -203,7 +204,7 @@ class Engine:
                 self.scheduler.step()
             except Exception:  # a bug: keep serving, fail what was running, log the traceback
                 log.exception("an engine step failed unexpectedly")
-                self._fail_all(DuetError("the engine failed on this request (see the log)"))
+                self.scheduler.fail_all(DuetError("the engine failed on this request (see the log)"))
             with self._changed:
                 self._changed.notify_all()
         self.scheduler.cancel_all()
@@ -217,7 +218,7 @@ class Engine:
 
     def _idle_step(self) -> None:
         # (checked after preempt was cleared: another engine busy from here on sets it again)
-        if not self._idle or not self.quiet.calm(self):
+        if not self._idle or not self.cores.calm(self):
             return
         work = self._idle[0]
         try:
@@ -239,11 +240,6 @@ class Engine:
             future.set_result(fn())
         except BaseException as e:  # the caller gets it; the thread goes on
             future.set_exception(e)
-
-    def _fail_all(self, error: Exception) -> None:
-        for s in self.scheduler.slots:
-            if s.job is not None:
-                self.scheduler._fail(s, error)
 
     def _finished(self, job: Job, done: Done | Exception) -> None:
         if isinstance(done, Exception):

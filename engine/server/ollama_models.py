@@ -82,14 +82,14 @@ def _details(meta: dict[str, Any]) -> dict[str, Any]:
 async def tags(request: Request) -> Response:
     front: Front = request.app.state.duet
     front.check_auth(request)
-    models = await run_in_threadpool(lambda: [_model(front, o) for o in front.fleet.offers])
+    models = await run_in_threadpool(lambda: [_model(front, o) for o in front.pool.offers])
     return JSONResponse({"models": models})
 
 
 async def ps(request: Request) -> Response:
     front: Front = request.app.state.duet
     front.check_auth(request)
-    loaded = front.fleet.loaded()
+    loaded = front.pool.loaded()
 
     def listed() -> list[dict[str, Any]]:
         return [{**_model(front, lo.offer), "size": lo.offer.bytes_needed or lo.offer.path.stat().st_size,
