@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.cache.prefix import align, common_prefix, dropped_span, read_ahead
 from engine.decode.decoding import Decoding, Drafting, GrammarState
+from engine.decode.owner import Owner
 from engine.decode.sampling import SamplingParams
 from engine.decode.think_budget import ThinkBudget
 from engine.errors import CellsFullError, ContextFullError, DuetError
@@ -107,16 +108,19 @@ class Scheduler:
         self._clock = 0
         self.s_per_token: float | None = None  # of the last pass of PREFILL_SHARED tokens or more
         self.copies = True  # False once the memory could not share part of a sequence (recurrent)
+        self.owner = Owner("the scheduler")  # its entry points check it (engine.decode.owner)
 
     @property
     def active(self) -> int:
         return sum(s.job is not None for s in self.slots)
 
     def add(self, job: Job) -> None:
+        self.owner.check()
         self.waiting.append(job)
 
     def abandon(self, job: Job) -> None:
         """End ``job`` as cancelled without setting its cancel event (nobody reads it now)."""
+        self.owner.check()
         if job in self.waiting:
             self.waiting.remove(job)
             return
@@ -126,12 +130,14 @@ class Scheduler:
 
     def fail_all(self, error: Exception) -> None:
         """Fail every running reply with ``error`` (a step failed unexpectedly)."""
+        self.owner.check()
         for s in self.slots:
             if s.job is not None:
                 self._fail(s, error)
 
     def cancel_all(self) -> None:
         """End every reply and waiting job (the engine stops)."""
+        self.owner.check()
         for job in self.waiting:
             job.cancel.set()
         for s in self.slots:
@@ -148,6 +154,7 @@ class Scheduler:
     def step(self) -> bool:
         """Admit waiting jobs, then decode one batch for every active sequence. False when
         there was nothing to do."""
+        self.owner.check()
         self._admit()
         for s in self.slots:
             if s.job is not None and s.decoding is not None:
@@ -324,6 +331,7 @@ class Scheduler:
                    cancel: threading.Event | None = None) -> int:
         """Read ``tokens``, the known start of a prompt to come, into sequence ``slot`` unless a
         reply runs there (what it held goes to the state cache first, as for a job)."""
+        self.owner.check()
         s = self.slots[slot]
         if s.job is not None:
             return 0

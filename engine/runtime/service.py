@@ -7,7 +7,9 @@ active reply in one batch per step. A full queue refuses at once
 (QueueFull: the server answers 429). ``call`` runs a function on the engine thread between two
 steps (the app saves and opens conversations, and loads models, that way), so nothing else ever
 touches llama.cpp. A job whose ``cancel`` is set ends within one step, or is skipped if not
-started; an unexpected error fails the jobs it hit and the thread goes on.
+started; an unexpected error fails the jobs it hit and the thread goes on. Other threads read
+the engine's figures (``stats``, ``busy``, ``queued``) from a snapshot the thread publishes
+after each step and as each job ends, never from the scheduler or the cache themselves.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class Engine:
         # that a step under way stops at once (its tokens are dropped) and the newcomer runs
         self.preempt: threading.Event = Cancel()
         self._spared: Callable[[Job], bool] | None = None  # see spare()
+        self._snapshot: dict = {}
+        self._publish()
         self.cores = cores if cores is not None else Cores()
         self.cores.join(self)
         self._thread = threading.Thread(target=self._loop, name="duet-engine", daemon=True)
@@ -131,11 +135,14 @@ class Engine:
     @property
     def queued(self) -> int:
         """Jobs waiting for a slot."""
-        return len(self._pending) + len(self.scheduler.waiting)
+        with self._changed:
+            return len(self._pending) + self._snapshot["waiting"]
 
     @property
     def busy(self) -> bool:
-        return self.scheduler.active > 0
+        """Whether a reply ran at the last step."""
+        with self._changed:
+            return self._snapshot["active"] > 0
 
     def wake(self) -> None:
         """Look again whether idle work may run (another engine became idle)."""
@@ -148,9 +155,12 @@ class Engine:
             return self._changed.wait_for(lambda: predicate(self), timeout)
 
     def stats(self) -> dict:
-        return {"queued": self.queued, "busy": self.busy, "max_queue": self.max_queue,
-                "slots": len(self.scheduler.slots), "active": self.scheduler.active,
-                **self.counters.__dict__, "cache": self.cache.to_json()}
+        """The figures published after the last step (any thread)."""
+        with self._changed:
+            snap = self._snapshot
+            return {"queued": len(self._pending) + snap["waiting"], "busy": snap["active"] > 0,
+                    "max_queue": self.max_queue, "slots": snap["slots"], "active": snap["active"],
+                    **snap["counters"], "rejected": self.counters.rejected, "cache": snap["cache"]}
 
     def close(self, timeout: float = 30) -> None:
         """Cancel every job (running and queued), stop the thread, then free the runtime."""
@@ -172,6 +182,7 @@ class Engine:
 
     # -- the engine thread ----------------------------------------------------------------
     def _loop(self) -> None:
+        self.scheduler.owner.claim()  # handed over: this thread alone drives it from now on
         try:
             self._serve()
         finally:
@@ -192,21 +203,22 @@ class Engine:
                 self.preempt.clear()  # whatever arrives from here on stops an idle step
                 while self._pending:
                     self.scheduler.add(self._pending.popleft())
+                self._snapshot = {**self._snapshot, "waiting": len(self.scheduler.waiting)}
                 calls, self._calls = list(self._calls), deque()
                 busy = bool(calls) or self._has_work()
             self.cores.mark(self, busy)
             for fn, future in calls:
                 self._run_call(fn, future)
             if not calls and not self.scheduler.active and not self.scheduler.waiting:
-                self._idle_step()
+                if self._idle_step():
+                    self._publish()
                 continue
             try:
                 self.scheduler.step()
             except Exception:  # a bug: keep serving, fail what was running, log the traceback
                 log.exception("an engine step failed unexpectedly")
                 self.scheduler.fail_all(DuetError("the engine failed on this request (see the log)"))
-            with self._changed:
-                self._changed.notify_all()
+            self._publish()
         self.scheduler.cancel_all()
         with self._changed:
             calls, self._calls = list(self._calls), deque()
@@ -216,10 +228,11 @@ class Engine:
     def _has_work(self) -> bool:
         return bool(self._pending or self._calls or self.scheduler.active or self.scheduler.waiting)
 
-    def _idle_step(self) -> None:
+    def _idle_step(self) -> bool:
+        """One step of the first idle work, if it may run now; whether it ran."""
         # (checked after preempt was cleared: another engine busy from here on sets it again)
         if not self._idle or not self.cores.calm(self):
-            return
+            return False
         work = self._idle[0]
         try:
             more = work()
@@ -232,6 +245,17 @@ class Engine:
                 with contextlib.suppress(ValueError):
                     self._idle.remove(work)
                 self._changed.notify_all()
+        return True
+
+    def _publish(self) -> None:
+        """The figures other threads read, as they stand now (the engine's thread, or the
+        constructor before it starts)."""
+        s = self.scheduler
+        snap = {"waiting": len(s.waiting), "active": s.active, "slots": len(s.slots),
+                "counters": dict(self.counters.__dict__), "cache": self.cache.to_json()}
+        with self._changed:
+            self._snapshot = snap
+            self._changed.notify_all()
 
     def _run_call(self, fn: Callable[[], Any], future: Future) -> None:
         if not future.set_running_or_notify_cancel():
@@ -245,6 +269,7 @@ class Engine:
         if isinstance(done, Exception):
             self.counters.failed += 1
             log.warning("a request failed: %s", done)
+            self._publish()
             return
         s = done.stats
         self.cache.record(s.n_prompt_tokens, s.n_cached_tokens, job.n_template)
@@ -252,6 +277,7 @@ class Engine:
             self.counters.cancelled += 1
         else:
             self.counters.completed += 1
+        self._publish()  # before the job hears Done: its client reads the figures it made
         log.info("request: %d prompt tokens (%d cached), %d generated in %.2f s (%.1f tok/s, "
                  "%d/%d drafted accepted), %s; cache hit rate %.0f%%",
                  s.n_prompt_tokens, s.n_cached_tokens, s.n_tokens, s.elapsed_s, s.tokens_per_s,
