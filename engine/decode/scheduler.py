@@ -23,12 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.cache.prefix import align, common_prefix, dropped_span, read_ahead
+from engine.cache.prefix import align, common_prefix, dropped_span
 from engine.decode.decoding import Decoding, Drafting, GrammarState
 from engine.decode.owner import Owner
 from engine.decode.sampling import SamplingParams
 from engine.decode.think_budget import ThinkBudget
-from engine.errors import CellsFullError, ContextFullError, DuetError
+from engine.errors import CellsFullError, ContextFullError, DecodeError, DuetError
 from engine.events import Done, PromptProgress, Stats
 from engine.llama.abort import Cancel
 from engine.llama.context import Context, Part, decode_batch
@@ -327,17 +327,39 @@ class Scheduler:
 
         return max(free, key=score)
 
-    def read_ahead(self, slot: int, tokens: Sequence[int],
-                   cancel: threading.Event | None = None) -> int:
-        """Read ``tokens``, the known start of a prompt to come, into sequence ``slot`` unless a
-        reply runs there (what it held goes to the state cache first, as for a job)."""
+    def read_ahead(self, slot: int, tokens: Sequence[int], cancel: threading.Event | None = None,
+                   most: int | None = None) -> int:
+        """Read ``tokens``, the known start of a prompt to come, into sequence ``slot``: the one
+        way Duet reads ahead (a tool's result awaited, the message being typed, the template's
+        opening). Nothing while a reply runs there or when they cannot fit. What the sequence
+        shares with them stays; when the rest must go, the state cache keeps it first (or gives
+        a better start), as for a job. ``most``: at most this many tokens (a slice of idle
+        work); ``cancel`` stops the decode under way (its tokens are dropped: what was read
+        before stays). Returns how many of ``tokens`` the sequence holds now."""
         self.owner.check()
         s = self.slots[slot]
-        if s.job is not None:
+        if s.job is not None or len(tokens) >= s.ctx.n_ctx:
             return 0
-        if self.cache is not None:
-            self.cache.prepare(s.contexts, tokens, self.s_per_token)
-        return read_ahead(s.ctx, tokens, cancel)
+        keep = common_prefix(s.ctx.tokens, tokens)
+        if keep < len(s.ctx.tokens):
+            if self.cache is not None:  # another conversation's state is kept (or one restored)
+                self.cache.prepare(s.contexts, tokens, self.s_per_token)
+                keep = common_prefix(s.ctx.tokens, tokens)
+            s.ctx.rewind(keep)
+        end = len(tokens) if most is None else min(len(tokens), keep + most)
+        if end > keep:
+            try:
+                s.ctx.decode(tokens[keep:end], logits="none", cancel=cancel)
+            except DecodeError:
+                if cancel is None or not cancel.is_set():
+                    raise
+                return keep
+        return end
+
+    def holds(self, slot: int, tokens: Sequence[int]) -> int:
+        """How many of ``tokens`` sequence ``slot`` holds now."""
+        self.owner.check()
+        return common_prefix(self.slots[slot].ctx.tokens, tokens)
 
     def _begin(self, s: Slot, job: Job) -> None:
         if len(job.prompt) >= s.ctx.n_ctx:

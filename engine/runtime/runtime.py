@@ -32,7 +32,7 @@ from engine.llama.rpc import parse_endpoints
 from engine.models.catalog import CATALOG
 from engine.models.folder import local_models
 from engine.models.identity import file_fingerprint
-from engine.prompts.request import ready
+from engine.prompts.request import ready, shared_start
 from engine.runtime.generate import Generator
 
 if TYPE_CHECKING:
@@ -120,6 +120,7 @@ class Runtime(NativeOwner):
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled("loading was cancelled")
             self.opening = ready(self.target, self.ctx.n_ctx)  # what most chats start with
+            self.n_template = shared_start(self.target)  # what every chat starts with
             # the other sequences' replies draft with their own n-gram drafters (a draft
             # model serves sequence 0 only)
             self.speculations = [self.speculation] + [

@@ -108,7 +108,8 @@ class Engine:
 
     def read_ahead(self, tokens: Sequence[int], slot: int = 0) -> Future:
         """Read ``tokens``, the known start of a prompt to come, into sequence ``slot`` between
-        two steps (engine.decode.scheduler.Scheduler.read_ahead); the future holds how many were read."""
+        two steps (engine.decode.scheduler.Scheduler.read_ahead); the future holds how many of
+        them the sequence holds then."""
         return self.call(lambda: self.scheduler.read_ahead(slot, tokens))
 
     def spare(self, needed_by: Callable[[Job], bool] | None) -> None:

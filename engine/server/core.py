@@ -21,15 +21,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from engine.cache.prefix import common_prefix
-from engine.chat.fit import chat_tokens
-from engine.chat.messages import Message
 from engine.decode import constraint
 from engine.decode.sampling import SamplingParams
 from engine.errors import DuetError
 from engine.events import Done
 from engine.llama.exactness import Exactness
-from engine.llama.model import Model
 from engine.models.served import Offer
 from engine.runtime.pool import Lease, LoadFailed, Pool, PoolError, UnknownModel
 from engine.runtime.service import Engine, Job, QueueFull
@@ -192,7 +188,7 @@ class DuetServer:
         self.exactness = engine.runtime.exactness  # whether its replies are exact, and why not
         self.n_ctx = engine.runtime.ctx.n_ctx
         self.defaults = engine.runtime.config.sampling
-        self.n_template = _template_prefix(self.model)
+        self.n_template = engine.runtime.n_template  # (made once, at the load)
         self.vectors: Any = None  # its mean-pooled embeddings (engine.server.embeddings), once asked
         self._prepared = False
 
@@ -294,15 +290,3 @@ def engine_error(item: BaseException) -> ApiError:
         return ApiError(500, str(item), type="server_error", code="engine_error")
     return ApiError(500, "the engine failed on this request (see the server log)", type="server_error")
 
-
-def _template_prefix(model: Model) -> int:
-    """Tokens that every chat prompt starts with (BOS, the template's opening; none without
-    a template: such a model is not chatted with)."""
-    if model.chat_template is None:
-        return 0
-    try:
-        a = chat_tokens(model, [Message("system", "a"), Message("user", "x")])
-        b = chat_tokens(model, [Message("system", "b"), Message("user", "x")])
-    except DuetError:
-        return 0
-    return common_prefix(a, b)
