@@ -38,7 +38,7 @@ from app.engine_link.messages import (
     TypingRequest,
 )
 from app.engine_link.model_host import Held, ModelHost
-from app.engine_link.relay import Relay
+from app.engine_link.relay import Outlet, Relay
 from app.engine_link.throttle import DEFAULT_INTERVAL_S
 from app.engine_link.worker_parts import guard, log_read_ahead, open_live, reply_turn
 from engine import paths
@@ -59,10 +59,7 @@ from engine.tools.prompting import result_prefix
 log = logging.getLogger(__name__)
 
 FETCH_PROGRESS_INTERVAL_S = 0.1
-
-
-# How often a typed prompt that waits for the engine's requests to end looks again.
-TYPING_RETRY_MS = 100
+TYPING_RETRY_MS = 100  # how often a typed prompt that waits for the engine's requests looks again
 
 
 class EngineWorker(QObject):
@@ -155,7 +152,9 @@ class EngineWorker(QObject):
                 self.finished.emit(ChatReply(req.conversation_id, Done("cancelled", "", (), Stats()),
                                          0, n_ctx))
                 return
-            relay = Relay(self, req, turn)
+            relay = Relay(Outlet(self.tokens.emit, self.progress.emit, self.finished.emit,
+                                 self.failed.emit, self._rescued, engine.runtime,
+                                 self.token_interval), req, turn)
             grammar = turn.grammar.matcher() if turn.grammar is not None else None
             try:
                 engine.submit(Job(turn.prompt, turn.sampling, relay.emit, cancel=req.cancel, slot=0,
@@ -291,6 +290,9 @@ class EngineWorker(QObject):
         if self.engine is None:
             raise DuetError("no model is loaded: choose a model and press Load")
         return self.engine
+
+    def _rescued(self, saved: tuple[Path, str]) -> None:
+        self.rescued = saved
 
     def _guard(self, op: str, conversation_id: str | None = None) -> contextlib.AbstractContextManager[None]:
         return guard(op, self.failed.emit, conversation_id)
