@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.control.settings import SCHEMA, Settings
 from app.views.fields import editor_for, editor_value
+from engine.llama.exactness import exactness
 
 RELOAD_MARK = " ⟳"
 
@@ -35,6 +36,7 @@ class SettingsDialog(QDialog):
         self.settings = settings
         self.editors: dict[str, QWidget] = {}
         self.changed: list[str] = []
+        self.exact_note: str | None = None  # why exact decoding cannot hold here, if it cannot
         inner = QWidget()
         column = QVBoxLayout(inner)
         groups: dict[str, QFormLayout] = {}
@@ -51,6 +53,7 @@ class SettingsDialog(QDialog):
             groups[option.group].addRow(label, w)
             self.editors[option.name] = w
         self._align([form for form in groups.values()])
+        self._say_where_exact_cannot_hold()
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         scroll.setWidget(inner)
@@ -84,6 +87,19 @@ class SettingsDialog(QDialog):
         for form in forms:
             form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
             form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+
+    def _say_where_exact_cannot_hold(self) -> None:
+        """Exact decoding greyed, with the reason, where this build or these GPU layers cannot
+        keep it (engine.llama.exactness): the setting would promise what the replies break."""
+        editor = self.editors.get("exact")
+        if editor is None:
+            return
+        why = exactness(True, int(self.settings["gpu_layers_target"])).reason
+        if why is None:
+            return
+        editor.setEnabled(False)
+        editor.setToolTip(f"Not exact here: {why}.")
+        self.exact_note = why
 
     def values(self) -> dict[str, Any]:
         return {name: editor_value(w) for name, w in self.editors.items()}

@@ -87,6 +87,8 @@ def init() -> None:
             return
         lib.llama_log_set(_on_log, ctypes.c_void_p(0))
         lib.llama_backend_init()
+        from engine.llama import devices  # (it reads the library this module loads)
+        devices.settle()
         _initialised = True
 
 

@@ -12,14 +12,13 @@ what the build and the placement can keep; ``reason`` says why not, in one line.
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 from functools import cache
 
 from engine.llama.backend import lib
+from engine.llama.devices import gpus
 
 MARKER = "ggml_vec_dot_q4_K_q8_K_rows"
-_GPU_TYPES = (1, 2)  # ggml_backend_dev_type: GGML_BACKEND_DEVICE_TYPE_GPU, _IGPU
 
 
 @cache
@@ -63,14 +62,8 @@ def _build() -> str:
     return f"{kernels}-{'gpu' if has_gpu() else 'cpu'}"
 
 
-@cache
 def has_gpu() -> bool:
     """Whether llama.cpp found a GPU device (a discrete or integrated one) to offload layers to.
     (``llama_supports_gpu_offload`` also says yes for the RPC backend, built in every flavour;
     layers sent to a ``duet-cli worker`` run that worker's CPU kernels.)"""
-    by_type = getattr(lib._lib, "ggml_backend_dev_by_type", None)
-    if by_type is None:
-        return bool(lib.llama_supports_gpu_offload())
-    by_type.restype, by_type.argtypes = ctypes.c_void_p, [ctypes.c_int]
-    lib.llama_supports_gpu_offload()  # loads the backends first, where they are loaded lazily
-    return any(by_type(t) for t in _GPU_TYPES)
+    return bool(gpus())

@@ -63,3 +63,22 @@ def test_the_local_server_says_it_applies_at_once(qtbot: QtBot, window: MainWind
     server = [text for text in labels.values() if text.startswith("Local server")]
     assert server == ["Local server"] and RELOAD_MARK.strip() not in server[0]
     dialog.reject()
+
+
+def test_exact_decoding_is_greyed_with_the_reason_where_it_cannot_hold(qtbot: QtBot,
+                                                                       window: MainWindow,
+                                                                       released) -> None:
+    """On a build without the batch-invariant kernels the setting cannot keep its promise: the
+    field is greyed and says why (issue 75). On the patched build, all on the CPU, it is not."""
+    dialog = window.settings_dialog()
+    qtbot.waitExposed(dialog, timeout=LONG_MS)
+    field = dialog.editors["exact"]
+    assert not field.isEnabled() and "lacks Duet's batch-invariant kernels" in field.toolTip()
+    dialog.reject()
+
+
+def test_exact_decoding_is_open_where_it_holds(qtbot: QtBot, window: MainWindow) -> None:
+    dialog = window.settings_dialog()
+    qtbot.waitExposed(dialog, timeout=LONG_MS)
+    assert dialog.editors["exact"].isEnabled() and dialog.exact_note is None
+    dialog.reject()

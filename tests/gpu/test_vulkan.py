@@ -1,0 +1,156 @@
+"""Duet's own paths with every layer on a GPU device (issue 75): no native crash in calibration,
+drafting, rewinds after multi-row passes, parallel sequences, sessions or the server, and
+``exact`` reported false with its reason.
+
+These need a llama.cpp built with a GPU backend and a device: ``./test.sh`` runs them with the
+Vulkan build (``scripts/gpu_tests.sh``: Mesa's lavapipe where no GPU is installed) wherever
+a Vulkan device and the tools to build for it exist. In the CPU build's run they are skipped,
+saying so: that build has nothing to offload to.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from engine.cli.main import main
+from engine.llama.devices import gpus
+
+pytestmark = pytest.mark.skipif(not gpus(), reason="no GPU device in this llama.cpp build "
+                                "(./test.sh runs these with the Vulkan build where it can)")
+
+ROOT = Path(__file__).resolve().parents[2]
+ALL = "-1"  # every layer on the device
+
+
+@pytest.fixture(scope="module", autouse=True)
+def home(tmp_path_factory):
+    """Caches and the verify-cost calibration in a folder of their own: a calibration measured
+    on the CPU build is not this device's, and this module must run the calibration."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DUET_HOME", str(tmp_path_factory.mktemp("gpu-home")))
+        yield
+
+
+def cli(capsys, *argv: str) -> dict:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_a_rewind_after_a_multi_row_pass(smol):
+    """The crash issue 75 found, at its smallest: 512 cells, a pass whose every row is read, a
+    rewind, and a pass of two rows read whole. On lavapipe with the Vulkan backend's fused
+    operations, the driver's worker thread died in the second pass (engine/llama/devices.py)."""
+    from engine.llama.context import Context
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import Model, ModelSpec
+
+    filler = [1] + [100 + i for i in range(600)]
+    with Model(ModelSpec(smol.path, n_gpu_layers=-1)) as m, Context(m, ContextParams()) as ctx:
+        for s in range(0, 512, 64):
+            ctx.decode(filler[s:s + 64])
+        ctx.rewind(512)
+        ctx.decode(filler[512:513], logits="all")
+        ctx.logits_rows()
+        ctx.rewind(512)
+        ctx.decode(filler[512:514], logits="all")
+        rows = ctx.logits_rows()
+    assert len(rows) == 2 and all(math.isfinite(float(r.max())) for r in rows)
+
+
+def test_generate_calibrates_drafts_and_says_it_is_not_exact(capsys, smol_path):
+    """The path issue 75 reported: the verify-cost calibration's multi-row passes, then a reply
+    drafted by prompt lookup, every layer on the device."""
+    out = cli(capsys, "generate", "--model", str(smol_path), "--gpu-layers", ALL, "--json",
+              "--temperature", "0", "--max-tokens", "16", "--drafter", "ngram",
+              "Repeat after me: red, green, blue. red, green, blue.")
+    assert out["n_tokens"] > 0 and out["stats"]["drafter"] == "ngram"
+    assert out["exact"] is False and "GPU" in out["exact_reason"]
+
+
+def test_a_draft_model_on_the_device(capsys, smol_path):
+    out = cli(capsys, "generate", "--model", str(smol_path), "--draft", str(smol_path),
+              "--drafter", "model", "--gpu-layers", ALL, "--draft-gpu-layers", ALL, "--json",
+              "--temperature", "0", "--max-tokens", "12", "Name three colours.")
+    assert out["n_tokens"] > 0 and out["stats"]["proposed"] > 0
+
+
+def test_a_session_written_on_the_device_reopens_on_the_cpu_build(capsys, smol_path, tmp_path):
+    """Two turns on the device, the second restoring the first's KV state; then the CPU
+    build (./test.sh's .venv) continues the same file. Another backend's kernels give other
+    logits, so the saved state's check fails there and the conversation is read again from its
+    text, saying so: no reply is built on cells another build computed."""
+    session = tmp_path / "chat.duet"
+    args = ("--model", str(smol_path), "--gpu-layers", ALL, "--json", "--temperature", "0",
+            "--max-tokens", "8", "--drafter", "none", "--session", str(session))
+    first = cli(capsys, "generate", *args, "Name a colour.")
+    second = cli(capsys, "generate", *args, "And another one?")
+    assert first["n_tokens"] > 0 and second["session"]["restored_kv"] is True
+    assert second["n_cached_tokens"] > 0
+
+    cpu = ROOT / ".venv" / "bin" / "duet-cli"
+    if Path(sys.prefix).resolve() == (ROOT / ".venv").resolve() or not cpu.exists():
+        pytest.fail(f"the CPU build's {cpu} is needed beside this one (./test.sh makes it)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GGML_VK")}
+    done = subprocess.run([str(cpu), "generate", "--model", str(smol_path), "--json",
+                           "--temperature", "0", "--max-tokens", "8", "--drafter", "none",
+                           "--session", str(session), "One more?"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    third = json.loads(done.stdout)
+    assert third["n_tokens"] > 0 and third["exact"] is True
+    assert third["session"]["restored_kv"] is False and third["session"]["note"]
+
+
+def test_the_server_answers_two_sequences_at_once(smol_path):
+    """Two clients at once on one context of two sequences, every layer on the device, and the
+    fingerprint naming a GPU build and an inexact reply."""
+    import openai
+
+    from engine.decode.sampling import SamplingParams
+    from engine.decode.speculative.params import SpeculativeParams
+    from engine.llama.context_params import ContextParams
+    from engine.llama.model import ModelSpec
+    from engine.runtime.runtime import Runtime, RuntimeConfig
+    from engine.server.app import ApiConfig, model_names
+    from engine.server.run import BackgroundServer, build
+
+    config = RuntimeConfig(target=ModelSpec(smol_path, n_gpu_layers=-1),
+                           context=ContextParams(n_ctx=1024, n_parallel=2),
+                           sampling=SamplingParams(temperature=0, max_tokens=8),
+                           speculative=SpeculativeParams(drafter="auto"))
+    runtime = Runtime(config)
+    model_id, aliases = model_names(runtime, "test")
+    engine, app = build(runtime, ApiConfig(model_id, aliases, api_key=None))
+    server = BackgroundServer(app)
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0,
+                           timeout=600)
+    replies: list[object] = [None, None]
+
+    def ask(i: int, text: str) -> None:
+        replies[i] = client.chat.completions.create(
+            model=model_id, messages=[{"role": "user", "content": text}], max_tokens=8)
+
+    try:
+        threads = [threading.Thread(target=ask, args=(i, t))
+                   for i, t in enumerate(("Name a fruit.", "Name an animal."))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        server.close()
+        engine.close()
+    for r in replies:
+        assert r is not None and r.choices[0].message.content  # type: ignore[attr-defined]
+        assert r.system_fingerprint.startswith("duet-inexact-")  # type: ignore[attr-defined]
+        assert r.system_fingerprint.endswith("-gpu")  # type: ignore[attr-defined]
