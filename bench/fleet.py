@@ -15,6 +15,11 @@ The targets: ``cold`` within ``load`` + ``warm`` (no cost beyond the load itself
 and, given ``--llama-server PATH``, llama-server's router mode (``--models-dir`` with the two
 files, ``--models-max 4``) in turns, with the same threads, context and prompts. Medians over
 ``--repeats``. Writes ``OUT/fleet.json``.
+
+``--together`` measures who decodes when (engine.runtime.cores) instead: both models loaded
+(drafting off), two clients ask one model each at once, against the same two requests one
+after the other, in turns; ``--tokens`` each, greedy; the replies must be the same both ways.
+Writes ``OUT/fleet_together.json``.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import logging
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -55,6 +61,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ctx", type=int, default=2048)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--switches", type=int, default=6, help="requests in the switch and same runs")
+    p.add_argument("--together", action="store_true",
+                   help="two models answering at once against one after the other")
+    p.add_argument("--tokens", type=int, default=96, help="tokens per reply with --together")
     p.add_argument("--out", type=Path, default=Path("bench-out"))
     p.set_defaults(func=run)
 
@@ -152,7 +161,60 @@ def one_repeat(server: Callable[[], Any], prompts: Prompts, switches: int) -> di
             "switch_over_same": switch / ((same + same_first) / 2)}
 
 
+ASKS = ("Explain, step by step, how a hash table resolves collisions, with an example.",
+        "Describe in detail how a compiler turns source code into machine code.")
+
+
+def ask(port: int, model: str, text: str, tokens: int) -> client.HttpReply:
+    body = {"model": model, "messages": [{"role": "user", "content": text}], "stream": True,
+            "temperature": 0, "max_tokens": tokens, "stream_options": {"include_usage": True}}
+    return client.post(port, "/v1/chat/completions", body)
+
+
+def _into(out: list, i: int, fn: Callable[..., Any], *fn_args: Any) -> None:
+    out[i] = fn(*fn_args)
+
+
+def together(args: argparse.Namespace) -> int:
+    first, second = resolve_model(args.first), resolve_model(args.second)
+    rows: list[dict[str, float]] = []
+    args = argparse.Namespace(**{**vars(args), "drafter": "none"})
+    with duet(first, second, args) as (port, a, b):
+        pairs = [(a, ASKS[0]), (b, ASKS[1])]
+        alone = [ask(port, m, t, args.tokens) for m, t in pairs]  # both loaded and warm
+        for r in range(args.repeats):
+            t0 = time.perf_counter()
+            apart = [ask(port, m, t, args.tokens) for m, t in pairs]
+            apart_s = time.perf_counter() - t0
+            both: list[client.HttpReply | None] = [None, None]
+            threads = [threading.Thread(target=_into, args=(both, i, ask, port, *pairs[i], args.tokens))
+                       for i in range(2)]
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            together_s = time.perf_counter() - t0
+            if apart != alone or both != alone:
+                raise client.Failed("the replies differ between together and apart")
+            row = {"together_s": together_s, "apart_s": apart_s, "ratio": together_s / apart_s,
+                   "tokens": sum(x.usage.get("completion_tokens", 0) for x in apart)}
+            rows.append(row)
+            log.info("repeat %d: %s", r + 1, {k: round(v, 3) for k, v in row.items()})
+    medians = {k: round(statistics.median(x[k] for x in rows), 3) for k in rows[0]}
+    out = {"first": first.name, "second": second.name, "threads": args.threads,
+           "repeats": rows, "medians": medians}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "fleet_together.json").write_text(json.dumps(out, indent=1))
+    print(f"{first.name} and {second.name}, {args.tokens} tokens each, medians of {args.repeats}: "
+          f"together {medians['together_s']:.2f} s, apart {medians['apart_s']:.2f} s, "
+          f"{medians['ratio']:.2f}x; the same replies")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.together:
+        return together(args)
     first, second = resolve_model(args.first), resolve_model(args.second)
     servers: dict[str, Callable[[], Any]] = {"duet": lambda: duet(first, second, args)}
     if args.llama_server is not None:

@@ -16,6 +16,7 @@ MODELS = paths.models_dir()
 # A reply's time is the machine's, which a busy machine multiplies; no test may budget it.
 REPLY_WAIT_S = 600
 os.environ.setdefault("DUET_MODELS_DIR", str(MODELS))
+os.environ.setdefault("DUET_CHECK_OWNER", "1")  # entry points assert their owner thread (engine.decode.owner)
 
 
 @pytest.fixture(autouse=True)

@@ -40,7 +40,7 @@ def unit(name: str) -> str | None:
 def declared(package: Path) -> set[str] | str:
     """What a package's docstring says it may import: names of units, or 'everything'."""
     doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))) or ""
-    match = re.search(r"^May import: (.+?)\.?$", doc, re.M)
+    match = re.search(r"^May import: (.+?)\.?(?:\n\n|\Z)", doc, re.M | re.S)  # (to a blank line)
     assert match, f"{package.relative_to(ROOT)}/__init__.py does not say what it may import"
     words = [w.strip() for w in match.group(1).split(",")]
     if words == ["everything"]:
@@ -105,3 +105,50 @@ def test_state_and_engine_link_build_no_widgets(package: str) -> None:
 def test_engine_has_few_top_level_modules() -> None:
     modules = {p.stem for p in (ROOT / "engine").glob("*.py")} - {"__init__", "__main__"}
     assert modules == BASE
+
+
+def subpackages() -> list[Path]:
+    """engine/'s and app/'s packages inside packages that say what they may import."""
+    return sorted(p.parent for top in ("engine", "app") for p in (ROOT / top).glob("*/*/__init__.py")
+                  if "May import:" in p.read_text(encoding="utf-8"))
+
+
+def test_subpackages_import_only_what_they_say() -> None:
+    """A package inside a package (engine/decode/speculative, ...) keeps its own ``May import``
+    line: a name there is a unit (``models``) or a module (``decode.sampling``)."""
+    assert subpackages()
+    broken = []
+    for package in subpackages():
+        rule = declared(package)
+        assert isinstance(rule, set)
+        own = ".".join(package.relative_to(ROOT).parts)
+        may = {w if w.startswith("engine.") else f"engine.{w}" for w in rule} | {own}
+        for path in sorted(package.rglob("*.py")):
+            for name in imports_of(path):
+                target = unit(name)
+                if target is None or target.split(".")[1] in BASE and target.startswith("engine.") \
+                        or own.startswith(name + "."):  # (``from engine.models import folder``)
+                    continue
+                if not any(name == m or name.startswith(m + ".") for m in may):
+                    broken.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not broken, "imports against the declared layers:\n" + "\n".join(sorted(broken))
+
+
+def test_package_docstrings_name_only_modules_that_exist() -> None:
+    """Each ``- ``name``: ...`` line of a package's docstring names one of its modules, and
+    each dotted ``engine.`` name a module, package or something in one."""
+    missing = []
+    for init in sorted((ROOT / "engine").rglob("__init__.py")) + sorted((ROOT / "app").rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        for line in doc.splitlines():
+            for name in re.findall(r"``(\w+)``", line) if line.startswith("- ``") else ():
+                here = init.parent / name
+                if not (here.with_suffix(".py").exists() or (here / "__init__.py").exists()):
+                    missing.append(f"{init.relative_to(ROOT)} names {name}")
+        for dotted in re.findall(r"\bengine(?:\.\w+)+", doc):
+            parts = dotted.split(".")
+            if not any((ROOT.joinpath(*parts[:n]).with_suffix(".py").exists()
+                        or (ROOT.joinpath(*parts[:n]) / "__init__.py").exists())
+                       for n in (len(parts), len(parts) - 1) if n > 1):
+                missing.append(f"{init.relative_to(ROOT)} names {dotted}")
+    assert not missing, "\n".join(missing)

@@ -35,7 +35,7 @@ from engine.llama.context_params import ContextParams
 from engine.llama.model import ModelSpec
 from engine.llama.placement_params import GPU_LAYERS
 from engine.localfile import read_json, write_json
-from engine.runtime.fleet import MAX_LOADED
+from engine.runtime.pool import MAX_LOADED
 from engine.runtime.runtime import RuntimeConfig, endpoints, tensor_split
 from engine.tools import MAX_ROUNDS
 

@@ -29,7 +29,7 @@ from app.engine_link.relay import save_cut
 from app.engine_link.worker import EngineWorker
 from engine.chat.messages import Image, Message, ToolCall
 from engine.decode.sampling import SamplingParams
-from engine.runtime.fleet import MAX_LOADED
+from engine.runtime.pool import MAX_LOADED
 from engine.runtime.runtime import RuntimeConfig
 from engine.tools import Tool
 

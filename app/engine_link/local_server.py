@@ -5,7 +5,7 @@ The server's clients and the app's chat share one engine service (engine.runtime
 model in memory, one KV cache, replies decoded together (the app's conversation on sequence 0,
 the clients on the others when there are several; ``n_parallel``). When the models are loaded
 again the server follows the new engine; the other models the window keeps loaded
-(engine.runtime.shelf) are served too, each by its file's name. Starting and stopping happen off the GUI thread;
+(engine.runtime.pool) are served too, each by its file's name. Starting and stopping happen off the GUI thread;
 ``started(address)``, ``stopped()`` and ``failed(message)`` report back (queued to the GUI
 thread).
 """

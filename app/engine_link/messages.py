@@ -20,7 +20,7 @@ from engine.chat.messages import Image, Message, ToolCall
 from engine.decode.sampling import SamplingParams
 from engine.events import Done, Token
 from engine.llama.abort import Cancel
-from engine.runtime.fleet import MAX_LOADED
+from engine.runtime.pool import MAX_LOADED
 from engine.runtime.runtime import RuntimeConfig
 from engine.tools import Tool
 
@@ -33,7 +33,7 @@ def _frozen_mapping(obj: object, name: str) -> None:
 @dataclass(frozen=True)
 class LoadRequest:
     config: RuntimeConfig
-    keep: int = MAX_LOADED  # models kept loaded, this one included (engine.runtime.shelf)
+    keep: int = MAX_LOADED  # models kept loaded, this one included (engine.runtime.pool)
     fresh: bool = False  # load it again even when it is kept (Reload, a new measurement)
     cancel: threading.Event = field(default_factory=Cancel, compare=False, repr=False)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,11 +23,24 @@ from engine.llama import rescue
 from engine.prompts.request import Call, Piece, PreparedTurn, Reader, Text
 
 if TYPE_CHECKING:
-    from app.engine_link.worker import EngineWorker
     from engine.prompts.attachments import Source
     from engine.runtime.runtime import Runtime
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outlet:
+    """Where a relay sends what it makes (the engine worker's signals, emitted from the engine's
+    thread), and what it needs of the worker."""
+
+    tokens: Callable[[TokenBatch], None]
+    progress: Callable[[Progress], None]
+    finished: Callable[[ChatReply], None]
+    failed: Callable[[Failure], None]
+    rescued: Callable[[tuple[Path, str]], None]  # the file a cut reply was saved to, and why
+    runtime: Runtime | None
+    token_interval: float
 
 
 class Relay:
@@ -35,15 +48,15 @@ class Relay:
     coalesced (with tools, the calls taken out by the turn's reader), the reply so far kept for
     a rescue if an RPC worker dies mid-pass."""
 
-    def __init__(self, worker: EngineWorker, req: ChatRequest, turn: PreparedTurn) -> None:
-        self.worker, self.req, self.dropped = worker, req, turn.dropped
+    def __init__(self, out: Outlet, req: ChatRequest, turn: PreparedTurn) -> None:
+        self.out, self.req, self.dropped = out, req, turn.dropped
         self.sources = sources_in_words(turn.sources)
-        self.batches: Coalescer[Token] = Coalescer(worker.token_interval)
+        self.batches: Coalescer[Token] = Coalescer(out.token_interval)
         self.parts: list[str] = []  # the reply so far
         self.reader = Reader(turn)
         self.shown: list[str] = []  # the text released (calls taken out)
         self.calls: list[ToolCall] = []
-        self.runtime = worker.runtime
+        self.runtime = out.runtime
         self.hook = self._rescue_hook()
         # a reasoning model's thinking comes split from its answer (engine.prompts.request.Reader);
         # the window folds a <think> section in the text, so the markers are put back around
@@ -52,16 +65,16 @@ class Relay:
         self.thinking = False
 
     def emit(self, item: object) -> None:
-        w, cid = self.worker, self.req.conversation_id
+        w, cid = self.out, self.req.conversation_id
         try:
             if isinstance(item, Token):
                 self.parts.append(item.text)
                 for tok in self._shown(self.reader.feed(item)):
                     batch = self.batches.add(tok, boundary=tok.step_end)
                     if batch:
-                        w.tokens.emit(TokenBatch(cid, tuple(batch), *self._fill()))
+                        w.tokens(TokenBatch(cid, tuple(batch), *self._fill()))
             elif isinstance(item, PromptProgress):
-                w.progress.emit(Progress("prompt", item.done, item.total))
+                w.progress(Progress("prompt", item.done, item.total))
             elif isinstance(item, Done):
                 self.end()
                 self._shown(self.reader.feed(item))
@@ -71,14 +84,14 @@ class Relay:
                     item = replace(item, text=OPEN + item.text)
                 rest = self.batches.flush()
                 if rest:
-                    w.tokens.emit(TokenBatch(cid, tuple(rest), *self._fill()))
+                    w.tokens(TokenBatch(cid, tuple(rest), *self._fill()))
                 ctx = self.runtime.ctx if self.runtime is not None and not self.runtime.closed else None
-                w.finished.emit(ChatReply(cid, item, ctx.n_past if ctx else 0, ctx.n_ctx if ctx else 0,
+                w.finished(ChatReply(cid, item, ctx.n_past if ctx else 0, ctx.n_ctx if ctx else 0,
                                       self.dropped, item.note, tuple(self.calls), self.sources))
             elif isinstance(item, Exception):
                 self.end()
                 log.warning("chat failed: %s", item)
-                w.failed.emit(Failure("chat", _line(item), cid,
+                w.failed(Failure("chat", _line(item), cid,
                                       worker_lost=isinstance(item, WorkerLostError)))
         except Exception:  # never let a relay break the engine's thread
             log.exception("relaying a reply's event failed")
@@ -128,7 +141,7 @@ class Relay:
 
         def save(why: str) -> None:
             text = (req.continue_text or "") + "".join(self.parts)
-            self.worker.rescued = (save_cut(plan, rt, req.messages, text), why)
+            self.out.rescued((save_cut(plan, rt, req.messages, text), why))
 
         rescue.add(save)
         return save

@@ -1,5 +1,6 @@
-"""The engine worker: one QObject on one QThread that loads the models into an engine service
-(engine.runtime.service.Engine, which owns the contexts on its own thread) and talks to it.
+"""The engine worker: one QObject on one QThread that dispatches the window's requests to the
+models it holds (app.engine_link.model_host: the pool of loaded models, each an engine service,
+engine.runtime.service.Engine, which owns its contexts on its own thread).
 
 The GUI reaches the worker only through queued signals carrying the frozen requests of
 ``app.engine_link.messages``, and hears back through the signals below. A chat is queued on the
@@ -15,23 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.engine_link.messages import (
     ChatReply,
     ChatRequest,
-    Failure,
     Fetched,
     FetchRequest,
-    LoadedModel,
     LoadRequest,
     Opened,
     OpenRequest,
@@ -43,57 +37,29 @@ from app.engine_link.messages import (
     SizeRequest,
     TypingRequest,
 )
-from app.engine_link.relay import Relay
+from app.engine_link.model_host import Held, ModelHost
+from app.engine_link.relay import Outlet, Relay
 from app.engine_link.throttle import DEFAULT_INTERVAL_S
+from app.engine_link.worker_parts import guard, log_read_ahead, open_live, reply_turn
 from engine import paths
-from engine.cache.prefix import common_prefix
-from engine.chat.reasoning import Thinking, thinks
-from engine.conversation.session.format import read_meta
-from engine.conversation.session.store import OpenResult, open_conversation, save_conversation
+from engine.chat.reasoning import Thinking
+from engine.conversation.session.store import open_conversation, save_conversation
 from engine.documents.embeddings import EmbeddingSource
-from engine.errors import DecodeError, DuetError, LoadCancelled, MessageTooLongError, WorkerLostError
+from engine.errors import DecodeError, DuetError
 from engine.events import Done, Stats
-from engine.llama.model import Model, check_gguf_file
-from engine.models import catalog, fetch, served
-from engine.models.hub.fit import FitRequest, machine
-from engine.prompts.completion import completion_turn
-from engine.prompts.request import Chat, Policy, PreparedTurn, prepare
+from engine.models import catalog, fetch
+from engine.prompts.request import Chat
 from engine.prompts.size import context_use
-from engine.runtime import quiet
 from engine.runtime.ahead import ReadAhead
-from engine.runtime.runtime import Runtime, RuntimeConfig, resolve_model
+from engine.runtime.pool import Pool
+from engine.runtime.runtime import Runtime
 from engine.runtime.service import Engine, Job, QueueFull
-from engine.runtime.shelf import Shelf
 from engine.tools.prompting import result_prefix
-
-if TYPE_CHECKING:
-    from engine.decode.speculative.later import LaterCurves
 
 log = logging.getLogger(__name__)
 
 FETCH_PROGRESS_INTERVAL_S = 0.1
-
-
-@dataclass
-class Held:
-    """One loaded model of the window: its settings, engine, reading ahead, retrieval vectors
-    and what its load reported."""
-
-    config: RuntimeConfig
-    engine: Engine
-    ahead: ReadAhead
-    vectors: EmbeddingSource | None
-    info: LoadedModel
-
-    def close(self) -> None:
-        self.ahead.stop()
-        self.engine.close()
-        if self.vectors is not None:  # (its own model: nothing else runs on it now)
-            self.vectors.close()
-
-
-# How often a typed prompt that waits for the engine's requests to end looks again.
-TYPING_RETRY_MS = 100
+TYPING_RETRY_MS = 100  # how often a typed prompt that waits for the engine's requests looks again
 
 
 class EngineWorker(QObject):
@@ -110,18 +76,37 @@ class EngineWorker(QObject):
 
     def __init__(self, token_interval: float = DEFAULT_INTERVAL_S) -> None:
         super().__init__()
-        # the model in use, and its parts below; the shelf keeps it and those used before
-        self.held: Held | None = None
-        self.shelf: Shelf[Path, Held] = Shelf()
-        self.engine: Engine | None = None
-        self.vectors: EmbeddingSource | None = None  # ranks retrieved passages (with an embedding model)
-        self.ahead: ReadAhead | None = None  # reads the prompt being typed (engine.runtime.ahead)
+        # the window's models: the one in use and those kept (app.engine_link.model_host)
+        self.host = ModelHost(self.progress.emit, lambda held, total: self.typed_ahead.emit((held, total)),
+                              self._stop_typing)
         # the last TypingRequest sent (set on the GUI's thread): one queued behind a newer one,
         # or behind a message sent, is skipped (preparing it may retrieve passages: seconds)
         self.typing_latest: TypingRequest | None = None
         self.typing_deferred: TypingRequest | None = None  # waits for the engine's requests' end
         self.token_interval = token_interval
         self.rescued: tuple[Path, str] | None = None  # (file, why) saved as the process ended
+
+    @property
+    def pool(self) -> Pool[Held]:
+        return self.host.pool
+
+    @property
+    def held(self) -> Held | None:
+        return self.host.held
+
+    @property
+    def engine(self) -> Engine | None:
+        return self.host.engine
+
+    @property
+    def ahead(self) -> ReadAhead | None:
+        """Reads the prompt being typed (engine.runtime.ahead)."""
+        return self.host.held.ahead if self.host.held is not None else None
+
+    @property
+    def vectors(self) -> EmbeddingSource | None:
+        """Ranks retrieved passages (with an embedding model)."""
+        return self.host.held.vectors if self.host.held is not None else None
 
     @property
     def runtime(self) -> Runtime | None:
@@ -136,95 +121,17 @@ class EngineWorker(QObject):
     # -- slots (run on the worker thread) --------------------------------------------------
     @Slot(object)
     def load(self, req: LoadRequest) -> None:
-        """Load the models; chat works as soon as they are. A target kept on the shelf with the
-        same settings is switched to at once (no load). A verify-cost curve not cached yet is
-        measured afterwards, between replies (``Progress("calibrate")`` says how far)."""
+        """Load the models, or switch to them when kept (app.engine_link.model_host); chat works
+        as soon as ``loaded`` is heard."""
         with self._guard("load"):
-            cfg = req.config
-            for spec in (cfg.target, cfg.draft):  # a bad file must not unload the working models
-                if spec is not None:
-                    check_gguf_file(Path(spec.path))
-            key = Path(cfg.target.path).resolve()
-            self.shelf.max_kept = max(1, req.keep)
-            held = self.shelf.take(key)
-            if held is not None and held.config == cfg and not held.engine.runtime.closed and \
-                    not req.fresh:
-                self._use(held)
-                for gone in self.shelf.trim():
-                    gone.close()
-                log.info("switched to %s (kept loaded)", held.info.target_name)
-                self.loaded.emit(replace(held.info, load_s=0.0, switched=True, measuring=False))
-                return
-            if held is not None:  # the same file with other settings (or fresh): loaded again
-                self.shelf.remove(key)
-                held.close()
-            self._use(None)
-            need = served.memory_needed(
-                (cfg.target.path, cfg.draft.path if cfg.draft else None),
-                FitRequest(n_ctx=cfg.context.n_ctx, n_gpu_layers=cfg.target.n_gpu_layers,
-                           exact=cfg.context.exact))
-            for gone in self.shelf.room_for(need, _memory_free()):
-                log.info("unloading %s to make room", gone.info.target_name)
-                gone.close()
-            self.progress.emit(Progress("load", text=f"Loading {cfg.target.path.name}…"))
-            t0 = time.perf_counter()
-            with quiet.PROCESS.busy():  # the kept models' idle work waits for the load
-                rt = Runtime(cfg, measure=False, cancel=req.cancel)
-            # the app's own conversation runs on sequence 0; with more than one, the others are
-            # for the local server's clients
-            engine = Engine(rt, reserved=1 if rt.ctx.params.n_parallel > 1 else 0)
-            ahead = ReadAhead(engine, 0,
-                              on_read=lambda held, total: self.typed_ahead.emit((held, total)))
-            speculation = rt.speculation
-            draft_model = rt.draft_model
-            later = rt.later
-            info = LoadedModel(
-                target_path=cfg.target.path, target_name=rt.target.display_name,
-                draft_path=cfg.draft.path if cfg.draft else None,
-                draft_name=draft_model.display_name if draft_model is not None else None,
-                drafter=getattr(speculation, "name", cfg.speculative.drafter) if speculation else "none",
-                draft_problem=rt.draft_problem,
-                n_ctx=rt.ctx.n_ctx, load_s=time.perf_counter() - t0,
-                workers=rt.target.workers + (draft_model.workers if draft_model else ()),
-                measuring=later is not None, thinks=thinks(rt.target.chat_template),
-                chats=rt.target.chat_template is not None,
-                projector=rt.target.projector.name if rt.target.projector is not None else None)
-            held = Held(cfg, engine, ahead, _retrieval_vectors(engine), info)
-            self.shelf.put(key, held, need)
-            self._use(held)
-            log.info("loaded %s in %.2f s (drafter %s)", info.target_name, info.load_s, info.drafter)
+            info = self.host.load(req)
             self.loaded.emit(info)
-            if later is not None:
-                engine.add_idle(CurveProgress(later, self.progress.emit, engine.preempt))
-
-    def _use(self, held: Held | None) -> None:
-        """``held`` is the model the window uses now (None: none while another loads); reading
-        ahead on the one before stops."""
-        self._stop_typing()
-        self.held = held
-        self.engine = held.engine if held is not None else None
-        self.ahead = held.ahead if held is not None else None
-        self.vectors = held.vectors if held is not None else None
-
-    def _switch_for(self, path: Path) -> None:
-        """The conversation file ``path`` was made with a model kept loaded but not in use:
-        use it, so that its KV state restores there (no load; the window hears ``loaded``)."""
-        try:
-            target = Path(read_meta(path).target.path).resolve()
-        except (DuetError, OSError, ValueError):
-            return  # the open says what is wrong with the file
-        held = self.shelf.take(target) if self.held is None or \
-            Path(self.held.config.target.path).resolve() != target else None
-        if held is not None and not held.engine.runtime.closed:
-            self._use(held)
-            log.info("switched to %s for %s", held.info.target_name, path.name)
-            self.loaded.emit(replace(held.info, load_s=0.0, switched=True, measuring=False))
+            if info.measuring:  # after ``loaded``: the window hears of the load first
+                self.host.measure()
 
     def engines(self) -> list[Engine]:
         """The kept models' engines, the one in use first (the local server serves them all)."""
-        current = [self.engine] if self.engine is not None else []
-        return current + [h.engine for h in self.shelf.values()
-                          if h.engine is not self.engine and not h.engine.runtime.closed]
+        return self.host.engines()
 
     @Slot(object)
     def chat(self, req: ChatRequest) -> None:
@@ -238,14 +145,16 @@ class EngineWorker(QObject):
                         read_calls=req.read_calls, thinking=Thinking(on=req.thinking),
                         embed=self.vectors.embed if self.vectors is not None else None)
             try:
-                turn = _turn(engine.runtime.target, chat, n_ctx, req.cancel)
+                turn = reply_turn(engine.runtime.target, chat, n_ctx, req.cancel)
             except DecodeError:
                 if not req.cancel.is_set():
                     raise
                 self.finished.emit(ChatReply(req.conversation_id, Done("cancelled", "", (), Stats()),
                                          0, n_ctx))
                 return
-            relay = Relay(self, req, turn)
+            relay = Relay(Outlet(self.tokens.emit, self.progress.emit, self.finished.emit,
+                                 self.failed.emit, self._rescued, engine.runtime,
+                                 self.token_interval), req, turn)
             grammar = turn.grammar.matcher() if turn.grammar is not None else None
             try:
                 engine.submit(Job(turn.prompt, turn.sampling, relay.emit, cancel=req.cancel, slot=0,
@@ -269,7 +178,7 @@ class EngineWorker(QObject):
         except (DuetError, UnicodeError) as e:
             log.info("reading ahead of a tool result: %s", e)
             return
-        engine.read_ahead(prefix).add_done_callback(_log_read_ahead)
+        engine.read_ahead(prefix).add_done_callback(log_read_ahead)
 
     @Slot(object)
     def read_typing(self, req: TypingRequest) -> None:
@@ -296,7 +205,7 @@ class EngineWorker(QObject):
         chat = Chat(req.messages, req.sampling, req.tools, thinking=Thinking(on=req.thinking),
                     embed=self.vectors.embed if self.vectors is not None else None)
         try:
-            turn = _turn(engine.runtime.target, chat, engine.runtime.ctx.n_ctx)
+            turn = reply_turn(engine.runtime.target, chat, engine.runtime.ctx.n_ctx)
         except (DuetError, UnicodeError) as e:
             log.info("reading ahead of the message typed: %s", e)
             return
@@ -324,13 +233,15 @@ class EngineWorker(QObject):
     def open(self, req: OpenRequest) -> None:
         with self._guard("open", req.conversation_id):
             self.progress.emit(Progress("open", text=f"Opening {req.path.name}…"))
-            self._switch_for(req.path)
+            switched = self.host.switch_for(req.path)
+            if switched is not None:
+                self.loaded.emit(switched)
             engine = self.engine
             if engine is None:
-                res, n_past, n_ctx = _open(req.path, None), 0, 0
+                res, n_past, n_ctx = open_conversation(req.path, None), 0, 0
             else:
                 res, n_past, n_ctx = engine.call(
-                    lambda: _open_live(req.path, engine, req.shown)).result()
+                    lambda: open_live(req.path, engine, req.shown)).result()
             self.opened.emit(Opened(req.conversation_id, req.path, tuple(res.messages),
                                     res.settings, res.restored_kv, res.note, res.model_path,
                                     n_past if res.restored_kv else 0, n_ctx))
@@ -372,9 +283,7 @@ class EngineWorker(QObject):
     def close(self) -> None:
         """Stop the engines and free every kept model and context (the worker thread, or any
         thread once it stopped)."""
-        self.held = self.engine = self.ahead = self.vectors = None
-        for held in self.shelf.clear():
-            held.close()
+        self.host.close()
 
     # -- helpers ---------------------------------------------------------------------------
     def _engine(self) -> Engine:
@@ -382,106 +291,8 @@ class EngineWorker(QObject):
             raise DuetError("no model is loaded: choose a model and press Load")
         return self.engine
 
-    @contextlib.contextmanager
-    def _guard(self, op: str, conversation_id: str | None = None) -> Iterator[None]:
-        try:
-            yield
-        except LoadCancelled as e:
-            log.info("%s: %s", op, e)
-            self.failed.emit(Failure(op, str(e), conversation_id, cancelled=True))
-        except DuetError as e:
-            log.warning("%s failed: %s", op, e)
-            too_long = (e.n_tokens, e.room) if isinstance(e, MessageTooLongError) else None
-            self.failed.emit(Failure(op, str(e), conversation_id,
-                                     worker_lost=isinstance(e, WorkerLostError), too_long=too_long))
-        except MemoryError:
-            log.exception("%s ran out of memory", op)
-            self.failed.emit(Failure(op, "out of memory; try a smaller model or context size",
-                                     conversation_id))
-        except Exception as e:  # noqa: BLE001 - the worker must survive anything
-            log.exception("%s failed unexpectedly", op)
-            line = " ".join(f"{type(e).__name__}: {e}".split())[:300]
-            self.failed.emit(Failure(op, f"unexpected error: {line}", conversation_id))
+    def _rescued(self, saved: tuple[Path, str]) -> None:
+        self.rescued = saved
 
-
-class CurveProgress:
-    """The engine's idle work after a load: one step of measuring the verify-cost curves, then
-    ``Progress("calibrate", done, total)``; the last one has ``done == total`` (also when the
-    measurement failed: drafting then stays off, and the text says so)."""
-
-    def __init__(self, later: LaterCurves, emit: Callable[[Progress], None],
-                 preempt: threading.Event | None = None) -> None:
-        self.later, self.emit, self.preempt = later, emit, preempt
-
-    def __call__(self) -> bool:
-        later = self.later
-        try:
-            more = later.step(self.preempt)  # a reply that arrives stops the decode under way
-        except DuetError as e:
-            log.warning("measuring the verify cost failed: %s", e)
-            later.close()
-            self.emit(Progress("calibrate", later.total, later.total,
-                               f"Could not measure this machine's speed, so no drafting: {e}"))
-            return False
-        self.emit(Progress("calibrate", later.done if more else later.total, later.total,
-                           "" if more else "Speculative decoding is on: this machine's speed "
-                           "was measured."))
-        return more
-
-
-def _log_read_ahead(future: Future) -> None:
-    error = future.exception()
-    if isinstance(error, DuetError):
-        log.info("reading ahead of a tool result: %s", error)
-    elif error is not None:
-        log.error("reading ahead of a tool result failed", exc_info=error)
-
-
-def _turn(model: Model, chat: Chat, n_ctx: int, cancel: threading.Event | None = None) -> PreparedTurn:
-    """A reply's turn: the chat as the model's template renders it, or, for a model with none
-    (a base model), its messages as one text to continue (engine.prompts.completion)."""
-    if model.chat_template is None:
-        return completion_turn(model, chat.messages, chat.sampling, n_ctx, chat.continue_text)
-    return prepare(model, chat, Policy(n_ctx), cancel)
-
-
-def _open(path: Path, runtime: Runtime | None) -> OpenResult:
-    return open_conversation(path, runtime)
-
-
-def _open_live(path: Path, engine: Engine, shown: bool = False) -> tuple[OpenResult, int, int]:
-    """On the engine's thread: keep what sequence 0 holds in the state cache, then open the
-    file into it (its KV state, when it fits). ``shown``: only if the file's state covers more
-    than sequence 0 or the state cache already hold (else the text alone: the next reply takes
-    the held state)."""
-    rt = engine.runtime
-    if shown:
-        kv = read_meta(path).kv_target
-        held = max(common_prefix(rt.ctx.tokens, kv.tokens), rt.cache.covers(kv.tokens)) \
-            if kv is not None else 0
-        if kv is None or held >= len(kv.tokens):
-            return open_conversation(path, rt, use_kv=False), rt.ctx.n_past, rt.ctx.n_ctx
-    if rt.cache.max_bytes > 0:
-        rt.cache.keep(rt.ctx)
-    res = _open(path, rt)
-    return res, rt.ctx.n_past, rt.ctx.n_ctx
-
-
-def _memory_free() -> int:
-    """The memory available now (unknown: no limit, the count of kept models alone holds)."""
-    try:
-        return machine().ram_available
-    except (AttributeError, ValueError, OSError):  # (no sysconf: not a POSIX system)
-        return 1 << 62
-
-
-def _retrieval_vectors(engine: Engine) -> EmbeddingSource | None:
-    """The embeddings that rank a large attachment's passages with BM25, as the server's
-    ``/v1/embeddings`` makes them, on the engine's thread: the catalog's embedding model when
-    it is installed (``duet-cli models fetch embed``). Without it, BM25 alone: the chat model's
-    own pooled states would read every candidate passage again, far slower than the answer."""
-    try:
-        path = resolve_model("embed")
-    except DuetError:
-        return None
-    return EmbeddingSource(engine.runtime.target, path, lambda fn: engine.call(fn).result())
+    def _guard(self, op: str, conversation_id: str | None = None) -> contextlib.AbstractContextManager[None]:
+        return guard(op, self.failed.emit, conversation_id)

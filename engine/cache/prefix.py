@@ -1,18 +1,15 @@
 """Where a cached token sequence and a new prompt agree, and bringing a context there: the
 shared head, the span a context shift can keep when the oldest turns were dropped to fit, and
-``align``/``read_ahead``, which make a sequence hold the reusable part of a prompt (the
-scheduler, the state cache and the draft model all ask; none imports another for it)."""
+``align``, which makes a sequence hold the reusable part of a prompt (the scheduler, the state
+cache and the draft model all ask; none imports another for it)."""
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from engine.errors import DecodeError
 
 if TYPE_CHECKING:
     from engine.llama.context import Context
@@ -72,22 +69,3 @@ def align(ctx: Context, prompt: Sequence[int]) -> tuple[int, int, str | None]:
     ctx.rewind(reuse)
     return reuse, dropped, note
 
-
-def read_ahead(ctx: Context, tokens: Sequence[int], cancel: threading.Event | None = None) -> int:
-    """Read ``tokens``, the known beginning of a prompt to come, into ``ctx`` (keeping what it
-    shares with them): the prompt then finds them cached. The part of the answer's prompt
-    before a tool's result is read while the tool runs or waits for the person. Returns the
-    tokens read; a cancel leaves the context as it was before the read."""
-    keep = common_prefix(ctx.tokens, tokens)
-    if keep == len(tokens):
-        return 0
-    if len(tokens) >= ctx.n_ctx:
-        return 0  # the prompt will not fit either; its reply says so
-    ctx.rewind(keep)
-    try:
-        ctx.decode(tokens[keep:], logits="none", cancel=cancel)
-    except DecodeError:
-        if cancel is None or not cancel.is_set():
-            raise
-        return 0
-    return len(tokens) - keep

@@ -1,5 +1,5 @@
 """``duet-cli serve``: the HTTP server (OpenAI, Anthropic and Ollama dialects) over every model
-in the models folders, by name, loaded on demand (engine.runtime.fleet), with ``generate``'s
+in the models folders, by name, loaded on demand (engine.runtime.pool), with ``generate``'s
 flags for all of them; ``--model`` is the default one, loaded at start."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from engine.errors import DuetError
 from engine.llama.model import check_gguf_file
 from engine.net import is_loopback
-from engine.runtime import fleet
+from engine.runtime import pool
 from engine.runtime.runtime import RuntimeConfig, add_runtime_arguments, config_from_args, resolve_model
 
 log = logging.getLogger(__name__)
@@ -40,13 +40,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--max-body-mb", type=int, default=8, help="largest request body, in MiB")
     p.add_argument("--models-dir", action="append", default=[], metavar="DIR",
                    help="serve the GGUF models under DIR too (repeatable; the models folder always)")
-    p.add_argument("--models-max", type=int, default=fleet.MAX_LOADED, metavar="N",
-                   help=f"models loaded at once, at most (default {fleet.MAX_LOADED})")
+    p.add_argument("--models-max", type=int, default=pool.MAX_LOADED, metavar="N",
+                   help=f"models loaded at once, at most (default {pool.MAX_LOADED})")
     p.add_argument("--models-budget", type=float, default=None, metavar="GB",
                    help="memory the loaded models may take together, estimated from their headers "
-                        f"(default: {fleet.BUDGET_SHARE:.0%} of the memory available at start)")
-    p.add_argument("--ttl", type=float, default=fleet.TTL_S, metavar="SECONDS",
-                   help=f"unload a model idle this long (default {fleet.TTL_S:.0f}; -1: never; "
+                        f"(default: {pool.BUDGET_SHARE:.0%} of the memory available, measured at "
+                        "each load with what the loaded models hold)")
+    p.add_argument("--ttl", type=float, default=pool.TTL_S, metavar="SECONDS",
+                   help=f"unload a model idle this long (default {pool.TTL_S:.0f}; -1: never; "
                         "a request's keep_alive overrides it)")
     p.add_argument("--reasoning-budget", type=int, default=None, metavar="N",
                    help="a reasoning model thinks at most N tokens when a request sets no budget "
@@ -79,8 +80,7 @@ def run(args: argparse.Namespace) -> int:
     # not at every duet-cli start (the parser imports this module) nor in the window (app.control.settings
     # imports SERVE_PARALLEL)
     from engine.llama.exactness import exactness
-    from engine.models.hub.fit import machine
-    from engine.server.app import ApiConfig, create_fleet_app
+    from engine.server.app import ApiConfig, create_pool_app
     from engine.server.loading import Gate, loading_app
     from engine.server.run import host_problem, listen, offered, open_model, uvicorn_server
 
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     host = f"[{args.host}]" if ":" in args.host else args.host
     gate = Gate(loading_app(config.target.path.name))
     server = uvicorn_server(gate)
-    fleets: list = []
+    pools: list = []
     failed: list[BaseException] = []
 
     def load() -> None:
@@ -126,15 +126,14 @@ def run(args: argparse.Namespace) -> int:
                                          reasoning_budget=args.reasoning_budget,
                                          exactness=exactness(config.context.exact,
                                                              config.target.n_gpu_layers))
-            budget = int(args.models_budget * 1e9) if args.models_budget else \
-                int(fleet.BUDGET_SHARE * machine().ram_available)
-            models = fleet.Fleet(offers, partial(open_model, config, server_config, args.max_queue),
-                                 budget=budget, max_loaded=args.models_max, ttl_s=args.ttl)
-            fleets.append(models)
+            budget = int(args.models_budget * 1e9) if args.models_budget else None
+            models = pool.Pool(offers, partial(open_model, config, server_config, args.max_queue),
+                               budget=budget, max_loaded=args.models_max, ttl_s=args.ttl)
+            pools.append(models)
             first = models.acquire(model_id)  # the default model, loaded now
             first.value.prepare_constraints()
             first.release()
-            gate.open(create_fleet_app(models, server_config, config.sampling))
+            gate.open(create_pool_app(models, server_config, config.sampling))
             print(f"duet-cli: serving {model_id} (drafter {config.speculative.drafter}, "
                   f"{config.context.n_parallel} parallel) and {len(offers) - 1} other models "
                   f"by name on http://{host}:{args.port}/v1", flush=True)
@@ -154,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         server.run(sockets=[sock])
     finally:
         sock.close()
-        for models in fleets:
+        for models in pools:
             models.close()
     if failed:
         raise failed[0]

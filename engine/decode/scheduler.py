@@ -23,11 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.cache.prefix import align, common_prefix, dropped_span, read_ahead
+from engine.cache.prefix import align, common_prefix, dropped_span
 from engine.decode.decoding import Decoding, Drafting, GrammarState
+from engine.decode.owner import Owner
 from engine.decode.sampling import SamplingParams
 from engine.decode.think_budget import ThinkBudget
-from engine.errors import CellsFullError, ContextFullError, DuetError
+from engine.errors import CellsFullError, ContextFullError, DecodeError, DuetError
 from engine.events import Done, PromptProgress, Stats
 from engine.llama.abort import Cancel
 from engine.llama.context import Context, Part, decode_batch
@@ -107,16 +108,19 @@ class Scheduler:
         self._clock = 0
         self.s_per_token: float | None = None  # of the last pass of PREFILL_SHARED tokens or more
         self.copies = True  # False once the memory could not share part of a sequence (recurrent)
+        self.owner = Owner("the scheduler")  # its entry points check it (engine.decode.owner)
 
     @property
     def active(self) -> int:
         return sum(s.job is not None for s in self.slots)
 
     def add(self, job: Job) -> None:
+        self.owner.check()
         self.waiting.append(job)
 
     def abandon(self, job: Job) -> None:
         """End ``job`` as cancelled without setting its cancel event (nobody reads it now)."""
+        self.owner.check()
         if job in self.waiting:
             self.waiting.remove(job)
             return
@@ -124,8 +128,16 @@ class Scheduler:
             if s.job is job:
                 self._finish(s, "cancelled")
 
+    def fail_all(self, error: Exception) -> None:
+        """Fail every running reply with ``error`` (a step failed unexpectedly)."""
+        self.owner.check()
+        for s in self.slots:
+            if s.job is not None:
+                self._fail(s, error)
+
     def cancel_all(self) -> None:
         """End every reply and waiting job (the engine stops)."""
+        self.owner.check()
         for job in self.waiting:
             job.cancel.set()
         for s in self.slots:
@@ -142,6 +154,7 @@ class Scheduler:
     def step(self) -> bool:
         """Admit waiting jobs, then decode one batch for every active sequence. False when
         there was nothing to do."""
+        self.owner.check()
         self._admit()
         for s in self.slots:
             if s.job is not None and s.decoding is not None:
@@ -314,16 +327,39 @@ class Scheduler:
 
         return max(free, key=score)
 
-    def read_ahead(self, slot: int, tokens: Sequence[int],
-                   cancel: threading.Event | None = None) -> int:
-        """Read ``tokens``, the known start of a prompt to come, into sequence ``slot`` unless a
-        reply runs there (what it held goes to the state cache first, as for a job)."""
+    def read_ahead(self, slot: int, tokens: Sequence[int], cancel: threading.Event | None = None,
+                   most: int | None = None) -> int:
+        """Read ``tokens``, the known start of a prompt to come, into sequence ``slot``: the one
+        way Duet reads ahead (a tool's result awaited, the message being typed, the template's
+        opening). Nothing while a reply runs there or when they cannot fit. What the sequence
+        shares with them stays; when the rest must go, the state cache keeps it first (or gives
+        a better start), as for a job. ``most``: at most this many tokens (a slice of idle
+        work); ``cancel`` stops the decode under way (its tokens are dropped: what was read
+        before stays). Returns how many of ``tokens`` the sequence holds now."""
+        self.owner.check()
         s = self.slots[slot]
-        if s.job is not None:
+        if s.job is not None or len(tokens) >= s.ctx.n_ctx:
             return 0
-        if self.cache is not None:
-            self.cache.prepare(s.contexts, tokens, self.s_per_token)
-        return read_ahead(s.ctx, tokens, cancel)
+        keep = common_prefix(s.ctx.tokens, tokens)
+        if keep < len(s.ctx.tokens):
+            if self.cache is not None:  # another conversation's state is kept (or one restored)
+                self.cache.prepare(s.contexts, tokens, self.s_per_token)
+                keep = common_prefix(s.ctx.tokens, tokens)
+            s.ctx.rewind(keep)
+        end = len(tokens) if most is None else min(len(tokens), keep + most)
+        if end > keep:
+            try:
+                s.ctx.decode(tokens[keep:end], logits="none", cancel=cancel)
+            except DecodeError:
+                if cancel is None or not cancel.is_set():
+                    raise
+                return keep
+        return end
+
+    def holds(self, slot: int, tokens: Sequence[int]) -> int:
+        """How many of ``tokens`` sequence ``slot`` holds now."""
+        self.owner.check()
+        return common_prefix(self.slots[slot].ctx.tokens, tokens)
 
     def _begin(self, s: Slot, job: Job) -> None:
         if len(job.prompt) >= s.ctx.n_ctx:

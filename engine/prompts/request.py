@@ -132,6 +132,20 @@ def ready(model: Model, n_ctx: int) -> list[int]:
     return a[:common_prefix(a, b)]
 
 
+def shared_start(model: Model) -> int:
+    """Tokens that every chat prompt of ``model`` starts with, whatever its system message
+    (BOS, the template's first markup; none without a template: such a model is not chatted
+    with): what the prompt cache's figures do not count as a hit."""
+    if model.chat_template is None:
+        return 0
+    try:
+        a = chat_tokens(model, [Message("system", "a"), Message("user", "x")])
+        b = chat_tokens(model, [Message("system", "b"), Message("user", "x")])
+    except DuetError:
+        return 0
+    return common_prefix(a, b)
+
+
 def prepare(model: Model, chat: Chat, policy: Policy,
             cancel: threading.Event | None = None) -> PreparedTurn:
     """Check ``chat`` against the model and build its turn (tokenizes and compiles grammars:

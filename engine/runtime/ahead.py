@@ -4,6 +4,8 @@ typed), and the engine reads it into the conversation's sequence in short steps 
 has nothing else to do. When the message is sent, its prompt finds that start cached and reads
 only the rest.
 
+Each step is one slice of the scheduler's reading ahead (engine.decode.scheduler.Scheduler.
+read_ahead, the one way Duet reads ahead: a tool's result awaited and the template's opening too).
 Lowest priority: each step is the engine's idle work (engine.runtime.service), run only while no
 reply or call runs or waits, and it decodes with the engine's ``preempt`` event as its cancel,
 so a reply, a tool call or a server request that arrives stops the step at once (its tokens are
@@ -22,7 +24,6 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from engine.cache.prefix import common_prefix
 from engine.errors import DecodeError
 from engine.runtime.service import Engine
 
@@ -82,37 +83,25 @@ class ReadAhead:
             return more
 
     def _read(self, target: list[int]) -> bool:
-        """One step towards ``target``; whether more remains."""
-        s = self.engine.scheduler.slots[self.slot]
-        ctx = s.ctx
-        if s.job is not None or len(target) >= ctx.n_ctx:
-            return False  # a reply holds the sequence; a prompt that cannot fit is not read
-        keep = common_prefix(ctx.tokens, target)
-        if keep < len(ctx.tokens):
-            cache = self.engine.scheduler.cache
-            if cache is not None:  # another conversation's state is kept (or one restored)
-                cache.prepare(s.contexts, target, self.engine.scheduler.s_per_token)
-                keep = common_prefix(ctx.tokens, target)
-            ctx.rewind(keep)
-        if keep >= len(target):
-            self._report(keep, target)
-            return False
-        chunk = target[keep:keep + self.step]
-        end = keep + len(chunk)
+        """One slice towards ``target`` (engine.decode.scheduler.Scheduler.read_ahead, the one
+        way to read ahead); whether more remains."""
+        scheduler, preempt = self.engine.scheduler, self.engine.preempt
+        start = scheduler.holds(self.slot, target)
+        end = min(len(target), start + self.step)
         # the message sent while this step reads its own start (Enter after the last word):
         # its reply waits for the step rather than dropping it and reading the tokens again
         self.engine.spare(lambda job: job.slot == self.slot and job.prompt[:end] == target[:end])
         try:
-            ctx.decode(chunk, logits="none", cancel=self.engine.preempt)
-        except DecodeError:
-            if not self.engine.preempt.is_set():
-                raise
-            return True  # stopped for a newcomer: on later, if this is still wanted
+            held = scheduler.read_ahead(self.slot, target, preempt, most=self.step)
         finally:
             self.engine.spare(None)
-        self.read += len(chunk)
-        self._report(keep + len(chunk), target)
-        return keep + len(chunk) < len(target)
+        if held == 0 and preempt.is_set():
+            return True  # stopped for a newcomer: on later, if this is still wanted
+        if held == 0:
+            return False  # a reply holds the sequence; a prompt that cannot fit is not read
+        self.read += max(0, held - start)
+        self._report(held, target)
+        return held < len(target)
 
     def _report(self, held: int, target: list[int]) -> None:
         if self.on_read is not None:

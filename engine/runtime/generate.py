@@ -85,7 +85,7 @@ class Generator:
 
     def read_ahead(self, tokens: Sequence[int], cancel: threading.Event | None = None) -> int:
         """Read ``tokens``, the known start of a prompt to come, into the context
-        (engine.cache.prefix.read_ahead, after the state cache kept what it held)."""
+        (engine.decode.scheduler.Scheduler.read_ahead); how many it holds now."""
         return self.scheduler.read_ahead(0, tokens, cancel)
 
     def _run(self, job: Job) -> Iterator[Event]:

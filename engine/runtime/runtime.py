@@ -35,7 +35,7 @@ from engine.models.folder import local_models
 from engine.models.identity import file_fingerprint
 from engine.models.projector import find_projector
 from engine.models.projector import problem as projector_problem
-from engine.prompts.request import ready
+from engine.prompts.request import ready, shared_start
 from engine.runtime.generate import Generator
 
 if TYPE_CHECKING:
@@ -124,12 +124,14 @@ class Runtime(NativeOwner):
             if cancel is not None and cancel.is_set():
                 raise LoadCancelled("loading was cancelled")
             self.opening = ready(self.target, self.ctx.n_ctx)  # what most chats start with
+            self.n_template = shared_start(self.target)  # what every chat starts with
             # the other sequences' replies draft with their own n-gram drafters (a draft
             # model serves sequence 0 only)
             self.speculations = [self.speculation] + [
                 self._more_speculation(ctx) for ctx in self.ctx.sequences[1:]]
-            # the process's one decode loop over every sequence: driven on the caller's thread
-            # (``generator``) or by an Engine's thread (``hand_over``), never both
+            # this runtime's one decode loop over its sequences: driven on the caller's thread
+            # (``generator``) or by an Engine's thread (``hand_over``), never both; the other
+            # models of its pool have their own (engine.runtime.cores says who decodes when)
             self.scheduler = Scheduler(self.ctx.sequences, self.speculations, self.cache)
             self._generator: Generator | None = None
             self._handed_over = False

@@ -7,7 +7,9 @@ active reply in one batch per step. A full queue refuses at once
 (QueueFull: the server answers 429). ``call`` runs a function on the engine thread between two
 steps (the app saves and opens conversations, and loads models, that way), so nothing else ever
 touches llama.cpp. A job whose ``cancel`` is set ends within one step, or is skipped if not
-started; an unexpected error fails the jobs it hit and the thread goes on.
+started; an unexpected error fails the jobs it hit and the thread goes on. Other threads read
+the engine's figures (``stats``, ``busy``, ``queued``) from a snapshot the thread publishes
+after each step and as each job ends, never from the scheduler or the cache themselves.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from engine.decode.scheduler import Job
 from engine.errors import DuetError
 from engine.events import Done, Stats
 from engine.llama.abort import Cancel
-from engine.runtime.quiet import PROCESS, Quiet
+from engine.runtime.cores import Cores
 from engine.runtime.runtime import Runtime
 
 __all__ = ["Engine", "Job", "QueueFull"]
@@ -50,11 +52,12 @@ class Engine:
 
     ``max_queue``: jobs that may wait for a slot before ``submit`` refuses. ``reserved``: the
     first sequences run only jobs pinned to them (the app's own chat). ``gate``: when given,
-    the thread waits for it before each round (tests hold the engine with it). ``quiet``: the
-    engines sharing the cores (engine.runtime.quiet): idle work waits while another is busy."""
+    the thread waits for it before each round (tests hold the engine with it). ``cores``: who
+    decodes when among the engines of one pool (engine.runtime.cores: idle work waits while
+    another is busy); None: the engine's own (it shares its cores with no other)."""
 
     def __init__(self, runtime: Runtime, *, max_queue: int = 8, reserved: int = 0,
-                 gate: threading.Event | None = None, quiet: Quiet = PROCESS) -> None:
+                 gate: threading.Event | None = None, cores: Cores | None = None) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be >= 1")
         self.runtime = runtime
@@ -72,8 +75,10 @@ class Engine:
         # that a step under way stops at once (its tokens are dropped) and the newcomer runs
         self.preempt: threading.Event = Cancel()
         self._spared: Callable[[Job], bool] | None = None  # see spare()
-        self.quiet = quiet
-        quiet.join(self)
+        self._snapshot: dict = {}
+        self._publish()
+        self.cores = cores if cores is not None else Cores()
+        self.cores.join(self)
         self._thread = threading.Thread(target=self._loop, name="duet-engine", daemon=True)
         self._thread.start()
 
@@ -103,7 +108,8 @@ class Engine:
 
     def read_ahead(self, tokens: Sequence[int], slot: int = 0) -> Future:
         """Read ``tokens``, the known start of a prompt to come, into sequence ``slot`` between
-        two steps (engine.decode.scheduler.Scheduler.read_ahead); the future holds how many were read."""
+        two steps (engine.decode.scheduler.Scheduler.read_ahead); the future holds how many of
+        them the sequence holds then."""
         return self.call(lambda: self.scheduler.read_ahead(slot, tokens))
 
     def spare(self, needed_by: Callable[[Job], bool] | None) -> None:
@@ -130,11 +136,14 @@ class Engine:
     @property
     def queued(self) -> int:
         """Jobs waiting for a slot."""
-        return len(self._pending) + len(self.scheduler.waiting)
+        with self._changed:
+            return len(self._pending) + self._snapshot["waiting"]
 
     @property
     def busy(self) -> bool:
-        return self.scheduler.active > 0
+        """Whether a reply ran at the last step."""
+        with self._changed:
+            return self._snapshot["active"] > 0
 
     def wake(self) -> None:
         """Look again whether idle work may run (another engine became idle)."""
@@ -147,9 +156,12 @@ class Engine:
             return self._changed.wait_for(lambda: predicate(self), timeout)
 
     def stats(self) -> dict:
-        return {"queued": self.queued, "busy": self.busy, "max_queue": self.max_queue,
-                "slots": len(self.scheduler.slots), "active": self.scheduler.active,
-                **self.counters.__dict__, "cache": self.cache.to_json()}
+        """The figures published after the last step (any thread)."""
+        with self._changed:
+            snap = self._snapshot
+            return {"queued": len(self._pending) + snap["waiting"], "busy": snap["active"] > 0,
+                    "max_queue": self.max_queue, "slots": snap["slots"], "active": snap["active"],
+                    **snap["counters"], "rejected": self.counters.rejected, "cache": snap["cache"]}
 
     def close(self, timeout: float = 30) -> None:
         """Cancel every job (running and queued), stop the thread, then free the runtime."""
@@ -171,10 +183,11 @@ class Engine:
 
     # -- the engine thread ----------------------------------------------------------------
     def _loop(self) -> None:
+        self.scheduler.owner.claim()  # handed over: this thread alone drives it from now on
         try:
             self._serve()
         finally:
-            self.quiet.leave(self)
+            self.cores.leave(self)
 
     def _serve(self) -> None:
         while True:
@@ -182,30 +195,31 @@ class Engine:
                 self._gate.wait()
             with self._changed:
                 busy = self._has_work()
-            self.quiet.mark(self, busy)  # (outside this engine's lock: quiet wakes the others)
+            self.cores.mark(self, busy)  # (outside this engine's lock: cores wakes the others)
             with self._changed:
                 self._changed.wait_for(lambda: self._closing or self._has_work()
-                                       or (bool(self._idle) and self.quiet.calm(self)))
+                                       or (bool(self._idle) and self.cores.calm(self)))
                 if self._closing:
                     break
                 self.preempt.clear()  # whatever arrives from here on stops an idle step
                 while self._pending:
                     self.scheduler.add(self._pending.popleft())
+                self._snapshot = {**self._snapshot, "waiting": len(self.scheduler.waiting)}
                 calls, self._calls = list(self._calls), deque()
                 busy = bool(calls) or self._has_work()
-            self.quiet.mark(self, busy)
+            self.cores.mark(self, busy)
             for fn, future in calls:
                 self._run_call(fn, future)
             if not calls and not self.scheduler.active and not self.scheduler.waiting:
-                self._idle_step()
+                if self._idle_step():
+                    self._publish()
                 continue
             try:
                 self.scheduler.step()
             except Exception:  # a bug: keep serving, fail what was running, log the traceback
                 log.exception("an engine step failed unexpectedly")
-                self._fail_all(DuetError("the engine failed on this request (see the log)"))
-            with self._changed:
-                self._changed.notify_all()
+                self.scheduler.fail_all(DuetError("the engine failed on this request (see the log)"))
+            self._publish()
         self.scheduler.cancel_all()
         with self._changed:
             calls, self._calls = list(self._calls), deque()
@@ -215,10 +229,11 @@ class Engine:
     def _has_work(self) -> bool:
         return bool(self._pending or self._calls or self.scheduler.active or self.scheduler.waiting)
 
-    def _idle_step(self) -> None:
+    def _idle_step(self) -> bool:
+        """One step of the first idle work, if it may run now; whether it ran."""
         # (checked after preempt was cleared: another engine busy from here on sets it again)
-        if not self._idle or not self.quiet.calm(self):
-            return
+        if not self._idle or not self.cores.calm(self):
+            return False
         work = self._idle[0]
         try:
             more = work()
@@ -231,6 +246,17 @@ class Engine:
                 with contextlib.suppress(ValueError):
                     self._idle.remove(work)
                 self._changed.notify_all()
+        return True
+
+    def _publish(self) -> None:
+        """The figures other threads read, as they stand now (the engine's thread, or the
+        constructor before it starts)."""
+        s = self.scheduler
+        snap = {"waiting": len(s.waiting), "active": s.active, "slots": len(s.slots),
+                "counters": dict(self.counters.__dict__), "cache": self.cache.to_json()}
+        with self._changed:
+            self._snapshot = snap
+            self._changed.notify_all()
 
     def _run_call(self, fn: Callable[[], Any], future: Future) -> None:
         if not future.set_running_or_notify_cancel():
@@ -240,15 +266,11 @@ class Engine:
         except BaseException as e:  # the caller gets it; the thread goes on
             future.set_exception(e)
 
-    def _fail_all(self, error: Exception) -> None:
-        for s in self.scheduler.slots:
-            if s.job is not None:
-                self.scheduler._fail(s, error)
-
     def _finished(self, job: Job, done: Done | Exception) -> None:
         if isinstance(done, Exception):
             self.counters.failed += 1
             log.warning("a request failed: %s", done)
+            self._publish()
             return
         s = done.stats
         self.cache.record(s.n_prompt_tokens, s.n_cached_tokens, job.n_template)
@@ -256,6 +278,7 @@ class Engine:
             self.counters.cancelled += 1
         else:
             self.counters.completed += 1
+        self._publish()  # before the job hears Done: its client reads the figures it made
         log.info("request: %d prompt tokens (%d cached), %d generated in %.2f s (%.1f tok/s, "
                  "%d/%d drafted accepted), %s; cache hit rate %.0f%%",
                  s.n_prompt_tokens, s.n_cached_tokens, s.n_tokens, s.elapsed_s, s.tokens_per_s,

@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from engine.decode.sampling import SamplingParams
 from engine.models.served import Offer
-from engine.runtime.fleet import Fleet, FleetError
+from engine.runtime.pool import Pool
 from engine.runtime.runtime import Runtime
 from engine.runtime.service import Engine
 from engine.server import (
@@ -42,7 +42,7 @@ from engine.server.core import ApiConfig, DuetServer, Front, HoldLeases
 from engine.server.errors import ApiError
 from engine.server.response_store import ResponseStore
 
-__all__ = ["ApiConfig", "create_app", "create_fleet_app"]
+__all__ = ["ApiConfig", "create_app", "create_pool_app"]
 
 log = logging.getLogger(__name__)
 
@@ -118,25 +118,25 @@ def create_app(engine: Engine, config: ApiConfig, others: Sequence[Engine] = ())
     """The app over loaded models (the window's: its owner loads and closes them): ``engine``
     as ``config.model_id``, and ``others`` (the window's other kept models) each by its file's
     name (``model_names``)."""
-    fleet_offers: list[Offer] = []
+    offers: list[Offer] = []
     servers: list[DuetServer] = []
     for i, e in enumerate((engine, *others)):
         name, aliases = (config.model_id, config.aliases) if i == 0 else model_names(e.runtime)
-        if any(o.answers_to(name) for o in fleet_offers):
+        if any(o.answers_to(name) for o in offers):
             continue
         server = DuetServer(e, name, config)
         server.prepare_constraints()
-        fleet_offers.append(Offer(name, Path(e.runtime.target.path), aliases, n_ctx=server.n_ctx))
+        offers.append(Offer(name, Path(e.runtime.target.path), aliases, n_ctx=server.n_ctx))
         servers.append(server)
-    fleet: Fleet[DuetServer] = Fleet(fleet_offers, _no_load, budget=1 << 62, reaper=False)
-    for offer, server in zip(fleet_offers, servers):
-        fleet.adopt(offer, server)
-    return create_fleet_app(fleet, config, engine.runtime.config.sampling)
+    pool: Pool[DuetServer] = Pool(offers, reaper=False)
+    for offer, server in zip(offers, servers):
+        pool.adopt(offer, server)
+    return create_pool_app(pool, config, engine.runtime.config.sampling)
 
 
-def create_fleet_app(fleet: Fleet[DuetServer], config: ApiConfig,
+def create_pool_app(pool: Pool[DuetServer], config: ApiConfig,
                      defaults: SamplingParams) -> Starlette:
-    """The app over every model of ``fleet`` (``config.model_id``: the default one)."""
+    """The app over every model of ``pool`` (``config.model_id``: the default one)."""
     middleware = [Middleware(HoldLeases)]
     if config.cors_origins:
         middleware.insert(0, Middleware(CORSMiddleware, allow_origins=list(config.cors_origins),
@@ -147,15 +147,12 @@ def create_fleet_app(fleet: Fleet[DuetServer], config: ApiConfig,
         routes=list(ROUTES),
         middleware=middleware,
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected})
-    app.state.duet = Front(fleet, config, defaults)
+    app.state.duet = Front(pool, config, defaults)
     app.state.vectors = embeddings.Vectors.of_file(config.embedding_model) \
         if config.embedding_model is not None else None
     app.state.speech = audio.Speech(config.speech_model)  # the model loads at the first request
     app.state.responses = ResponseStore()  # for the Responses API's previous_response_id
-    n_ctx = max((o.n_ctx for o in fleet.offers), default=0)
-    app.state.openapi = openapi.document([o.name for o in fleet.offers], n_ctx)
+    n_ctx = max((o.n_ctx for o in pool.offers), default=0)
+    app.state.openapi = openapi.document([o.name for o in pool.offers], n_ctx)
     return app
 
-
-def _no_load(offer: Offer) -> DuetServer:
-    raise FleetError(f"the model '{offer.name}' is not loaded")

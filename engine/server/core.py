@@ -1,5 +1,5 @@
 """What every dialect's routes share: the configuration, authentication, request bodies, the
-model a request names (``Front.pick``: a lease from the fleet of loaded models, engine.runtime.fleet),
+model a request names (``Front.pick``: a lease from the pool of loaded models, engine.runtime.pool),
 and the bridge to that model's engine (``DuetServer``: a turn queued as a job; its events come
 back through an asyncio queue, while the client's connection is watched)."""
 
@@ -21,17 +21,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from engine.cache.prefix import common_prefix
-from engine.chat.fit import chat_tokens
-from engine.chat.messages import Message
 from engine.decode import constraint
 from engine.decode.sampling import SamplingParams
 from engine.errors import DuetError
 from engine.events import Done
 from engine.llama.exactness import Exactness
-from engine.llama.model import Model
 from engine.models.served import Offer
-from engine.runtime.fleet import Fleet, FleetError, Lease, LoadFailed, UnknownModel
+from engine.runtime.pool import Lease, LoadFailed, Pool, PoolError, UnknownModel
 from engine.runtime.service import Engine, Job, QueueFull
 from engine.server.errors import ApiError, Gone, bad_request
 from engine.server.shape import Shaper, stream
@@ -62,11 +58,11 @@ class ApiConfig:
 
 class Front:
     """What every route starts with: the key, the body, and the model it names (a lease on it
-    from the fleet, loaded first if it is not, held until the answer is sent: ``Leases``)."""
+    from the pool, loaded first if it is not, held until the answer is sent: ``Leases``)."""
 
-    def __init__(self, fleet: Fleet[DuetServer], config: ApiConfig,
+    def __init__(self, pool: Pool[DuetServer], config: ApiConfig,
                  defaults: SamplingParams) -> None:
-        self.fleet, self.config = fleet, config
+        self.pool, self.config = pool, config
         self.defaults = defaults  # the sampling a request's fields override (every model's)
 
     def check_auth(self, request: Request, *, header: str | None = None) -> None:
@@ -101,14 +97,14 @@ class Front:
     def exactness(self, offer: Offer) -> dict[str, Any]:
         """Whether ``offer``'s replies are exact, and why not (engine.llama.exactness): its
         runtime's when loaded, else what the server's settings give (None: unknown)."""
-        loaded = next((lo for lo in self.fleet.loaded() if lo.offer is offer), None)
+        loaded = next((lo for lo in self.pool.loaded() if lo.offer is offer), None)
         exact = loaded.value.exactness if loaded is not None else self.config.exactness
         return exact.to_json() if exact is not None else {"exact": None, "exact_reason": None}
 
     def offer(self, name: str | None, param: str = "model") -> Offer:
         """The model ``name`` names (None: the default), or 404."""
         try:
-            return self.fleet.find(self.config.model_id if name is None else name)
+            return self.pool.find(self.config.model_id if name is None else name)
         except UnknownModel as e:
             raise ApiError(404, str(e), param=param, code="model_not_found") from None
 
@@ -120,7 +116,7 @@ class Front:
         leases: Leases = request.scope[LEASES]
 
         def take() -> DuetServer:
-            lease = self.fleet.acquire(offer.name)
+            lease = self.pool.acquire(offer.name)
             leases.add(lease)  # released with the answer, or at once if the client has gone
             if keep_alive is not None:
                 lease.keep_alive(keep_alive)
@@ -130,7 +126,7 @@ class Front:
             return await run_in_threadpool(take)
         except LoadFailed as e:
             raise ApiError(500, str(e), type="server_error", code="model_load_failed") from None
-        except FleetError as e:
+        except PoolError as e:
             raise ApiError(503, str(e), type="server_error", code="model_unavailable",
                            headers={"Retry-After": str(self.config.retry_after_s)}) from None
 
@@ -192,7 +188,7 @@ class DuetServer:
         self.exactness = engine.runtime.exactness  # whether its replies are exact, and why not
         self.n_ctx = engine.runtime.ctx.n_ctx
         self.defaults = engine.runtime.config.sampling
-        self.n_template = _template_prefix(self.model)
+        self.n_template = engine.runtime.n_template  # (made once, at the load)
         self.vectors: Any = None  # its mean-pooled embeddings (engine.server.embeddings), once asked
         self._prepared = False
 
@@ -294,15 +290,3 @@ def engine_error(item: BaseException) -> ApiError:
         return ApiError(500, str(item), type="server_error", code="engine_error")
     return ApiError(500, "the engine failed on this request (see the server log)", type="server_error")
 
-
-def _template_prefix(model: Model) -> int:
-    """Tokens that every chat prompt starts with (BOS, the template's opening; none without
-    a template: such a model is not chatted with)."""
-    if model.chat_template is None:
-        return 0
-    try:
-        a = chat_tokens(model, [Message("system", "a"), Message("user", "x")])
-        b = chat_tokens(model, [Message("system", "b"), Message("user", "x")])
-    except DuetError:
-        return 0
-    return common_prefix(a, b)

@@ -99,7 +99,7 @@ async def _vectors(request: Request, name: str | None) -> Vectors:
     if own is not None:
         return own
     front: Front = request.app.state.duet
-    known = name is not None and any(o.answers_to(name) for o in front.fleet.offers)
+    known = name is not None and any(o.answers_to(name) for o in front.pool.offers)
     server = await front.pick(request, name if known else None)
     if server.vectors is None:
         server.vectors = Vectors.of_chat_model(server)

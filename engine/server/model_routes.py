@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from engine.models.served import Offer
-from engine.runtime.fleet import FleetError
+from engine.runtime.pool import PoolError
 from engine.server import schema
 from engine.server.core import Front
 from engine.server.errors import bad_request
@@ -24,14 +24,14 @@ class ModelRequest(schema._Body):
 def listed(front: Front, offer: Offer) -> dict[str, Any]:
     """One model as /v1/models lists it: its status (loaded, loading or unloaded, and whether
     its last load failed) and what it needs."""
-    status: dict[str, Any] = {"value": front.fleet.status(offer)}
-    if (failure := front.fleet.failure(offer)) is not None and status["value"] == "unloaded":
+    status: dict[str, Any] = {"value": front.pool.status(offer)}
+    if (failure := front.pool.failure(offer)) is not None and status["value"] == "unloaded":
         status.update(failed=True, error=failure)
     meta: dict[str, Any] = {"n_ctx": offer.n_ctx, "size": offer.path.stat().st_size,
                             "memory": offer.bytes_needed, "path": str(offer.path),
                             "draft": offer.draft.stem if offer.draft is not None else None,
                             "aliases": sorted(offer.aliases)}
-    loaded = next((lo for lo in front.fleet.loaded() if lo.offer is offer), None)
+    loaded = next((lo for lo in front.pool.loaded() if lo.offer is offer), None)
     if loaded is not None:
         meta.update(n_ctx=loaded.value.n_ctx, n_vocab=loaded.value.model.n_vocab)
     meta.update(front.exactness(offer))
@@ -42,7 +42,7 @@ def listed(front: Front, offer: Offer) -> dict[str, Any]:
 async def models(request: Request) -> Response:
     front: Front = request.app.state.duet
     front.check_auth(request)
-    data = await run_in_threadpool(lambda: [listed(front, o) for o in front.fleet.offers])
+    data = await run_in_threadpool(lambda: [listed(front, o) for o in front.pool.offers])
     return JSONResponse({"object": "list", "data": data})
 
 
@@ -62,15 +62,15 @@ async def unload(request: Request) -> Response:
     body = schema.parse(ModelRequest, await front.read_json(request))
     offer = front.offer(body.model)
     try:
-        return JSONResponse({"success": await run_in_threadpool(front.fleet.unload, offer.name)})
-    except FleetError as e:
+        return JSONResponse({"success": await run_in_threadpool(front.pool.unload, offer.name)})
+    except PoolError as e:
         raise bad_request(str(e), "model") from None
 
 
 async def health(request: Request) -> Response:
     """Up, with the default model's name and the loaded models' queues."""
     front: Front = request.app.state.duet
-    loaded = front.fleet.loaded()
+    loaded = front.pool.loaded()
     default = next((lo.value for lo in loaded if lo.offer.name == front.config.model_id), None)
     return JSONResponse({
         "status": "ok", "model": front.config.model_id, "loaded": [lo.offer.name for lo in loaded],
@@ -82,5 +82,5 @@ async def stats(request: Request) -> Response:
     """The default model's engine counters (when it is loaded), and each loaded model's."""
     front: Front = request.app.state.duet
     front.check_auth(request)
-    each = {lo.offer.name: lo.value.engine.stats() for lo in front.fleet.loaded()}
+    each = {lo.offer.name: lo.value.engine.stats() for lo in front.pool.loaded()}
     return JSONResponse({**each.get(front.config.model_id, {}), "models": each})

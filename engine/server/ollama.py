@@ -27,7 +27,7 @@ from engine.chat.messages import Message, ToolCall
 from engine.chat.reasoning import OFF, Thinking, from_effort
 from engine.decode.sampling import SamplingParams
 from engine.events import Token
-from engine.runtime.fleet import FleetError
+from engine.runtime.pool import PoolError
 from engine.server import images, schema
 from engine.server.core import DuetServer, Front
 from engine.server.errors import ApiError, bad_request
@@ -158,8 +158,8 @@ async def unload(front: Front, body: _OllamaRequest) -> Response | None:
         return None
     offer = front.offer(model_name(body.model))
     try:
-        await run_in_threadpool(front.fleet.unload, offer.name)
-    except FleetError as e:
+        await run_in_threadpool(front.pool.unload, offer.name)
+    except PoolError as e:
         raise bad_request(str(e), "keep_alive") from None
     return JSONResponse({"model": offer.name, "created_at": now(), "done": True,
                          "done_reason": "unload"})

@@ -83,14 +83,14 @@ def _details(meta: dict[str, Any]) -> dict[str, Any]:
 async def tags(request: Request) -> Response:
     front: Front = request.app.state.duet
     front.check_auth(request)
-    models = await run_in_threadpool(lambda: [_model(front, o) for o in front.fleet.offers])
+    models = await run_in_threadpool(lambda: [_model(front, o) for o in front.pool.offers])
     return JSONResponse({"models": models})
 
 
 async def ps(request: Request) -> Response:
     front: Front = request.app.state.duet
     front.check_auth(request)
-    loaded = front.fleet.loaded()
+    loaded = front.pool.loaded()
 
     def listed() -> list[dict[str, Any]]:
         return [{**_model(front, lo.offer), "size": lo.offer.bytes_needed or lo.offer.path.stat().st_size,
@@ -143,7 +143,7 @@ async def show(request: Request) -> Response:
 
 def _sees(front: Front, offer: Offer, meta: dict[str, Any]) -> bool:
     """Whether the model reads images: its projector loaded with it, or found beside its file."""
-    loaded = next((lo for lo in front.fleet.loaded() if lo.offer is offer), None)
+    loaded = next((lo for lo in front.pool.loaded() if lo.offer is offer), None)
     if loaded is not None:
         return loaded.value.model.projector is not None
     n_embd = meta.get(f"{meta.get('general.architecture')}.embedding_length")

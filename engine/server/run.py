@@ -22,7 +22,7 @@ from engine.models import served
 from engine.models.hub.fit import FitRequest
 from engine.models.served import Offer
 from engine.net import is_loopback
-from engine.runtime import quiet
+from engine.runtime.cores import Cores
 from engine.runtime.runtime import Runtime, RuntimeConfig
 from engine.runtime.service import Engine
 from engine.server.app import ApiConfig, create_app
@@ -54,9 +54,10 @@ def offered(config: RuntimeConfig, folders: list[Path], given: str | None = None
                          drafts=drafts, first_aliases=(given,) if given else ())
 
 
-def open_model(config: RuntimeConfig, api: ApiConfig, max_queue: int, offer: Offer) -> DuetServer:
+def open_model(config: RuntimeConfig, api: ApiConfig, max_queue: int, offer: Offer,
+               cores: Cores) -> DuetServer:
     """Load ``offer`` with ``config``'s settings (its own file and draft): its engine thread
-    and its server, for the fleet. A verify-cost curve not measured yet on this machine is
+    (sharing the pool's ``cores``) and its server, for the pool. A verify-cost curve not measured yet on this machine is
     measured between requests, as the window does (the first ones decode plainly): the load
     is the model's alone."""
     draft = None
@@ -68,10 +69,9 @@ def open_model(config: RuntimeConfig, api: ApiConfig, max_queue: int, offer: Off
         speculative = replace(speculative, drafter="auto")  # no draft for this one: n-gram
     mine = replace(config, target=replace(config.target, path=offer.path), draft=draft,
                    speculative=speculative)
-    with quiet.PROCESS.busy():  # the other models' idle work waits for the load
-        runtime = Runtime(mine, measure=False)
+    runtime = Runtime(mine, measure=False)
     runtime.keep_on_close = True  # an unload or the server's end keeps its clients' chats on disk
-    engine = Engine(runtime, max_queue=max_queue)
+    engine = Engine(runtime, max_queue=max_queue, cores=cores)
     engine.add_idle(partial(_opening, runtime, engine.preempt))
     if runtime.later is not None:
         engine.add_idle(_measuring(runtime.later, engine.preempt))

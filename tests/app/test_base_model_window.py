@@ -9,7 +9,7 @@ LONG_MS = REPLY_WAIT_S * 1000
 
 
 def test_a_base_model_is_marked_and_continues_the_text(qtbot, window, driver, monkeypatch) -> None:
-    from app.engine_link import worker as worker_module
+    from app.engine_link import worker_parts as worker_module
 
     raw: list[str] = []
     real = worker_module.completion_turn

@@ -1,4 +1,4 @@
-"""The window keeps the models it used loaded (engine.runtime.shelf): going back to one is a
+"""The window keeps the models it used loaded (engine.runtime.pool): going back to one is a
 switch, not a load; a conversation brings back the model it was made with; the local server
 serves every kept model by name. Real SmolLM2 and Gemma 270M."""
 
@@ -28,15 +28,15 @@ def test_going_back_to_a_kept_model_is_a_switch_not_a_load(qtbot, window, driver
     assert not first.switched
     second = driver.load(gemma)
     assert not second.switched and worker.engine is not smol_engine
-    assert len(worker.shelf) == 2 and not smol_engine.runtime.closed
+    assert len(worker.pool.loaded()) == 2 and not smol_engine.runtime.closed
     back = driver.load(smol_path)
     assert back.switched and back.load_s == 0.0 and worker.engine is smol_engine
     assert window.flow.state.model.target_path == smol_path
     assert driver.send("Say hi.").done.stats.n_tokens > 0  # it answers from the kept engine
     settings.set("models_kept", 1)
     again = driver.load(gemma)  # one kept at most: smol's engine goes
-    assert again.switched and len(worker.shelf) == 1 and smol_engine.runtime.closed
-    assert not driver.load(smol_path).switched and worker.shelf.values() == [worker.held]
+    assert again.switched and len(worker.pool.loaded()) == 1 and smol_engine.runtime.closed
+    assert not driver.load(smol_path).switched and [e.value for e in worker.pool.loaded()] == [worker.held]
 
 
 def test_a_conversation_brings_back_its_model(qtbot, window, driver, settings, smol_path,

@@ -71,21 +71,21 @@ def test_a_preset_without_a_drafter_turns_drafting_off_for_its_chat(qtbot, windo
 @pytest.mark.logs_errors  # the worker logs the unexpected error's traceback
 def test_a_request_refused_before_the_reply_gives_the_message_back(qtbot, window, driver,
                                                                    smol_path, monkeypatch) -> None:
-    import app.engine_link.worker
+    import app.engine_link.worker_parts
 
     driver.load(smol_path)
-    real = app.engine_link.worker.prepare
+    real = app.engine_link.worker_parts.prepare
 
     def refuse(*args, **kwargs):
         raise RuntimeError("the prompt could not be built")
 
-    monkeypatch.setattr(app.engine_link.worker, "prepare", refuse)
+    monkeypatch.setattr(app.engine_link.worker_parts, "prepare", refuse)
     send_and_settle(qtbot, window, "Hello there.")
     assert window.notice.text() == \
         "The reply failed: unexpected error: RuntimeError: the prompt could not be built"
     assert window.composer.edit.toPlainText() == "Hello there."  # back, editable
     assert window.controller.current.turns == [] and window.composer.button.text() == "Send"
-    monkeypatch.setattr(app.engine_link.worker, "prepare", real)
+    monkeypatch.setattr(app.engine_link.worker_parts, "prepare", real)
     send_and_settle(qtbot, window, window.composer.edit.toPlainText())
     assert [t.role for t in window.controller.current.turns] == ["user", "assistant"]
     assert window.controller.current.turns[-1].text.strip() and window.notice.text() == ""

@@ -68,7 +68,7 @@ def test_typed_prompts_queued_behind_a_newer_one_or_the_message_are_not_prepared
     message sent skips them all, so Enter never waits behind the typing."""
     import threading
 
-    from app.engine_link import worker as worker_module
+    from app.engine_link import worker_parts as worker_module
 
     driver.load(smol_path)
     prepared: list[tuple[str, bool]] = []
@@ -97,7 +97,7 @@ def test_a_prompt_typed_while_the_engine_serves_a_request_is_prepared_after_it(
         qtbot, window, driver, smol_path, monkeypatch) -> None:
     """Nothing is read while the engine serves a request (the local server's), and preparing
     the typed prompt then only slows that request: it waits, then is prepared and read."""
-    from app.engine_link import worker as worker_module
+    from app.engine_link import worker_parts as worker_module
     from engine.runtime.service import Engine
 
     driver.load(smol_path)

@@ -4,7 +4,8 @@ claude, openwebui, lmstudio, llamacpp, duet's own exports), the registry that te
 files written as the window saves them, a ledger that makes it idempotent, the search index
 updated (run). No Qt, no llama.cpp.
 
-May import: models, llama, cache, decode, chat, tools, documents, prompts, runtime.
+May import: chat, conversation.tree, conversation.store, conversation.export, conversation.session,
+conversation.search_index.
 """
 
 from engine.conversation.importers.base import Imported, ImportFailure

@@ -2,9 +2,11 @@
 
 ``format`` reads and writes the file, ``meta`` is its metadata (the models and cache layout a
 KV state belongs to included), ``fingerprint`` tells whether a saved KV state fits the models
-there are now. ``meta`` imports neither of the others. None of it needs llama.cpp.
+there are now. ``meta`` imports neither of the others, and none of the three needs llama.cpp;
+``probe`` binds a saved KV state to its transcript; ``store`` saves and opens through a
+runtime and ``resume`` goes on with a saved conversation: those use llama.cpp.
 
-May import: models, llama, cache, decode, chat, tools, documents, prompts, runtime.
+May import: models, llama, decode, chat, runtime, conversation.tree, conversation.store.
 """
 
 from engine.conversation.session.fingerprint import check_model, file_fingerprint, kv_layout

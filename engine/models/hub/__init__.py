@@ -11,8 +11,6 @@ session), honouring ``HF_ENDPOINT`` and ``HF_TOKEN`` at call time.
 - ``fit``: memory for weights, KV cache and compute against this machine
 - ``download``: resumable, cancellable, SHA-256-verified download into the models folder
 - ``pairing``, ``pair_catalog``: which drafts can pair with a target, from headers alone
-- ``model_settings``: per-model settings remembered by file identity
-- ``cli``: ``duet-cli models search|files|download|pair``
 
-May import: nothing.
+May import: models.folder, models.pair_reasons.
 """

@@ -1,4 +1,4 @@
-"""One server over the four local models by name (engine.runtime.fleet through
+"""One server over the four local models by name (engine.runtime.pool through
 engine.server.run.offered and open_model, as ``duet-cli serve`` builds it), driven by the real
 openai, anthropic and ollama clients: a model loads on its first request, the memory budget
 holds (the two largest models, no more) whatever the order, an idle model expires, ``keep_alive`` 0
@@ -18,9 +18,9 @@ from engine.decode.speculative.params import SpeculativeParams
 from engine.llama.context_params import ContextParams
 from engine.llama.model import ModelSpec
 from engine.models.hub.remote_header import local_header
-from engine.runtime.fleet import Fleet
+from engine.runtime.pool import Pool
 from engine.runtime.runtime import RuntimeConfig
-from engine.server.app import ApiConfig, create_fleet_app
+from engine.server.app import ApiConfig, create_pool_app
 from engine.server.run import BackgroundServer, offered, open_model
 from tests.conftest import REPLY_WAIT_S
 
@@ -31,7 +31,7 @@ NAMES = ("test", "gemma", "draft", "target")  # the catalogue's keys: each answe
 @dataclass
 class Fleeted:
     url: str
-    fleet: Fleet
+    fleet: Pool
     peaks: list[int]  # the fleet's estimated use at each load's start (the reservation included)
     loads: list[str]
 
@@ -64,15 +64,15 @@ def serve(smol_path, extra_dirs=(), *, two: bool = True, ttl_s: float = 600):
     api = ApiConfig(offers[0].name, offers[0].aliases, api_key=KEY)
     peaks: list[int] = []
     loads: list[str] = []
-    fleet: Fleet
+    fleet: Pool
 
-    def load(offer):
+    def load(offer, cores):
         peaks.append(fleet.used)
         loads.append(offer.name)
-        return open_model(config, api, 8, offer)
+        return open_model(config, api, 8, offer, cores)
 
-    fleet = Fleet(offers, load, budget=budget, max_loaded=4, ttl_s=ttl_s)
-    server = BackgroundServer(create_fleet_app(fleet, api, config.sampling))
+    fleet = Pool(offers, load, budget=budget, max_loaded=4, ttl_s=ttl_s)
+    server = BackgroundServer(create_pool_app(fleet, api, config.sampling))
     return server, Fleeted(server.url, fleet, peaks, loads)
 
 

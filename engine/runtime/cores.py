@@ -1,14 +1,23 @@
-"""The cores are shared by every model a process holds: one engine's idle work (measuring the
-verify cost after a load, reading a prompt ahead) waits while another engine answers or a model
-loads, and stops at once when that begins.
+"""Who decodes when, for the models of one pool (engine.runtime.pool), which share the cores.
 
-Each engine marks itself busy while it has a reply, a call or a waiting job (``mark``), and a
-load holds ``busy()`` for its duration. ``calm(engine)`` says whether anything else is busy.
-Becoming busy sets the other engines' ``preempt`` event, so an idle step under way stops (it
-decodes with that event as its cancel); the last one to become idle again wakes the others.
+The rule, in full:
 
-Measured with ``python -m bench fleet``: a second model's first request after a cold start
-waited on the first model's measurement, on the same two cores (docs/benchmarks/models.md).
+- **Replies decode at once.** Each loaded model has its own engine thread, which decodes every
+  active reply of that model in one batch per step, with its configured ``n_threads``; two
+  models with replies decode side by side. On the 2-core CPU that pays: the 1.5B and the 0.5B
+  answering two clients at once took 0.74x the time of one after the other (each waits on
+  memory part of the time; ``python -m bench fleet --together``).
+- **Idle work waits.** A model's idle work (measuring the verify cost after a load, reading a
+  prompt ahead, its template's opening) runs only while no other model of the pool has a reply,
+  a call or a waiting job, and while no model loads. It is the lowest priority: it takes the
+  cores only when nothing anybody waits for needs them.
+- **Arrivals stop idle work at once.** When a model becomes busy, every other model's
+  ``preempt`` event is set: an idle step under way decodes with it as its cancel and stops; the
+  last one to become idle again wakes the others.
+
+Each engine marks itself busy or idle (``mark``) as its work comes and goes; a load holds
+``busy()`` for its duration. An engine outside any pool (a test, ``duet-cli generate``) has
+``Cores`` of its own, where the rule says nothing.
 """
 
 from __future__ import annotations
@@ -25,8 +34,8 @@ class Waker(Protocol):
     def wake(self) -> None: ...
 
 
-class Quiet:
-    """Which engines (and loads) are busy now; shared by the engines of one process."""
+class Cores:
+    """Which engines (and loads) of one pool are busy now (see the module's docstring)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -44,7 +53,7 @@ class Quiet:
         self.mark(engine, False)
 
     def calm(self, engine: object) -> bool:
-        """Whether nothing but ``engine`` is busy."""
+        """Whether ``engine`` may do idle work: nothing but itself is busy."""
         with self._lock:
             return not (self._busy - {engine})
 
@@ -74,6 +83,3 @@ class Quiet:
             yield
         finally:
             self.mark(token, False)
-
-
-PROCESS = Quiet()  # the engines of this process share its cores

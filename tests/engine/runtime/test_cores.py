@@ -1,4 +1,4 @@
-"""The engines of one process share its cores (engine.runtime.quiet): one engine's idle work
+"""The engines of one pool share its cores (engine.runtime.cores): one engine's idle work
 waits while another answers or a model loads, and an idle step under way is told to stop."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 from engine.decode.speculative.params import SpeculativeParams
 from engine.llama.context_params import ContextParams
 from engine.llama.model import ModelSpec
-from engine.runtime.quiet import Quiet
+from engine.runtime.cores import Cores
 from engine.runtime.runtime import Runtime, RuntimeConfig
 from engine.runtime.service import Engine
 from tests.conftest import REPLY_WAIT_S, model_path
@@ -24,7 +24,7 @@ class Stub:
 
 
 def test_busy_stops_the_others_and_the_last_one_idle_wakes_them() -> None:
-    q = Quiet()
+    q = Cores()
     a, b, c = Stub(), Stub(), Stub()
     for e in (a, b, c):
         q.join(e)
@@ -43,8 +43,8 @@ def test_busy_stops_the_others_and_the_last_one_idle_wakes_them() -> None:
     assert (a.woken, b.woken) == (2, 1)  # b left: no longer woken
 
 
-class Told(Quiet):
-    """A Quiet that counts the times an engine asked whether it may do idle work and was told
+class Told(Cores):
+    """A Cores that counts the times an engine asked whether it may do idle work and was told
     no: a test sees the engine decide, rather than giving it some time to."""
 
     def __init__(self) -> None:
@@ -66,7 +66,7 @@ def test_idle_work_waits_for_a_load_elsewhere() -> None:
     rt = Runtime(RuntimeConfig(target=ModelSpec(model_path("test")),
                                context=ContextParams(n_ctx=256),
                                speculative=SpeculativeParams(drafter="none"), kv_store_bytes=0))
-    eng = Engine(rt, quiet=q)
+    eng = Engine(rt, cores=q)
     ran = threading.Event()
 
     def idle() -> bool:
