@@ -5,7 +5,7 @@ files written as the window saves them, a ledger that makes it idempotent, the s
 updated (run). No Qt, no llama.cpp.
 
 May import: chat, conversation.tree, conversation.store, conversation.export, conversation.session,
-conversation.search_index.
+conversation.search_index, conversation.archive, conversation.projects.
 """
 
 from engine.conversation.importers.base import Imported, ImportFailure

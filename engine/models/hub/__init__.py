@@ -12,5 +12,5 @@ session), honouring ``HF_ENDPOINT`` and ``HF_TOKEN`` at call time.
 - ``download``: resumable, cancellable, SHA-256-verified download into the models folder
 - ``pairing``, ``pair_catalog``: which drafts can pair with a target, from headers alone
 
-May import: models.folder, models.pair_reasons.
+May import: models.folder, models.pair_reasons, models.projector.
 """
