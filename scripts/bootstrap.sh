@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-VENV="$ROOT/.venv"
+VENV="${DUET_VENV:-$ROOT/.venv}"  # (./test.sh sets up its other builds beside it)
 LLAMA_VERSION=0.3.36
 PY=${PYTHON:-}
 if [ -z "$PY" ]; then
@@ -95,6 +95,8 @@ fi
 WHEELS="${DUET_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/duet/wheels}/$flavour"
 mkdir -p "$WHEELS"
 if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+  # (scripts/gpu_tests.sh asks first whether a long build is needed: exit 3 says it is)
+  [ "${DUET_NO_BUILD:-0}" = 1 ] && { echo "bootstrap: the $flavour build is not made yet" >&2; exit 3; }
   echo "bootstrap: building llama-cpp-python $LLAMA_VERSION (${USER_ARGS:-CPU build}${CMAKE_ARGS:+; $CMAKE_ARGS}${PATCHES:+; patched: $(for p in $PATCHES; do basename "$p" .patch; done | paste -sd, -)}); about 8 minutes, once" >&2
   src="llama-cpp-python==$LLAMA_VERSION"
   work=$(mktemp -d)
