@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMimeData, Qt, Signal
 from PySide6.QtGui import QImage, QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QHBoxLayout, QPlainTextEdit, QPushButton, QToolButton, QWidget
+
+if TYPE_CHECKING:
+    from app.engine_link.messages import LoadedModel
 
 
 def local_files(mime: QMimeData) -> list[Path]:
@@ -109,8 +113,10 @@ class Composer(QWidget):
         self.think.setVisible(on is not None)
         self.think.setChecked(bool(on))
 
-    def show_sight(self, projector: str | None, model: str | None) -> None:
-        """The attach button's tooltip: whether ``model`` reads pictures (its ``projector``)."""
+    def show_sight(self, loaded: LoadedModel | None) -> None:
+        """The attach button's tooltip: whether the ``loaded`` model reads pictures, and with
+        which projector."""
+        projector, model = (loaded.projector, loaded.target_name) if loaded else (None, None)
         files = "Attach a file: text, code, PDF, .docx or HTML (or drop or paste it)"
         if projector is not None:
             self.attach.setToolTip(f"{files}, or a picture: {model} reads pictures through {projector}")

@@ -145,12 +145,6 @@ class MainWindow(QMainWindow):
         c = self.controller
         self.composer.show_thinking(c.thinking_for(c.current))
 
-    def _show_sight(self) -> None:
-        """The attach button says whether the model reads pictures, and with which projector."""
-        model = self.state.model
-        self.composer.show_sight(None if model is None else model.projector,
-                                 None if model is None else model.target_name)
-
     def _observe(self) -> None:
         """The views follow the app's state; their requests about models go to the model flow."""
         state, flow = self.state, self.flow
@@ -186,7 +180,8 @@ class MainWindow(QMainWindow):
         c.current_changed.connect(self._show_thinking)
         c.conversation_opened.connect(self._show_thinking)  # (its file's own switch)
         self.flow.state.subscribe(lambda what: self._show_thinking() if what == "model" else None)
-        self.flow.state.subscribe(lambda what: self._show_sight() if what == "model" else None)
+        self.flow.state.subscribe(
+            lambda what: self.composer.show_sight(self.state.model) if what == "model" else None)
         self.attachments.failed.connect(self.notice.show_error)
         self.chat_view.regenerate_requested.connect(c.regenerate)
         self.chat_view.edit_requested.connect(c.edit)
@@ -217,7 +212,7 @@ class MainWindow(QMainWindow):
     def _update_title(self, conv: Conversation | None) -> None:
         self.setWindowTitle(f"{conv.title} — Duet" if conv is not None else "Duet")
 
-    # -- models ----------------------------------------------------------------------------
+    # -- models, settings, window events, attached files ---------------------------------
     def _first_run_open(self) -> None:
         path = self.models.browse()
         if path is not None:
@@ -228,7 +223,6 @@ class MainWindow(QMainWindow):
         if path is not None:
             self.models.set_choice(path, as_draft=as_draft)
 
-    # -- settings --------------------------------------------------------------------------
     def on_setting_changed(self, name: str) -> None:
         """The look applies at once (the model flow takes the settings about models)."""
         if name == "theme":
@@ -243,7 +237,6 @@ class MainWindow(QMainWindow):
         dialog.open()
         return dialog
 
-    # -- window events ---------------------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if any(u.isLocalFile() for u in event.mimeData().urls()):
             event.acceptProposedAction()
@@ -263,7 +256,6 @@ class MainWindow(QMainWindow):
         if dropped.model is not None:
             self.models.handle_drop(dropped.model)
 
-    # -- attached files --------------------------------------------------------------------
     def attach(self, paths: list[Path]) -> None:
         for path in paths:
             self.attachments.add(Path(path))

@@ -99,7 +99,7 @@ def test_a_click_listens_the_next_transcribes_into_the_composer(qtbot, window, m
     assert word_error_rate(reference(clip), heard.args[0]) <= MAX_WER, heard.args[0]
     assert not edit.isReadOnly() and not meter.isVisible()
     # never sent by itself; read ahead as typed text is (the next hand-over has it all)
-    qtbot.waitUntil(lambda: typed.typed and typed.typed[-1] == text, timeout=LONG_MS)
+    qtbot.waitUntil(lambda: bool(typed.typed) and typed.typed[-1] == text, timeout=LONG_MS)
     assert typed.sent == [] and window.controller.current.turns == []
     assert window.controller.generating is None
 
