@@ -14,12 +14,14 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
 
 log = logging.getLogger(__name__)
 
 Report = Callable[[object], None]
+Notify = Callable[[str, str], None]  # (text, kind): a notice about no conversation in particular
 
 
 class Cancelled(Exception):
@@ -111,3 +113,38 @@ class Background(QObject):
         if thread is not None:
             thread.join()
         self.done.emit(result)
+
+
+class LibraryJob(QObject):
+    """What the window's import and export of everything share: a Background job named
+    ``name`` over the conversations ``folder`` (None: the usual one), ``progress`` (share done
+    from 0 to 1, a line) and ``finished`` (the job's report; None when it was cancelled or
+    failed). A subclass says what its figures and its end mean (``_on_progress``,
+    ``_on_done``)."""
+
+    progress = Signal(float, str)
+    finished = Signal(object)
+
+    def __init__(self, name: str, notify: Notify, folder: Path | None = None,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.notify, self.folder = notify, folder
+        self.job = Background(name, self)
+        self.job.progress.connect(self._on_progress)
+        self.job.done.connect(self._on_done)
+
+    @property
+    def busy(self) -> bool:
+        return self.job.busy
+
+    def cancel(self) -> None:
+        self.job.cancel()
+
+    def close(self) -> None:
+        self.job.close()
+
+    def _on_progress(self, figure: object) -> None:
+        raise NotImplementedError
+
+    def _on_done(self, result: object) -> None:
+        raise NotImplementedError

@@ -5,16 +5,13 @@ QtCore only."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject
 
-from app.control.background import Background, JobCancelled, JobFailed, Report
+from app.control.background import JobCancelled, JobFailed, LibraryJob, Notify, Report
 from engine import paths
 from engine.conversation.archive import ExportProgress, ExportReport, export_all
-
-Notify = Callable[[str, str], None]  # (text, kind)
 
 
 def summary(report: ExportReport) -> tuple[str, str]:
@@ -26,20 +23,13 @@ def summary(report: ExportReport) -> tuple[str, str]:
     return f"{line}; left out {report.failed[0]}{more}", "error"
 
 
-class Exporting(QObject):
+class Exporting(LibraryJob):
     """``start(dest)``; ``progress`` carries (share done, a line), ``finished`` the ExportReport
     (None: cancelled or failed; no zip is left then)."""
 
-    progress = Signal(float, str)
-    finished = Signal(object)
-
     def __init__(self, notify: Notify, folder: Path | None = None,
                  parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.notify, self.folder = notify, folder
-        self.job = Background("export", self)
-        self.job.progress.connect(self._on_progress)
-        self.job.done.connect(self._on_done)
+        super().__init__("export", notify, folder, parent)
 
     def start(self, dest: Path) -> bool:
         dest = Path(dest)
@@ -58,12 +48,6 @@ class Exporting(QObject):
 
         self.progress.emit(0.0, f"Exporting to {dest.name}…")
         return self.job.start(job)
-
-    def cancel(self) -> None:
-        self.job.cancel()
-
-    def close(self) -> None:
-        self.job.close()
 
     def _on_progress(self, p: object) -> None:
         if isinstance(p, ExportProgress) and p.total:

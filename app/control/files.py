@@ -41,19 +41,48 @@ class ConversationFiles(QObject):
     message = Signal(str, int)  # a transient status line, its duration in ms
 
     def __init__(self, client: EngineClient, settings: Settings, recent: RecentFiles,
-                 library: Library, *, show: Callable[[Conversation], None],
-                 new: Callable[[], Conversation], notify: Notify, state: AppState,
-                 parent: QObject | None = None) -> None:
-        """``show``: make a conversation the one shown (reading its file when needed); ``new``:
-        show a blank one; ``notify``: a notice with a conversation (or none); ``state``: the
-        app's, which says whether a model is there to reopen the KV state into."""
+                 library: Library, *, new: Callable[[], Conversation], notify: Notify,
+                 state: AppState, parent: QObject | None = None) -> None:
+        """``new``: show a blank one; ``notify``: a notice with a conversation (or none);
+        ``state``: the app's, which says whether a model is there to reopen the KV state into."""
         super().__init__(parent)
         self.client, self.settings, self.recent, self.library = client, settings, recent, library
-        self.show, self.new, self.notify, self.state = show, new, notify, state
+        self.new, self.notify, self.state = new, notify, state
         self._pending_notice: dict[str, str] = {}  # id → notice to show once it is opened
         w = client.worker
         w.saved.connect(self.on_saved)
         w.opened.connect(self.on_opened)
+
+    def show(self, conv: Conversation) -> None:
+        """Make ``conv`` the one shown: read its file if it was not, or (when the model it was
+        made with is loaded and nothing runs) its saved KV state, where the engine holds less
+        of it, so that the next reply need not recompute its history. Its model is suggested
+        when it is another one that is still there, and said to be gone otherwise."""
+        generating = self.library.generating
+        if conv.model is not None and generating is None:
+            gone = gone_note(conv.model, self.state.model)
+            if gone:
+                self.notify(conv, gone, "info")
+            else:  # its model comes back (first: the open below then restores its KV state there)
+                self.model_suggested.emit(conv.model)
+        if conv.path is None:  # new, never saved
+            pass
+        elif conv.loaded:
+            if not conv.dirty and self.state.can_chat and generating is None:
+                self.client.open(conv.id, conv.path, shown=True)  # (the engine's thread decides)
+        else:
+            self.client.open(conv.id, conv.path)
+        self.library.show(conv)
+
+    def model_loaded(self, target: Path, switched: bool) -> None:
+        """A model was loaded: no conversation's KV state is in it; if it came back for the
+        conversation shown (``switched``: False), that one's saved KV state comes back too."""
+        for conv in self.library.conversations:
+            conv.status.n_past = 0
+        shown = self.library.current
+        if not switched and shown is not None and shown.path is not None and shown.loaded \
+                and not shown.dirty and self.library.generating is None and shown.model == target:
+            self.client.open(shown.id, shown.path, shown=True)
 
     def list_saved(self) -> None:
         """Add the saved conversations to the library (read when first shown), most recent

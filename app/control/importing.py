@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject
 
-from app.control.background import Background, JobCancelled, JobFailed, Report
+from app.control.background import JobCancelled, JobFailed, LibraryJob, Notify, Report
 from app.control.conversation import SUFFIX
 from engine import paths
 from engine.conversation.importers.run import ImportReport, Progress, import_files
@@ -23,8 +23,6 @@ from engine.conversation.library import Library
 from engine.conversation.tree import Conversation
 
 log = logging.getLogger(__name__)
-
-Notify = Callable[[str, str], None]  # (text, kind): a notice about no conversation in particular
 
 
 def summary(report: ImportReport) -> tuple[str, str]:
@@ -56,25 +54,15 @@ def _files_by_mtime(folder: Path) -> dict[Path, float]:
         return {}
 
 
-class Importing(QObject):
+class Importing(LibraryJob):
     """``start(files)`` imports them into ``folder`` (the conversations folder); ``progress``
     carries (share done from 0 to 1, a line), ``finished`` the ImportReport (None: cancelled
     or failed) once the list holds what it wrote."""
 
-    progress = Signal(float, str)
-    finished = Signal(object)
-
     def __init__(self, library: Library, notify: Notify, folder: Path | None = None,
                  parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.library, self.notify, self.folder = library, notify, folder
-        self.job = Background("import", self)
-        self.job.progress.connect(self._on_progress)
-        self.job.done.connect(self._on_done)
-
-    @property
-    def busy(self) -> bool:
-        return self.job.busy
+        super().__init__("import", notify, folder, parent)
+        self.library = library
 
     def start(self, files: Sequence[Path]) -> bool:
         """Import ``files`` (exports: .json, .zip, .md); False while an import runs."""
@@ -92,12 +80,6 @@ class Importing(QObject):
 
         self.progress.emit(0.0, f"Importing {files[0].name}…")
         return self.job.start(job)
-
-    def cancel(self) -> None:
-        self.job.cancel()
-
-    def close(self) -> None:
-        self.job.close()
 
     def _on_progress(self, p: object) -> None:
         if isinstance(p, Progress):

@@ -1,6 +1,6 @@
 """Projects in the window: which one the conversation list shows, which project each
 conversation is in (engine.conversation.projects, one small file beside the conversations),
-and the system prompt a project gives the conversations that start in it. QtCore only.
+and the system prompt and preset a project gives the conversations in it. QtCore only.
 
 A conversation not saved yet belongs to the project shown when it was started, and joins it
 in the file when it is first saved. Renamed and deleted files keep the list right.
@@ -9,12 +9,13 @@ in the file when it is first saved. Renamed and deleted files keep the list righ
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
 from engine.conversation.library import Library, is_blank
+from engine.conversation.presets import Preset, find
 from engine.conversation.projects import Project, Projects
 from engine.conversation.tree import Conversation
 
@@ -33,6 +34,7 @@ class ProjectFlow(QObject):
         self.projects = Projects(folder)
         self.selected: str | None = None  # the project the list shows (None: every conversation)
         self._pending: dict[str, str] = {}  # id of a conversation not saved yet → its project
+        self.presets: Callable[[], Sequence[Preset]] = lambda: ()  # the presets there are
         library.subscribe(self._on_library)
 
     # -- what the list shows -----------------------------------------------------------------
@@ -53,6 +55,12 @@ class ProjectFlow(QObject):
         """The system prompt of ``conv``'s project (None: none, or it has none)."""
         project = self.project_of(conv)
         return project.system_prompt if project is not None and project.system_prompt else None
+
+    def preset(self, conv: Conversation) -> Preset | None:
+        """The preset of ``conv``'s project (None: none, or a preset no longer there)."""
+        project = self.project_of(conv)
+        return find(self.presets(), project.preset) if project is not None and project.preset \
+            else None
 
     def select(self, name: str | None) -> None:
         self.selected = name if name in self.projects.projects else None
@@ -88,6 +96,10 @@ class ProjectFlow(QObject):
 
     def set_prompt(self, name: str, text: str) -> None:
         self._write(lambda: self.projects.set_prompt(name, text))
+        self.changed.emit()
+
+    def set_preset(self, name: str, preset: str | None) -> None:
+        self._write(lambda: self.projects.set_preset(name, preset))
         self.changed.emit()
 
     def remove(self, name: str) -> None:

@@ -143,7 +143,7 @@ class MainWindow(QMainWindow):
     def _show_thinking(self, *_: object) -> None:
         """The Think switch follows the model (shown for a reasoning one) and the conversation."""
         c = self.controller
-        self.composer.show_thinking(c.thinking_for(c.current))
+        self.composer.show_thinking(c.chat_settings.thinking_for(c.current))
 
     def _observe(self) -> None:
         """The views follow the app's state; their requests about models go to the model flow."""
@@ -167,7 +167,7 @@ class MainWindow(QMainWindow):
         c, library = self.controller, self.controller.library
         for view in (self.chat_view, self.sidebar, self.status, self.notice, self.presets):
             view.follow(library)
-        self.presets.chosen.connect(c.apply_preset)
+        self.presets.chosen.connect(c.chat_settings.apply_preset)
         # the message being written: read ahead as it is typed, then sent (app.control.composing)
         self.composing = Composing(c, self.attachments, self.composer.edit.toPlainText,
                                    self._refuse_send, self)
@@ -176,7 +176,7 @@ class MainWindow(QMainWindow):
         self.composer.attach_requested.connect(self._choose_attachments)
         self.composer.files_given.connect(self.attach)
         self.composer.picture_given.connect(self.attachments.add_picture)
-        self.composer.thinking_toggled.connect(c.set_thinking)
+        self.composer.thinking_toggled.connect(c.chat_settings.set_thinking)
         c.current_changed.connect(self._show_thinking)
         c.conversation_opened.connect(self._show_thinking)  # (its file's own switch)
         self.flow.state.subscribe(lambda what: self._show_thinking() if what == "model" else None)

@@ -1,9 +1,11 @@
 """The projects above the conversation list: "All conversations" and each project; choosing one
 narrows the list and its search to it, conversations dragged onto one move into it, and its
-menu makes, renames, deletes a project and edits its system prompt (app.control.projects)."""
+menu makes, renames, deletes a project and sets its system prompt and preset
+(app.control.projects)."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, QMimeData, QPoint, Qt
@@ -51,8 +53,11 @@ class ProjectList(QListWidget):
             item = QListWidgetItem(ALL if name is None else name)
             item.setData(NAME_ROLE, name)
             if name is not None:
-                prompt = self.project_flow.projects.projects[name].system_prompt
-                item.setToolTip(f"System prompt: {prompt}" if prompt else "No system prompt of its own")
+                project = self.project_flow.projects.projects[name]
+                prompt = project.system_prompt
+                item.setToolTip((f"System prompt: {prompt}" if prompt else
+                                 "No system prompt of its own") +
+                                (f"\nPreset: {project.preset}" if project.preset else ""))
             self.addItem(item)
             if name == self.project_flow.selected:
                 self.setCurrentItem(item)
@@ -94,8 +99,20 @@ class ProjectList(QListWidget):
         if name is not None:
             menu.addAction("Rename…", lambda: self.ask_rename(name))
             menu.addAction("System prompt…", lambda: self.ask_prompt(name))
+            self._preset_menu(menu.addMenu("Preset"), name)
             menu.addAction("Delete", lambda: self.ask_delete(name))
         menu.exec(self.mapToGlobal(pos))
+
+    def _preset_menu(self, menu: QMenu, name: str) -> None:
+        """The presets to give project ``name`` (its conversations' sampling, drafter and,
+        where the project has none, system prompt), the one it has checked."""
+        chosen = self.project_flow.projects.projects[name].preset
+        names: list[str | None] = [None, *(p.name for p in self.project_flow.presets())]
+        for preset in names:
+            action = menu.addAction(preset or "None",
+                                    functools.partial(self.project_flow.set_preset, name, preset))
+            action.setCheckable(True)
+            action.setChecked((preset or "") == chosen)
 
     def ask_new(self) -> None:
         name, ok = QInputDialog.getText(self, "New project", "Name:")
@@ -125,12 +142,14 @@ class ProjectList(QListWidget):
 
 
 def connect(window: MainWindow) -> ProjectFlow:
-    """The projects in ``window``: above its list, their prompts for its chats, following its
-    files."""
+    """The projects in ``window``: above its list, their prompts and presets for its chats,
+    following its files."""
     c = window.controller
     flow = ProjectFlow(c.library, window.notice.show_message, parent=window)
     window.sidebar.follow_projects(flow)
-    c.project_prompt = flow.system_prompt
+    flow.presets = lambda: window.presets.presets
+    c.chat_settings.project_prompt = flow.system_prompt
+    c.chat_settings.project_preset = flow.preset
     c.conversation_saved.connect(lambda saved: flow.saved(saved.conversation_id, saved.path))
     c.file_renamed.connect(flow.renamed)
     c.file_deleted.connect(flow.deleted)

@@ -1,5 +1,6 @@
-"""Projects: named folders of conversations, each with a system prompt that every conversation
-in it uses (unless the conversation has its own). No Qt.
+"""Projects: named folders of conversations, each with a system prompt and a preset (by name:
+its sampling, drafter and system prompt) that every conversation in it uses unless the
+conversation has its own. No Qt.
 
 One small file beside the conversations (``projects.json``, version 1) holds the projects and
 which conversation file is in which (by file name: the conversations folder is flat), so that
@@ -30,6 +31,7 @@ MAX_NAME = 80
 class Project:
     name: str
     system_prompt: str = ""  # "" : the conversations use the settings' system prompt
+    preset: str = ""  # the name of a preset (engine.conversation.presets); "" : none
 
 
 def _check(data: Any) -> None:
@@ -55,9 +57,10 @@ class Projects:
         if data is not None:
             for p in data["projects"]:
                 if isinstance(p, dict) and isinstance(p.get("name"), str) and clean_name(p["name"]):
-                    prompt = p.get("system_prompt")
+                    prompt, preset = p.get("system_prompt"), p.get("preset")
                     name = clean_name(p["name"])
-                    self.projects[name] = Project(name, prompt if isinstance(prompt, str) else "")
+                    self.projects[name] = Project(name, prompt if isinstance(prompt, str) else "",
+                                                  preset if isinstance(preset, str) else "")
             self.members = {f: n for f, n in data["members"].items()
                             if isinstance(f, str) and n in self.projects}
 
@@ -67,7 +70,8 @@ class Projects:
 
     def _write(self) -> None:
         write_json(self.path, {"version": VERSION,
-                               "projects": [{"name": p.name, "system_prompt": p.system_prompt}
+                               "projects": [{"name": p.name, "system_prompt": p.system_prompt,
+                                             "preset": p.preset}
                                             for p in self.projects.values()],
                                "members": self.members}, indent=1)
 
@@ -87,6 +91,12 @@ class Projects:
     def set_prompt(self, name: str, system_prompt: str) -> None:
         if name in self.projects:
             self.projects[name] = replace(self.projects[name], system_prompt=system_prompt.strip())
+            self._write()
+
+    def set_preset(self, name: str, preset: str | None) -> None:
+        """Give project ``name`` the preset named ``preset`` (None: none)."""
+        if name in self.projects:
+            self.projects[name] = replace(self.projects[name], preset=preset or "")
             self._write()
 
     def rename(self, old: str, new: str) -> str:

@@ -87,10 +87,10 @@ def test_a_too_long_message_goes_back_to_the_composer_with_an_offer(qtbot, windo
 
 
 def test_live_figures_and_notices_belong_to_their_conversation(qtbot, window, monkeypatch) -> None:
-    import app.control.controller
+    import app.control.live_figures
 
     now = [100.0]  # the controller's clock, moved by the test: the batches' times are known
-    monkeypatch.setattr(app.control.controller, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(app.control.live_figures, "time", SimpleNamespace(monotonic=lambda: now[0]))
     c = window.controller
     a = c.current
     a.add_user("hello")

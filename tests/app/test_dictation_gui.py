@@ -63,13 +63,13 @@ class Typed:
     def __init__(self, chat) -> None:
         self.chat, self.typed, self.sent = chat, [], []
 
-    def typing(self, text, attachments=()) -> None:
+    def typing(self, text, attachments=(), pictures=()) -> None:
         self.typed.append(text)
-        self.chat.typing(text, attachments)
+        self.chat.typing(text, attachments, pictures)
 
-    def send(self, text, attachments=()) -> None:
+    def send(self, text, attachments=(), pictures=()) -> None:
         self.sent.append(text)
-        self.chat.send(text, attachments)
+        self.chat.send(text, attachments, pictures)
 
 
 @pytest.fixture

@@ -22,12 +22,12 @@ def test_a_preset_applies_to_its_conversation_only(qtbot, window, settings) -> N
     assert "nothing after the change is reused" in window.notice.text()
     assert "2 messages" in window.notice.text()
     assert window.presets.combo.currentText() == "Poet"
-    p = c.sampling_for(a)
+    p = c.chat_settings.sampling_for(a)
     assert p.temperature == 1.3 and p.max_tokens == 50
     b = c.new()
-    assert c.sampling_for(b).temperature == settings["temperature"]  # other chats keep theirs
+    assert c.chat_settings.sampling_for(b).temperature == settings["temperature"]  # other chats keep theirs
     assert window.presets.combo.currentIndex() == 0
-    b.add_user("q", c.system_prompt(b))
+    b.add_user("q", c.chat_settings.system_prompt(b))
     assert [t.role for t in b.turns] == ["user"]  # no system prompt in the settings
     c.select(a.id)
     assert window.presets.combo.currentText() == "Poet"

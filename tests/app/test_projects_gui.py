@@ -1,7 +1,7 @@
 """Projects in the window: conversations dragged onto a project move into it, choosing a project
 narrows the list and its search to it, a chat started in a project begins with the project's
-system prompt (a real reply of the small model) and joins it when saved, and the project
-follows renamed and deleted files."""
+system prompt (a real reply of the small model) and joins it when saved, a project's preset
+gives its conversations their sampling, and the project follows renamed and deleted files."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from pathlib import Path
 
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QDropEvent
+from PySide6.QtWidgets import QMenu
 
 from app.views.projects_view import ALL
+from engine.conversation.presets import find, preset
 from engine.conversation.projects import Projects
 from tests.conftest import REPLY_WAIT_S
 
@@ -95,3 +97,33 @@ def test_a_chat_started_in_a_project_has_its_system_prompt(qtbot, window, driver
     assert Projects().of(path) is None and Projects().of(path.with_name("Bonjour.duet")).name == "French"
     window.controller.files.delete(conv.id)
     assert Projects().members == {}
+
+
+def test_a_projects_preset_is_used_by_its_conversations(window, settings):
+    """A project's preset gives its conversations their sampling, drafter and (where the
+    project has no system prompt of its own) system prompt; a conversation's own preset wins."""
+    settings.update({"system_prompt": "You are terse.", "temperature": 0.8})
+    window.presets.presets = [*window.presets.presets, preset("Plain", "Be plain.", "none",
+                                                              temperature=0.3)]
+    flow, cs = window.projects, window.controller.chat_settings
+    flow.create("Code")
+    window.sidebar.projects.setCurrentItem(row(window.sidebar.projects, "Code"))
+    conv = window.controller.new()  # starts in the project shown
+    assert cs.sampling_for(conv).temperature == 0.8 and cs.system_prompt(conv) == "You are terse."
+    assert cs.drafts(conv)
+    menu = QMenu()
+    window.sidebar.projects._preset_menu(menu, "Code")
+    assert [a.text() for a in menu.actions()][:2] == ["None", "Assistant"]
+    next(a for a in menu.actions() if a.text() == "Plain").trigger()
+    assert Projects().projects["Code"].preset == "Plain"
+    assert cs.sampling_for(conv).temperature == 0.3 and cs.system_prompt(conv) == "Be plain."
+    assert not cs.drafts(conv)
+    flow.set_prompt("Code", "Answer in Python.")  # the project's own prompt comes first
+    assert cs.system_prompt(conv) == "Answer in Python."
+    cs.apply_preset(find(window.presets.presets, "Precise"), conv)  # its own preset wins
+    assert cs.sampling_for(conv).temperature == 0.0 and cs.drafts(conv)
+    assert cs.system_prompt(conv) == find(window.presets.presets, "Precise").system_prompt
+    conv.settings = {}
+    flow.move([conv.id], None)  # in no project: the settings again
+    assert cs.sampling_for(conv).temperature == 0.8 and cs.drafts(conv)
+    assert cs.system_prompt(conv) == "You are terse."

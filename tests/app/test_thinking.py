@@ -76,7 +76,7 @@ def test_the_think_switch_turns_a_conversations_thinking_off(qtbot, window, driv
     assert think.isVisibleTo(window) and think.isChecked()
     think.click()
     conv = window.controller.current
-    assert conv.settings["thinking"] is False and window.controller.thinking_for(conv) is False
+    assert conv.settings["thinking"] is False and window.controller.chat_settings.thinking_for(conv) is False
     reply = driver.send("Hi")
     # on, the reply starts inside the section the prompt opened (the test above); off, the
     # prompt closed it: what the model writes is its answer (this small model's answer may

@@ -19,17 +19,20 @@ def test_projects_and_their_conversations(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         p.add("   ")
     p.set_prompt("Trip to Japan", " Answer in Japanese. ")
+    p.set_preset("Trip to Japan", "Precise")
     a, b = tmp_path / "a.duet", tmp_path / "b.duet"
     p.move([a, b], "Trip to Japan")
     p.move([b], None)
-    assert p.of(a) == Project("Trip to Japan", "Answer in Japanese.") and p.of(b) is None
+    assert p.of(a) == Project("Trip to Japan", "Answer in Japanese.", "Precise") and p.of(b) is None
     p.renamed(a, tmp_path / "c.duet")
     assert p.of(a) is None and p.of(tmp_path / "c.duet").name == "Trip to Japan"
     assert p.rename("Trip to Japan", "Japan") == "Japan"
     assert p.rename("Japan", "TRIP TO JAPAN (2)") == "Japan"  # taken: unchanged
     again = Projects(tmp_path)  # as written
     assert again.names == ["Japan", "trip to japan (2)"]
-    assert again.of(tmp_path / "c.duet") == Project("Japan", "Answer in Japanese.")
+    assert again.of(tmp_path / "c.duet") == Project("Japan", "Answer in Japanese.", "Precise")
+    again.set_preset("Japan", None)
+    assert Projects(tmp_path).of(tmp_path / "c.duet").preset == ""
     again.remove("Japan")
     again.forget(tmp_path / "c.duet")
     assert Projects(tmp_path).names == ["trip to japan (2)"]
@@ -48,7 +51,7 @@ def test_a_damaged_file_is_set_aside(tmp_path: Path, damage: bytes) -> None:
 def test_odd_entries_are_dropped_one_by_one(tmp_path: Path) -> None:
     (tmp_path / FILENAME).write_text(json.dumps({"version": 1, "members": {
         "a.duet": "Work", "b.duet": "Gone", "c.duet": 5},
-        "projects": [{"name": "Work", "system_prompt": 3}, {"name": ""}, "x", {"name": 4}]}))
+        "projects": [{"name": "Work", "system_prompt": 3, "preset": [1]}, {"name": ""}, "x", {"name": 4}]}))
     p = Projects(tmp_path)
     assert p.names == ["Work"] and p.of(tmp_path / "a.duet") == Project("Work", "")
     assert p.members == {"a.duet": "Work"}
