@@ -83,6 +83,7 @@ class Sidebar(QWidget):
         self.searcher.found.connect(self._show_found)
         self._found: tuple[str, frozenset[Path]] = ("", frozenset())  # the last answer
         self._library: Library | None = None
+        self._listed: list[tuple[str, str, str]] = []  # (id, label, tooltip) of each row
         self.projects: ProjectList | None = None
         self._flow: ProjectFlow | None = None
         buttons = QHBoxLayout()
@@ -114,16 +115,32 @@ class Sidebar(QWidget):
         library.subscribe(on_change)
 
     def set_conversations(self, conversations: Sequence[Conversation], current: str | None) -> None:
+        """List ``conversations``, ``current`` marked. The same conversations in the same
+        order (another one shown, a title changed) change only the rows that differ: with
+        10,000 conversations a rebuild holds the window for a quarter of a second."""
+        rows = [(c.id, self._label(c), str(c.path) if c.path else "Not saved yet")
+                for c in conversations]
         self.list.setUpdatesEnabled(False)
         self.list.blockSignals(True)
-        self.list.clear()  # no current item after it
-        for conv in conversations:
-            item = QListWidgetItem(self._label(conv))
-            item.setData(ID_ROLE, conv.id)
-            item.setToolTip(str(conv.path) if conv.path else "Not saved yet")
-            self.list.addItem(item)
-            if conv.id == current:
-                self.list.setCurrentItem(item)
+        if [r[0] for r in rows] == [r[0] for r in self._listed]:
+            for i, (row, was) in enumerate(zip(rows, self._listed)):
+                if row != was:
+                    item = self.list.item(i)
+                    item.setText(row[1])
+                    item.setToolTip(row[2])
+            ids = [r[0] for r in rows]
+            self.list.clearSelection()
+            self.list.setCurrentRow(ids.index(current) if current in ids else -1)
+        else:
+            self.list.clear()  # no current item after it
+            for cid, label, tip in rows:
+                item = QListWidgetItem(label)
+                item.setData(ID_ROLE, cid)
+                item.setToolTip(tip)
+                self.list.addItem(item)
+                if cid == current:
+                    self.list.setCurrentItem(item)
+        self._listed = rows
         self.list.blockSignals(False)
         self.list.setUpdatesEnabled(True)
         if self.search.text().strip() or self._flow is not None and self._flow.selected is not None:
