@@ -234,8 +234,12 @@ def test_a_second_import_adds_nothing_and_all_are_searchable(home):
     assert [p.name for p in index.search("müller", listed)] == ["Résumé review ✍️.duet"]
     assert len(index.search("tokio.", listed)) == 1  # another version than the one shown
     index.close()
+    # renamed in the window: found again by its key (nothing added)
+    (home / "Haiku.duet").rename(home / "Poems.duet")
+    again = import_files(files)
+    assert again.added == [] and again.skipped == 8 and not (home / "Haiku.duet").exists()
     # deleted in the window: importing again brings it back, once
-    (home / "Haiku.duet").unlink()
+    (home / "Poems.duet").unlink()
     third = import_files(files)
     assert [p.name for p in third.added] == ["Haiku.duet"] and third.skipped == 7
 
