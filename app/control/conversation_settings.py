@@ -2,7 +2,7 @@
 own, its project's, its project's preset's, the settings'), its preset's sampling and drafter
 (its own preset's, else its project's), and whether a reasoning model thinks first. Kept in the
 conversation (its file's settings) and its project, changed from the window's preset menu,
-project menu and Think switch. QtCore-free.
+project menu and Think switch. No Qt of its own.
 """
 
 from __future__ import annotations

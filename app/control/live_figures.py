@@ -1,6 +1,6 @@
 """The figures a streaming reply shows while it streams: tokens per second from its first
 token on (that token's time starts the clock), how many came from drafts, and the context's
-fill. QtCore-free.
+fill. No Qt of its own.
 """
 
 from __future__ import annotations

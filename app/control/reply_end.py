@@ -1,7 +1,7 @@
 """How a reply's end reads in the window: the notice a finished reply leaves (a full context,
 the length limit with Continue, messages out of view), and what a failed one does: a message
 refused before any reply goes back to the composer, a reply cut by a failure keeps its text,
-a lost RPC worker's reply is kept and saved, each said in one line. QtCore-free.
+a lost RPC worker's reply is kept and saved, each said in one line. No Qt of its own.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Reading the prompt while the person types: the message being written, in the conversation
 shown, becomes the prompt sending it now would make (its system prompt, tools, sampling and
 thinking as a send would have them), and the engine reads it while nothing else runs. Enter then
-finds all of it read but its last token. QtCore-free.
+finds all of it read but its last token. No Qt of its own.
 """
 
 from __future__ import annotations
