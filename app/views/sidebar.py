@@ -122,13 +122,13 @@ class Sidebar(QWidget):
                 for c in conversations]
         self.list.setUpdatesEnabled(False)
         self.list.blockSignals(True)
-        if [r[0] for r in rows] == [r[0] for r in self._listed]:
+        ids = [r[0] for r in rows]
+        if ids == [r[0] for r in self._listed]:
             for i, (row, was) in enumerate(zip(rows, self._listed)):
                 if row != was:
                     item = self.list.item(i)
                     item.setText(row[1])
                     item.setToolTip(row[2])
-            ids = [r[0] for r in rows]
             self.list.clearSelection()
             self.list.setCurrentRow(ids.index(current) if current in ids else -1)
         else:
