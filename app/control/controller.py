@@ -139,7 +139,8 @@ class ChatController(QObject):
                 self.draft_returned.emit(text)
             return
         conv = self.current if self.current is not None and self.current.loaded else self.new()
-        conv.add_user(text, self.chat_settings.system_prompt(conv), attachments, pictures)
+        conv.add_user(text, self.chat_settings.system_prompt(conv),
+                      self.chat_settings.files_for(conv, attachments), pictures)
         self.current_changed.emit(conv)
         self._reply(conv)
 

@@ -1,6 +1,7 @@
 """What a conversation's replies are made with, on top of the settings: its system prompt (its
-own, its project's, its project's preset's, the settings'), its preset's sampling and drafter
-(its own preset's, else its project's), and whether a reasoning model thinks first. Kept in the
+own, its project's, its project's preset's, the settings'), its project's files (on its first
+message), its preset's sampling and drafter (its own preset's, else its project's), and whether
+a reasoning model thinks first. Kept in the
 conversation (its file's settings) and its project, changed from the window's preset menu,
 project menu and Think switch. No Qt of its own.
 """
@@ -11,6 +12,7 @@ from collections.abc import Callable
 
 from app.control.settings import SAMPLING_KEYS, Settings, sampling_params
 from app.control.state import AppState
+from engine.chat.messages import Attachment
 from engine.conversation.presets import Preset
 from engine.conversation.tree import Conversation
 from engine.decode.sampling import SamplingParams
@@ -20,8 +22,9 @@ Notify = Callable[[Conversation, str, str], None]  # (conversation, text, kind)
 
 class ConversationSettings:
     """``new()`` makes the conversation a switch applies to when none is shown;
-    ``project_prompt(conv)`` and ``project_preset(conv)`` are the system prompt and preset of
-    ``conv``'s project, if it has them (app.control.projects sets them)."""
+    ``project_prompt(conv)``, ``project_preset(conv)`` and ``project_files(conv)`` are the system
+    prompt, preset and files of ``conv``'s project, if it has them (app.control.projects sets
+    them)."""
 
     def __init__(self, settings: Settings, state: AppState, notify: Notify,
                  new: Callable[[], Conversation]) -> None:
@@ -29,6 +32,7 @@ class ConversationSettings:
         self.library = state.library
         self.project_prompt: Callable[[Conversation], str | None] = lambda conv: None
         self.project_preset: Callable[[Conversation], Preset | None] = lambda conv: None
+        self.project_files: Callable[[Conversation], tuple[Attachment, ...]] = lambda conv: ()
 
     def system_prompt(self, conv: Conversation) -> str:
         """The conversation's own (its preset's), else its project's, else its project's
@@ -38,6 +42,16 @@ class ConversationSettings:
         preset = self.project_preset(conv)
         return self.project_prompt(conv) or (preset.system_prompt if preset is not None else
                                              "") or self.settings["system_prompt"]
+
+    def files_for(self, conv: Conversation,
+                  attachments: tuple[Attachment, ...]) -> tuple[Attachment, ...]:
+        """The files of ``conv``'s next message: on its first, its project's files before the
+        ones the person attached (a file in both goes once); later, the attached ones only
+        (the first message keeps the project's: every turn's prompt begins with them)."""
+        if any(t.role == "user" for t in conv.turns):
+            return attachments
+        own = {a.sha256 for a in attachments}
+        return tuple(a for a in self.project_files(conv) if a.sha256 not in own) + attachments
 
     def sampling_for(self, conv: Conversation | None) -> SamplingParams:
         """The settings' sampling, with its project's preset's on top, and the conversation's

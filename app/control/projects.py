@@ -1,6 +1,7 @@
 """Projects in the window: which one the conversation list shows, which project each
 conversation is in (engine.conversation.projects, one small file beside the conversations),
-and the system prompt and preset a project gives the conversations in it. QtCore only.
+and the system prompt, preset and files a project gives the conversations in it. QtCore only.
+A project's files are read once, off the GUI thread (engine.documents), when they are added.
 
 A conversation not saved yet belongs to the project shown when it was started, and joins it
 in the file when it is first saved. Renamed and deleted files keep the list right.
@@ -10,14 +11,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
+from engine.chat.messages import Attachment
 from engine.conversation.library import Library, is_blank
 from engine.conversation.presets import Preset, find
 from engine.conversation.projects import Project, Projects
 from engine.conversation.tree import Conversation
+from engine.errors import DuetError
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +30,7 @@ Notify = Callable[[str, str], None]  # (text, kind)
 
 class ProjectFlow(QObject):
     changed = Signal()  # the projects, the one shown or who is in which changed
+    _read = Signal(str, object)  # (project, what its new files gave): queued to the GUI thread
 
     def __init__(self, library: Library, notify: Notify, folder: Path | None = None,
                  parent: QObject | None = None) -> None:
@@ -35,6 +40,9 @@ class ProjectFlow(QObject):
         self.selected: str | None = None  # the project the list shows (None: every conversation)
         self._pending: dict[str, str] = {}  # id of a conversation not saved yet → its project
         self.presets: Callable[[], Sequence[Preset]] = lambda: ()  # the presets there are
+        self.reading = 0  # files being read for a project
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="duet-project-files")
+        self._read.connect(self._take_files)
         library.subscribe(self._on_library)
 
     # -- what the list shows -----------------------------------------------------------------
@@ -61,6 +69,11 @@ class ProjectFlow(QObject):
         project = self.project_of(conv)
         return find(self.presets(), project.preset) if project is not None and project.preset \
             else None
+
+    def files(self, conv: Conversation) -> tuple[Attachment, ...]:
+        """The files of ``conv``'s project (none: in no project)."""
+        project = self.project_of(conv)
+        return project.files if project is not None else ()
 
     def select(self, name: str | None) -> None:
         self.selected = name if name in self.projects.projects else None
@@ -101,6 +114,32 @@ class ProjectFlow(QObject):
     def set_preset(self, name: str, preset: str | None) -> None:
         self._write(lambda: self.projects.set_preset(name, preset))
         self.changed.emit()
+
+    def add_files(self, name: str, files: Iterable[Path]) -> None:
+        """Read ``files`` (off the GUI thread) and give them to project ``name``; a file that
+        cannot be read is one line in the window, the others are added."""
+        self.reading += 1
+        future = self._pool.submit(read_files, list(files))
+        future.add_done_callback(lambda f: self._read.emit(name, f.result()))
+
+    def remove_file(self, name: str, sha256: str) -> None:
+        self._write(lambda: self.projects.remove_file(name, sha256))
+        self.changed.emit()
+
+    def _take_files(self, name: str, results: list[Attachment | str]) -> None:
+        self.reading -= 1
+        for line in (r for r in results if isinstance(r, str)):
+            self.notify(line, "error")
+        try:
+            self.projects.add_files(name, [r for r in results if isinstance(r, Attachment)])
+        except ValueError as e:
+            self.notify(f"Cannot add the file: {e}.", "error")
+        except OSError as e:
+            self.notify(f"Cannot save the projects: {e.strerror or e}", "error")
+        self.changed.emit()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def remove(self, name: str) -> None:
         self._write(lambda: self.projects.remove(name))
@@ -150,3 +189,31 @@ class ProjectFlow(QObject):
             change()
         except OSError as e:
             self.notify(f"Cannot save the projects: {e.strerror or e}", "error")
+
+
+def read_files(files: list[Path]) -> list[Attachment | str]:
+    """Each of ``files`` read once (its attachment), or the one line that says why it cannot
+    be (a picture goes on a message: the project's files are text). Never raises."""
+    # lazy: the document readers load with the first file read, not with the window
+    from engine.documents.extract import read_document
+    from engine.prompts.attachments import attachment
+    from engine.vision.images import mime_of
+
+    out: list[Attachment | str] = []
+    for path in files:
+        try:
+            if path.is_file():
+                with open(path, "rb") as f:
+                    if mime_of(f.read(16)) is not None:
+                        out.append(f"{path.name}: a picture goes on a message (a project's "
+                                   "files are documents)")
+                        continue
+            out.append(attachment(read_document(path)))
+        except DuetError as e:
+            out.append(str(e))
+        except OSError as e:
+            out.append(f"{path.name}: {e.strerror or e}")
+        except Exception as e:  # noqa: BLE001 - a reader's bug is one line, not a lost window
+            log.error("reading %s for a project failed", path, exc_info=e)
+            out.append(f"{path.name}: the file could not be read ({type(e).__name__})")
+    return out

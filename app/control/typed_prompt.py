@@ -37,6 +37,8 @@ class TypedPrompt:
         conv = shown if shown is not None and shown.loaded else None
         system = self.settings["system_prompt"] if conv is None else \
             self.chat_settings.system_prompt(conv)
+        if conv is not None:
+            attachments = self.chat_settings.files_for(conv, attachments)
         messages = (conv or Conversation()).next_messages(certain, system, attachments, pictures)
         tools = self.tool_flow.tools_for(conv, first=True)[0] if conv is not None else ()
         self.client.read_typing(conv.id if conv is not None else "", messages,

@@ -293,7 +293,7 @@ class MainWindow(QMainWindow):
             return
         self.settings.set("composer_draft", self.composer.edit.toPlainText())  # back at next start
         self.local_server.stop()
-        for job in (self.importing, self.exporting, self.dictation):
+        for job in (self.importing, self.exporting, self.dictation, self.projects):
             job.close()  # (cancelled: what an import wrote is kept, an export leaves no half zip)
         self.client.shutdown()
         self.sidebar.searcher.close()

@@ -1,16 +1,17 @@
 """The projects above the conversation list: "All conversations" and each project; choosing one
 narrows the list and its search to it, conversations dragged onto one move into it, and its
-menu makes, renames, deletes a project and sets its system prompt and preset
+menu makes, renames, deletes a project and sets its system prompt, preset and files
 (app.control.projects)."""
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, QMimeData, QPoint, Qt
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
-from PySide6.QtWidgets import QInputDialog, QListWidget, QListWidgetItem, QMenu, QMessageBox, QWidget
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QListWidget, QListWidgetItem, QMenu, QMessageBox, QWidget
 
 from app.control.projects import ProjectFlow
 
@@ -57,7 +58,8 @@ class ProjectList(QListWidget):
                 prompt = project.system_prompt
                 item.setToolTip((f"System prompt: {prompt}" if prompt else
                                  "No system prompt of its own") +
-                                (f"\nPreset: {project.preset}" if project.preset else ""))
+                                (f"\nPreset: {project.preset}" if project.preset else "") +
+                                "".join(f"\nFile: {a.name}" for a in project.files))
             self.addItem(item)
             if name == self.project_flow.selected:
                 self.setCurrentItem(item)
@@ -100,6 +102,7 @@ class ProjectList(QListWidget):
             menu.addAction("Rename…", lambda: self.ask_rename(name))
             menu.addAction("System prompt…", lambda: self.ask_prompt(name))
             self._preset_menu(menu.addMenu("Preset"), name)
+            self._files_menu(menu.addMenu("Files"), name)
             menu.addAction("Delete", lambda: self.ask_delete(name))
         menu.exec(self.mapToGlobal(pos))
 
@@ -113,6 +116,22 @@ class ProjectList(QListWidget):
                                     functools.partial(self.project_flow.set_preset, name, preset))
             action.setCheckable(True)
             action.setChecked((preset or "") == chosen)
+
+    def _files_menu(self, menu: QMenu, name: str) -> None:
+        """Add files to project ``name`` (every conversation started in it gets them on its
+        first message), or remove one."""
+        menu.addAction("Add files…", lambda: self.ask_files(name))
+        files = self.project_flow.projects.projects[name].files
+        if files:
+            menu.addSeparator()
+        for a in files:
+            menu.addAction(f"Remove {a.name}",
+                           functools.partial(self.project_flow.remove_file, name, a.sha256))
+
+    def ask_files(self, name: str) -> None:
+        chosen, _ = QFileDialog.getOpenFileNames(self, f"{name}: add files")
+        if chosen:
+            self.project_flow.add_files(name, [Path(f) for f in chosen])
 
     def ask_new(self) -> None:
         name, ok = QInputDialog.getText(self, "New project", "Name:")
@@ -150,6 +169,7 @@ def connect(window: MainWindow) -> ProjectFlow:
     flow.presets = lambda: window.presets.presets
     c.chat_settings.project_prompt = flow.system_prompt
     c.chat_settings.project_preset = flow.preset
+    c.chat_settings.project_files = flow.files
     c.conversation_saved.connect(lambda saved: flow.saved(saved.conversation_id, saved.path))
     c.file_renamed.connect(flow.renamed)
     c.file_deleted.connect(flow.deleted)

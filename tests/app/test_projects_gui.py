@@ -1,7 +1,8 @@
 """Projects in the window: conversations dragged onto a project move into it, choosing a project
 narrows the list and its search to it, a chat started in a project begins with the project's
 system prompt (a real reply of the small model) and joins it when saved, a project's preset
-gives its conversations their sampling, and the project follows renamed and deleted files."""
+gives its conversations their sampling, its files go on the first message of each chat started in
+it, and the project follows renamed and deleted files."""
 
 from __future__ import annotations
 
@@ -69,12 +70,20 @@ def test_drag_into_a_project_and_search_in_it(qtbot, window):
     assert Projects().members == {}
 
 
-def test_a_chat_started_in_a_project_has_its_system_prompt(qtbot, window, driver, settings,
-                                                           smol_path):
+def test_a_chat_started_in_a_project_has_its_system_prompt_and_files(qtbot, window, driver,
+                                                                     settings, smol_path,
+                                                                     tmp_path):
     settings.update({"autosave": True, "system_prompt": "You are terse."})
     flow = window.projects
     flow.create("French")
     flow.set_prompt("French", "Answer in French.")
+    glossary, picture = tmp_path / "glossary.md", tmp_path / "cat.png"
+    glossary.write_text("# Glossary\n\nchat: cat\n", encoding="utf-8")
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    with qtbot.waitSignal(flow.changed, timeout=LONG_MS):
+        flow.add_files("French", [glossary, picture, tmp_path / "missing.txt"])
+    assert [a.name for a in Projects().projects["French"].files] == ["glossary.md"]
+    assert window.notice.text() == "cannot read missing.txt: no such file"  # one line each
     driver.load(smol_path)
     window.sidebar.projects.setCurrentItem(row(window.sidebar.projects, "French"))
     window.controller.new()
@@ -83,6 +92,11 @@ def test_a_chat_started_in_a_project_has_its_system_prompt(qtbot, window, driver
     conv = window.controller.current
     assert [(t.role, t.text) for t in conv.turns][:2] == [("system", "Answer in French."),
                                                          ("user", "Hello!")]
+    assert [a.name for a in conv.turns[1].attachments] == ["glossary.md"]  # the project's files
+    assert "chat: cat" in conv.turns[1].attachments[0].text
+    with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS):
+        driver.send("Merci")  # the first message keeps them; later ones do not get them again
+    assert [len(t.attachments) for t in conv.turns if t.role == "user"] == [1, 0]
     path = saved.args[0].path
     assert Projects().of(path).name == "French" and visible(window) == [conv.title]
     # the same in no project: the settings' prompt
@@ -91,6 +105,7 @@ def test_a_chat_started_in_a_project_has_its_system_prompt(qtbot, window, driver
     with qtbot.waitSignal(window.controller.conversation_saved, timeout=LONG_MS) as other:
         driver.send("Hi there")
     assert window.controller.current.turns[0].text == "You are terse."
+    assert window.controller.current.turns[1].attachments == ()
     assert Projects().of(other.args[0].path) is None
     # the file renamed, then deleted: the project follows
     window.controller.files.rename(conv.id, "Bonjour")
