@@ -80,6 +80,7 @@ def create_window(args: argparse.Namespace) -> MainWindow:
     from PySide6.QtWidgets import QApplication
 
     from app import crash
+    from app.control import heap
     from app.control.settings import Settings
     from app.views import theme
     from app.views.main_window import MainWindow
@@ -101,6 +102,8 @@ def create_window(args: argparse.Namespace) -> MainWindow:
                                                                     "an RPC worker went away"))
     elif args.worker_lost:
         window.controller.notice.emit(worker_lost_notice(args.worker_lost), "error")
+    heap.enable()
+    heap.settle()  # what the window made at its start stays out of every later collection
     return window
 
 

@@ -61,11 +61,14 @@ def conversation(i: int, kb: int) -> dict[str, Any]:
 
 
 def run(home: Path, export: Path) -> tuple[dict[str, float], float, int]:
+    from app.control import heap
     from app.control.settings import Settings
     from app.views.main_window import MainWindow
 
     w = MainWindow(Settings(home / "settings.json"), autoload=False)
     w.show()
+    heap.enable()  # as the application does (app.__main__.create_window)
+    heap.settle()
     beat = Heartbeat()
     beat.start()
     beat.phase = "idle, before (the machine's own)"
@@ -75,9 +78,9 @@ def run(home: Path, export: Path) -> tuple[dict[str, float], float, int]:
     beat.phase = "import running"
     list_new = w.importing.list_new
 
-    def listing(files: dict[Path, float] | None = None) -> int:
+    def listing(found: Any = None) -> int:
         beat.phase = "list takes them"
-        return list_new(files)
+        return list_new(found)
 
     w.importing.list_new = listing  # type: ignore[method-assign]
     t = time.perf_counter()
