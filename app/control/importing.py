@@ -51,11 +51,14 @@ def _on_disk(folder: Path) -> dict[Path, tuple[float, Conversation]]:
     about 0.4 s)."""
     try:
         with os.scandir(folder) as entries:
-            return {Path(e.path): (e.stat().st_mtime, Conversation(Path(e.path).stem,
-                                                                   Path(e.path)))
-                    for e in entries if e.name.endswith(SUFFIX) and e.is_file()}
+            found = {Path(e.path): (e.stat().st_mtime, Conversation(Path(e.path).stem,
+                                                                    Path(e.path)))
+                     for e in entries if e.name.endswith(SUFFIX) and e.is_file()}
     except OSError:
         return {}
+    for _, conv in found.values():
+        str(conv.path)  # (pathlib keeps it: the list's tooltips need not make it there)
+    return found
 
 
 class Importing(LibraryJob):
@@ -80,7 +83,8 @@ class Importing(LibraryJob):
 
         def job(report: Report) -> tuple[ImportReport, dict[Path, tuple[float, Conversation]]]:
             done = import_files(files, folder, progress=report)
-            return done, _on_disk(folder)  # (the folder listed here, not on the GUI's)
+            # the folder listed here, not on the GUI's thread, its entries out of collections
+            return done, heap.settled(lambda: _on_disk(folder))
 
         self.progress.emit(0.0, f"Importing {files[0].name}…")
         return self.job.start(job)
@@ -94,7 +98,6 @@ class Importing(LibraryJob):
         if isinstance(result, tuple):
             report, files = result
             self.list_new(files)
-            heap.settle()  # the import's thousands of list entries: out of later collections
             self.notify(*summary(report))
             self.finished.emit(report)
             return
@@ -113,8 +116,8 @@ class Importing(LibraryJob):
         if found is None:
             found = _on_disk(self.folder or paths.conversations_dir())
         known = {c.path for c in self.library.conversations if c.path is not None}
-        new = [conv for path, (_, conv) in found.items() if path not in known]
+        when = {id(conv): t for path, (t, conv) in found.items() if path not in known}
+        new = [conv for _, conv in found.values() if id(conv) in when]
         if new:  # by their last change; one without a file (or not in the folder) ranks first
-            self.library.add_saved(new, lambda c: found[c.path][0] if c.path in found
-                                   else float("inf"))
+            self.library.add_saved(new, lambda c: when.get(id(c), float("inf")))
         return len(new)

@@ -4,6 +4,11 @@ projects that narrow both (app.views.projects_view), and exports dropped on it t
 The search matches the conversations open in the app in memory, and the saved ones not opened
 yet through the search index, off the GUI thread (app.control.search): their rows change when its
 answer comes, and meanwhile keep the last answer for the same query.
+
+The rows are a list model (ConversationRows) shown by a QListView: a new list of conversations
+is one model reset, with nothing made per row (10,000 QListWidgetItems held the GUI thread
+about 0.1 s, scripts/bench_import_gui.py); another conversation shown or a title changed
+changes only the rows that differ.
 """
 
 from __future__ import annotations
@@ -11,13 +16,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, QPoint, Qt, Signal
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractListModel,
+    QItemSelectionModel,
+    QMimeData,
+    QModelIndex,
+    QPersistentModelIndex,
+    QPoint,
+    Qt,
+    Signal,
+)
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QHBoxLayout,
     QLineEdit,
-    QListWidget,
-    QListWidgetItem,
+    QListView,
     QMenu,
     QPushButton,
     QVBoxLayout,
@@ -35,14 +51,96 @@ from engine.conversation.library import Library
 ID_ROLE = Qt.ItemDataRole.UserRole
 
 
-class ConversationList(QListWidget):
-    """The rows drag out as the ids of their conversations (onto a project)."""
+Row = tuple[str, str, str]  # (id, label, tooltip)
+Index = QModelIndex | QPersistentModelIndex
+
+
+class ConversationRows(QAbstractListModel):
+    """The rows of the list; they drag out as the ids of their conversations (onto a project)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.rows: list[Row] = []
+
+    def set_rows(self, rows: list[Row]) -> bool:
+        """Show ``rows``; True when that was a reset (other conversations, not only other
+        labels)."""
+        if [r[0] for r in rows] != [r[0] for r in self.rows]:
+            self.beginResetModel()
+            self.rows = rows
+            self.endResetModel()
+            return True
+        was, self.rows = self.rows, rows
+        for i, (row, old) in enumerate(zip(rows, was)):
+            if row != old:
+                self.dataChanged.emit(self.index(i), self.index(i))
+        return False
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 - Qt's name
+        return 0 if parent.isValid() else len(self.rows)
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self.rows):
+            return None
+        cid, label, tip = self.rows[index.row()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return label
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return tip
+        if role == ID_ROLE:
+            return cid
+        return None
+
+    def flags(self, index: Index) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | \
+            Qt.ItemFlag.ItemIsDragEnabled
 
     def mimeTypes(self) -> list[str]:  # noqa: N802 - Qt's name
         return [MIME]
 
-    def mimeData(self, items: Sequence[QListWidgetItem]) -> QMimeData:  # noqa: N802 - Qt's name
-        return conversation_mime([item.data(ID_ROLE) for item in items])
+    def mimeData(self, indexes: Sequence[QModelIndex]) -> QMimeData:  # noqa: N802 - Qt's name
+        return conversation_mime([self.rows[i.row()][0] for i in indexes if i.isValid()])
+
+
+class ConversationList(QListView):
+    """The conversations' rows (``rows``, the model); what tests and the window ask of them by
+    row number."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.rows = ConversationRows(self)
+        self.setModel(self.rows)
+
+    def count(self) -> int:
+        return len(self.rows.rows)
+
+    def text(self, row: int) -> str:
+        return self.rows.rows[row][1]
+
+    def id_at(self, row: int) -> str:
+        return self.rows.rows[row][0]
+
+    def shown_texts(self) -> list[str]:
+        """The labels of the rows not hidden (by the search or the project chosen)."""
+        return [r[1] for i, r in enumerate(self.rows.rows) if not self.isRowHidden(i)]
+
+    def current_text(self) -> str | None:
+        row = self.currentIndex().row()
+        return self.text(row) if self.currentIndex().isValid() else None
+
+    def selected_ids(self) -> list[str]:
+        return [self.id_at(i.row()) for i in self.selectionModel().selectedRows()]
+
+    def set_current_row(self, row: int) -> None:
+        """Mark row ``row`` (-1: none) as the current and only selected one."""
+        selection = self.selectionModel()
+        if row < 0:
+            selection.clear()
+            return
+        selection.setCurrentIndex(self.rows.index(row),
+                                  QItemSelectionModel.SelectionFlag.ClearAndSelect)
 
 
 class Sidebar(QWidget):
@@ -58,17 +156,18 @@ class Sidebar(QWidget):
         super().__init__(parent)
         self.list = ConversationList(self)
         self.list.setObjectName("conversationList")
-        self.list.setSelectionMode(QListWidget.SelectionMode.ExtendedSelection)
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.list.setDragEnabled(True)
-        self.list.setDragDropMode(QListWidget.DragDropMode.DragOnly)
+        self.list.setDragDropMode(QAbstractItemView.DragDropMode.DragOnly)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setUniformItemSizes(True)
         self.setAcceptDrops(True)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self._menu)
-        self.list.currentItemChanged.connect(self._on_current)
-        self.list.itemDoubleClicked.connect(lambda item: self.rename_requested.emit(item.data(ID_ROLE)))
+        self.list.selectionModel().currentChanged.connect(self._on_current)
+        self.list.doubleClicked.connect(lambda index: self.rename_requested.emit(
+            self.list.id_at(index.row())))
         new = QPushButton("New", self)
         new.setToolTip("New conversation (Ctrl+N)")
         new.clicked.connect(self.new_requested)
@@ -83,7 +182,6 @@ class Sidebar(QWidget):
         self.searcher.found.connect(self._show_found)
         self._found: tuple[str, frozenset[Path]] = ("", frozenset())  # the last answer
         self._library: Library | None = None
-        self._listed: list[tuple[str, str, str]] = []  # (id, label, tooltip) of each row
         self.projects: ProjectList | None = None
         self._flow: ProjectFlow | None = None
         buttons = QHBoxLayout()
@@ -116,35 +214,17 @@ class Sidebar(QWidget):
 
     def set_conversations(self, conversations: Sequence[Conversation], current: str | None) -> None:
         """List ``conversations``, ``current`` marked. The same conversations in the same
-        order (another one shown, a title changed) change only the rows that differ: with
-        10,000 conversations a rebuild holds the window for a quarter of a second."""
+        order (another one shown, a title changed) change only the rows that differ."""
         rows = [(c.id, self._label(c), str(c.path) if c.path else "Not saved yet")
                 for c in conversations]
-        self.list.setUpdatesEnabled(False)
-        self.list.blockSignals(True)
         ids = [r[0] for r in rows]
-        if ids == [r[0] for r in self._listed]:
-            for i, (row, was) in enumerate(zip(rows, self._listed)):
-                if row != was:
-                    item = self.list.item(i)
-                    item.setText(row[1])
-                    item.setToolTip(row[2])
-            self.list.clearSelection()
-            self.list.setCurrentRow(ids.index(current) if current in ids else -1)
-        else:
-            self.list.clear()  # no current item after it
-            for cid, label, tip in rows:
-                item = QListWidgetItem(label)
-                item.setData(ID_ROLE, cid)
-                item.setToolTip(tip)
-                self.list.addItem(item)
-                if cid == current:
-                    self.list.setCurrentItem(item)
-        self._listed = rows
-        self.list.blockSignals(False)
-        self.list.setUpdatesEnabled(True)
-        if self.search.text().strip() or self._flow is not None and self._flow.selected is not None:
-            self._filter(self.search.text())
+        self.list.selectionModel().blockSignals(True)
+        reset = self.list.rows.set_rows(rows)
+        self.list.set_current_row(ids.index(current) if current in ids else -1)
+        self.list.selectionModel().blockSignals(False)
+        if reset and (self.search.text().strip() or
+                      self._flow is not None and self._flow.selected is not None):
+            self._filter(self.search.text())  # (a reset shows every row again)
 
     def _shown(self, conv: Conversation) -> bool:
         """In the project chosen (or none is)."""
@@ -155,19 +235,20 @@ class Sidebar(QWidget):
         version) lack ``query``."""
         query = query.strip()
         files: list[Path] = []
-        for item, conv in self._rows():
+        hide = self.list.setRowHidden
+        for row, conv in self._rows():
             if conv is not None and not self._shown(conv):
-                item.setHidden(True)
+                hide(row, True)
             elif conv is None or not query:
-                item.setHidden(False)
+                hide(row, False)
             elif conv.loaded:
-                item.setHidden(not matches(conv, query))
+                hide(row, not matches(conv, query))
             elif conv.path is None:
-                item.setHidden(True)
+                hide(row, True)
             else:
                 files.append(conv.path)
                 if self._found[0] == query:
-                    item.setHidden(conv.path not in self._found[1])
+                    hide(row, conv.path not in self._found[1])
         if files:
             self.searcher.search(query, files)
 
@@ -176,23 +257,23 @@ class Sidebar(QWidget):
         self._found = (query, hits)
         if self.search.text().strip() != query:
             return
-        for item, conv in self._rows():
+        for row, conv in self._rows():
             if conv is not None and not conv.loaded and conv.path is not None and self._shown(conv):
-                item.setHidden(conv.path not in hits)
+                self.list.setRowHidden(row, conv.path not in hits)
 
-    def _rows(self) -> list[tuple[QListWidgetItem, Conversation | None]]:
+    def _rows(self) -> list[tuple[int, Conversation | None]]:
+        """Each row's number and conversation."""
         library = self._library
         by_id = {c.id: c for c in library.conversations} if library is not None else {}
-        return [(item, by_id.get(item.data(ID_ROLE)))
-                for item in (self.list.item(i) for i in range(self.list.count()))]
+        return [(i, by_id.get(r[0])) for i, r in enumerate(self.list.rows.rows)]
 
     @staticmethod
     def _label(conv: Conversation) -> str:
         return conv.title + (" •" if conv.dirty else "")
 
-    def _on_current(self, item: QListWidgetItem | None, _prev: QListWidgetItem | None) -> None:
-        if item is not None:
-            self.selected.emit(item.data(ID_ROLE))
+    def _on_current(self, index: QModelIndex, _prev: QModelIndex) -> None:
+        if index.isValid():
+            self.selected.emit(self.list.id_at(index.row()))
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt's name
         if any(u.isLocalFile() for u in event.mimeData().urls()):
@@ -210,10 +291,10 @@ class Sidebar(QWidget):
         event.acceptProposedAction()
 
     def _menu(self, pos: QPoint) -> None:
-        item = self.list.itemAt(pos)
-        if item is None:
+        index = self.list.indexAt(pos)
+        if not index.isValid():
             return
-        cid = item.data(ID_ROLE)
+        cid = self.list.id_at(index.row())
         menu = QMenu(self)
         menu.addAction("Rename…", lambda: self.rename_requested.emit(cid))
         menu.addAction("Delete", lambda: self.delete_requested.emit(cid))

@@ -33,7 +33,7 @@ def test_send_streams_then_finishes(qtbot, window, driver, smol_path) -> None:
     assert "tok/s" in window.status.labels["speed"].text()
     assert window.status.labels["context"].text() == f"context {reply.n_past:,} / {reply.n_ctx:,}"
     assert window.windowTitle().startswith("Name two fruits")
-    assert window.sidebar.list.currentItem().text().startswith("Name two fruits")
+    assert window.sidebar.list.current_text().startswith("Name two fruits")
 
 
 def test_stop_cancels_the_reply(qtbot, window, driver, smol_path, settings, held_replies) -> None:

@@ -40,7 +40,7 @@ def chatgpt(title: str) -> dict[str, Any]:
 
 def titles(window) -> list[str]:
     lst = window.sidebar.list
-    return [lst.item(i).text() for i in range(lst.count())]
+    return [lst.text(i) for i in range(lst.count())]
 
 
 def run_import(qtbot, window, files: list[Path]) -> ImportReport | None:
@@ -62,8 +62,7 @@ def test_import_lists_the_conversations_and_a_second_adds_none(qtbot, window):
     # searchable at once: the index holds them (the saved ones are not opened to search them)
     with qtbot.waitSignal(window.sidebar.searcher.found, timeout=LONG_MS):
         window.sidebar.search.setText("Hauptstadt")
-    shown = [window.sidebar.list.item(i).text() for i in range(window.sidebar.list.count())
-             if not window.sidebar.list.item(i).isHidden()]
+    shown = window.sidebar.list.shown_texts()
     assert shown == ["Hauptstadt von Japan 🗾"]
 
 

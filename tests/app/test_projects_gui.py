@@ -22,18 +22,18 @@ LONG_MS = REPLY_WAIT_S * 1000  # model work: as long as a test may run (tests/co
 
 
 def visible(window) -> list[str]:
-    lst = window.sidebar.list
-    return sorted(lst.item(i).text() for i in range(lst.count()) if not lst.item(i).isHidden())
+    return sorted(window.sidebar.list.shown_texts())
 
 
 def row(lst, text: str):
+    """The project list's item ``text``."""
     return next(lst.item(i) for i in range(lst.count()) if lst.item(i).text() == text)
 
 
 def drag(window, titles: list[str], project: str) -> None:
     """Drag the conversations ``titles`` from the list onto ``project``."""
-    items = [row(window.sidebar.list, t) for t in titles]
-    mime = window.sidebar.list.mimeData(items)
+    rows = window.sidebar.list.rows
+    mime = rows.mimeData([rows.index(i) for i, r in enumerate(rows.rows) if r[1] in titles])
     target = window.sidebar.projects
     at = QPointF(target.visualItemRect(row(target, project)).center())
     target.dropEvent(QDropEvent(at, Qt.DropAction.MoveAction, mime, Qt.MouseButton.LeftButton,

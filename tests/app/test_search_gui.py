@@ -36,8 +36,7 @@ def test_search_filters_the_list(qtbot, window) -> None:
     c.current.add_user("Owls hunt at night")
     other = c.new()
     other.add_user("Tell me about rivers")
-    shown = lambda: [window.sidebar.list.item(i).text() for i in range(window.sidebar.list.count())  # noqa: E731
-                     if not window.sidebar.list.item(i).isHidden()]
+    shown = window.sidebar.list.shown_texts
     assert sorted(shown()) == ["Owls hunt at night •", "Tell me about rivers •"]
     qtbot.keyClicks(window.sidebar.search, "NIGHT")
     assert shown() == ["Owls hunt at night •"]
@@ -90,9 +89,7 @@ def window_with_saved(qtbot: QtBot, settings: Settings, saved: list[Path]) -> It
 
 
 def _shown(w: MainWindow) -> Callable[[], list[str]]:
-    rows = w.sidebar.list
-    return lambda: sorted(rows.item(i).text() for i in range(rows.count())
-                          if not rows.item(i).isHidden())
+    return lambda: sorted(w.sidebar.list.shown_texts())
 
 
 def test_saved_conversations_are_searched_off_the_gui_thread(

@@ -115,7 +115,7 @@ def test_save_without_kv_and_rename_and_delete(qtbot, window, driver, smol_path,
     old = conv.path
     window.controller.files.rename(conv.id, "Greetings / test")
     assert conv.path.name == "Greetings test.duet" and conv.path.exists() and not old.exists()
-    assert window.sidebar.list.currentItem().text() == "Greetings test"
+    assert window.sidebar.list.current_text() == "Greetings test"
     window.controller.files.delete(conv.id)
     assert not conv.path.exists() and conv not in window.controller.conversations
     assert window.controller.current is not None  # something is shown
