@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-
 from typing import Any
 
 from PySide6.QtCore import (
@@ -76,8 +75,8 @@ class ConversationRows(QAbstractListModel):
                 self.dataChanged.emit(self.index(i), self.index(i))
         return False
 
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 - Qt's name
-        return 0 if parent.isValid() else len(self.rows)
+    def rowCount(self, parent: Index | None = None) -> int:  # noqa: N802 - Qt's name
+        return 0 if parent is not None and parent.isValid() else len(self.rows)
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or not 0 <= index.row() < len(self.rows):
