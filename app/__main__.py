@@ -80,7 +80,6 @@ def create_window(args: argparse.Namespace) -> MainWindow:
     from PySide6.QtWidgets import QApplication
 
     from app import crash
-    from app.control import heap
     from app.control.settings import Settings
     from app.views import theme
     from app.views.main_window import MainWindow
@@ -101,9 +100,7 @@ def create_window(args: argparse.Namespace) -> MainWindow:
         window.controller.files.open_path(args.reopen, worker_lost_notice(args.worker_lost or
                                                                     "an RPC worker went away"))
     elif args.worker_lost:
-        window.controller.notice.emit(worker_lost_notice(args.worker_lost), "error")
-    heap.enable()
-    heap.settle()  # what the window made at its start stays out of every later collection
+        window.controller.state.tell(worker_lost_notice(args.worker_lost), "error")
     return window
 
 
@@ -112,10 +109,13 @@ def run_gui(args: argparse.Namespace) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
+    from app.control import heap
     from app.signals import QuitOnSignal
 
     window = create_window(args)
     app = cast(QApplication, QApplication.instance())
+    heap.enable()  # (not in create_window: tests make windows with it, and collect them)
+    heap.settle()  # what the window made at its start stays out of every later collection
     # A worker lost mid-pass ends the process (engine.llama.rescue): the engine worker saves the
     # conversation, then Duet starts again with it.
     rescue.set_relaunch(lambda why: relaunch_argv(args, window.controller.client.worker.rescued,

@@ -25,7 +25,7 @@ from app.control.files import ConversationFiles
 from app.control.live_figures import LiveFigures
 from app.control.reply_end import FailedReplies, finished_notice
 from app.control.settings import Settings
-from app.control.state import AppState
+from app.control.state import AppState, Notice
 from app.control.tool_flow import ToolFlow, ToolSource
 from app.control.typed_prompt import TypedPrompt
 from app.engine_link.client import EngineClient
@@ -44,7 +44,6 @@ class ChatController(QObject):
     file_renamed = Signal(object, object)  # the old and new Path of a saved conversation
     file_deleted = Signal(object)  # the Path of a deleted conversation
     request_failed = Signal(object)  # Failure of a chat, save or open (after it was shown)
-    notice = Signal(str, str)  # text, kind: a notice about no conversation in particular
     message = Signal(str, int)  # a transient status line, its duration in ms
     draft_returned = Signal(str)  # text given back to the composer (it could not be sent)
 
@@ -118,8 +117,7 @@ class ChatController(QObject):
 
     def new(self) -> Conversation:
         conv = self.library.new()
-        if conv.status.notice is not None:
-            conv.set_status(notice=None)
+        self.state.unsay(conv.id)
         return conv
 
     def select(self, cid: str) -> None:
@@ -135,7 +133,7 @@ class ChatController(QObject):
         conversation shown."""
         if self.generating or not self.state.can_chat:
             if not self.state.can_chat:
-                self.notice.emit("Choose a model and press Load before sending.", "error")
+                self.state.tell("Choose a model and press Load before sending.", "error")
                 self.draft_returned.emit(text)
             return
         conv = self.current if self.current is not None and self.current.loaded else self.new()
@@ -190,7 +188,7 @@ class ChatController(QObject):
                 conv.turns[-1].role != "assistant" or conv.streaming is not None:
             return
         messages = conv.engine_messages(len(conv.turns) - 1)
-        conv.set_status(notice=None)
+        self.state.unsay(conv.id)
         turn = conv.resume_reply()
         self._start(conv, messages, continue_text=turn.text)
 
@@ -204,7 +202,7 @@ class ChatController(QObject):
         self.tool_flow.answer(answer)
 
     def _reply(self, conv: Conversation, regenerate: int | None = None) -> None:
-        conv.set_status(notice=None)
+        self.state.unsay(conv.id)
         conv.begin_reply(regenerate)
         self._start(conv, conv.engine_messages())
 
@@ -260,9 +258,13 @@ class ChatController(QObject):
             conv.finish_reply(reply.done, reply.calls)
             if reply.dropped:
                 conv.status.dropped = reply.dropped
-            notice = finished_notice(reply, functools.partial(self.continue_reply, conv))
+            notice = finished_notice(reply, functools.partial(self.continue_reply, conv), conv.id)
             conv.set_status(stats=reply.done.stats, live=False, n_past=reply.n_past,
-                            n_ctx=reply.n_ctx, notice=notice)
+                            n_ctx=reply.n_ctx)
+            if notice is not None:
+                self.state.say(notice)
+            else:
+                self.state.unsay(conv.id)
             if self.tool_flow.on_reply(conv, reply.calls, reply.done.reason):
                 self.reply_finished.emit(reply)  # its calls are answered, then a reply follows
                 return
@@ -293,8 +295,6 @@ class ChatController(QObject):
 
     def _notify(self, conv: Conversation | None, text: str, kind: str,
                 action: str | None = None, callback: Callable[[], None] | None = None) -> None:
-        if conv is None:
-            self.notice.emit(text, kind)
-        else:
-            conv.set_status(notice=(text, kind, action, callback))
+        self.state.say(Notice(text, "error" if kind == "error" else "info", action, callback,
+                              scope=conv.id if conv is not None else None))
 

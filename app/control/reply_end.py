@@ -10,25 +10,26 @@ from collections.abc import Callable
 
 from app.control.files import ConversationFiles
 from app.control.settings import Settings
+from app.control.state import Notice
 from app.engine_link.messages import ChatReply, Failure
 from engine.conversation.store import CUT
 from engine.conversation.tree import Conversation
 
-# (text, kind, action, callback): the line a conversation shows, with an offer if any
-Notice = tuple[str, str, str | None, Callable[[], None] | None]
 
-
-def finished_notice(reply: ChatReply, continue_reply: Callable[[], None]) -> Notice | None:
-    """The line a reply that ended leaves in its conversation (None: nothing to say)."""
+def finished_notice(reply: ChatReply, continue_reply: Callable[[], None],
+                    scope: str) -> Notice | None:
+    """The line a reply that ended leaves in its conversation (``scope``, its id; None:
+    nothing to say)."""
     if reply.done.reason == "context_full":
-        return ("The context is full: start a new conversation or choose a larger context "
-                "size in the settings.", "error", None, None)
+        return Notice("The context is full: start a new conversation or choose a larger "
+                      "context size in the settings.", "error", scope=scope)
     if reply.done.reason == "length":
-        return "The reply stopped at the length limit.", "info", "Continue", continue_reply
+        return Notice("The reply stopped at the length limit.", "info", "Continue",
+                      continue_reply, scope=scope)
     if reply.dropped:
         why = f" ({reply.shift_note})" if reply.shift_note else ""
-        return (f"The {reply.dropped} oldest messages are out of the model's view (the context "
-                f"is full); it still sees the system prompt{why}.", "info", None, None)
+        return Notice(f"The {reply.dropped} oldest messages are out of the model's view (the "
+                      f"context is full); it still sees the system prompt{why}.", scope=scope)
     return None
 
 

@@ -6,6 +6,7 @@ next load. Controllers change it through its methods; the views subscribe and fo
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,13 +27,17 @@ COMPLETION_ONLY = ("{} has no chat template: it is a base model, completion only
 
 @dataclass(frozen=True)
 class Notice:
-    """The one-line notice above the chat: ``until_load`` ones go at the next load."""
+    """The one-line notice above the chat, with an offer (``action``, its ``callback``) if any.
+    ``scope``: the id of the conversation it is about (shown with it, kept until replaced or
+    dismissed), or None for one about the app (models, settings, files, imports), which goes
+    when another conversation is shown unless ``until_load`` (those go at the next load)."""
 
     text: str
     kind: Literal["info", "error"] = "info"
     action: str | None = None
     callback: Callable[[], None] | None = None
     until_load: bool = False
+    scope: str | None = None
 
 
 class AppState:
@@ -46,7 +51,11 @@ class AppState:
         self.refused: tuple[Path, ...] = ()  # files the last choice could not load
         self.pending_reload: frozenset[str] = frozenset()  # settings waiting for the next load
         self.recalling = False  # the settings change to a chosen model's remembered ones
-        self.notice: Notice | None = None
+        self.notice: Notice | None = None  # the app's
+        self.conversation_notices: dict[str, Notice] = {}  # by conversation id
+        self._said = itertools.count()
+        self._when: dict[str | None, int] = {}  # scope → when its notice was said
+        self.library.subscribe(self._on_library)
         self.page: Literal["chat", "first_run"] = "chat"
         self.fetching = False
         self.fetch_progress: tuple[int, int, str] = (0, 0, "")  # done, total, what
@@ -80,12 +89,12 @@ class AppState:
         self.loading, self.model, self.pending_reload = None, model, frozenset()
         self.measuring = (0, 0) if model.measuring else None
         if self.notice is not None and (self.notice.kind == "info" or self.notice.until_load):
-            self.notice = None
+            self._app_notice(None)
         if model.draft_problem:
-            self.notice = Notice(f"The draft model was not used: {model.draft_problem}. "
-                                 f"Drafting with: {model.drafter}.")
+            self._app_notice(Notice(f"The draft model was not used: {model.draft_problem}. "
+                                    f"Drafting with: {model.drafter}."))
         elif not model.chats:
-            self.notice = Notice(COMPLETION_ONLY.format(model.target_name), until_load=True)
+            self._app_notice(Notice(COMPLETION_ONLY.format(model.target_name), until_load=True))
         self._emit("model")
         self._emit("measuring")
         self._emit("notice")
@@ -93,14 +102,15 @@ class AppState:
     def load_failed(self, message: str, notice: Notice) -> None:
         """A load failed or was cancelled: the models it replaced are gone too."""
         self.loading, self.model, self.load_error, self.measuring = None, None, message, None
-        self.notice = notice
+        self._app_notice(notice)
         self._emit("model")
         self._emit("measuring")
         self._emit("notice")
 
     def refuse(self, paths: tuple[Path, ...], notice: Notice) -> None:
         """A choice that cannot load (``paths``: its files that are no models): what is loaded stays."""
-        self.refused, self.notice = paths, notice
+        self.refused = paths
+        self._app_notice(notice)
         self.choice = (self.model.target_path, self.model.draft_path) if self.model else (None, None)
         self._emit("refused")
         self._emit("choice")
@@ -126,8 +136,42 @@ class AppState:
 
     # -- what the window shows ---------------------------------------------------------------
     def say(self, notice: Notice | None) -> None:
-        self.notice = notice
+        """Show ``notice`` (None: take the app's away)."""
+        if notice is None or notice.scope is None:
+            self._app_notice(notice)
+        else:
+            self.conversation_notices[notice.scope] = notice
+            self._when[notice.scope] = next(self._said)
         self._emit("notice")
+
+    def _app_notice(self, notice: Notice | None) -> None:
+        self.notice = notice
+        self._when[None] = next(self._said)
+
+    def tell(self, text: str, kind: str = "info") -> None:
+        """A notice about no conversation in particular (a slot for signals, other threads'
+        included: they arrive queued)."""
+        self.say(Notice(text, "error" if kind == "error" else "info"))
+
+    def unsay(self, scope: str | None) -> None:
+        """Take the notice of ``scope`` away (a conversation's id; None: the app's)."""
+        if scope is None:
+            if self.notice is not None:
+                self.say(None)
+        elif self.conversation_notices.pop(scope, None) is not None:
+            self._emit("notice")
+
+    def notice_for(self, conversation_id: str | None) -> Notice | None:
+        """What the notice bar shows with conversation ``conversation_id`` shown: of its notice
+        and the app's, an error before an info, else the later said."""
+        own = self.conversation_notices.get(conversation_id) if conversation_id else None
+        candidates = [(n.kind == "error", self._when.get(n.scope, -1), n)
+                      for n in (own, self.notice) if n is not None]
+        return max(candidates, key=lambda c: c[:2])[2] if candidates else None
+
+    def _on_library(self, kind: str, _conv: object) -> None:
+        if kind == "current" and self.notice is not None and not self.notice.until_load:
+            self.say(None)  # another conversation shown: the app's passing notice goes
 
     def show_page(self, page: Literal["chat", "first_run"]) -> None:
         self.page = page

@@ -198,7 +198,6 @@ class MainWindow(QMainWindow):
         c.file_deleted.connect(search.deleted)
         c.generating_changed.connect(self.composer.set_generating)
         c.generating_changed.connect(self.chat_view.set_busy)
-        c.notice.connect(self.notice.show_message)
         c.message.connect(self.status.showMessage)
         c.draft_returned.connect(self.composer.give_back)
         c.current_changed.connect(self._update_title)

@@ -1,4 +1,6 @@
-"""A dismissable one-line notice above the chat: errors, fallbacks, "reload to apply"."""
+"""A dismissable one-line notice above the chat: errors, fallbacks, "reload to apply". It shows
+what AppState holds (app.control.state.Notice): the notice of the conversation shown or the
+app's, the later said."""
 
 from __future__ import annotations
 
@@ -21,7 +23,6 @@ class NoticeBar(QFrame):
         super().__init__(parent)
         self.setObjectName("notice")
         self.kind = "info"
-        self.until_load = False  # a model's load resolves it (a failed load, a pending reload)
         self.label = QLabel(self)
         self.label.setWordWrap(True)
         self.action = QPushButton(self)
@@ -37,59 +38,58 @@ class NoticeBar(QFrame):
         layout.addWidget(self.action)
         layout.addWidget(close)
         self._callback: Callable[[], None] | None = None
-        self.owner: Conversation | None = None  # the conversation the notice is about
-        self.from_state = False  # the notice shown is the app's (AppState.notice)
+        self.state: AppState | None = None
+        self.scope: str | None = None  # of the notice shown
         close.clicked.connect(self._dismiss)
         self.hide()
 
     def follow(self, library: Library) -> None:
-        """Show the notice of the conversation shown; a notice of another one is hidden."""
-        def on_change(kind: str, conv: Conversation | None) -> None:
-            if kind not in ("current", "status"):
-                return
-            notice = conv.status.notice if conv is not None else None
-            if notice is not None:
-                self.show_message(*notice)
-                self.owner = conv
-            elif self.owner is not None or kind == "current":
-                self.hide()
+        """Show the notice of the conversation shown (or the app's): another's is hidden."""
+        self._library = library
+
+        def on_change(kind: str, _conv: Conversation | None) -> None:
+            if kind == "current":
+                self.refresh()
         library.subscribe(on_change)
 
     def observe(self, state: AppState) -> None:
-        """Show the app's notice (about models and settings); one a load resolves goes with it."""
-        def on_change(what: str) -> None:
-            if what == "model" and (self.kind == "info" or self.until_load):
-                self.hide()  # a load ended: what it resolved goes
-            elif what == "notice" and state.notice is not None:
-                n = state.notice
-                self.show_message(n.text, n.kind, n.action, n.callback, until_load=n.until_load)
-                self.from_state = True
-            elif what == "notice" and self.from_state:
-                self.hide()
-        state.subscribe(on_change)
+        """Show the notices AppState holds (app.control.state.Notice)."""
+        self.state = state
+        state.subscribe(lambda what: self.refresh() if what == "notice" else None)
 
-    def show_message(self, text: str, kind: str = "info", action: str | None = None,
-                     callback: Callable[[], None] | None = None, *, until_load: bool = False) -> None:
-        self.kind, self.until_load = kind, until_load
-        self.setStyleSheet(self.STYLES.get(kind, self.STYLES["info"]))
-        self.label.setText(text)
-        self.action.setVisible(action is not None)
-        self.action.setText(action or "")
-        self._callback = callback
-        self.owner = None
-        self.from_state = False
+    def refresh(self) -> None:
+        state = self.state
+        if state is None:
+            return
+        current = state.library.current
+        notice = state.notice_for(current.id if current is not None else None)
+        if notice is None:
+            self.hide()
+            return
+        self.kind, self.scope = notice.kind, notice.scope
+        self.setStyleSheet(self.STYLES.get(notice.kind, self.STYLES["info"]))
+        self.label.setText(notice.text)
+        self.action.setVisible(notice.action is not None)
+        self.action.setText(notice.action or "")
+        self._callback = notice.callback
         self.show()
 
+    def show_message(self, text: str, kind: str = "info") -> None:
+        """A notice about no conversation in particular, into AppState (a slot: other threads'
+        signals arrive queued)."""
+        if self.state is not None:
+            self.state.tell(text, kind)
+
     def show_error(self, text: str) -> None:
-        """An error that belongs to no conversation (a slot for signals of other threads)."""
         self.show_message(text, "error")
 
     def text(self) -> str:
         return "" if self.isHidden() else self.label.text()
 
     def _dismiss(self) -> None:
-        if self.owner is not None:  # dismissed for good, not shown again with its conversation
-            self.owner.status.notice = None
+        """Dismissed for good: not shown again with its conversation."""
+        if self.state is not None:
+            self.state.unsay(self.scope)
         self.hide()
 
     def _run_action(self) -> None:

@@ -116,8 +116,6 @@ class Status:
     live: bool = False  # ``stats`` are the streaming reply's so far (tokens, drafted ones)
     n_past: int = 0  # tokens in the engine's cache for this conversation (0: unknown)
     n_ctx: int = 0
-    notice: tuple[str, str, str | None, Callable[[], None] | None] | None = None
-    # (text, kind "info"/"error", action label or None, action callback or None)
     dropped: int = 0  # messages out of the model's view (the oldest, dropped to fit)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from app.control.state import AppState, Notice
 from app.engine_link.messages import LoadedModel
+from engine.conversation.tree import Conversation
 
 ROOT = Path(__file__).parents[2]
 
@@ -67,3 +68,26 @@ def test_recalling_a_models_settings_is_marked_only_inside():
     except KeyError:
         pass
     assert not state.recalling
+
+
+def test_notices_have_a_scope_and_an_error_or_the_later_said_shows():
+    """A conversation's notice is shown with it and kept until replaced or taken away; of it and
+    the app's, an error shows before an info, else the later said; the app's passing notice goes
+    when another conversation is shown (one a load resolves stays)."""
+    state = AppState()
+    a, b = (state.library.add(Conversation(title)) for title in ("A", "B"))  # b shown
+    state.say(Notice("The reply stopped at the length limit.", scope=a.id))
+    assert state.notice_for(b.id) is None and state.notice_for(a.id).text.startswith("The reply")
+    state.tell("Cannot save the projects", "error")  # later: shown over a's own
+    assert state.notice_for(a.id).text == "Cannot save the projects"
+    assert state.notice_for(b.id).kind == "error"
+    state.library.show(a)  # another shown: the app's passing notice goes, a's own is back
+    assert state.notice is None and state.notice_for(a.id).text.startswith("The reply")
+    state.say(Notice("n_ctx: applies at the next model load.", until_load=True))
+    state.library.show(b)
+    assert state.notice_for(b.id).text.startswith("n_ctx")  # stays until a load
+    state.say(Notice("The context is full.", "error", scope=a.id))
+    state.say(Notice("This conversation was made with x.gguf.", action="Load it"))
+    assert state.notice_for(a.id).text == "The context is full."  # the error, though earlier
+    state.unsay(a.id)
+    assert state.notice_for(a.id).action == "Load it" and a.id not in state.conversation_notices

@@ -171,11 +171,13 @@ def test_relaunch_reopens_the_saved_conversation_with_one_notice(qtbot, home, sm
                                        "--worker-lost", why]))
     qtbot.addWidget(window)
     conv = window.controller.current
-    qtbot.waitUntil(lambda: conv.loaded and conv.status.notice is not None, timeout=LONG_MS)
+    notices = window.state.conversation_notices
+    qtbot.waitUntil(lambda: conv.loaded and conv.id in notices, timeout=LONG_MS)
     assert [t.text for t in conv.turns] == [PROMPT, "One, two, three"]
     assert conv.turns[-1].reason == CUT
-    text, kind = conv.status.notice[:2]
-    assert kind == "error" and why in text and "\n" not in text
+    notice = notices[conv.id]
+    assert notice.kind == "error" and why in notice.text and "\n" not in notice.text
+    assert window.notice.text() == notice.text
 
 
 def test_worker_lost_between_passes_keeps_and_saves_the_reply(qtbot, window, driver,
@@ -198,7 +200,8 @@ def test_worker_lost_between_passes_keeps_and_saves_the_reply(qtbot, window, dri
         controller.on_failed(Failure("chat", message, conv.id, worker_lost=True))
     assert controller.generating is None
     assert conv.turns[-1].text == "One, two" and conv.turns[-1].reason == CUT
-    assert message in conv.status.notice[0] and conv.status.notice[1] == "error"
+    notice = window.state.conversation_notices[conv.id]
+    assert message in notice.text and notice.kind == "error" and window.notice.text() == notice.text
     meta = read_meta(saved.args[0].path)
     assert [m.content for m in meta.messages] == [PROMPT, "One, two"]
     root = tree_from_json(meta.settings["tree"], [from_saved(m) for m in meta.messages])
