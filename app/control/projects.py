@@ -70,6 +70,13 @@ class ProjectFlow(QObject):
         return find(self.presets(), project.preset) if project is not None and project.preset \
             else None
 
+    def reload(self) -> None:
+        """Read the projects again (an import of Duet's export wrote them from its thread)."""
+        self.projects = Projects(self.projects.path.parent)
+        if self.selected not in self.projects.projects:
+            self.selected = None
+        self.changed.emit()
+
     def files(self, conv: Conversation) -> tuple[Attachment, ...]:
         """The files of ``conv``'s project (none: in no project)."""
         project = self.project_of(conv)

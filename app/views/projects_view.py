@@ -173,4 +173,5 @@ def connect(window: MainWindow) -> ProjectFlow:
     c.conversation_saved.connect(lambda saved: flow.saved(saved.conversation_id, saved.path))
     c.file_renamed.connect(flow.renamed)
     c.file_deleted.connect(flow.deleted)
+    window.importing.finished.connect(lambda _report: flow.reload())  # (it may add projects)
     return flow

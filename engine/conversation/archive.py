@@ -1,6 +1,7 @@
 """Everything in one zip: each saved conversation as Markdown (the branch shown, to read) and as
 JSON (every version, engine.conversation.export.to_json), with ``manifest.json`` listing them
-and the projects (each conversation's project is named in its entry and its JSON).
+and the projects (each conversation's project is named in its entry and its JSON; each project
+has its system prompt, preset and files, the files' text in ``project-files/``).
 Duet's import reads it back (engine.conversation.importers.records: a zip with this manifest).
 No Qt.
 
@@ -24,7 +25,7 @@ from typing import Any
 
 from engine import paths
 from engine.conversation.export import to_json, to_markdown
-from engine.conversation.projects import Projects
+from engine.conversation.projects import Project, Projects, file_record
 from engine.conversation.session import store
 from engine.conversation.session.format import SUFFIX, read_meta
 from engine.conversation.store import tree_from_json
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 KIND = "library"  # the manifest's "kind" (with "app": "duet")
+PROJECT_FILES = "project-files"  # the zip's folder of the projects' files
 VERSION = 1
 
 
@@ -75,6 +77,18 @@ def read_conversation(path: Path) -> Conversation:
     if isinstance(meta.settings.get("preset"), str):
         conv.preset = meta.settings["preset"]
     return conv
+
+
+def _project(zf: zipfile.ZipFile, p: Project) -> dict[str, Any]:
+    """Project ``p`` for the manifest; its files' records go in the zip once each
+    (``project-files/<sha256>.json``, as beside projects.json)."""
+    files = []
+    for a in p.files:
+        member = f"{PROJECT_FILES}/{a.sha256}.json"
+        if member not in zf.namelist():
+            zf.writestr(member, json.dumps(file_record(a), ensure_ascii=False))
+        files.append({"name": a.name, "sha256": a.sha256, "json": member})
+    return {"name": p.name, "system_prompt": p.system_prompt, "preset": p.preset, "files": files}
 
 
 def _iso(t: float) -> str:
@@ -120,8 +134,7 @@ def export_all(dest: Path, folder: Path | None = None, *,
             manifest = {"app": "duet", "kind": KIND, "version": VERSION,
                         "exported": datetime.now(UTC).isoformat(timespec="seconds"),
                         "conversations": entries, "failed": report.failed,
-                        "projects": [{"name": p.name, "system_prompt": p.system_prompt}
-                                     for p in projects.projects.values()]}
+                        "projects": [_project(zf, p) for p in projects.projects.values()]}
             zf.writestr(MANIFEST, json.dumps(manifest, indent=2, ensure_ascii=False))
         os.replace(tmp, dest)
     except BaseException:

@@ -56,7 +56,8 @@ def _check(data: Any) -> None:
         raise ValueError("it is not a list of projects of version 1")
 
 
-def _check_file(data: Any) -> None:
+def check_file(data: Any) -> None:
+    """ValueError unless ``data`` is a project file's record (``{"kind", "text", "pages"}``)."""
     if not isinstance(data, dict) or not all(isinstance(data.get(k), str)
                                              for k in ("kind", "text")) or \
             not isinstance(data.get("pages"), list) or \
@@ -64,8 +65,20 @@ def _check_file(data: Any) -> None:
         raise ValueError("it is not a project's file")
 
 
-def _file_record(a: Attachment) -> dict[str, Any]:
+def file_record(a: Attachment) -> dict[str, Any]:
+    """What is kept of a project's file, by its SHA-256 (its name is the project's)."""
     return {"kind": a.kind, "text": a.text, "pages": list(a.pages)}
+
+
+def file_from(name: str, sha256: str, data: Any) -> Attachment | None:
+    """The project file ``name`` of record ``data`` (None: not a record, or not a SHA-256)."""
+    try:
+        check_file(data)
+    except ValueError:
+        return None
+    if not _SHA256.fullmatch(sha256):
+        return None
+    return Attachment(name, data["kind"], sha256, data["text"], tuple(data["pages"]))
 
 
 def clean_name(name: str) -> str:
@@ -108,13 +121,12 @@ class Projects:
             if not isinstance(name, str) or not isinstance(sha, str) or \
                     not _SHA256.fullmatch(sha):
                 continue
-            data = read_json(self.files_dir / f"{sha}.json", _check_file)
-            if data is None:
+            a = file_from(name, sha, read_json(self.files_dir / f"{sha}.json", check_file))
+            if a is None:
                 log.warning("project %s: the file %s… is missing or damaged; left out",
                             project, sha[:12])
                 continue
-            out.append(Attachment(name, data["kind"], sha, data["text"],
-                                  tuple(data["pages"])))
+            out.append(a)
         return tuple(out)
 
     def _write(self) -> None:
@@ -162,12 +174,12 @@ class Projects:
         for a in files:
             if a.sha256 in have or not _SHA256.fullmatch(a.sha256):
                 continue
-            record = _file_record(a)
+            record = file_record(a)
             if len(json.dumps(record).encode()) > MAX_BYTES:
                 raise ValueError(f"{a.name} is too large to keep with a project (at most "
                                  f"{MAX_BYTES // 2**20} MB of text): attach it to a message")
             kept = self.files_dir / f"{a.sha256}.json"
-            if read_json(kept, _check_file) is None:  # (else another project has it already)
+            if read_json(kept, check_file) is None:  # (else another project has it already)
                 self.files_dir.mkdir(parents=True, exist_ok=True)
                 write_json(kept, record)
             have.add(a.sha256)

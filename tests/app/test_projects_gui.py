@@ -142,3 +142,25 @@ def test_a_projects_preset_is_used_by_its_conversations(window, settings):
     flow.move([conv.id], None)  # in no project: the settings again
     assert cs.sampling_for(conv).temperature == 0.8 and cs.drafts(conv)
     assert cs.system_prompt(conv) == "You are terse."
+
+
+def test_an_imported_export_brings_its_projects_into_the_window(qtbot, window, tmp_path):
+    """The import writes projects.json from its thread; the window reads it again, so a
+    project made afterwards keeps the imported ones (an old copy in memory would erase them)."""
+    from engine.conversation.archive import export_all
+    from engine.conversation.importers.run import import_files
+
+    source = tmp_path / "source"
+    import_files([DATA / "claude-conversations.json"], source)
+    theirs = Projects(source)
+    theirs.add("Travel")
+    theirs.set_prompt("Travel", "Answer briefly.")
+    theirs.move(sorted(source.glob("*.duet"))[:1], "Travel")
+    export_all(tmp_path / "all.zip", source)
+    with qtbot.waitSignal(window.importing.finished, timeout=LONG_MS):
+        window.importing.start([tmp_path / "all.zip"])
+    flow = window.projects
+    assert flow.projects.names == ["Travel"]
+    assert row(window.sidebar.projects, "Travel").toolTip().startswith("System prompt: Answer")
+    flow.create("Work")
+    assert Projects().names == ["Travel", "Work"] and len(Projects().members) == 1

@@ -26,6 +26,7 @@ from typing import IO, Any
 
 from engine.conversation.archive import MANIFEST
 from engine.conversation.importers.base import ImportFailure, fail
+from engine.conversation.projects import Project, clean_name, file_from
 
 CHUNK = 1 << 20
 MAX_RECORD = 512 << 20  # characters of one record (a whole single-object file included)
@@ -49,6 +50,7 @@ class Records:
         self.path = Path(path)
         self.done = 0
         self.total = 0
+        self.projects: list[Project] = []  # those a Duet export describes (once it is read)
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         try:
@@ -94,6 +96,30 @@ class Records:
                 yield i, self._member(zf, name)
             except ImportFailure as e:
                 yield i, e
+        projects = manifest.get("projects")
+        found = (self._project(zf, e) for e in (projects if isinstance(projects, list) else ()))
+        self.projects = [p for p in found if p is not None]
+
+    def _project(self, zf: zipfile.ZipFile, entry: Any) -> Project | None:
+        """A project of the manifest (None: not one); a file whose record cannot be read is
+        left out of it."""
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or \
+                not clean_name(entry["name"]):
+            return None
+        files = []
+        listed = entry.get("files")
+        for f in listed if isinstance(listed, list) else ():
+            if isinstance(f, dict) and all(isinstance(f.get(k), str)
+                                           for k in ("name", "sha256", "json")):
+                try:
+                    a = file_from(f["name"], f["sha256"], self._member(zf, f["json"]))
+                except ImportFailure:
+                    a = None
+                if a is not None:
+                    files.append(a)
+        prompt, preset = entry.get("system_prompt"), entry.get("preset")
+        return Project(clean_name(entry["name"]), prompt if isinstance(prompt, str) else "",
+                       preset if isinstance(preset, str) else "", tuple(files))
 
     def _member(self, zf: zipfile.ZipFile, name: str) -> Any:
         """The JSON of the zip's member ``name`` (read up to MAX_RECORD bytes)."""

@@ -34,7 +34,7 @@ from engine.conversation.importers.base import Imported, ImportFailure
 from engine.conversation.importers.ledger import Ledger
 from engine.conversation.importers.records import Records
 from engine.conversation.importers.registry import LABELS, read_record
-from engine.conversation.projects import Projects, clean_name
+from engine.conversation.projects import Project, Projects, clean_name
 from engine.conversation.search_index import SearchIndex
 from engine.conversation.session import store
 from engine.conversation.session.format import SUFFIX, read_meta, write_session
@@ -96,35 +96,50 @@ def import_files(files: Sequence[Path], folder: Path | None = None, *,
     own_index = index is None
     index = index or SearchIndex()
     joined: dict[str, list[Path]] = {}  # project → the files written for it
+    described: dict[str, Project] = {}  # the projects Duet's exports describe, by name
     try:
         with Ledger(folder / LEDGER) as ledger:
             for path in files:
-                _import_file(Path(path), folder, ledger, index, report, progress, joined)
+                _import_file(Path(path), folder, ledger, index, report, progress, joined,
+                             described)
     finally:
         if own_index:
             index.close()
-        _join_projects(folder, joined, report)
+        _join_projects(folder, joined, described, report)
     return report
 
 
-def _join_projects(folder: Path, joined: dict[str, list[Path]], report: ImportReport) -> None:
-    """Conversations of Duet's export of everything go back into their projects (made anew
-    where the folder has none of that name)."""
-    if not joined:
+def _join_projects(folder: Path, joined: dict[str, list[Path]], described: dict[str, Project],
+                   report: ImportReport) -> None:
+    """Conversations of Duet's export of everything go back into their projects; a project the
+    folder has none of by that name is made anew, with the system prompt, preset and files the
+    export gives it (one already there keeps its own)."""
+    if not joined and not described:
         return
     try:
         projects = Projects(folder)
+        have = {name.casefold(): name for name in projects.projects}  # (names are unique in any case)
+        for name in map(clean_name, [*described, *joined]):
+            if name and name.casefold() not in have:
+                have[name.casefold()] = name = projects.add(name).name
+                told = described.get(name)
+                if told is not None:
+                    projects.set_prompt(name, told.system_prompt)
+                    projects.set_preset(name, told.preset or None)
+                    try:
+                        projects.add_files(name, told.files)
+                    except ValueError as e:  # a file too large to keep with a project
+                        report.fail(f"the files of project {name}: {e}")
         for name, written in joined.items():
-            if clean_name(name) not in projects.projects:
-                name = projects.add(name).name
-            projects.move(written, clean_name(name))
-    except (OSError, ValueError) as e:
-        report.fail(f"the projects of the imported conversations: {e}")
+            if clean_name(name).casefold() in have:
+                projects.move(written, have[clean_name(name).casefold()])
+    except OSError as e:
+        report.fail(f"the projects of the imported conversations: {e.strerror or e}")
 
 
 def _import_file(path: Path, folder: Path, ledger: Ledger, index: SearchIndex,
                  report: ImportReport, progress: Callable[[Progress], None] | None,
-                 joined: dict[str, list[Path]]) -> None:
+                 joined: dict[str, list[Path]], described: dict[str, Project]) -> None:
     records = Records(path)
     pending: list[Path] = []  # written, not yet in the search index
     flushed = time.monotonic()
@@ -162,6 +177,7 @@ def _import_file(path: Path, folder: Path, ledger: Ledger, index: SearchIndex,
         report.fail(f"{path.name}: {e}")
     finally:
         index.update_many(pending)
+    described.update({p.name: p for p in records.projects})
 
 
 def signatures(root: Node) -> set[int]:
