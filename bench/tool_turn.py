@@ -41,7 +41,7 @@ from engine.mcp import McpConfig, ServerConfig, ToolHost
 from engine.mcp.offer import offer
 from engine.runtime.generate import Generator
 from engine.runtime.runtime import resolve_model
-from engine.runtime.tool_rounds import Offer, tool_rounds
+from engine.runtime.tool_rounds import ToolOffer, tool_rounds
 from engine.tools import ToolChoice
 from engine.tools.prompting import tool_prompt
 
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             result = tools.run(call, cancel)
             results.append(time.perf_counter())
             return result
-        clocked = Offer(tools.tools, run_call)
+        clocked = ToolOffer(tools.tools, run_call)
         gen = Clocked(Generator(ctx))
         for _ in range(args.repeats):
             ctx.clear()

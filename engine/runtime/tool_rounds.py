@@ -46,7 +46,7 @@ class Completer(Protocol):
 
 
 @dataclass(frozen=True)
-class Offer:
+class ToolOffer:
     """The tools a conversation offers, and how an allowed call runs (its result, or a one-line
     error result; it must stop when ``cancel`` is set)."""
 
@@ -76,7 +76,7 @@ class RoundsDone:
 RoundEvent = Text | Done | CallAnswered | RoundsDone
 
 
-def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, params: SamplingParams,
+def tool_rounds(gen: Completer, messages: Sequence[Message], offer: ToolOffer, params: SamplingParams,
                 *, ask: Callable[[ToolCall], bool], choice: ToolChoice = ToolChoice(),
                 max_rounds: int = MAX_ROUNDS, cancel: threading.Event | None = None) -> Iterator[RoundEvent]:
     """Reply to ``messages`` with up to ``max_rounds`` rounds of tool calls, as the round machine
@@ -141,7 +141,7 @@ def _pieces(gen: Completer, turn: PreparedTurn, cancel: threading.Event) -> Iter
 
 
 def _answer(gen: Completer, history: Sequence[Message], call: ToolCall,
-            offer: Offer, ask: Callable[[ToolCall], bool],
+            offer: ToolOffer, ask: Callable[[ToolCall], bool],
             cancel: threading.Event) -> tuple[bool, ToolResult]:
     """Put ``call`` to the person and run it if allowed, in a thread, while the part of the
     next prompt before its result is read (the answer then reads only the result)."""

@@ -23,7 +23,7 @@ from engine.chat.reasoning import OFF, Thinking
 from engine.decode.sampling import SamplingParams
 from engine.events import Done, Token
 from engine.server import images, schema
-from engine.server.core import DuetServer, Front
+from engine.server.core import Front, ServedModel
 from engine.server.errors import ApiError, bad_request
 from engine.server.turn import Chat, End, PreparedTurn, Text, prepare, sampling
 from engine.tools import Tool, ToolChoice
@@ -214,7 +214,7 @@ def _tools(body: CountRequest) -> tuple[tuple[Tool, ...], ToolChoice]:
 
 
 async def _chat(front: Front, request: Request, data: Any,
-                cls: type[CountRequest]) -> tuple[DuetServer, CountRequest, Chat]:
+                cls: type[CountRequest]) -> tuple[ServedModel, CountRequest, Chat]:
     body = schema.parse(cls, data)
     front.offer(body.model)
     tools, choice = _tools(body)
@@ -255,7 +255,7 @@ class AnthropicShaper:
 
     media_type = "text/event-stream"
 
-    def __init__(self, server: DuetServer, turn: PreparedTurn) -> None:
+    def __init__(self, server: ServedModel, turn: PreparedTurn) -> None:
         self.id = "msg_" + uuid.uuid4().hex[:24]
         self.model_id = server.model_id
         self.model = server.model
