@@ -31,7 +31,7 @@ from engine.runtime.pool import Lease, LoadFailed, Pool, PoolError, UnknownModel
 from engine.runtime.service import Engine, Job, QueueFull
 from engine.server.errors import ApiError, Gone, bad_request
 from engine.server.shape import Shaper, stream
-from engine.server.turn import Chat, PreparedTurn, Raw, collect, pieces, prepare, prepare_raw
+from engine.server.turn import Chat, PreparedTurn, Raw, client_raw_turn, client_turn, collect, pieces
 
 log = logging.getLogger(__name__)
 
@@ -211,10 +211,10 @@ class ServedModel:
             chat = replace(chat, thinking=replace(t, on=False))
         elif budget is not None and t.on is not False and t.budget is None:  # its default budget
             chat = replace(chat, thinking=replace(t, budget=budget))
-        return await run_in_threadpool(prepare, self.model, chat, self.n_ctx)
+        return await run_in_threadpool(client_turn, self.model, chat, self.n_ctx)
 
     async def prepare_raw(self, raw: Raw) -> PreparedTurn:
-        return await run_in_threadpool(prepare_raw, self.model, raw, self.n_ctx)
+        return await run_in_threadpool(client_raw_turn, self.model, raw, self.n_ctx)
 
     # -- the engine -----------------------------------------------------------------------
     def submit(self, turn: PreparedTurn) -> tuple[Job, asyncio.Queue]:

@@ -25,7 +25,7 @@ from engine.events import Done, Token
 from engine.server import images, schema
 from engine.server.core import Front, ServedModel
 from engine.server.errors import ApiError, bad_request
-from engine.server.turn import Chat, End, PreparedTurn, Text, prepare, sampling
+from engine.server.turn import Chat, End, PreparedTurn, Text, client_turn, sampling
 from engine.tools import Tool, ToolChoice
 
 STOP_REASONS = {"length": "max_tokens", "tool_calls": "tool_use"}
@@ -245,7 +245,7 @@ async def count_tokens(request: Request) -> Response:
     front.check_auth(request, header="x-api-key")
     data = await front.read_json(request)
     server, _, chat = await _chat(front, request, data, CountRequest)
-    turn = await run_in_threadpool(prepare, server.model, chat)
+    turn = await run_in_threadpool(client_turn, server.model, chat)
     return JSONResponse({"input_tokens": len(turn.prompt)})
 
 
