@@ -24,7 +24,7 @@ from engine.decode.sampling import SamplingParams
 from engine.errors import DecodeError, DuetError
 from engine.events import Done, Event, Stats
 from engine.llama.abort import Cancel
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.model import Model
 from engine.prompts.request import Call, Chat, Piece, Policy, PreparedTurn, Reader, Text, prepare
 from engine.tools import MAX_ROUNDS, Tool, ToolChoice
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 class Completer(Protocol):
     model: Model
-    ctx: Context
+    ctx: LlamaSequence
 
     def complete(self, prompt: Sequence[int], params: SamplingParams,
                  cancel: threading.Event | None = None, *, grammar: GrammarState | None = None,
