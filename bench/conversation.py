@@ -33,7 +33,7 @@ from engine.chat.fit import chat_tokens, fit_messages
 from engine.chat.messages import Message
 from engine.decode.sampling import SamplingParams
 from engine.events import Token
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model
 from engine.runtime.generate import Generator
@@ -107,7 +107,7 @@ def measure_switch(model: Model, args: argparse.Namespace) -> dict[str, Any]:
     rows: dict[str, list[float]] = {"unedited": [], "switch": [], "rewind": [], "cold": []}
     cached: dict[str, list[int]] = {"switch": [], "rewind": []}
     cache = StateCache(DEFAULT_CACHE_BYTES)
-    with Context(model, cp) as ctx:
+    with LlamaSequence(model, cp) as ctx:
         # the app's path (the runtime's generator has a cache), then the path before the cache
         for row, gen in (("switch", Generator(ctx, cache=cache)), ("rewind", Generator(ctx))):
             for _ in range(args.repeats):
@@ -139,7 +139,7 @@ def measure_overflow(model: Model, args: argparse.Namespace, *, shift: bool) -> 
     normal: list[float] = []
     overflow: list[float] = []
     recomputed: list[int] = []
-    with Context(model, cp) as ctx:
+    with LlamaSequence(model, cp) as ctx:
         if not shift:
             ctx.drop = lambda p0, p1: False  # type: ignore[method-assign]  # today's re-prefill
         gen = Generator(ctx)

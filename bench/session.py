@@ -39,7 +39,7 @@ from engine.conversation.session import inspect, store
 from engine.decode.sampling import SamplingParams
 from engine.errors import DuetError
 from engine.events import Done, Token
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import KV_BYTES_PER_ELEMENT, ContextParams, default_threads
 from engine.llama.model import Model, ModelSpec
 from engine.runtime.generate import Generator
@@ -193,7 +193,7 @@ def bench_kv_type(model: Any, args: argparse.Namespace, kv_type: str, messages: 
     n_hist = common_prefix(chat_tokens(model, history, add_generation_prompt=False), prompt)
     prefill: list[float] = []
     saves, loads, restores = [], [], []
-    with Context(model, params) as a, Context(model, params) as b:
+    with LlamaSequence(model, params) as a, LlamaSequence(model, params) as b:
         gen_a, gen_b = Generator(a), Generator(b)
         log.info("%s: prefilling %d tokens", kv_type, len(prompt))
         prefill.append(reply(gen_a, messages, 1).ttft)
@@ -250,7 +250,7 @@ def bench_regenerate(model: Any, args: argparse.Namespace, sizes: Sequence[int]
 
     rows = []
     params = ContextParams(n_ctx=args.ctx, n_threads=args.threads)
-    with Context(model, params) as ctx:
+    with LlamaSequence(model, params) as ctx:
         gen = Generator(ctx)
         for n in sizes:
             messages = conversation(model, n)

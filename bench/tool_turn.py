@@ -34,14 +34,14 @@ from typing import Any
 from engine.chat.messages import Message
 from engine.decode.sampling import SamplingParams
 from engine.events import Done, Token
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model
 from engine.mcp import McpConfig, ServerConfig, ToolHost
 from engine.mcp.offer import offer
 from engine.runtime.generate import Generator
 from engine.runtime.runtime import resolve_model
-from engine.runtime.tool_rounds import Offer, tool_rounds
+from engine.runtime.tool_rounds import ToolOffer, tool_rounds
 from engine.tools import ToolChoice
 from engine.tools.prompting import tool_prompt
 
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     rows: dict[str, list[float]] = {"tool": [], "turn": []}
     prompt_s: dict[str, list[float]] = {"tool": [], "turn": []}
     new_tokens: dict[str, list[int]] = {"tool": [], "turn": []}
-    with ToolHost() as host, Context(model, ContextParams(n_ctx=args.ctx, n_threads=args.threads)) as ctx:
+    with ToolHost() as host, LlamaSequence(model, ContextParams(n_ctx=args.ctx, n_threads=args.threads)) as ctx:
         host.apply(McpConfig((ServerConfig.stdio("time", _time_server(), ["--local-timezone", "UTC"]),)))
         if host.wait_for("time", ("ready", "failed"), 60).state != "ready":
             raise SystemExit(f"the time server did not start: {host.status('time').reason}")
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             result = tools.run(call, cancel)
             results.append(time.perf_counter())
             return result
-        clocked = Offer(tools.tools, run_call)
+        clocked = ToolOffer(tools.tools, run_call)
         gen = Clocked(Generator(ctx))
         for _ in range(args.repeats):
             ctx.clear()

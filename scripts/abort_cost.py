@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(REPO))
     from engine.llama import abort
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
     from engine.llama.model import Model
     from engine.runtime.ahead import STEP
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
               "rows fall back to the Python callback")
     kinds: dict[str, Callable[[], Any]] = {"no check": lambda: None,
                                            "Python callback": threading.Event, "flag": abort.Cancel}
-    with Model(resolve_model(args.model)) as model, Context(model, ContextParams(n_ctx=1024)) as ctx:
+    with Model(resolve_model(args.model)) as model, LlamaSequence(model, ContextParams(n_ctx=1024)) as ctx:
         ctx.decode([model.bos if model.bos >= 0 else 1] + [100 + i for i in range(127)],
                    logits="none")
         depth = len(ctx.tokens)

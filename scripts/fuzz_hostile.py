@@ -272,12 +272,12 @@ def _valid_session(folder: Path, model_path: Path | None) -> tuple[bytes, Any]:
         return path.read_bytes(), None
     from engine.chat.fit import chat_tokens
     from engine.conversation.session import store
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
     from engine.llama.model import Model
 
     model = Model(model_path)
-    ctx = Context(model, ContextParams(n_ctx=512, n_threads=1))
+    ctx = LlamaSequence(model, ContextParams(n_ctx=512, n_threads=1))
     messages = [Message("user", "The secret colour is red."), Message("assistant", "Noted.")]
     ctx.decode(chat_tokens(model, messages, add_generation_prompt=False))
     store.save_contexts(path, ctx, None, messages, settings={"sampling": {"temperature": 0.7}})

@@ -23,14 +23,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="1,2,4,8")
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
     from engine.llama.model import Model, ModelSpec
     from engine.runtime.runtime import resolve_model
 
     sizes = [int(n) for n in args.sizes.split(",")]
     with Model(ModelSpec(resolve_model("target"))) as model, \
-            Context(model, ContextParams(n_ctx=2048)) as ctx:
+            LlamaSequence(model, ContextParams(n_ctx=2048)) as ctx:
         ctx.decode(list(range(1000, 1500)), logits="last")
         times: dict[tuple[int, str], list[float]] = {}
         for _ in range(args.rounds):

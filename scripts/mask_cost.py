@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.structured import SCHEMA
     from engine.decode.constraint import Grammar
     from engine.decode.speculative.calibration import measure_cost
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
     from engine.llama.model import Model, ModelSpec
     from engine.runtime.runtime import resolve_model
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                     if not rest.startswith(piece):
                         raise SystemExit(f"{piece!r} is not the reply's text")
                     rest = rest[len(piece):]
-        with Context(model, ContextParams(n_ctx=2048)) as ctx:
+        with LlamaSequence(model, ContextParams(n_ctx=2048)) as ctx:
             step = measure_cost(ctx, (1,)).verify_cost(1)  # the drafter's own step measurement
     med, p99 = statistics.median(per_token), statistics.quantiles(per_token, n=100)[98]
     print(f"{len(per_token)} grammar steps: median {med * 1e6:.0f} µs, p99 {p99 * 1e6:.0f} µs; "

@@ -1,6 +1,6 @@
 """Compare engine/models/hub/fit.py's memory estimate with the resident memory measured after loading.
 
-Each measurement runs in a fresh process: RSS (VmRSS) before, after ``Model`` + ``Context`` (the way
+Each measurement runs in a fresh process: RSS (VmRSS) before, after ``Model`` + ``LlamaSequence`` (the way
 Duet loads: mmap, f16 KV cache, default batch) and after decoding one full micro-batch (the compute
 buffer is allocated at load but only touched by decoding). The estimate's ``ram_loaded`` is compared
 with the first; its ``ram_needed`` adds llama.cpp's whole compute reservation, a worst case that a
@@ -35,13 +35,13 @@ def rss() -> int:
 
 def child(path: str, n_ctx: int) -> None:
     from engine.llama import backend
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
     from engine.llama.model import Model
 
     backend.init()
     before = rss()
-    with Model(path) as model, Context(model, ContextParams(n_ctx=n_ctx)) as ctx:
+    with Model(path) as model, LlamaSequence(model, ContextParams(n_ctx=n_ctx)) as ctx:
         loaded = rss()
         ctx.decode([model.bos if model.bos >= 0 else 0] * min(512, n_ctx // 2))  # one full micro-batch
         peak = rss()

@@ -80,13 +80,13 @@ def jobs_at_once(n: int, max_tokens: int, prompts: tuple[str, ...] = PROMPTS,
 
 
 def prefill_slices() -> list[str]:
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
     from engine.llama.model import Model
     from engine.runtime.runtime import resolve_model
 
     out = []
-    with Model(resolve_model("target")) as model, Context(model, ContextParams(n_ctx=2048)) as ctx:
+    with Model(resolve_model("target")) as model, LlamaSequence(model, ContextParams(n_ctx=2048)) as ctx:
         tokens = model.tokenize_text((REPO / "engine" / "decode" / "scheduler.py").read_text())[:1024]
         for size in (64, 128, 256, 512):
             ctx.clear()

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["LLAMA_CPP_LIB_PATH"] = str(args.lib.resolve())
 
     sys.path.insert(0, str(REPO))
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
     from engine.llama.exactness import patched_kernels
     from engine.llama.model import Model, ModelSpec
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = ModelSpec(resolve_model(args.model), repack=args.inexact)
     params = ContextParams(n_ctx=max(2048, args.depth + args.rows + 64), exact=not args.inexact)
-    with Model(spec) as model, Context(model, params) as ctx:
+    with Model(spec) as model, LlamaSequence(model, params) as ctx:
         tokens = [model.bos if model.bos >= 0 else 1] + [100 + i for i in range(args.depth - 1)]
         for i in range(0, args.depth, 64):
             ctx.decode(tokens[i:i + 64])

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     from engine.decode.speculative.calibration import measure_cost
     from engine.decode.speculative.tuning import TUNING
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
     from engine.llama.exactness import patched_kernels
     from engine.llama.model import Model, ModelSpec
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models:
         path = resolve_model(name)
         with Model(ModelSpec(path, n_gpu_layers=args.gpu_layers, repack=args.inexact)) as model, \
-                Context(model, ContextParams(n_ctx=args.ctx, exact=not args.inexact)) as ctx:
+                LlamaSequence(model, ContextParams(n_ctx=args.ctx, exact=not args.inexact)) as ctx:
             cost = measure_cost(ctx, sizes)
         one = cost.verify_cost(1)
         steps[path.name] = one

@@ -92,10 +92,10 @@ def smol_vision(smol_path, smol_projector):
 
 @pytest.fixture
 def smol_ctx(smol):
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
 
-    with Context(smol, ContextParams(n_ctx=1024)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=1024)) as ctx:
         yield ctx
 
 

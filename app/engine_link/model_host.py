@@ -98,7 +98,7 @@ class ModelHost:
             (cfg.target.path, cfg.draft.path if cfg.draft else None),
             FitRequest(n_ctx=cfg.context.n_ctx, n_gpu_layers=cfg.target.n_gpu_layers,
                        exact=cfg.context.exact))
-        offer = served.Offer(name, Path(cfg.target.path), bytes_needed=need)
+        offer = served.ModelOffer(name, Path(cfg.target.path), bytes_needed=need)
         try:
             lease = self.pool.acquire(offer, load=lambda _, cores: self._open(req, cores))
         except LoadFailed as e:  # the window says what went wrong in its own words

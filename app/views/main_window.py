@@ -217,7 +217,7 @@ class MainWindow(QMainWindow):
         if path is not None:
             self.flow.load(path, None)
 
-    def _browse_model(self, as_draft: bool) -> None:
+    def browse_model(self, as_draft: bool) -> None:
         path = self.models.browse(as_draft)
         if path is not None:
             self.models.set_choice(path, as_draft=as_draft)

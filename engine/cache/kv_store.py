@@ -43,7 +43,7 @@ from engine.cache.prefix import common_prefix, dropped_span
 from engine.errors import DuetError
 
 if TYPE_CHECKING:
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class Entry:
     size: int
 
 
-def model_key(ctxs: Sequence[Context], fingerprints: Sequence[str]) -> str:
+def model_key(ctxs: Sequence[LlamaSequence], fingerprints: Sequence[str]) -> str:
     """What an entry is for: the models' fingerprints and KV layouts (not the context size,
     which a state does not depend on: llama.cpp refuses one that does not fit)."""
     h = blake3()
@@ -87,7 +87,7 @@ class KVStore:
     """The store's folder as seen by one runtime (one set of models): ``best`` and ``restore``
     on the thread that owns the contexts, ``save`` there too (it copies; a thread writes)."""
 
-    def __init__(self, folder: Path, ctxs: Sequence[Context], fingerprints: Sequence[str],
+    def __init__(self, folder: Path, ctxs: Sequence[LlamaSequence], fingerprints: Sequence[str],
                  max_bytes: int = DEFAULT_STORE_BYTES) -> None:
         self.folder = folder
         self.fingerprints = tuple(fingerprints)
@@ -120,7 +120,7 @@ class KVStore:
                 best, found = n, e
         return best, found
 
-    def restore(self, ctxs: Sequence[Context], entry: Entry) -> bool:
+    def restore(self, ctxs: Sequence[LlamaSequence], entry: Entry) -> bool:
         """Load ``entry`` into ``ctxs`` (the target's, a draft's); False, the contexts
         cleared and the entry deleted, when it is damaged or not this runtime's."""
         try:
@@ -209,7 +209,7 @@ class KVStore:
         return Entry(path, tokens, size)
 
     # -- writing --------------------------------------------------------------------------
-    def save(self, ctxs: Sequence[Context]) -> bool:
+    def save(self, ctxs: Sequence[LlamaSequence]) -> bool:
         """Copy what ``ctxs`` hold and queue it to be written (False: not queued, the writer
         is behind, or the store already holds exactly these tokens)."""
         tokens = tuple(ctxs[0].tokens)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def dropped_span(cached: Sequence[int], prompt: Sequence[int]) -> tuple[int, int
     return best
 
 
-def align(ctx: Context, prompt: Sequence[int]) -> tuple[int, int, str | None]:
+def align(ctx: LlamaSequence, prompt: Sequence[int]) -> tuple[int, int, str | None]:
     """Make ``ctx`` hold the longest reusable part of ``prompt``; return (tokens reused,
     tokens dropped by a cache shift, why a shift was not possible or None).
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from engine.cache.kv_store import MIN_NEW_TOKENS, KVStore
 from engine.cache.prefix import common_prefix, dropped_span
 from engine.errors import DecodeError
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class StateCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def prepare(self, ctxs: Sequence[Context], prompt: Sequence[int],
+    def prepare(self, ctxs: Sequence[LlamaSequence], prompt: Sequence[int],
                 read_s_per_token: float | None = None) -> int:
         """Make the target ``ctxs[0]`` (and a draft ``ctxs[1]``) hold the best available prefix
         of ``prompt``; return its length. ``read_s_per_token``: what reading a prompt token
@@ -110,13 +110,13 @@ class StateCache:
             return common_prefix(target.tokens, prompt)  # nothing (the failed restore cleared it)
         return best
 
-    def prefilled(self, ctxs: Sequence[Context], n_read: int) -> None:
+    def prefilled(self, ctxs: Sequence[LlamaSequence], n_read: int) -> None:
         """A prompt was read into ``ctxs``, ``n_read`` of its tokens computed (not reused):
         the disk store keeps it when that was long enough to be worth a file."""
         if self.disk is not None and n_read >= MIN_NEW_TOKENS:
             self.disk.save(ctxs[:1])  # the target's (a draft model reads the prompt later)
 
-    def _from_disk(self, ctxs: Sequence[Context], prompt: Sequence[int], held: int) -> bool:
+    def _from_disk(self, ctxs: Sequence[LlamaSequence], prompt: Sequence[int], held: int) -> bool:
         """Restore the disk's entry for ``prompt`` when it holds more than memory does (by at
         least MIN_SAVE tokens: a file's read is not worth a few tokens)."""
         assert self.disk is not None
@@ -136,7 +136,7 @@ class StateCache:
         return max((common_prefix(entry[0][0], tokens) for entry in self._entries.values()),
                    default=0)
 
-    def keep(self, ctx: Context) -> None:
+    def keep(self, ctx: LlamaSequence) -> None:
         """Save what ``ctx`` holds (before something else is loaded into it), if worth it."""
         if ctx.n_past >= MIN_SAVE and self.max_bytes > 0:
             self._save([ctx])
@@ -159,7 +159,7 @@ class StateCache:
         self.used_bytes = 0
 
     # -- internals ------------------------------------------------------------------------
-    def _save(self, ctxs: Sequence[Context]) -> None:
+    def _save(self, ctxs: Sequence[LlamaSequence]) -> None:
         tokens = tuple(ctxs[0].tokens)
         for key, entry in list(self._entries.items()):
             old = entry[0][0]
@@ -183,7 +183,7 @@ class StateCache:
             self.stats.evictions += 1
         log.debug("saved a state of %d tokens (%d bytes)", len(tokens), size)
 
-    def _restore(self, ctxs: Sequence[Context], key: int) -> bool:
+    def _restore(self, ctxs: Sequence[LlamaSequence], key: int) -> bool:
         entry = self._entries[key]
         t = time.perf_counter()
         for i, (ctx, (tokens, data)) in enumerate(zip(ctxs, entry)):

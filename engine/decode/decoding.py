@@ -38,7 +38,7 @@ from engine.events import Done, Event, Stats, Token
 from engine.llama.detok import StreamingDetokenizer
 
 if TYPE_CHECKING:
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.llama.model import Model
 
 
@@ -46,7 +46,7 @@ class Drafting(Protocol):
     """What a reply needs from speculative decoding (engine.decode.speculative.speculator)."""
 
     name: str
-    draft_ctx: Context | None  # the draft model's context, saved beside the target's
+    draft_ctx: LlamaSequence | None  # the draft model's context, saved beside the target's
 
     def begin(self, prompt: Sequence[int]) -> None: ...
 

@@ -31,7 +31,7 @@ from engine.decode.think_budget import ThinkBudget
 from engine.errors import CellsFullError, ContextFullError, DecodeError, DuetError
 from engine.events import Done, PromptProgress, Stats
 from engine.llama.abort import Cancel
-from engine.llama.context import Context, Part, decode_batch
+from engine.llama.context import LlamaSequence, Part, decode_batch
 
 if TYPE_CHECKING:
     from engine.cache.state_cache import StateCache
@@ -79,7 +79,7 @@ class Job:
 
 
 class Slot:
-    def __init__(self, ctx: Context, speculation: Drafting | None) -> None:
+    def __init__(self, ctx: LlamaSequence, speculation: Drafting | None) -> None:
         self.ctx = ctx
         self.speculation = speculation
         self.job: Job | None = None
@@ -88,14 +88,14 @@ class Slot:
         self.last_used = 0
 
     @property
-    def contexts(self) -> list[Context]:
+    def contexts(self) -> list[LlamaSequence]:
         """The slot's context, and the draft model's when it drafts with one (saved alongside)."""
         draft = self.speculation.draft_ctx if self.speculation is not None else None
         return [self.ctx] if draft is None else [self.ctx, draft]
 
 
 class Scheduler:
-    def __init__(self, contexts: tuple[Context, ...], speculations: Sequence[Drafting | None],
+    def __init__(self, contexts: tuple[LlamaSequence, ...], speculations: Sequence[Drafting | None],
                  cache: StateCache | None = None, *, reserved: int = 0,
                  on_finished: Callable[[Job, Done | Exception], None] | None = None) -> None:
         """``reserved``: the first slots only run jobs pinned to them (``Job.slot``)."""

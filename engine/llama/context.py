@@ -35,7 +35,7 @@ class Part:
     """One sequence's share of a batch: ``tokens`` appended to ``ctx``, with logits for the
     last token, all of them, none, or the last ``n`` (an int: a draft behind forced tokens)."""
 
-    ctx: Context
+    ctx: LlamaSequence
     tokens: Sequence[int]
     logits: Logits = "last"
 
@@ -115,9 +115,9 @@ class _Llama:
             backend.watch_stop(id(self), None)
 
 
-class Context(NativeOwner):
+class LlamaSequence(NativeOwner):
     """One sequence of a llama context over ``model`` (``n_parallel`` sequences share it; each
-    has ``n_ctx`` tokens of room). ``Context(model, params)`` makes the llama context and is
+    has ``n_ctx`` tokens of room). ``LlamaSequence(model, params)`` makes the llama context and is
     its sequence 0; ``sequences`` are all of them, this one first. Logits returned by
     ``logits``/``logits_rows``/``decode_batch`` are views into llama.cpp's buffer, valid until
     the next decode of any sequence."""
@@ -130,7 +130,7 @@ class Context(NativeOwner):
         self._llama: _Llama | None = _Llama(model, params)
         self._owner = True
         self._setup(0)
-        self.sequences: tuple[Context, ...] = (self, *(self._view(i)
+        self.sequences: tuple[LlamaSequence, ...] = (self, *(self._view(i)
                                                       for i in range(1, params.n_parallel)))
 
     def _setup(self, seq: int) -> None:
@@ -143,8 +143,8 @@ class Context(NativeOwner):
         # may no longer sit in the order a restore lays them out (engine.conversation.session)
         self.shifted = False
 
-    def _view(self, seq: int) -> Context:
-        view = Context.__new__(Context)
+    def _view(self, seq: int) -> LlamaSequence:
+        view = LlamaSequence.__new__(LlamaSequence)
         view.model, view.params, view._llama, view._owner = self.model, self.params, self._llama, False
         view._setup(seq)
         view.sequences = ()
@@ -331,7 +331,7 @@ class Context(NativeOwner):
             self.clear()
         return True
 
-    def copy_from(self, other: Context, n: int) -> bool:
+    def copy_from(self, other: LlamaSequence, n: int) -> bool:
         """Hold the first ``n`` tokens of ``other``, a sequence of the same llama context, in
         place of what this one held (llama_memory_seq_cp: in the one cache the sequences share,
         the cells are shared, nothing is computed). False, and this sequence cleared, when the
@@ -445,7 +445,7 @@ def _rows(logits: Logits, n: int) -> int:
     return {"all": n, "last": 1, "none": 0}[logits]
 
 
-def _fill(b: Any, parts: Sequence[tuple[Context, Sequence[int], int]]) -> None:
+def _fill(b: Any, parts: Sequence[tuple[LlamaSequence, Sequence[int], int]]) -> None:
     """Write ``parts`` (sequence, tokens, how many of the last tokens get logits) into ``b``."""
     n = 0
     for ctx, chunk, rows in parts:

@@ -1,11 +1,11 @@
 """Images in a token sequence: each position an image takes holds a placeholder id.
 
-A context's mirror (``Context.tokens``) is a list of ints, and everything that reuses a cache
+A context's mirror (``LlamaSequence.tokens``) is a list of ints, and everything that reuses a cache
 (prefix matching, sequence removal, the state cache, the disk KV store, ``.duet`` files) compares
 those lists. An image's positions hold ids derived from the image's content hash and the row,
 outside the vocabulary (at or above ``MEDIA_BASE``, below 2**32: they are stored as u32 like
 any token), so the same picture gives the same ids in every conversation and process, and two
-different pictures differ at every row. ``Context.decode`` reads the embedding row behind each
+different pictures differ at every row. ``LlamaSequence.decode`` reads the embedding row behind each
 id from the model's projector (engine.llama.projector).
 """
 

@@ -1,4 +1,4 @@
-"""The enabled tools of a ToolHost as an Offer for tool rounds (engine.runtime.tool_rounds): function
+"""The enabled tools of a ToolHost as an ToolOffer for tool rounds (engine.runtime.tool_rounds): function
 names the model sees, and a call run on the server and tool the name stands for."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import threading
 from engine.chat.messages import ToolCall
 from engine.mcp.host import ToolHost
 from engine.mcp.toolbox import Toolbox
-from engine.runtime.tool_rounds import Offer
+from engine.runtime.tool_rounds import ToolOffer
 from engine.tools import Tool
 from engine.tools.calls import ToolResult, unknown
 
 
-def offer(host: ToolHost) -> Offer:
+def offer(host: ToolHost) -> ToolOffer:
     """What ``host`` offers now (one snapshot: later changes to the servers do not move it)."""
     box = host.toolbox()
     tools = tools_of(box)
@@ -21,7 +21,7 @@ def offer(host: ToolHost) -> Offer:
     def run(call: ToolCall, cancel: threading.Event) -> ToolResult:
         return call_tool(host, box, call, cancel)
 
-    return Offer(tools, run)
+    return ToolOffer(tools, run)
 
 
 def tools_of(box: Toolbox) -> tuple[Tool, ...]:

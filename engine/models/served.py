@@ -40,7 +40,7 @@ _DISPLAY = {m.filename: m.display_name for m in CATALOG.values()}
 
 
 @dataclass(frozen=True)
-class Offer:
+class ModelOffer:
     """A model the server offers: ``name`` (what /v1/models lists), the other ``aliases`` a
     request may use, its file, its draft (None: the n-gram drafter), the memory it needs once
     generating (estimated), and its context."""
@@ -114,12 +114,12 @@ def pick_draft(target: Found, others: Iterable[Found]) -> Path | None:
 
 
 def offers(found: Sequence[Found], *, fit: FitRequest, draft_for_first: Path | None = None,
-           drafts: bool = True, first_aliases: Iterable[str] = ()) -> list[Offer]:
-    """An Offer for each of ``found`` (the first: the default model, with ``draft_for_first``
+           drafts: bool = True, first_aliases: Iterable[str] = ()) -> list[ModelOffer]:
+    """An ModelOffer for each of ``found`` (the first: the default model, with ``draft_for_first``
     when given). ``drafts`` False: no draft models (the drafter is n-gram or none)."""
     by_path = {f.path: f for f in found}
     names: set[str] = set()
-    out: list[Offer] = []
+    out: list[ModelOffer] = []
     for i, f in enumerate(found):
         name = _name(f, names)
         names.add(name)
@@ -134,7 +134,7 @@ def offers(found: Sequence[Found], *, fit: FitRequest, draft_for_first: Path | N
             aliases.add(label(f.path, f.folder))
         if i == 0:
             aliases.update(first_aliases)
-        out.append(Offer(name, f.path, frozenset(aliases - {name}), draft, need, fit.n_ctx))
+        out.append(ModelOffer(name, f.path, frozenset(aliases - {name}), draft, need, fit.n_ctx))
     return out
 
 

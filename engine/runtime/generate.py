@@ -24,7 +24,7 @@ from engine.decode.scheduler import Job, Scheduler
 from engine.errors import ContextFullError, DecodeError
 from engine.events import Done, Event, Stats
 from engine.llama.abort import Cancel
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.prompts.completion import completion_turn
 from engine.prompts.request import Chat, Policy, prepare
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 class Generator:
     """Streams replies for one conversation on ``ctx`` (owned by one thread)."""
 
-    def __init__(self, ctx: Context, speculation: Drafting | None = None,
+    def __init__(self, ctx: LlamaSequence, speculation: Drafting | None = None,
                  cache: StateCache | None = None, *, scheduler: Scheduler | None = None) -> None:
         """``scheduler``: the runtime's (engine.runtime.runtime), whose sequence 0 is ``ctx``;
         without it, one of its own over ``ctx`` alone (tests and benchmarks of one context)."""

@@ -3,7 +3,7 @@ for going back to), the server's (loaded on their first request by name) and the
 line's. Nothing here imports llama.cpp: what a loaded model is (an engine thread and its
 runtime) is the caller's; ``load(offer, cores)`` makes it, its ``close()`` frees it.
 
-Each model is an ``Offer``: its name and the memory it will need (estimated from its GGUF
+Each model is an ``ModelOffer``: its name and the memory it will need (estimated from its GGUF
 header before it loads). The server's offers are known at start (``find`` by name or alias);
 the window hands its own to ``acquire``. A user holds a ``Lease`` on its model while it uses it
 (a request until its answer is sent; the window on its model in use): a leased model is never
@@ -31,7 +31,7 @@ from typing import Generic, Protocol, TypeVar
 
 from engine.errors import DuetError
 from engine.models.hub.fit import machine
-from engine.models.served import Offer
+from engine.models.served import ModelOffer
 from engine.runtime.cores import Cores
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class Closable(Protocol):
 
 
 T = TypeVar("T", bound=Closable)
-Load = Callable[[Offer, Cores], T]
+Load = Callable[[ModelOffer, Cores], T]
 
 
 class PoolError(DuetError):
@@ -73,7 +73,7 @@ class LoadFailed(PoolError):
 class Entry(Generic[T]):
     """One loaded model: what ``load`` made, its leases, and when it may be unloaded."""
 
-    def __init__(self, offer: Offer, value: T, now: float, ttl_s: float) -> None:
+    def __init__(self, offer: ModelOffer, value: T, now: float, ttl_s: float) -> None:
         self.offer, self.value = offer, value
         self.leases = 0
         self.used = now  # the last lease's start or end
@@ -114,7 +114,7 @@ class Pool(Generic[T]):
     a thread of its own unloads expired models; ``memory``: the bytes available now (for the
     measured budget)."""
 
-    def __init__(self, offers: Iterable[Offer] = (), load: Load[T] | None = None, *,
+    def __init__(self, offers: Iterable[ModelOffer] = (), load: Load[T] | None = None, *,
                  budget: int | None = None, max_loaded: int = MAX_LOADED, ttl_s: float = TTL_S,
                  clock: Callable[[], float] = time.monotonic, reaper: bool = True,
                  memory: Callable[[], int] | None = None) -> None:
@@ -135,7 +135,7 @@ class Pool(Generic[T]):
             self._reaper.start()
 
     # -- names ----------------------------------------------------------------------------
-    def find(self, name: str) -> Offer:
+    def find(self, name: str) -> ModelOffer:
         """The offer ``name`` names: one of ``offers``, or a model loaded as another."""
         with self._changed:
             loaded = [e.offer for e in self._loaded.values()]
@@ -145,7 +145,7 @@ class Pool(Generic[T]):
         raise UnknownModel(f"the model '{name}' does not exist (this server has "
                            f"{', '.join(repr(o.name) for o in self.offers)})")
 
-    def status(self, offer: Offer) -> str:
+    def status(self, offer: ModelOffer) -> str:
         """loaded, loading or unloaded."""
         with self._changed:
             if offer.name in self._loaded:
@@ -163,7 +163,7 @@ class Pool(Generic[T]):
             entry = self._loaded.get(name)
             return entry.value if entry is not None else None
 
-    def failure(self, offer: Offer) -> str | None:
+    def failure(self, offer: ModelOffer) -> str | None:
         """Why ``offer``'s last load failed (None: it did not)."""
         with self._changed:
             return self._failed.get(offer.name)
@@ -184,7 +184,7 @@ class Pool(Generic[T]):
         with self._changed:
             return self._budget()
 
-    def adopt(self, offer: Offer, value: T) -> None:
+    def adopt(self, offer: ModelOffer, value: T) -> None:
         """Serve ``value``, loaded by its owner, as ``offer``: never unloaded by the pool (the
         window's models, which its local server serves)."""
         with self._changed:
@@ -193,13 +193,13 @@ class Pool(Generic[T]):
             self._changed.notify_all()
 
     # -- leases ---------------------------------------------------------------------------
-    def acquire(self, wanted: str | Offer, timeout: float = WAIT_S, *,
+    def acquire(self, wanted: str | ModelOffer, timeout: float = WAIT_S, *,
                 load: Load[T] | None = None) -> Lease[T]:
         """A lease on the model ``wanted`` (a name of ``offers``, or an offer of the caller's),
         loaded first if it is not, by ``load`` or the pool's (blocking: minutes for a load).
         PoolError when it cannot be: unknown, larger than the budget, a failed load (naming the
         file), or every other model still leased after ``timeout`` seconds."""
-        offer = wanted if isinstance(wanted, Offer) else self.find(wanted)
+        offer = wanted if isinstance(wanted, ModelOffer) else self.find(wanted)
         if self.budget is not None and offer.bytes_needed > self.budget:
             raise PoolError(f"the model '{offer.name}' needs about {_gb(offer.bytes_needed)}, "
                             f"more than the models' memory budget ({_gb(self.budget)})")
@@ -333,7 +333,7 @@ class Pool(Generic[T]):
             return self.budget
         return self._used() + int(BUDGET_SHARE * self._memory())
 
-    def _make_room(self, offer: Offer) -> list[Entry[T]] | None:
+    def _make_room(self, offer: ModelOffer) -> list[Entry[T]] | None:
         """Take out the least recently used idle models until ``offer`` fits the budget and
         the count; those taken out (to close), or None (nothing taken) when it cannot fit while
         leased models stay."""
@@ -356,7 +356,7 @@ class Pool(Generic[T]):
             log.info("unloading %s to make room for %s", victim.offer.name, offer.name)
         return victims
 
-    def _wait(self, deadline: float, offer: Offer) -> None:
+    def _wait(self, deadline: float, offer: ModelOffer) -> None:
         left = deadline - self._clock()
         if left <= 0 or not self._changed.wait(left):
             if self._clock() >= deadline:

@@ -22,7 +22,7 @@ from engine.decode.scheduler import Job, Scheduler
 from engine.decode.speculative.params import SpeculativeParams
 from engine.errors import DuetError, LoadCancelled, ModelLoadError
 from engine.events import Done
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.exactness import Exactness, exactness
 from engine.llama.model import Model, ModelSpec
@@ -106,7 +106,7 @@ class Runtime(NativeOwner):
         self.target: Model = Model(_kernels(config.target, config.context), cancel)
         try:
             self._load_projector(config)
-            self.ctx: Context = Context(self.target, config.context)
+            self.ctx: LlamaSequence = LlamaSequence(self.target, config.context)
             if config.kv_store_bytes > 0:
                 self.cache.disk = KVStore(paths.kv_store_dir(), [self.ctx],
                                           [file_fingerprint(config.target.path)],
@@ -166,7 +166,7 @@ class Runtime(NativeOwner):
             return 0
         return self.scheduler.read_ahead(0, self.opening, cancel)
 
-    def _more_speculation(self, ctx: Context) -> Speculation | None:
+    def _more_speculation(self, ctx: LlamaSequence) -> Speculation | None:
         if self.config.speculative.drafter == "none":
             return None
         from engine.decode.speculative.speculator import build_speculation  # lazy: as in __init__
@@ -207,7 +207,7 @@ class Runtime(NativeOwner):
         return self.speculation.draft_model if self.speculation else None
 
     @property
-    def draft_ctx(self) -> Context | None:
+    def draft_ctx(self) -> LlamaSequence | None:
         return self.speculation.draft_ctx if self.speculation else None
 
     @property

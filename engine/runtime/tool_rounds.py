@@ -24,7 +24,7 @@ from engine.decode.sampling import SamplingParams
 from engine.errors import DecodeError, DuetError
 from engine.events import Done, Event, Stats
 from engine.llama.abort import Cancel
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.model import Model
 from engine.prompts.request import Call, Chat, Piece, Policy, PreparedTurn, Reader, Text, prepare
 from engine.tools import MAX_ROUNDS, Tool, ToolChoice
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 class Completer(Protocol):
     model: Model
-    ctx: Context
+    ctx: LlamaSequence
 
     def complete(self, prompt: Sequence[int], params: SamplingParams,
                  cancel: threading.Event | None = None, *, grammar: GrammarState | None = None,
@@ -46,7 +46,7 @@ class Completer(Protocol):
 
 
 @dataclass(frozen=True)
-class Offer:
+class ToolOffer:
     """The tools a conversation offers, and how an allowed call runs (its result, or a one-line
     error result; it must stop when ``cancel`` is set)."""
 
@@ -76,7 +76,7 @@ class RoundsDone:
 RoundEvent = Text | Done | CallAnswered | RoundsDone
 
 
-def tool_rounds(gen: Completer, messages: Sequence[Message], offer: Offer, params: SamplingParams,
+def tool_rounds(gen: Completer, messages: Sequence[Message], offer: ToolOffer, params: SamplingParams,
                 *, ask: Callable[[ToolCall], bool], choice: ToolChoice = ToolChoice(),
                 max_rounds: int = MAX_ROUNDS, cancel: threading.Event | None = None) -> Iterator[RoundEvent]:
     """Reply to ``messages`` with up to ``max_rounds`` rounds of tool calls, as the round machine
@@ -141,7 +141,7 @@ def _pieces(gen: Completer, turn: PreparedTurn, cancel: threading.Event) -> Iter
 
 
 def _answer(gen: Completer, history: Sequence[Message], call: ToolCall,
-            offer: Offer, ask: Callable[[ToolCall], bool],
+            offer: ToolOffer, ask: Callable[[ToolCall], bool],
             cancel: threading.Event) -> tuple[bool, ToolResult]:
     """Put ``call`` to the person and run it if allowed, in a thread, while the part of the
     next prompt before its result is read (the answer then reads only the result)."""

@@ -1,6 +1,5 @@
-"""The Starlette application: the dialects' routes (OpenAI in engine.server.openai, Anthropic
-Messages in engine.server.anthropic, Ollama in engine.server.ollama and ollama_models), the
-shared ones (models, health, stats, the OpenAPI document), and the error handlers.
+"""The Starlette application: the dialects' routes (engine.server.dialects: OpenAI's, Anthropic's
+Messages, Ollama's), the shared ones (models, health, stats, the OpenAPI document), and the error handlers.
 
 Starlette (on uvicorn) rather than FastAPI: the routes need no dependency injection; pydantic
 validates the bodies, the parameter table (engine.params) the sampling fields, and
@@ -23,24 +22,19 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine.decode.sampling import SamplingParams
-from engine.models.served import Offer
+from engine.models.served import ModelOffer
 from engine.runtime.pool import Pool
 from engine.runtime.runtime import Runtime
 from engine.runtime.service import Engine
-from engine.server import (
-    anthropic,
-    audio,
-    embeddings,
-    model_routes,
-    ollama,
-    ollama_models,
-    openai,
-    openai_responses,
-    openapi,
-)
-from engine.server.core import ApiConfig, DuetServer, Front, HoldLeases
+from engine.server import audio, embeddings, model_routes, openapi
+from engine.server.core import ApiConfig, Front, HoldLeases, ServedModel
+from engine.server.dialects.anthropic import messages as anthropic
+from engine.server.dialects.ollama import models as ollama_models
+from engine.server.dialects.ollama import routes as ollama
+from engine.server.dialects.openai import chat as openai
+from engine.server.dialects.openai import responses as openai_responses
+from engine.server.dialects.openai.response_store import ResponseStore
 from engine.server.errors import ApiError
-from engine.server.response_store import ResponseStore
 
 __all__ = ["ApiConfig", "create_app", "create_pool_app"]
 
@@ -118,23 +112,23 @@ def create_app(engine: Engine, config: ApiConfig, others: Sequence[Engine] = ())
     """The app over loaded models (the window's: its owner loads and closes them): ``engine``
     as ``config.model_id``, and ``others`` (the window's other kept models) each by its file's
     name (``model_names``)."""
-    offers: list[Offer] = []
-    servers: list[DuetServer] = []
+    offers: list[ModelOffer] = []
+    servers: list[ServedModel] = []
     for i, e in enumerate((engine, *others)):
         name, aliases = (config.model_id, config.aliases) if i == 0 else model_names(e.runtime)
         if any(o.answers_to(name) for o in offers):
             continue
-        server = DuetServer(e, name, config)
+        server = ServedModel(e, name, config)
         server.prepare_constraints()
-        offers.append(Offer(name, Path(e.runtime.target.path), aliases, n_ctx=server.n_ctx))
+        offers.append(ModelOffer(name, Path(e.runtime.target.path), aliases, n_ctx=server.n_ctx))
         servers.append(server)
-    pool: Pool[DuetServer] = Pool(offers, reaper=False)
+    pool: Pool[ServedModel] = Pool(offers, reaper=False)
     for offer, server in zip(offers, servers):
         pool.adopt(offer, server)
     return create_pool_app(pool, config, engine.runtime.config.sampling)
 
 
-def create_pool_app(pool: Pool[DuetServer], config: ApiConfig,
+def create_pool_app(pool: Pool[ServedModel], config: ApiConfig,
                      defaults: SamplingParams) -> Starlette:
     """The app over every model of ``pool`` (``config.model_id``: the default one)."""
     middleware = [Middleware(HoldLeases)]

@@ -1,6 +1,6 @@
 """What every dialect's routes share: the configuration, authentication, request bodies, the
 model a request names (``Front.pick``: a lease from the pool of loaded models, engine.runtime.pool),
-and the bridge to that model's engine (``DuetServer``: a turn queued as a job; its events come
+and the bridge to that model's engine (``ServedModel``: a turn queued as a job; its events come
 back through an asyncio queue, while the client's connection is watched)."""
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from engine.decode.sampling import SamplingParams
 from engine.errors import DuetError
 from engine.events import Done
 from engine.llama.exactness import Exactness
-from engine.models.served import Offer
+from engine.models.served import ModelOffer
 from engine.runtime.pool import Lease, LoadFailed, Pool, PoolError, UnknownModel
 from engine.runtime.service import Engine, Job, QueueFull
 from engine.server.errors import ApiError, Gone, bad_request
 from engine.server.shape import Shaper, stream
-from engine.server.turn import Chat, PreparedTurn, Raw, collect, pieces, prepare, prepare_raw
+from engine.server.turn import Chat, PreparedTurn, Raw, client_raw_turn, client_turn, collect, pieces
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class Front:
     """What every route starts with: the key, the body, and the model it names (a lease on it
     from the pool, loaded first if it is not, held until the answer is sent: ``Leases``)."""
 
-    def __init__(self, pool: Pool[DuetServer], config: ApiConfig,
+    def __init__(self, pool: Pool[ServedModel], config: ApiConfig,
                  defaults: SamplingParams) -> None:
         self.pool, self.config = pool, config
         self.defaults = defaults  # the sampling a request's fields override (every model's)
@@ -94,14 +94,14 @@ class Front:
         except (ValueError, RecursionError) as e:
             raise bad_request(f"the body is not valid JSON: {str(e)[:200]}") from None
 
-    def exactness(self, offer: Offer) -> dict[str, Any]:
+    def exactness(self, offer: ModelOffer) -> dict[str, Any]:
         """Whether ``offer``'s replies are exact, and why not (engine.llama.exactness): its
         runtime's when loaded, else what the server's settings give (None: unknown)."""
         loaded = next((lo for lo in self.pool.loaded() if lo.offer is offer), None)
         exact = loaded.value.exactness if loaded is not None else self.config.exactness
         return exact.to_json() if exact is not None else {"exact": None, "exact_reason": None}
 
-    def offer(self, name: str | None, param: str = "model") -> Offer:
+    def offer(self, name: str | None, param: str = "model") -> ModelOffer:
         """The model ``name`` names (None: the default), or 404."""
         try:
             return self.pool.find(self.config.model_id if name is None else name)
@@ -109,13 +109,13 @@ class Front:
             raise ApiError(404, str(e), param=param, code="model_not_found") from None
 
     async def pick(self, request: Request, name: str | None, param: str = "model", *,
-                   keep_alive: float | None = None) -> DuetServer:
+                   keep_alive: float | None = None) -> ServedModel:
         """The server of the model ``name`` (None: the default), loaded if it is not: the
         client waits. A lease keeps it loaded until this request's answer is sent."""
         offer = self.offer(name, param)
         leases: Leases = request.scope[LEASES]
 
-        def take() -> DuetServer:
+        def take() -> ServedModel:
             lease = self.pool.acquire(offer.name)
             leases.add(lease)  # released with the answer, or at once if the client has gone
             if keep_alive is not None:
@@ -176,7 +176,7 @@ class HoldLeases:
             leases.close()
 
 
-class DuetServer:
+class ServedModel:
     """One loaded model as the routes use it: its engine thread, the model (for tokenizing),
     its name and its defaults."""
 
@@ -211,10 +211,10 @@ class DuetServer:
             chat = replace(chat, thinking=replace(t, on=False))
         elif budget is not None and t.on is not False and t.budget is None:  # its default budget
             chat = replace(chat, thinking=replace(t, budget=budget))
-        return await run_in_threadpool(prepare, self.model, chat, self.n_ctx)
+        return await run_in_threadpool(client_turn, self.model, chat, self.n_ctx)
 
     async def prepare_raw(self, raw: Raw) -> PreparedTurn:
-        return await run_in_threadpool(prepare_raw, self.model, raw, self.n_ctx)
+        return await run_in_threadpool(client_raw_turn, self.model, raw, self.n_ctx)
 
     # -- the engine -----------------------------------------------------------------------
     def submit(self, turn: PreparedTurn) -> tuple[Job, asyncio.Queue]:

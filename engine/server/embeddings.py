@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 from engine.documents.embeddings import EmbeddingSource
 from engine.errors import DuetError
 from engine.server import schema
-from engine.server.core import DuetServer, Front
+from engine.server.core import Front, ServedModel
 from engine.server.errors import ApiError, bad_request
 
 MAX_INPUTS = 2048  # OpenAI's limit on one request's inputs
@@ -65,7 +65,7 @@ class Vectors:
         self.source, self.name = source, name
 
     @classmethod
-    def of_chat_model(cls, server: DuetServer) -> Vectors:
+    def of_chat_model(cls, server: ServedModel) -> Vectors:
         """``server``'s model's hidden states, mean-pooled, on its engine's thread."""
         source = EmbeddingSource(server.model, None, lambda fn: server.engine.call(fn).result())
         return cls(source, f"{server.model_id} (mean-pooled chat model: no embedding model loaded)")

@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from engine.models.served import Offer
+from engine.models.served import ModelOffer
 from engine.runtime.pool import PoolError
 from engine.server import schema
 from engine.server.core import Front
@@ -21,7 +21,7 @@ class ModelRequest(schema._Body):
     model: str
 
 
-def listed(front: Front, offer: Offer) -> dict[str, Any]:
+def listed(front: Front, offer: ModelOffer) -> dict[str, Any]:
     """One model as /v1/models lists it: its status (loaded, loading or unloaded, and whether
     its last load failed) and what it needs."""
     status: dict[str, Any] = {"value": front.pool.status(offer)}

@@ -13,7 +13,11 @@ from pydantic import BaseModel
 import engine
 from engine.decode.sampling import SamplingParams
 from engine.params import api_properties
-from engine.server import anthropic, audio, embeddings, model_routes, ollama, ollama_models, openai_responses, schema
+from engine.server import audio, embeddings, model_routes, schema
+from engine.server.dialects.anthropic import messages as anthropic
+from engine.server.dialects.ollama import models as ollama_models
+from engine.server.dialects.ollama import routes as ollama
+from engine.server.dialects.openai import responses as openai_responses
 from engine.server.turn import ReplyParams
 
 PREFIX = {"openai": "OpenAI", "responses": "Responses", "anthropic": "Anthropic", "ollama": "Ollama"}

@@ -20,13 +20,13 @@ from engine import paths
 from engine.errors import DuetError
 from engine.models import served
 from engine.models.hub.fit import FitRequest
-from engine.models.served import Offer
+from engine.models.served import ModelOffer
 from engine.net import is_loopback
 from engine.runtime.cores import Cores
 from engine.runtime.runtime import Runtime, RuntimeConfig
 from engine.runtime.service import Engine
 from engine.server.app import ApiConfig, create_app
-from engine.server.core import DuetServer
+from engine.server.core import ServedModel
 
 if TYPE_CHECKING:
     from engine.decode.speculative.later import LaterCurves
@@ -41,7 +41,7 @@ def host_problem(host: str, api_key: str | None) -> str | None:
     return f"listening on {host} lets other machines use the model: it needs an API key"
 
 
-def offered(config: RuntimeConfig, folders: list[Path], given: str | None = None) -> list[Offer]:
+def offered(config: RuntimeConfig, folders: list[Path], given: str | None = None) -> list[ModelOffer]:
     """What ``duet-cli serve`` offers by name: ``config.target`` first (the default model,
     which also answers to ``given``, the name it was asked by), then every chat model in the
     models folder and ``folders`` (engine.models.served), each with its draft when the drafter
@@ -54,8 +54,8 @@ def offered(config: RuntimeConfig, folders: list[Path], given: str | None = None
                          drafts=drafts, first_aliases=(given,) if given else ())
 
 
-def open_model(config: RuntimeConfig, api: ApiConfig, max_queue: int, offer: Offer,
-               cores: Cores) -> DuetServer:
+def open_model(config: RuntimeConfig, api: ApiConfig, max_queue: int, offer: ModelOffer,
+               cores: Cores) -> ServedModel:
     """Load ``offer`` with ``config``'s settings (its own file and draft): its engine thread
     (sharing the pool's ``cores``) and its server, for the pool. A verify-cost curve not measured yet on this machine is
     measured between requests, as the window does (the first ones decode plainly): the load
@@ -75,7 +75,7 @@ def open_model(config: RuntimeConfig, api: ApiConfig, max_queue: int, offer: Off
     engine.add_idle(partial(_opening, runtime, engine.preempt))
     if runtime.later is not None:
         engine.add_idle(_measuring(runtime.later, engine.preempt))
-    return DuetServer(engine, offer.name, api)
+    return ServedModel(engine, offer.name, api)
 
 
 def _opening(runtime: Runtime, preempt: threading.Event) -> bool:

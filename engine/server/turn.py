@@ -22,7 +22,7 @@ from engine.prompts.request import prepare_raw as prepare_raw_request
 from engine.server.errors import ApiError, bad_request
 
 __all__ = ["Call", "Chat", "End", "Piece", "ReplyParams", "Raw", "Text", "PreparedTurn", "collect", "pieces",
-           "prepare", "prepare_raw", "reply_params", "sampling"]
+           "client_turn", "client_raw_turn", "reply_params", "sampling"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class ReplyParams(Params):
                               cli=None)
 
 
-def prepare(model: Model, chat: Chat, n_ctx: int | None = None) -> PreparedTurn:
+def client_turn(model: Model, chat: Chat, n_ctx: int | None = None) -> PreparedTurn:
     """engine.prompts.request.prepare for a client's chat: nothing is left out to fit (a prompt that
     does not fit ``n_ctx`` is refused; without it, not checked), every refusal a 400."""
     try:
@@ -50,7 +50,7 @@ def prepare(model: Model, chat: Chat, n_ctx: int | None = None) -> PreparedTurn:
         raise bad_request(str(e), chat.param_names.get("messages", "messages")) from None
 
 
-def prepare_raw(model: Model, raw: Raw, n_ctx: int) -> PreparedTurn:
+def client_raw_turn(model: Model, raw: Raw, n_ctx: int) -> PreparedTurn:
     """engine.prompts.request.prepare_raw, every refusal a 400."""
     try:
         return prepare_raw_request(model, raw, n_ctx)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from app.control.settings import chat_settings
 from engine.chat.messages import Message
 from engine.conversation.session import store
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from tests.conftest import REPLY_WAIT_S
 
@@ -24,7 +24,7 @@ def test_values_out_of_range_are_left_out_with_a_line_each() -> None:
 def test_a_file_with_a_bad_setting_opens_with_a_notice_and_answers(qtbot, window, driver, smol,
                                                                    smol_path, tmp_path) -> None:
     path = tmp_path / "odd.duet"
-    with Context(smol, ContextParams(n_ctx=256)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256)) as ctx:
         store.save_contexts(path, ctx, None, [Message("user", "Hi."), Message("assistant", "Hello.")],
                             settings={"chat": {"temperature": 9, "top_k": 5}}, with_kv=False)
     driver.load(smol_path)

@@ -23,7 +23,7 @@ from engine.conversation.session import store
 from engine.conversation.store import tree_to_json
 from engine.conversation.tree import Conversation
 from engine.events import Done, Stats
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model
 from tests.conftest import REPLY_WAIT_S
@@ -44,7 +44,7 @@ def test_search_filters_the_list(qtbot, window) -> None:
     assert len(shown()) == 2
 
 
-def _saved(ctx: Context, title: str, question: str, replies: tuple[str, ...]) -> Path:
+def _saved(ctx: LlamaSequence, title: str, question: str, replies: tuple[str, ...]) -> Path:
     """A conversation saved in the conversations folder, the last of ``replies`` shown."""
     c = Conversation()
     c.add_user(question)
@@ -60,7 +60,7 @@ def _saved(ctx: Context, title: str, question: str, replies: tuple[str, ...]) ->
 
 @pytest.fixture
 def saved(home: Path, smol: Model) -> list[Path]:
-    with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
         return [_saved(ctx, "Owls", "Tell me about owls", ("They hunt at night.", "Birds.")),
                 _saved(ctx, "Rivers", "And rivers?", ("They flow to the sea.",))]
 
@@ -117,7 +117,7 @@ def test_the_index_follows_saved_renamed_and_deleted_conversations(
     owls, rivers = sorted(c.library.listed(), key=lambda conv: conv.title)
     c.files.rename(owls.id, "Birds of the night")
     c.files.delete(rivers.id)
-    with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
         moles = _saved(ctx, "Moles", "Moles?", ("They dig.",))
     c.files.on_saved(Saved("the worker's answer", moles, with_kv=False))
     w.sidebar.searcher.close()  # waits for the updates sent to the index

@@ -16,7 +16,7 @@ from engine.conversation.tree import Conversation
 from engine.mcp.config import McpConfig
 from engine.mcp.offer import call_tool, tools_of
 from engine.mcp.toolbox import Toolbox, ToolInfo, build_toolbox
-from engine.runtime.tool_rounds import Offer, _answer
+from engine.runtime.tool_rounds import ToolOffer, _answer
 from engine.tools.calls import ToolResult
 from tests.conftest import REPLY_WAIT_S
 
@@ -76,7 +76,7 @@ def command_line(model, behaviour: str, name: str) -> str:
     cancel = threading.Event()
     hangs = behaviour == "hang" and name == "forecast"  # an unknown name never reaches the host
     gen = Reader(model, host, cancel if hangs else None)
-    offer = Offer(tools_of(host.box), lambda call, c: call_tool(host, host.box, call, c))  # type: ignore[arg-type]
+    offer = ToolOffer(tools_of(host.box), lambda call, c: call_tool(host, host.box, call, c))  # type: ignore[arg-type]
     history = [Message("user", "Weather in Oslo?"), Message("assistant", "", tool_calls=(call_of(name),))]
     allowed, result = _answer(gen, history, call_of(name), offer, lambda call: True, cancel)  # type: ignore[arg-type]
     assert allowed

@@ -70,12 +70,12 @@ def test_a_rewind_after_a_multi_row_pass(smol):
     """The crash issue 75 found, at its smallest: 512 cells, a pass whose every row is read, a
     rewind, and a pass of two rows read whole. On lavapipe with the Vulkan backend's fused
     operations, the driver's worker thread died in the second pass (engine/llama/devices.py)."""
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
     from engine.llama.model import Model, ModelSpec
 
     filler = [1] + [100 + i for i in range(600)]
-    with Model(ModelSpec(smol.path, n_gpu_layers=-1)) as m, Context(m, ContextParams()) as ctx:
+    with Model(ModelSpec(smol.path, n_gpu_layers=-1)) as m, LlamaSequence(m, ContextParams()) as ctx:
         for s in range(0, 512, 64):
             ctx.decode(filler[s:s + 64])
         ctx.rewind(512)

@@ -45,12 +45,12 @@ def test_the_command_line_says_not_exact_and_drafts(capsys, smol_path):
 
 
 def test_a_stop_goes_through_the_python_callback(smol):
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
 
     stop = Cancel()
     stop.set()
-    with Context(smol, ContextParams(n_ctx=1024)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=1024)) as ctx:
         with pytest.raises(DecodeError, match="cancelled"):
             ctx.decode([1] + list(range(200, 400)), logits="none", cancel=stop)
         assert ctx.n_past == 0

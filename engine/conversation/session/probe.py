@@ -23,7 +23,7 @@ from engine.conversation.session.meta import Probe
 from engine.errors import DecodeError, RewindError
 
 if TYPE_CHECKING:
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ PROBE_TOP = 16
 TOLERANCE = 0.02
 
 
-def _redecode(ctx: Context, n: int) -> np.ndarray:
+def _redecode(ctx: LlamaSequence, n: int) -> np.ndarray:
     """Decode the last ``n`` tokens of ``ctx`` again (on top of the others); their logits."""
     tokens = list(ctx.tokens)
     ctx.rewind(len(tokens) - n)
@@ -40,14 +40,14 @@ def _redecode(ctx: Context, n: int) -> np.ndarray:
     return np.array(ctx.logits_rows(), dtype=np.float32, copy=True)
 
 
-def redecode(ctx: Context) -> None:
+def redecode(ctx: LlamaSequence) -> None:
     """Decode the tokens a probe covers again (their cells move to the sequence's end)."""
     n = min(PROBE_TOKENS, len(ctx.tokens))
     if n:
         _redecode(ctx, n)
 
 
-def take(ctx: Context) -> Probe | None:
+def take(ctx: LlamaSequence) -> Probe | None:
     """The probe of ``ctx``'s current state (its tokens are unchanged); None when it has no
     tokens or cannot rewind (recurrent models)."""
     n = min(PROBE_TOKENS, len(ctx.tokens))
@@ -67,7 +67,7 @@ def take(ctx: Context) -> Probe | None:
     return Probe(tuple(out))
 
 
-def mismatch(ctx: Context, probe: Probe) -> str | None:
+def mismatch(ctx: LlamaSequence, probe: Probe) -> str | None:
     """None when ``ctx`` (just restored) predicts what ``probe`` recorded; else why not. The
     last tokens' cells are recomputed either way."""
     n = len(probe.rows)

@@ -40,7 +40,7 @@ from engine.conversation.session.meta import (
 from engine.errors import DecodeError, ModelLoadError, RewindError, SessionError
 
 if TYPE_CHECKING:
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.runtime.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -98,12 +98,12 @@ def clear_fingerprint_cache() -> None:
     _FINGERPRINTS.clear()
 
 
-def context_layout(ctx: Context) -> KVLayout:
+def context_layout(ctx: LlamaSequence) -> KVLayout:
     """The KV layout of ``ctx`` as it actually is (llama.cpp may round n_ctx up)."""
     return kv_layout(ctx.model, ctx.n_ctx, ctx.params.type_k, ctx.params.type_v)
 
 
-def model_info(ctx: Context) -> tuple[ModelInfo, bool]:
+def model_info(ctx: LlamaSequence) -> tuple[ModelInfo, bool]:
     """(the description of ``ctx``'s model, whether its file could be fingerprinted). A model
     whose file is gone or unreadable gets the fingerprint "unknown": its KV state is not saved,
     as nothing could later vouch for it."""
@@ -173,7 +173,7 @@ def read_pictures(loaded: LoadedSession) -> tuple[dict[str, bytes], str | None]:
 # ─── saving ───────────────────────────────────────────────────────────────────
 
 
-def _lay_out(ctx: Context) -> bool:
+def _lay_out(ctx: LlamaSequence) -> bool:
     """Lay ``ctx``'s cells out as a restore does, its last tokens at the end (see _capture);
     False, the state unsaved, when that fails."""
     try:
@@ -187,7 +187,7 @@ def _lay_out(ctx: Context) -> bool:
     return True
 
 
-def _capture(ctx: Context | None) -> tuple[KVState, memoryview] | None:
+def _capture(ctx: LlamaSequence | None) -> tuple[KVState, memoryview] | None:
     """The KV state of ``ctx`` and its description, or None when there is nothing to save."""
     if ctx is None or not ctx.tokens:
         return None
@@ -228,7 +228,7 @@ def _created(path: Path) -> str | None:
         return None
 
 
-def save_contexts(path: Path, ctx: Context, draft_ctx: Context | None,
+def save_contexts(path: Path, ctx: LlamaSequence, draft_ctx: LlamaSequence | None,
                   messages: Sequence[Message], *, settings: Mapping[str, Any],
                   with_kv: bool = True, created: str | None = None,
                   pictures: Sequence[Image] = ()) -> SaveReport:
@@ -321,7 +321,7 @@ def save_conversation(path: Path, runtime: Runtime, messages: Sequence[Message],
 # ─── opening ──────────────────────────────────────────────────────────────────
 
 
-def _why_not(role: str, info: ModelInfo | None, kv: KVState | None, ctx: Context) -> str | None:
+def _why_not(role: str, info: ModelInfo | None, kv: KVState | None, ctx: LlamaSequence) -> str | None:
     """None when the saved ``kv`` of ``role`` can be restored into ``ctx``; else a reason."""
     if info is None:
         return f"the conversation names no {role} model"
@@ -339,7 +339,7 @@ def _why_not(role: str, info: ModelInfo | None, kv: KVState | None, ctx: Context
     return reason
 
 
-def _restore(ctx: Context, kv: KVState, payload: bytes | None, problem: str | None,
+def _restore(ctx: LlamaSequence, kv: KVState, payload: bytes | None, problem: str | None,
              role: str) -> str | None:
     """Load ``payload`` into ``ctx``; None on success, else a reason (ctx may be cleared)."""
     if payload is None:
@@ -358,7 +358,7 @@ def _restore(ctx: Context, kv: KVState, payload: bytes | None, problem: str | No
     return None
 
 
-def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = None, *,
+def open_contexts(path: Path, ctx: LlamaSequence | None, draft_ctx: LlamaSequence | None = None, *,
                   use_kv: bool = True) -> OpenResult:
     """Read the conversation at ``path``; restore its KV states into ``ctx`` / ``draft_ctx``
     where the models, layouts and sections all match and the state proves to belong to the text
@@ -367,7 +367,7 @@ def open_contexts(path: Path, ctx: Context | None, draft_ctx: Context | None = N
     path = Path(path)
     meta = read_meta(path)
     notes: list[str] = []
-    plan: dict[str, Context] = {}
+    plan: dict[str, LlamaSequence] = {}
     if ctx is None or not use_kv:
         if not Path(meta.target.path).exists():
             notes.append(f"the model this conversation used is missing: {meta.target.path}")

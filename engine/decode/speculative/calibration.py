@@ -20,7 +20,7 @@ from engine.decode.speculative.controller import CostModel
 from engine.decode.speculative.tuning import TUNING
 from engine.errors import DecodeError
 from engine.llama.backend import _pkg, build_id
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.localfile import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def _cache_file() -> Path:
     return paths.cache_dir() / "verify-cost.json"
 
 
-def _cache_key(ctx: Context, sizes: Sequence[int]) -> str:
+def _cache_key(ctx: LlamaSequence, sizes: Sequence[int]) -> str:
     """The model file, settings, machine, llama.cpp build and RPC layout the curve depends on."""
     st = ctx.model.path.stat()
     spec = ctx.model.spec
@@ -56,7 +56,7 @@ def curve_from_points(raw: object) -> CostModel:
     return CostModel(tuple((n, float(s)) for n, s in raw))
 
 
-def lookup(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> CostModel | None:
+def lookup(ctx: LlamaSequence, sizes: Sequence[int] = TUNING.calibration_sizes) -> CostModel | None:
     """The cached verify-cost curve of ``ctx``'s model here, or None (never measured, or bad)."""
     entries = read_json(_cache_file(), _check_cost_cache) or {}
     raw = entries.get(_cache_key(ctx, sizes))
@@ -71,7 +71,7 @@ def lookup(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> Cos
     return cost
 
 
-def store(ctx: Context, cost: CostModel, sizes: Sequence[int] = TUNING.calibration_sizes) -> None:
+def store(ctx: LlamaSequence, cost: CostModel, sizes: Sequence[int] = TUNING.calibration_sizes) -> None:
     """Cache ``cost`` as the curve of ``ctx``'s model and settings here."""
     entries = read_json(_cache_file(), _check_cost_cache) or {}
     try:
@@ -81,7 +81,7 @@ def store(ctx: Context, cost: CostModel, sizes: Sequence[int] = TUNING.calibrati
         log.warning("could not cache the verify cost: %s", e)
 
 
-def cached_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
+def cached_cost(ctx: LlamaSequence, sizes: Sequence[int] = TUNING.calibration_sizes,
                 on_measure: Callable[[], None] | None = None) -> CostModel:
     """The verify-cost curve of ``ctx``'s model here; ``on_measure`` is called before measuring."""
     cost = lookup(ctx, sizes)
@@ -94,7 +94,7 @@ def cached_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
     return cost
 
 
-def measure_cost(ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes) -> CostModel:
+def measure_cost(ctx: LlamaSequence, sizes: Sequence[int] = TUNING.calibration_sizes) -> CostModel:
     """Time target decodes of n tokens (all logits, as in verification) after
     ``calibration_depth`` tokens of context (less in a small context); the context is cleared."""
     measurement = Measurement(ctx, sizes)
@@ -116,7 +116,7 @@ class Measurement:
     # waits for at most one decode of a size the measurement makes anyway
     WARMUP_SLICE = max(TUNING.calibration_sizes)
 
-    def __init__(self, ctx: Context, sizes: Sequence[int] = TUNING.calibration_sizes,
+    def __init__(self, ctx: LlamaSequence, sizes: Sequence[int] = TUNING.calibration_sizes,
                  repeats: int = TUNING.calibration_repeats) -> None:
         if repeats < 1 or 1 not in sizes:
             raise ValueError("calibration needs repeats >= 1 and the size 1")
@@ -162,7 +162,7 @@ class Measurement:
         return True
 
 
-def forget(ctx: Context | None, sizes: Sequence[int] = TUNING.calibration_sizes) -> None:
+def forget(ctx: LlamaSequence | None, sizes: Sequence[int] = TUNING.calibration_sizes) -> None:
     """Drop the cached curve of ``ctx`` (every curve for None): measured again at the next load."""
     entries = read_json(_cache_file(), _check_cost_cache) or {}
     kept = {k: v for k, v in entries.items() if ctx is not None and k != _cache_key(ctx, sizes)}

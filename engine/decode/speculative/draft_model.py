@@ -17,7 +17,7 @@ from engine.cache.prefix import align, common_prefix
 from engine.decode.sampling import Sampler, distribution
 from engine.decode.speculative.controller import CostModel
 from engine.decode.speculative.draft import Draft
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 
 # A draft model's verify-cost curve: one step per draft token, per pass a batch of two (the
 # correction taken in with the last accepted draft token), and a batch of 64 for what reading a
@@ -34,7 +34,7 @@ def draft_costs(curve: CostModel) -> tuple[float, float, float]:
 class ModelDrafter:
     name = "model"
 
-    def __init__(self, ctx: Context, p_min: float = 0.75) -> None:
+    def __init__(self, ctx: LlamaSequence, p_min: float = 0.75) -> None:
         self.ctx = ctx
         self.p_min = p_min
 

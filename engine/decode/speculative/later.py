@@ -20,7 +20,7 @@ from engine.decode.speculative.controller import CostModel
 from engine.decode.speculative.draft_model import CURVE_SIZES, draft_costs
 from engine.decode.speculative.speculator import Speculation
 from engine.decode.speculative.tuning import TUNING
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +29,14 @@ class LaterCurves:
     """The curves ``speculations`` lack (the target's over ``ctx``, a draft model's over its
     context), measured in ``total`` steps. Owned by the thread that owns the contexts."""
 
-    def __init__(self, ctx: Context, speculations: Sequence[Speculation | None]) -> None:
+    def __init__(self, ctx: LlamaSequence, speculations: Sequence[Speculation | None]) -> None:
         self.waiting = [s for s in speculations if s is not None and s.cost is None]
         draft_ctx = next((s.draft_ctx for s in self.waiting if s.draft_ctx is not None), None)
-        wanted: list[tuple[Context, tuple[int, ...]]] = [(ctx, TUNING.calibration_sizes)]
+        wanted: list[tuple[LlamaSequence, tuple[int, ...]]] = [(ctx, TUNING.calibration_sizes)]
         if draft_ctx is not None:
             wanted.append((draft_ctx, CURVE_SIZES))
         self.curves: dict[tuple[int, ...], CostModel] = {}
-        self.todo: list[tuple[Context, tuple[int, ...]]] = []
+        self.todo: list[tuple[LlamaSequence, tuple[int, ...]]] = []
         for c, sizes in wanted:
             cost = calibration.lookup(c, sizes)
             if cost is not None:
@@ -45,7 +45,7 @@ class LaterCurves:
                 self.todo.append((c, sizes))
         self.total = sum(steps(sizes) for _, sizes in self.todo)
         self.done = 0
-        self._measuring: tuple[Context, Measurement] | None = None
+        self._measuring: tuple[LlamaSequence, Measurement] | None = None
         if not self.todo:
             self._give()
 
@@ -63,7 +63,7 @@ class LaterCurves:
             key_ctx, sizes = self.todo[0]
             params = replace(key_ctx.params, n_ctx=TUNING.calibration_depth + max(sizes),
                              n_parallel=1)
-            own = Context(key_ctx.model, params)
+            own = LlamaSequence(key_ctx.model, params)
             self._measuring = (own, Measurement(own, sizes))
         own, measurement = self._measuring
         if not measurement.step(cancel):

@@ -25,7 +25,7 @@ from engine.decode.speculative.ngram import NgramDrafter
 from engine.decode.speculative.params import SpeculativeParams
 from engine.decode.speculative.payoff import PayoffLedger
 from engine.decode.speculative.tuning import TUNING, Tuning
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.media import has_media, is_media
 from engine.llama.model import Model, ModelSpec
@@ -41,7 +41,7 @@ class Speculation:
     lengths and ledger go by it."""
 
     draft_model: Model | None = None
-    draft_ctx: Context | None = None
+    draft_ctx: LlamaSequence | None = None
     draft_problem: str | None = None
 
     def __init__(self, params: SpeculativeParams, cost: CostModel | None, *,
@@ -168,7 +168,7 @@ def _end_at_eog(draft: Draft, eog_ids: frozenset[int]) -> Draft:
     return draft
 
 
-def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
+def build_speculation(target: Model, ctx: LlamaSequence, draft_spec: ModelSpec | None,
                       params: SpeculativeParams, draft_context: ContextParams | None = None,
                       on_calibrate: Callable[[], None] | None = None, *,
                       measure: bool = True, cancel: threading.Event | None = None) -> Speculation:
@@ -190,13 +190,13 @@ def build_speculation(target: Model, ctx: Context, draft_spec: ModelSpec | None,
                 draft_model = None
             else:
                 draft_params = draft_context or replace(ctx.params, n_ctx=ctx.n_ctx)
-                draft_ctx = owned.enter_context(Context(draft_model, draft_params))
+                draft_ctx = owned.enter_context(LlamaSequence(draft_model, draft_params))
                 model_drafter = ModelDrafter(draft_ctx, params.p_min)
         ngram = None
         if params.drafter in ("ngram", "auto") or (params.drafter == "model" and model_drafter is None):
             ngram = NgramDrafter(target, ngram_min=params.ngram_min, ngram_max=params.ngram_max)
 
-        def curve(c: Context, sizes: tuple[int, ...]) -> CostModel | None:
+        def curve(c: LlamaSequence, sizes: tuple[int, ...]) -> CostModel | None:
             return calibration.cached_cost(c, sizes, on_calibrate) if measure else calibration.lookup(c, sizes)
 
         # per draft token: one step; per pass: the correction and the last accepted draft token,

@@ -16,7 +16,7 @@ from engine.cache.kv_store import MIN_NEW_TOKENS, KVStore
 from engine.cache.state_cache import StateCache
 from engine.decode.sampling import SamplingParams
 from engine.events import Done
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.models.identity import file_fingerprint
 from engine.runtime.generate import Generator
@@ -31,7 +31,7 @@ def _prompt(model, question: str) -> list[int]:
 
 def _reply(model, folder: Path, prompt: list[int], fp: str | None = None) -> Done:
     """One reply in a fresh context with a fresh store over ``folder`` (as a new process)."""
-    with Context(model, ContextParams(n_ctx=2048)) as ctx:
+    with LlamaSequence(model, ContextParams(n_ctx=2048)) as ctx:
         store = KVStore(folder, [ctx], [fp or "fp-of-" + model.display_name])
         gen = Generator(ctx, cache=StateCache(0, disk=store))
         done = list(gen.complete(prompt, GREEDY))[-1]
@@ -50,7 +50,7 @@ def test_a_long_prompt_is_read_once_then_restored_by_a_new_store(smol, tmp_path)
     warm = _reply(smol, tmp_path, second)
     shared = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b)
     assert warm.stats.n_cached_tokens >= shared - 1  # the document was restored, not read
-    with Context(smol, ContextParams(n_ctx=2048)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=2048)) as ctx:
         reference = list(Generator(ctx).complete(second, GREEDY))[-1]
     assert warm.token_ids == reference.token_ids
 
@@ -86,7 +86,7 @@ def test_an_entry_of_another_model_is_never_used(smol, tmp_path):
     _reply(smol, tmp_path, prompt, fp="model A")
     (entry,) = tmp_path.glob("*.kv")
     # the same file under the name model B's entries have: its head still says model A
-    with Context(smol, ContextParams(n_ctx=64)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=64)) as ctx:
         other = KVStore(tmp_path, [ctx], ["model B"])
     swapped = tmp_path / f"{other.keys[0]}-{entry.name.split('-')[1]}"
     entry.rename(swapped)
@@ -111,7 +111,7 @@ def test_a_disk_that_refuses_writes_keeps_nothing_and_the_reply_is_whole(smol_pa
         from pathlib import Path
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
-        from engine.llama.context import Context
+        from engine.llama.context import LlamaSequence
         from engine.llama.context_params import ContextParams
         from engine.runtime.generate import Generator
         from engine.cache.kv_store import KVStore
@@ -119,7 +119,7 @@ def test_a_disk_that_refuses_writes_keeps_nothing_and_the_reply_is_whole(smol_pa
         from engine.decode.sampling import SamplingParams
         from engine.cache.state_cache import StateCache
         folder = Path({str(tmp_path)!r})
-        with Model(Path({str(smol_path)!r})) as m, Context(m, ContextParams(n_ctx=2048)) as ctx:
+        with Model(Path({str(smol_path)!r})) as m, LlamaSequence(m, ContextParams(n_ctx=2048)) as ctx:
             store = KVStore(folder, [ctx], ["fp"])
             prompt = m.tokenize({DOC!r} + " Question: which valve? Answer:")
             done = list(Generator(ctx, cache=StateCache(0, disk=store)).complete(
@@ -149,7 +149,7 @@ def test_an_entry_whose_oldest_turns_were_dropped_is_restored_and_shifted(smol, 
     new = smol.tokenize(" Question: which pump?\nAnswer:", add_special=False)
     fp = ["fp-of-" + smol.display_name]
     prompt = head + kept + new
-    with Context(smol, ContextParams(n_ctx=2048)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=2048)) as ctx:
         ctx.decode(head + old + kept, logits="none")
         store = KVStore(tmp_path, [ctx], fp)
         assert store.save([ctx])

@@ -8,7 +8,7 @@ import pytest
 
 from engine.cache.prefix import common_prefix
 from engine.cache.state_cache import MIN_SAVE, StateCache
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 
 TEXT_A = "The quick brown fox jumps over the lazy dog while the cat watches from the fence. " * 5
@@ -17,7 +17,7 @@ TEXT_B = "In 1905 Einstein published four papers that changed physics for good, 
 
 @pytest.fixture
 def contexts(smol):
-    made = [Context(smol, ContextParams(n_ctx=512, n_threads=1)) for _ in range(3)]
+    made = [LlamaSequence(smol, ContextParams(n_ctx=512, n_threads=1)) for _ in range(3)]
     yield made
     for c in made:
         c.close()

@@ -12,7 +12,7 @@ from engine.chat.fit import chat_tokens
 from engine.conversation.tree import Conversation
 from engine.decode.sampling import SamplingParams
 from engine.events import Done, Stats
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.runtime.generate import Generator
 
@@ -33,7 +33,7 @@ Q3 = "And where should I stay?"
 
 @pytest.fixture
 def ctx(smol):
-    with Context(smol, ContextParams(n_ctx=1024, n_threads=1)) as c:
+    with LlamaSequence(smol, ContextParams(n_ctx=1024, n_threads=1)) as c:
         yield c
 
 
@@ -132,7 +132,7 @@ def test_the_draft_context_is_restored_alongside(smol, ctx) -> None:
     from engine.decode.speculative.params import SpeculativeParams
     from engine.decode.speculative.speculator import Speculation
 
-    with Context(smol, ContextParams(n_ctx=1024, n_threads=1)) as dctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=1024, n_threads=1)) as dctx:
         spec = Speculation(SpeculativeParams(drafter="model"), CostModel(((1, 1.0),)),
                            model=ModelDrafter(dctx, p_min=0.0))
         spec.draft_ctx = dctx

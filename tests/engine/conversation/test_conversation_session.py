@@ -8,7 +8,7 @@ from engine.conversation.session import store
 from engine.conversation.store import tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation
 from engine.events import Done, Stats
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 
 
@@ -25,7 +25,7 @@ def _branched() -> Conversation:
 def test_tree_saved_in_the_settings_reopens_and_inspect_shows_it(smol, tmp_path, capsys):
     conv = _branched()
     path = tmp_path / "t.duet"
-    with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
         store.save_contexts(path, ctx, None, conv.engine_messages(),
                             settings={"tree": tree_to_json(conv)}, with_kv=False)
         opened = store.open_contexts(path, ctx)
@@ -43,7 +43,7 @@ def test_tree_saved_in_the_settings_reopens_and_inspect_shows_it(smol, tmp_path,
 def test_a_file_without_a_tree_opens_as_a_linear_chat(smol, tmp_path, capsys):
     conv = _branched()
     path = tmp_path / "old.duet"
-    with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
         store.save_contexts(path, ctx, None, conv.engine_messages(), settings={}, with_kv=False)
         opened = store.open_contexts(path, ctx)
     assert tree_from_json(opened.settings.get("tree"), opened.messages) is None

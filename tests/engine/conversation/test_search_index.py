@@ -18,7 +18,7 @@ from engine.conversation.session import store
 from engine.conversation.store import tree_to_json
 from engine.conversation.tree import Conversation
 from engine.events import Done, Stats
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model
 
@@ -36,13 +36,13 @@ def _conversation(question: str, first: str, second: str) -> Conversation:
 
 
 @pytest.fixture
-def ctx(smol: Model) -> Iterator[Context]:
-    with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as c:
+def ctx(smol: Model) -> Iterator[LlamaSequence]:
+    with LlamaSequence(smol, ContextParams(n_ctx=256, n_threads=1)) as c:
         yield c
 
 
 @pytest.fixture
-def save(ctx: Context, tmp_path: Path) -> Saver:
+def save(ctx: LlamaSequence, tmp_path: Path) -> Saver:
     def write(name: str, conv: Conversation) -> Path:
         path = tmp_path / "conversations" / f"{name}.duet"
         path.parent.mkdir(exist_ok=True)

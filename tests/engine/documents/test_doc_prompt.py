@@ -14,7 +14,7 @@ from engine.chat.fit import chat_tokens
 from engine.chat.messages import Message
 from engine.decode.sampling import SamplingParams
 from engine.documents.extract import read_document
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.prompts.attachments import attachment, expand, retrieved_budget
 from engine.prompts.request import Chat, Policy, prepare
@@ -54,7 +54,7 @@ def test_two_conversations_about_one_file_share_its_prefix(smol, tmp_path: Path)
 def test_a_300_page_pdf_gives_the_page_the_question_is_about(smol, code_word_pdf: Path) -> None:
     doc = read_document(code_word_pdf)
     msg = Message("user", "What is the code word on page 137?", attachments=(attachment(doc),))
-    with Context(smol, ContextParams(n_ctx=2048)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=2048)) as ctx:
         gen = Generator(ctx)
         done = list(gen.chat([msg], GREEDY))[-1]
         sources = gen.last_sources

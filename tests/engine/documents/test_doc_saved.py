@@ -17,7 +17,7 @@ from engine.conversation.store import tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation
 from engine.documents.extract import read_document
 from engine.errors import SessionError
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.prompts.attachments import attachment
 
@@ -34,7 +34,7 @@ def _conversation(tmp_path: Path) -> Conversation:
 def test_the_file_goes_into_the_duet_file_and_back(smol, tmp_path: Path) -> None:
     conv = _conversation(tmp_path)
     path = tmp_path / "c.duet"
-    with Context(smol, ContextParams(n_ctx=256)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256)) as ctx:
         store.save_contexts(path, ctx, None, conv.engine_messages(),
                             settings={"tree": tree_to_json(conv)}, with_kv=False)
     meta = read_meta(path)
@@ -58,7 +58,7 @@ def test_both_exports_hold_the_file(tmp_path: Path) -> None:
 def test_a_tampered_attachment_is_refused(smol, tmp_path: Path) -> None:
     conv = _conversation(tmp_path)
     path = tmp_path / "c.duet"
-    with Context(smol, ContextParams(n_ctx=256)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256)) as ctx:
         store.save_contexts(path, ctx, None, conv.engine_messages(), settings={}, with_kv=False)
     raw = path.read_bytes()
     sha = conv.turns[0].attachments[0].sha256.encode()

@@ -12,7 +12,7 @@ import pytest
 
 from engine.documents.embeddings import Embedder, EmbeddingSource, InputTooLongError
 from engine.errors import DuetError
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model
 from tests.conftest import model_path
@@ -167,7 +167,7 @@ def test_a_chat_model_embeds_beside_its_chat_context(smol: Model, smol_embedder:
     """The model has no pooling in its metadata: mean. Its chat context, on the same weights,
     is not disturbed by the embedder's decodes."""
     assert (smol_embedder.pooling, smol_embedder.n_embd) == ("mean", smol.n_embd)
-    with Context(smol, ContextParams(n_ctx=256)) as chat:
+    with LlamaSequence(smol, ContextParams(n_ctx=256)) as chat:
         prompt = smol.tokenize("The capital of France is")
         chat.decode(prompt)
         before = chat.logits().copy()

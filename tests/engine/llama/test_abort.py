@@ -13,7 +13,7 @@ import pytest
 from engine.errors import DecodeError
 from engine.llama import abort, context
 from engine.llama.abort import Cancel
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 
 PROMPT = [1] + [200 + i % 300 for i in range(600)]
@@ -41,7 +41,7 @@ def counted(smol, monkeypatch):
         return real(self, data)
 
     monkeypatch.setattr(context._Llama, "_should_abort", counting)
-    with Context(smol, ContextParams(n_ctx=1024)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=1024)) as ctx:
         yield ctx, calls
 
 

@@ -1,6 +1,6 @@
 """Long chats: dropping the oldest turns shifts the KV cache instead of recomputing the rest.
 
-Real SmolLM2 with a small context. ``Context.drop`` keeps llama.cpp's cache and the token
+Real SmolLM2 with a small context. ``LlamaSequence.drop`` keeps llama.cpp's cache and the token
 mirror together; the generator recognises a prompt whose oldest turns were dropped and
 decodes only the new tail; the draft model's context follows the same way.
 """
@@ -12,7 +12,7 @@ from engine.chat.fit import chat_tokens
 from engine.chat.messages import Message
 from engine.decode.sampling import SamplingParams
 from engine.events import Done, Token
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.runtime.generate import Generator
 
@@ -40,7 +40,7 @@ def run(gen: Generator, prompt: list[int]) -> Done:
 
 
 def test_drop_removes_a_span_and_shifts_the_rest(smol) -> None:
-    with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
         tokens = chat_tokens(smol, history(0, 3))
         ctx.decode(tokens)
         assert ctx.drop(10, 40)
@@ -69,8 +69,8 @@ def test_a_shifted_cache_answers_like_a_fresh_prefill_and_decodes_only_the_tail(
     full = chat_tokens(smol, history(0, 6))
     question = Message("user", "And one fact about the moon?", 0.0)
     dropped = chat_tokens(smol, history(2, 6) + [question])  # the two oldest turns left out
-    with Context(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx, \
-            Context(smol, ContextParams(n_ctx=512, n_threads=1)) as fresh:
+    with LlamaSequence(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx, \
+            LlamaSequence(smol, ContextParams(n_ctx=512, n_threads=1)) as fresh:
         gen = Generator(ctx)
         run(gen, full)
         shifted = run(gen, dropped)
@@ -87,7 +87,7 @@ def test_a_shifted_cache_answers_like_a_fresh_prefill_and_decodes_only_the_tail(
 
 def test_a_chat_three_times_longer_than_the_context_keeps_answering(smol) -> None:
     params = SamplingParams(temperature=0, max_tokens=6)
-    with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
         gen = Generator(ctx)
         messages = [SYSTEM]
         recomputed = []
@@ -113,7 +113,7 @@ def test_the_draft_context_drops_the_same_turns(smol) -> None:
 
     full = chat_tokens(smol, history(0, 5))
     dropped = chat_tokens(smol, history(2, 5) + [Message("user", "Why?", 0.0)])
-    with Context(smol, ContextParams(n_ctx=512, n_threads=1)) as dctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=512, n_threads=1)) as dctx:
         drafter = ModelDrafter(dctx, p_min=0.0)
         drafter.propose(full, 2, Sampler(GREEDY))
         kept = dropped_span(dctx.tokens, dropped)
@@ -131,6 +131,6 @@ def _tokens(events) -> list[Token]:
 
 
 def test_each_step_marks_its_last_token(smol) -> None:
-    with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
         toks = _tokens(Generator(ctx).chat(history(0, 1), GREEDY))
     assert toks and all(t.step_end for t in toks)  # one token per step without a drafter

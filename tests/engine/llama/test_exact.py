@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 
 TEXT = ("Rivers carry water, sediment and nutrients from the mountains to the sea. "
@@ -17,7 +17,7 @@ TEXT = ("Rivers carry water, sediment and nutrients from the mountains to the se
 def _read(model, tokens, splits, n_ctx=2048):
     """The last token's logits after reading ``tokens`` in batches of ``splits``, then every
     row's logits of the last batch (what a verify pass reads)."""
-    with Context(model, ContextParams(n_ctx=n_ctx)) as ctx:
+    with LlamaSequence(model, ContextParams(n_ctx=n_ctx)) as ctx:
         pos = 0
         for i, n in enumerate(splits):
             ctx.decode(tokens[pos:pos + n], logits="all" if i == len(splits) - 1 else "last")

@@ -17,7 +17,7 @@ from engine.chat.messages import Message
 from engine.decode.sampling import SamplingParams
 from engine.errors import ModelLoadError, WorkerLostError
 from engine.events import Done, Token
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model, ModelSpec
 from engine.runtime.runtime import Runtime, RuntimeConfig
@@ -140,7 +140,7 @@ def test_session_round_trip_across_the_rpc_layout(smol_path, workers, tmp_path, 
         distributed_next = reply(rt, follow)
         assert distributed_next.stats.n_cached_tokens >= len(saved_tokens) - 1
     # The KV state is device-independent: the same file reopens with its KV in a local target.
-    with Model(smol_path) as model, Context(model, CTX) as ctx:
+    with Model(smol_path) as model, LlamaSequence(model, CTX) as ctx:
         opened = open_contexts(path, ctx)
         assert opened.restored_kv
         assert ctx.tokens == saved_tokens

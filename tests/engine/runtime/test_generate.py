@@ -9,7 +9,7 @@ from engine.chat.messages import Message
 from engine.decode.sampling import SamplingParams
 from engine.errors import ContextFullError, ModelLoadError
 from engine.events import Done, PromptProgress, Token
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model
 from engine.runtime.generate import Generator
@@ -24,7 +24,7 @@ def run(gen, messages, params=GREEDY, cancel=None):
 
 
 def fresh(model, n_ctx=1024):
-    return Generator(Context(model, ContextParams(n_ctx=n_ctx)))
+    return Generator(LlamaSequence(model, ContextParams(n_ctx=n_ctx)))
 
 
 def test_model_facts(smol):
@@ -37,7 +37,7 @@ def test_model_facts(smol):
 def test_a_base_model_continues_the_text(gemma):
     """Gemma 3 270M has no chat template: the message is a raw prompt it continues (through
     ChatML it answered "Say hello." with ``Say hello.<|im_end``)."""
-    with Context(gemma, ContextParams(n_ctx=256)) as ctx:
+    with LlamaSequence(gemma, ContextParams(n_ctx=256)) as ctx:
         done = run(Generator(ctx), [Message("system", "Be brief."), Message("user", "Say hello.")],
                    SamplingParams(temperature=0, max_tokens=8))[-1]
         assert ctx.tokens[:len(gemma.tokenize("Say hello."))] == gemma.tokenize("Say hello.")

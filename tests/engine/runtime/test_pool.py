@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import ModelLoadError
-from engine.models.served import Offer
+from engine.models.served import ModelOffer
 from engine.runtime.cores import Cores
 from engine.runtime.pool import BUDGET_SHARE, LoadFailed, Pool, PoolError, UnknownModel
 from tests.conftest import REPLY_WAIT_S
@@ -90,8 +90,8 @@ def watched(f: Pool[Stand]) -> Waiters:
     return waiters
 
 
-def offers(**sizes: int) -> list[Offer]:
-    return [Offer(name, Path(f"/models/{name}.gguf"), frozenset({f"{name}.gguf"}), None, size, 512)
+def offers(**sizes: int) -> list[ModelOffer]:
+    return [ModelOffer(name, Path(f"/models/{name}.gguf"), frozenset({f"{name}.gguf"}), None, size, 512)
             for name, size in sizes.items()]
 
 
@@ -100,7 +100,7 @@ def pool(budget: int | None = 10, max_loaded: int = 4, ttl_s: float = 60.0, fail
     loads: list[str] = []
     clock = Clock()
 
-    def load(offer: Offer, cores: Cores) -> Stand:
+    def load(offer: ModelOffer, cores: Cores) -> Stand:
         loads.append(offer.name)
         if offer.name in fail:
             raise ModelLoadError("the file is truncated")
@@ -187,7 +187,7 @@ def test_every_request_waiting_for_a_load_gets_the_one_load():
     started, go = threading.Event(), threading.Event()
     made: list[str] = []
 
-    def load(offer: Offer, cores: Cores) -> Stand:
+    def load(offer: ModelOffer, cores: Cores) -> Stand:
         made.append(offer.name)
         waiters.note()
         started.set()
@@ -252,7 +252,7 @@ def kept(memory: list[int], max_loaded: int = 8) -> tuple[Pool[Stand], Callable[
     f: Pool[Stand] = Pool(ttl_s=-1, max_loaded=max_loaded, reaper=False, memory=lambda: memory[0])
 
     def take(name: str, need: int) -> Stand:
-        lease = f.acquire(Offer(name, Path(f"/m/{name}.gguf"), bytes_needed=need),
+        lease = f.acquire(ModelOffer(name, Path(f"/m/{name}.gguf"), bytes_needed=need),
                           load=lambda offer, cores: Stand(offer.name))
         lease.release()
         return lease.value

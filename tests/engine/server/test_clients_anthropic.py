@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from pydantic import BaseModel
 
-from engine.server.anthropic import error_body
+from engine.server.dialects.anthropic.messages import error_body
 from engine.server.errors import ApiError
 from tests.conftest import REPLY_WAIT_S
 

@@ -145,7 +145,7 @@ def test_the_store_keeps_each_message_once_and_drops_the_least_recently_used():
     """A walk through a chain uses its responses from the newest to the first, so that past the
     size a continuation goes before the response it continues (which others may continue)."""
     from engine.chat.messages import Message
-    from engine.server.response_store import ResponseStore
+    from engine.server.dialects.openai.response_store import ResponseStore
 
     store = ResponseStore(max_chars=100)
     store.put("a", None, (Message("user", "x" * 30), Message("assistant", "y" * 10)))

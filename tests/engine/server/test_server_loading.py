@@ -85,10 +85,10 @@ def test_a_client_started_with_the_server_waits_for_the_model_and_succeeds(tmp_p
 
 def test_four_sequences_share_the_cells_of_one(smol):
     from engine.llama.backend import lib
-    from engine.llama.context import Context
+    from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
 
-    with Context(smol, ContextParams(n_ctx=2048, n_parallel=4)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=2048, n_parallel=4)) as ctx:
         assert lib.llama_n_ctx(ctx._handle) == 2048  # not 4 x 2048
         assert len(ctx.sequences) == 4 and all(s.n_ctx == 2048 for s in ctx.sequences)
 

@@ -14,7 +14,7 @@ from engine.decode.sampling import SamplingParams
 from engine.decode.speculative.params import SpeculativeParams
 from engine.decode.speculative.speculator import build_speculation
 from engine.events import Done
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.runtime.generate import Generator
 from engine.tools import Tool
@@ -91,7 +91,7 @@ def test_a_reply_that_calls_is_held_to_the_schema_the_same_with_speculation(qwen
     lazy = lazy_grammar(qwen_target, fmt, [WEATHER])
     replies, matchers = [], []
     for drafter in ("none", "ngram"):
-        ctx = Context(qwen_target, ContextParams(n_ctx=1024))
+        ctx = LlamaSequence(qwen_target, ContextParams(n_ctx=1024))
         spec = build_speculation(qwen_target, ctx, None, SpeculativeParams(drafter=drafter, adaptive=False),
                                  measure=False) if drafter != "none" else None
         matchers.append(lazy.matcher())

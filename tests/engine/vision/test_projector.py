@@ -16,7 +16,7 @@ from engine.decode.speculative.params import SpeculativeParams
 from engine.decode.speculative.speculator import Speculation
 from engine.errors import ModelLoadError
 from engine.events import Done
-from engine.llama.context import Context, Part, decode_batch
+from engine.llama.context import LlamaSequence, Part, decode_batch
 from engine.llama.context_params import ContextParams
 from engine.llama.media import is_media
 from engine.llama.projector import Projector
@@ -40,7 +40,7 @@ def reply(gen, messages, params=GREEDY) -> Done:
 
 
 def fresh(model, spec=None, n_ctx=1024):
-    return Generator(Context(model, ContextParams(n_ctx=n_ctx)), spec)
+    return Generator(LlamaSequence(model, ContextParams(n_ctx=n_ctx)), spec)
 
 
 def test_an_image_is_a_run_of_positions(smol_vision):
@@ -66,7 +66,7 @@ def test_same_request_same_tokens_alone_cached_and_beside_another(smol_vision, s
     # beside another sequence: one pass takes both (decode_batch reads each in turn)
     turn = prepare(smol_vision, Chat(tuple(ask(smol_vision)), GREEDY), Policy(1024))
     other = prepare(smol_vision, Chat(tuple(ask(smol_vision, "Hello", images=())), GREEDY), Policy(1024))
-    with Context(smol_vision, ContextParams(n_ctx=1024, n_parallel=2)) as ctx:
+    with LlamaSequence(smol_vision, ContextParams(n_ctx=1024, n_parallel=2)) as ctx:
         a, b = ctx.sequences
         rows = decode_batch([Part(a, turn.prompt), Part(b, other.prompt)])
         assert int(rows[0][-1].argmax()) == alone.token_ids[0]
@@ -102,7 +102,7 @@ def test_drafted_replies_are_the_plain_ones(smol_vision, smol, same_tokens):
     same_tokens(smol_vision, None, drafted.token_ids, plain.token_ids)
     assert drafted.stats.proposed > 0
     # a text-only draft model never drafts after an image it did not see
-    with Context(smol, ContextParams(n_ctx=1024)) as dctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=1024)) as dctx:
         model = Speculation(SpeculativeParams(drafter="model", adaptive=False), CostModel(((1, 1.0),)),
                             model=ModelDrafter(dctx, p_min=0.0))
         by_model = reply(fresh(smol_vision, model), msgs, SamplingParams(temperature=0, max_tokens=40))

@@ -14,7 +14,7 @@ from engine.chat.messages import Message
 from engine.cli.main import main
 from engine.conversation.session import read_meta, store
 from engine.decode.sampling import SamplingParams
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.runtime.generate import Generator
 
@@ -22,7 +22,7 @@ from engine.runtime.generate import Generator
 @pytest.fixture
 def saved(smol, tmp_path):
     """A short conversation on SmolLM2 saved with its KV state (n_ctx 1024, f16)."""
-    with Context(smol, ContextParams(n_ctx=1024, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=1024, n_threads=1)) as ctx:
         messages = [Message("user", "Say hi.", time.time())]
         for _ in Generator(ctx).chat(messages, SamplingParams(temperature=0, max_tokens=6)):
             pass

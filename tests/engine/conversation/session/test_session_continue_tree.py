@@ -15,7 +15,7 @@ from engine.conversation.session import read_meta, store
 from engine.conversation.store import tree_from_json, tree_to_json
 from engine.conversation.tree import Conversation, Turn
 from engine.events import Done, Stats
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model
 
@@ -65,7 +65,7 @@ def test_continuing_an_app_conversation_keeps_its_versions_and_highlights(
 ) -> None:
     app = _app_conversation()
     path = tmp_path / "chat.duet"
-    with Context(smol, ContextParams(n_ctx=1024, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=1024, n_threads=1)) as ctx:
         store.save_contexts(path, ctx, None, app.engine_messages(), with_kv=False,
                             settings={"title": "chat", "preset": "Coder",
                                       "tree": tree_to_json(app)})
@@ -104,7 +104,7 @@ def test_a_file_without_a_tree_gets_one_when_continued(
 ) -> None:
     """A file written by an older Duet (messages only) continues as a linear chat."""
     path = tmp_path / "old.duet"
-    with Context(smol, ContextParams(n_ctx=1024, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=1024, n_threads=1)) as ctx:
         store.save_contexts(path, ctx, None, [Turn("user", "Hi.").message(),
                                               Turn("assistant", "Hello.").message()],
                             settings={}, with_kv=False)
@@ -130,7 +130,7 @@ def test_continuing_a_conversation_with_tool_turns_keeps_them(
     app.begin_reply()
     app.finish_reply(Done("stop", "It is 9 am.", (2,), Stats(n_tokens=4, gen_s=0.1)))
     path = tmp_path / "tools.duet"
-    with Context(smol, ContextParams(n_ctx=1024, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=1024, n_threads=1)) as ctx:
         store.save_contexts(path, ctx, None, app.engine_messages(), with_kv=False,
                             settings={"tree": tree_to_json(app)})
     reply = _generate(capsys, smol_path, path, "And in Paris?")

@@ -12,7 +12,7 @@ from engine.chat.messages import Message
 from engine.conversation.session import store
 from engine.decode.sampling import SamplingParams
 from engine.events import Done
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model, ModelSpec
 from engine.runtime.runtime import Runtime, RuntimeConfig
@@ -39,7 +39,7 @@ def test_a_shifted_cache_saves_a_state_that_reopens(smol_path, tmp_path, exact, 
         assert len(tokens) > 700
         for start in (400, 410, 420, 430, 440):
             path = tmp_path / f"edge{start}.duet"
-            with Context(model, params) as ctx, Context(model, params) as again:
+            with LlamaSequence(model, params) as ctx, LlamaSequence(model, params) as again:
                 assert ctx.flash_attn == exact
                 ctx.decode(tokens[:start], logits="none")
                 assert ctx.drop(20, 140)  # the oldest turns, dropped to fit

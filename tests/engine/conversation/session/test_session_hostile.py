@@ -18,16 +18,16 @@ from engine.chat.fit import chat_tokens
 from engine.chat.messages import Message
 from engine.conversation.session import inspect, read_meta, read_session, store, write_session
 from engine.errors import SessionError
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 
 
-def prefilled(model, secret: str) -> tuple[Context, list[Message]]:
+def prefilled(model, secret: str) -> tuple[LlamaSequence, list[Message]]:
     """A context holding a short conversation that names the secret colour."""
     messages = [Message("system", "You are brief.", 1_700_000_000.0),
                 Message("user", f"The secret colour is {secret}. Remember it.", 1_700_000_001.0),
                 Message("assistant", "I will remember it.", 1_700_000_002.0)]
-    ctx = Context(model, ContextParams(n_ctx=512, n_threads=1))
+    ctx = LlamaSequence(model, ContextParams(n_ctx=512, n_threads=1))
     ctx.decode(chat_tokens(model, messages, add_generation_prompt=False))
     return ctx, messages
 
@@ -54,14 +54,14 @@ def forge(red, blue, out) -> None:
 
 
 def test_the_untouched_file_restores(smol, red_and_blue):
-    with Context(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx:
         opened = store.open_contexts(red_and_blue["red"], ctx)
         assert opened.restored_kv and opened.note is None
         assert len(ctx.tokens) == len(read_meta(red_and_blue["red"]).kv_target.tokens)
 
 
 def test_a_file_can_be_opened_from_its_text_alone(smol, red_and_blue):
-    with Context(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx:
         opened = store.open_contexts(red_and_blue["red"], ctx, use_kv=False)
         assert not opened.restored_kv and opened.note is None and ctx.tokens == []
         assert len(opened.messages) == 3
@@ -71,7 +71,7 @@ def test_a_forged_file_falls_back_to_its_text(smol, red_and_blue, tmp_path):
     forged = tmp_path / "forged.duet"
     forge(red_and_blue["red"], red_and_blue["blue"], forged)
     assert not inspect(forged)["problems"]  # every checksum agrees: only the model can tell
-    with Context(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx:
         opened = store.open_contexts(forged, ctx)
         assert not opened.restored_kv and ctx.tokens == []
         assert "does not belong to the conversation's text" in opened.note
@@ -86,7 +86,7 @@ def test_mutated_kv_payloads_never_restore_silently_wrong(smol, red_and_blue, tm
     kv = bytearray(read_session(red_and_blue["red"]).sections["kv.target"])
     rng = random.Random(14)
     caught = 0
-    with Context(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx:
         for i in range(12):
             bad = bytearray(kv)
             start = rng.randrange(len(bad) // 2)
@@ -120,7 +120,7 @@ def test_a_format_1_file_opens_from_its_text(smol, red_and_blue, tmp_path, capsy
     v1_copy(red_and_blue["red"], old)
     meta = read_meta(old)
     assert meta.kv_target.probe is None and len(meta.messages) == 3
-    with Context(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx:
         opened = store.open_contexts(old, ctx)
         assert not opened.restored_kv and "older Duet" in opened.note
     from engine.cli import session as cli

@@ -18,7 +18,7 @@ from engine.conversation.session import inspect, read_meta, store
 from engine.decode.sampling import SamplingParams
 from engine.errors import SessionError
 from engine.events import Done
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model, ModelSpec
 from engine.runtime.generate import Generator
@@ -44,9 +44,9 @@ def converse(gen: Generator, turns: list[str], messages: list[Message] | None = 
     return messages
 
 
-def ctx_on(model: Model, n_ctx: int = 1024, kv: str = "f16") -> Context:
+def ctx_on(model: Model, n_ctx: int = 1024, kv: str = "f16") -> LlamaSequence:
     # one thread: on a busy 2-core machine two spinning threads are many times slower
-    return Context(model, ContextParams(n_ctx=n_ctx, n_threads=1, type_k=kv, type_v=kv))
+    return LlamaSequence(model, ContextParams(n_ctx=n_ctx, n_threads=1, type_k=kv, type_v=kv))
 
 
 @pytest.fixture
@@ -167,7 +167,7 @@ def test_tool_turns_round_trip_with_their_kv_state(smol, tmp_path, capsys):
 # ─── fallbacks to text ────────────────────────────────────────────────────────
 
 
-def assert_text_fallback(path: Path, ctx: Context, messages: list[Message], *words: str) -> None:
+def assert_text_fallback(path: Path, ctx: LlamaSequence, messages: list[Message], *words: str) -> None:
     """Opening gives the text and a one-line note, not the KV state; the next reply works."""
     opened = store.open_contexts(path, ctx)
     assert not opened.restored_kv and same_text(opened.messages, messages)

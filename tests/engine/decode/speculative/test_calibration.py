@@ -9,14 +9,14 @@ import pytest
 from engine.decode.speculative import calibration
 from engine.decode.speculative.calibration import measure_cost
 from engine.decode.speculative.tuning import TUNING
-from engine.llama.context import Context
+from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.model import Model
 
 DEPTH = TUNING.calibration_depth
 
 
-def timed_batches(ctx: Context) -> list[tuple[int, int]]:
+def timed_batches(ctx: LlamaSequence) -> list[tuple[int, int]]:
     """Spy on ``ctx.decode``: (tokens already in the context, batch size) of each all-logits call."""
     seen: list[tuple[int, int]] = []
     decode = ctx.decode
@@ -31,7 +31,7 @@ def timed_batches(ctx: Context) -> list[tuple[int, int]]:
 
 
 def test_batches_are_timed_after_a_realistic_context_then_cleared(smol: Model) -> None:
-    with Context(smol, ContextParams(n_ctx=2048)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=2048)) as ctx:
         ctx.decode([1, 2, 3])
         seen = timed_batches(ctx)
         cost = measure_cost(ctx, sizes=(1, 8))
@@ -41,7 +41,7 @@ def test_batches_are_timed_after_a_realistic_context_then_cleared(smol: Model) -
 
 
 def test_a_small_context_is_calibrated_at_what_depth_it_has(smol: Model) -> None:
-    with Context(smol, ContextParams(n_ctx=256)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256)) as ctx:
         seen = timed_batches(ctx)
         measure_cost(ctx, sizes=(1, 16))
     assert {past for past, _ in seen} == {256 - 16}
@@ -51,7 +51,7 @@ def test_a_curve_is_measured_once_then_cached_until_forgotten(smol: Model, tmp_p
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DUET_HOME", str(tmp_path))
     measured = []
-    with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
         first = calibration.cached_cost(ctx, (1, 2), lambda: measured.append(1))
         again = calibration.cached_cost(ctx, (1, 2), lambda: measured.append(2))
         assert measured == [1] and again == first  # the second came from the cache
@@ -78,12 +78,12 @@ def test_another_llama_cpp_build_or_exactness_measures_again(smol: Model, tmp_pa
     is not another's: a verify pass costs differently there."""
     monkeypatch.setenv("DUET_HOME", str(tmp_path))
     measured = []
-    with Context(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
         calibration.cached_cost(ctx, (1, 2), lambda: measured.append(1))
         calibration.cached_cost(ctx, (1, 2), lambda: measured.append(2))  # cached
         monkeypatch.setattr(calibration, "build_id", lambda: "another build")
         calibration.cached_cost(ctx, (1, 2), lambda: measured.append(3))
-    with Context(smol, ContextParams(n_ctx=256, n_threads=1, exact=False)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=256, n_threads=1, exact=False)) as ctx:
         calibration.cached_cost(ctx, (1, 2), lambda: measured.append(4))
     assert measured == [1, 3, 4]
 
@@ -103,7 +103,7 @@ def test_the_sizes_take_turns_and_each_point_is_a_median(smol: Model, monkeypatc
     clock = [0.0]
     spikes = iter([0.5, 0.0, 0.5] + [0.0] * 10)  # hiccups at the first timed decode and the third
     monkeypatch.setattr(calibration.time, "perf_counter", lambda: clock[0])
-    with Context(smol, ContextParams(n_ctx=2048)) as ctx:
+    with LlamaSequence(smol, ContextParams(n_ctx=2048)) as ctx:
         seen = timed_batches(ctx)
         decode = ctx.decode
 

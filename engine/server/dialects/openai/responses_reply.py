@@ -1,4 +1,4 @@
-"""The Responses API's reply (engine.server.openai_responses): the response object, and its
+"""The Responses API's reply (engine.server.dialects.openai.responses): the response object, and its
 typed server-sent events (``response.created`` ... ``response.completed`` or
 ``response.incomplete``), each with its ``sequence_number``."""
 
@@ -10,11 +10,11 @@ import uuid
 
 from engine.chat.messages import Message, ToolCall
 from engine.events import Token
-from engine.server.core import DuetServer
+from engine.server.core import ServedModel
+from engine.server.dialects.openai.chat_replies import logprob_entry
+from engine.server.dialects.openai.response_store import ResponseStore
+from engine.server.dialects.openai.responses_body import ResponsesRequest
 from engine.server.errors import ApiError
-from engine.server.openai_responses_body import ResponsesRequest
-from engine.server.response_store import ResponseStore
-from engine.server.responses import logprob_entry
 from engine.server.turn import End, PreparedTurn, Text
 
 
@@ -24,7 +24,7 @@ class ResponsesShaper:
 
     media_type = "text/event-stream"
 
-    def __init__(self, server: DuetServer, body: ResponsesRequest, turn: PreparedTurn,
+    def __init__(self, server: ServedModel, body: ResponsesRequest, turn: PreparedTurn,
                  store: ResponseStore | None, new: tuple[Message, ...]) -> None:
         self.id = "resp_" + uuid.uuid4().hex
         self.store, self.new = store, new  # where the reply is kept, with the input it answers

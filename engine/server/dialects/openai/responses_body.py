@@ -1,5 +1,5 @@
 """The body ``/v1/responses`` takes (OpenAI's Responses API), as pydantic models: the request
-handler (engine.server.openai_responses) and the reply's shape (openai_responses_reply) both
+handler (engine.server.dialects.openai.responses) and the reply's shape (openai_responses_reply) both
 read it."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Taken: ``input`` (a string, or items: messages with text parts, ``function_call`
 ``function_call_output``), ``instructions``, function ``tools`` and ``tool_choice``,
 ``text.format`` (json_schema, json_object), ``top_logprobs`` with ``include:
 ["message.output_text.logprobs"]``, ``previous_response_id`` (the conversation of a response
-this server kept, engine.server.response_store; ``store: false`` keeps none), and the sampling
+this server kept, engine.server.dialects.openai.response_store; ``store: false`` keeps none), and the sampling
 fields under the parameter table's "responses" names (``max_output_tokens``, ``temperature``,
 ``top_p``). ``conversation`` and ``background`` are refused with a 400. Errors have OpenAI's
 shape."""
@@ -21,9 +21,9 @@ from starlette.responses import Response
 from engine.chat.messages import Image, Message, ToolCall
 from engine.chat.reasoning import EFFORTS, Thinking, from_effort
 from engine.server import images, schema
-from engine.server.core import DuetServer, Front
-from engine.server.errors import ApiError, bad_request
-from engine.server.openai_responses_body import (
+from engine.server.core import Front, ServedModel
+from engine.server.dialects.openai.response_store import ResponseStore
+from engine.server.dialects.openai.responses_body import (
     INCLUDE,
     LOGPROBS,
     FunctionCallItem,
@@ -34,8 +34,8 @@ from engine.server.openai_responses_body import (
     ResponsesNamedFunction,
     ResponsesRequest,
 )
-from engine.server.openai_responses_reply import ResponsesShaper
-from engine.server.response_store import ResponseStore
+from engine.server.dialects.openai.responses_reply import ResponsesShaper
+from engine.server.errors import ApiError, bad_request
 from engine.server.turn import Chat, reply_params, sampling
 from engine.tools import Tool, ToolChoice
 
@@ -161,7 +161,7 @@ def _before(store: ResponseStore, body: ResponsesRequest) -> tuple[Message, ...]
 
 
 async def _chat(front: Front, request: Request, store: ResponseStore, data: Any
-                ) -> tuple[DuetServer, ResponsesRequest, Chat, tuple[Message, ...]]:
+                ) -> tuple[ServedModel, ResponsesRequest, Chat, tuple[Message, ...]]:
     """The model's server, the request, its chat, and the messages its input adds (what is kept
     with its reply)."""
     body = schema.parse(ResponsesRequest, data)

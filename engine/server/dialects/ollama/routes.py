@@ -1,6 +1,6 @@
 """Ollama's dialect: ``/api/chat`` and ``/api/generate`` (streamed as NDJSON by default, as
 Ollama does), a thin adapter over engine.server.turn; the model routes (tags, show, ps, version)
-are in engine.server.ollama_models. Errors are answered as Ollama answers them:
+are in engine.server.dialects.ollama.models. Errors are answered as Ollama answers them:
 ``{"error": "..."}`` with the status code.
 
 Ollama's ``options`` are read through the parameter table's "ollama" names. Options that tune
@@ -29,9 +29,9 @@ from engine.decode.sampling import SamplingParams
 from engine.events import Token
 from engine.runtime.pool import PoolError
 from engine.server import images, schema
-from engine.server.core import DuetServer, Front
+from engine.server.core import Front, ServedModel
+from engine.server.dialects.openai.chat_replies import chat_logprobs
 from engine.server.errors import ApiError, bad_request
-from engine.server.responses import chat_logprobs
 from engine.server.turn import Chat, End, Raw, Text, reply_params
 from engine.tools import Tool
 
@@ -138,7 +138,7 @@ UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 async def _common(front: Front, request: Request, body: _OllamaRequest,
-                  data: dict) -> tuple[DuetServer, SamplingParams, int | None, Any]:
+                  data: dict) -> tuple[ServedModel, SamplingParams, int | None, Any]:
     """The model's server (loaded on demand) and the sampling parameters, log-probabilities and
     grammar a request asks for."""
     front.offer(model_name(body.model))
@@ -174,7 +174,7 @@ def thinking(body: _OllamaRequest) -> Thinking:
     return from_effort(body.think)
 
 
-def options(server: DuetServer, given: dict[str, Any]) -> SamplingParams:
+def options(server: ServedModel, given: dict[str, Any]) -> SamplingParams:
     """Ollama's ``options``, read through the parameter table."""
     for name, value in given.items():
         if name in READ or name in LOAD_OPTIONS or name in NO_EFFECT:
@@ -289,7 +289,7 @@ async def generate(request: Request) -> Response:
     return await server.answer(request, turn, OllamaShaper(server, "generate"), body.stream)
 
 
-def _loaded(server: DuetServer, reply: dict) -> dict:
+def _loaded(server: ServedModel, reply: dict) -> dict:
     return {"model": server.model_id, "created_at": now(), **reply, "done": True,
             "done_reason": "load"}
 
@@ -301,7 +301,7 @@ class OllamaShaper:
 
     media_type = "application/x-ndjson"
 
-    def __init__(self, server: DuetServer, kind: Literal["chat", "generate"]) -> None:
+    def __init__(self, server: ServedModel, kind: Literal["chat", "generate"]) -> None:
         self.chat = kind == "chat"
         self.model_id = server.model_id
         self.model = server.model  # token texts for logprobs

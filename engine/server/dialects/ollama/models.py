@@ -24,11 +24,11 @@ from engine.decode.sampling import SamplingParams
 from engine.llama.backend import lib
 from engine.models import served
 from engine.models.projector import find_projector
-from engine.models.served import Offer
+from engine.models.served import ModelOffer
 from engine.server import schema
 from engine.server.core import Front
+from engine.server.dialects.ollama.routes import model_name
 from engine.server.errors import ApiError, bad_request
-from engine.server.ollama import model_name
 
 # llama.cpp's file types (general.file_type) by number: 15 -> Q4_K_M
 FILE_TYPES = {v: k.removeprefix("LLAMA_FTYPE_MOSTLY_").removeprefix("LLAMA_FTYPE_ALL_")
@@ -46,7 +46,7 @@ class ShowRequest(schema._Body):
     verbose: bool = False
 
 
-def _model(front: Front, offer: Offer) -> dict[str, Any]:
+def _model(front: Front, offer: ModelOffer) -> dict[str, Any]:
     """The model as /api/tags lists it."""
     stat = offer.path.stat()
     # An identity, not a checksum: hashing a gigabyte file at every listing would be slow.
@@ -141,7 +141,7 @@ async def show(request: Request) -> Response:
     })
 
 
-def _sees(front: Front, offer: Offer, meta: dict[str, Any]) -> bool:
+def _sees(front: Front, offer: ModelOffer, meta: dict[str, Any]) -> bool:
     """Whether the model reads images: its projector loaded with it, or found beside its file."""
     loaded = next((lo for lo in front.pool.loaded() if lo.offer is offer), None)
     if loaded is not None:

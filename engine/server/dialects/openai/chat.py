@@ -1,5 +1,5 @@
 """OpenAI's dialect: ``/v1/chat/completions`` (tools, structured output, logprobs) and
-``/v1/completions``, streamed or not; bodies shaped by engine.server.responses."""
+``/v1/completions``, streamed or not; bodies shaped by engine.server.dialects.openai.chat_replies."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from engine.chat.messages import ROLES, Image, Message, ToolCall
 from engine.chat.reasoning import from_effort
 from engine.server import images, schema
 from engine.server.core import Front
+from engine.server.dialects.openai.chat_replies import OpenAIShaper
 from engine.server.errors import bad_request
-from engine.server.responses import OpenAIShaper
 from engine.server.turn import Chat, Raw, reply_params, sampling
 from engine.tools import Tool, ToolChoice
 

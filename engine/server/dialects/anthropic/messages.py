@@ -23,9 +23,9 @@ from engine.chat.reasoning import OFF, Thinking
 from engine.decode.sampling import SamplingParams
 from engine.events import Done, Token
 from engine.server import images, schema
-from engine.server.core import DuetServer, Front
+from engine.server.core import Front, ServedModel
 from engine.server.errors import ApiError, bad_request
-from engine.server.turn import Chat, End, PreparedTurn, Text, prepare, sampling
+from engine.server.turn import Chat, End, PreparedTurn, Text, client_turn, sampling
 from engine.tools import Tool, ToolChoice
 
 STOP_REASONS = {"length": "max_tokens", "tool_calls": "tool_use"}
@@ -214,7 +214,7 @@ def _tools(body: CountRequest) -> tuple[tuple[Tool, ...], ToolChoice]:
 
 
 async def _chat(front: Front, request: Request, data: Any,
-                cls: type[CountRequest]) -> tuple[DuetServer, CountRequest, Chat]:
+                cls: type[CountRequest]) -> tuple[ServedModel, CountRequest, Chat]:
     body = schema.parse(cls, data)
     front.offer(body.model)
     tools, choice = _tools(body)
@@ -245,7 +245,7 @@ async def count_tokens(request: Request) -> Response:
     front.check_auth(request, header="x-api-key")
     data = await front.read_json(request)
     server, _, chat = await _chat(front, request, data, CountRequest)
-    turn = await run_in_threadpool(prepare, server.model, chat)
+    turn = await run_in_threadpool(client_turn, server.model, chat)
     return JSONResponse({"input_tokens": len(turn.prompt)})
 
 
@@ -255,7 +255,7 @@ class AnthropicShaper:
 
     media_type = "text/event-stream"
 
-    def __init__(self, server: DuetServer, turn: PreparedTurn) -> None:
+    def __init__(self, server: ServedModel, turn: PreparedTurn) -> None:
         self.id = "msg_" + uuid.uuid4().hex[:24]
         self.model_id = server.model_id
         self.model = server.model
