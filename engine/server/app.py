@@ -112,6 +112,22 @@ def create_app(engine: Engine, config: ApiConfig, others: Sequence[Engine] = ())
     """The app over loaded models (the window's: its owner loads and closes them): ``engine``
     as ``config.model_id``, and ``others`` (the window's other kept models) each by its file's
     name (``model_names``)."""
+    return create_pool_app(engines_pool(engine, config, others), config,
+                           engine.runtime.config.sampling)
+
+
+def serve_engines(app: Starlette, engine: Engine, config: ApiConfig,
+                  others: Sequence[Engine] = ()) -> None:
+    """Make ``app`` (create_app's) serve these models from its next request on, as create_app
+    would: no restart, so its clients' connections and replies in flight go on (a reply in
+    flight ends on the model it began on) and the Responses API's stored replies stay."""
+    _front(app, engines_pool(engine, config, others), config, engine.runtime.config.sampling)
+
+
+def engines_pool(engine: Engine, config: ApiConfig,
+                 others: Sequence[Engine] = ()) -> Pool[ServedModel]:
+    """The loaded ``engine`` and ``others`` as a pool that never unloads them (their owner
+    does): ``engine`` as ``config.model_id``, each other by its file's name."""
     offers: list[ModelOffer] = []
     servers: list[ServedModel] = []
     for i, e in enumerate((engine, *others)):
@@ -125,7 +141,7 @@ def create_app(engine: Engine, config: ApiConfig, others: Sequence[Engine] = ())
     pool: Pool[ServedModel] = Pool(offers, reaper=False)
     for offer, server in zip(offers, servers):
         pool.adopt(offer, server)
-    return create_pool_app(pool, config, engine.runtime.config.sampling)
+    return pool
 
 
 def create_pool_app(pool: Pool[ServedModel], config: ApiConfig,
@@ -141,12 +157,19 @@ def create_pool_app(pool: Pool[ServedModel], config: ApiConfig,
         routes=list(ROUTES),
         middleware=middleware,
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected})
-    app.state.duet = Front(pool, config, defaults)
+    _front(app, pool, config, defaults)
     app.state.vectors = embeddings.Vectors.of_file(config.embedding_model) \
         if config.embedding_model is not None else None
     app.state.speech = audio.Speech(config.speech_model)  # the model loads at the first request
     app.state.responses = ResponseStore()  # for the Responses API's previous_response_id
+    return app
+
+
+def _front(app: Starlette, pool: Pool[ServedModel], config: ApiConfig,
+           defaults: SamplingParams) -> None:
+    """The models ``app`` serves: its routes find them through ``app.state.duet``, read at
+    each request (one assignment: a request sees the old models or the new)."""
     n_ctx = max((o.n_ctx for o in pool.offers), default=0)
     app.state.openapi = openapi.document([o.name for o in pool.offers], n_ctx)
-    return app
+    app.state.duet = Front(pool, config, defaults)
 

@@ -51,6 +51,12 @@ def test_the_local_server_follows_its_settings(qtbot, settings, smol_path) -> No
         assert _get(port, "/v1/models")[0] == 401
         assert _get(port, "/v1/models", key="k")[1]["data"][0]["id"] == smol_path.stem
         assert _get(port, "/v1/duet/stats", key="k")[1]["cache"]["max_bytes"] == 32 << 20
+        other = _free_port()  # another address: a restart there
+        settings.set("server_port", other)
+        with qtbot.waitSignal(server.started, timeout=LONG_MS) as moved:
+            server.apply(settings.values, engine)
+        assert moved.args == [f"http://127.0.0.1:{other}/v1"] and _get(other, "/health")[0] == 200
+        port = other
         settings.set("server_enabled", False)
         with qtbot.waitSignal(server.stopped, timeout=LONG_MS):
             server.apply(settings.values, engine)

@@ -132,8 +132,10 @@ def test_a_conversation_whose_model_was_unloaded_loads_it_with_its_kv_state(
     assert follow.n_cached_tokens >= first.n_prompt_tokens + first.n_tokens - 2
 
 
-def test_a_switch_between_served_models_leaves_the_local_server_running(
+def test_the_local_server_follows_the_kept_models_without_a_restart(
         qtbot, window, driver, settings, smol_path) -> None:
+    """A switch between served models changes nothing; a model unloaded or loaded changes what
+    the running server serves (the same server: its clients' connections go on)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -149,6 +151,13 @@ def test_a_switch_between_served_models_leaves_the_local_server_running(
     assert driver.load(model_path("gemma")).switched
     assert applied == [] and server._running is running  # not restarted
     settings.set("models_kept", 1)
-    with qtbot.waitSignal(window.local_server.started, timeout=LONG_MS):
-        driver.load(smol_path)  # smol comes back, gemma is closed: the server follows
-    assert window.local_server._running is not running
+    driver.load(smol_path)  # smol comes back, gemma is closed: the server follows
+    qtbot.waitUntil(lambda: server.serves(worker.engines()), timeout=LONG_MS)
+    assert server._running is running and len(worker.engines()) == 1  # not restarted
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REPLY_WAIT_S)
+    try:
+        conn.request("GET", "/v1/models", headers={"Authorization": "Bearer k"})
+        ids = [m["id"] for m in json.loads(conn.getresponse().read())["data"]]
+    finally:
+        conn.close()
+    assert ids == [smol_path.stem]
