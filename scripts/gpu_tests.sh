@@ -16,7 +16,7 @@ command -v glslc >/dev/null || missing+=("glslc")
 [ -f /usr/include/vulkan/vulkan.h ] || missing+=("libvulkan-dev")
 [ -d /usr/include/spirv ] || missing+=("spirv-headers")
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "gpu tests: not run: this machine has no ${missing[*]}"
+  (IFS=","; echo "gpu tests: not run: this machine lacks ${missing[*]}" | sed 's/,/, /g')
   exit 0
 fi
 VK=$PWD/.venv-vk
