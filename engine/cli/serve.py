@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help=f"models loaded at once, at most (default {pool.MAX_LOADED})")
     p.add_argument("--models-budget", type=float, default=None, metavar="GB",
                    help="memory the loaded models may take together, estimated from their headers "
-                        f"(default: {pool.BUDGET_SHARE:.0%} of the memory available, measured at "
+                        f"(default: {pool.BUDGET_SHARE * 100:.0f}%% of the memory available, measured at "
                         "each load with what the loaded models hold)")
     p.add_argument("--ttl", type=float, default=pool.TTL_S, metavar="SECONDS",
                    help=f"unload a model idle this long (default {pool.TTL_S:.0f}; -1: never; "

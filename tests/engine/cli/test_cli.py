@@ -46,3 +46,19 @@ def test_generate_streams_text(capsys, smol_path):
     code, out, _ = run(capsys, "generate", "--model", str(smol_path), "--temperature", "0",
                        "--max-tokens", "8", "--stop", "\n", "Say hello.")
     assert code == 0 and out.strip() and out.endswith("\n")
+
+
+def test_every_command_says_its_help(capsys):
+    """``duet-cli COMMAND --help`` prints its help for every command (a stray ``%`` in a help
+    text once made ``serve --help`` a traceback)."""
+    import argparse
+
+    from engine.cli.main import build_parser
+
+    commands = next(a for a in build_parser()._actions
+                    if isinstance(a, argparse._SubParsersAction)).choices
+    assert "serve" in commands
+    for name in commands:
+        with pytest.raises(SystemExit) as done:
+            main([name, "--help"])
+        assert done.value.code == 0 and "usage: duet-cli" in capsys.readouterr().out, name
