@@ -62,8 +62,9 @@ def gone_note(path: Path, using: LoadedModel | None) -> str | None:
         return None
     then = f"replies use {using.target_name}" if using is not None else \
         "choose a model and press Load"
-    return f"This conversation was made with {Path(path).name}, which is no longer at " \
-        f"{Path(path).parent}: {then}."
+    where = f"no longer at {Path(path).parent}" if Path(path).parent != Path(".") else \
+        "not a model file here"  # (an imported conversation names its app's model only)
+    return f"This conversation was made with {Path(path).name}, which is {where}: {then}."
 
 
 def _same(a: Path, b: Path) -> bool:

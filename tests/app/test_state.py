@@ -91,3 +91,14 @@ def test_notices_have_a_scope_and_an_error_or_the_later_said_shows():
     assert state.notice_for(a.id).text == "The context is full."  # the error, though earlier
     state.unsay(a.id)
     assert state.notice_for(a.id).action == "Load it" and a.id not in state.conversation_notices
+
+
+def test_a_conversation_whose_model_is_gone_says_where_it_was():
+    from app.control.models import gone_note
+
+    assert gone_note(Path("/models/old.gguf"), None) == (
+        "This conversation was made with old.gguf, which is no longer at /models: choose a "
+        "model and press Load.")
+    assert gone_note(Path("qwen3-4b"), None) == (  # an imported one: a name, no folder
+        "This conversation was made with qwen3-4b, which is not a model file here: choose a "
+        "model and press Load.")
