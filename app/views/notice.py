@@ -1,6 +1,6 @@
 """A dismissable one-line notice above the chat: errors, fallbacks, "reload to apply". It shows
 what AppState holds (app.control.state.Notice): the notice of the conversation shown or the
-app's, the later said."""
+app's, an error first, else the later said (AppState.notice_for)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,6 @@ class NoticeBar(QFrame):
 
     def follow(self, library: Library) -> None:
         """Show the notice of the conversation shown (or the app's): another's is hidden."""
-        self._library = library
 
         def on_change(kind: str, _conv: Conversation | None) -> None:
             if kind == "current":

@@ -10,7 +10,7 @@ shape, never with a traceback.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -120,22 +120,28 @@ def serve_engines(app: Starlette, engine: Engine, config: ApiConfig,
                   others: Sequence[Engine] = ()) -> None:
     """Make ``app`` (create_app's) serve these models from its next request on, as create_app
     would: no restart, so its clients' connections and replies in flight go on (a reply in
-    flight ends on the model it began on) and the Responses API's stored replies stay."""
-    _front(app, engines_pool(engine, config, others), config, engine.runtime.config.sampling)
+    flight ends on the model it began on) and the Responses API's stored replies stay. A model
+    it served already keeps its ServedModel (its embeddings, once made, with it)."""
+    served = {id(lo.value.engine): lo.value for lo in app.state.duet.pool.loaded()}
+    _front(app, engines_pool(engine, config, others, served), config,
+           engine.runtime.config.sampling)
 
 
-def engines_pool(engine: Engine, config: ApiConfig,
-                 others: Sequence[Engine] = ()) -> Pool[ServedModel]:
+def engines_pool(engine: Engine, config: ApiConfig, others: Sequence[Engine] = (),
+                 served: Mapping[int, ServedModel] | None = None) -> Pool[ServedModel]:
     """The loaded ``engine`` and ``others`` as a pool that never unloads them (their owner
-    does): ``engine`` as ``config.model_id``, each other by its file's name."""
+    does): ``engine`` as ``config.model_id``, each other by its file's name; ``served``: the
+    ServedModel of an engine served already (by ``id``), kept where its name is the same."""
     offers: list[ModelOffer] = []
     servers: list[ServedModel] = []
     for i, e in enumerate((engine, *others)):
         name, aliases = (config.model_id, config.aliases) if i == 0 else model_names(e.runtime)
         if any(o.answers_to(name) for o in offers):
             continue
-        server = ServedModel(e, name, config)
-        server.prepare_constraints()
+        server = (served or {}).get(id(e))
+        if server is None or server.model_id != name:
+            server = ServedModel(e, name, config)
+            server.prepare_constraints()
         offers.append(ModelOffer(name, Path(e.runtime.target.path), aliases, n_ctx=server.n_ctx))
         servers.append(server)
     pool: Pool[ServedModel] = Pool(offers, reaper=False)

@@ -150,6 +150,7 @@ def test_the_local_server_follows_the_kept_models_without_a_restart(
     server.apply = lambda *a, **k: (applied.append(a), apply(*a, **k))  # type: ignore[method-assign]
     assert driver.load(model_path("gemma")).switched
     assert applied == [] and server._running is running  # not restarted
+    served = {lo.value.model_id: lo.value for lo in server._app.state.duet.pool.loaded()}
     settings.set("models_kept", 1)
     driver.load(smol_path)  # smol comes back, gemma is closed: the server follows
     qtbot.waitUntil(lambda: server.serves(worker.engines()), timeout=LONG_MS)
@@ -161,3 +162,5 @@ def test_the_local_server_follows_the_kept_models_without_a_restart(
     finally:
         conn.close()
     assert ids == [smol_path.stem]
+    # smol's ServedModel (its embeddings, once made) is the one it had
+    assert [lo.value for lo in server._app.state.duet.pool.loaded()] == [served[smol_path.stem]]
