@@ -40,7 +40,6 @@ class ProjectFlow(QObject):
         self.selected: str | None = None  # the project the list shows (None: every conversation)
         self._pending: dict[str, str] = {}  # id of a conversation not saved yet → its project
         self.presets: Callable[[], Sequence[Preset]] = lambda: ()  # the presets there are
-        self.reading = 0  # files being read for a project
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="duet-project-files")
         self._read.connect(self._take_files)
         library.subscribe(self._on_library)
@@ -125,7 +124,6 @@ class ProjectFlow(QObject):
     def add_files(self, name: str, files: Iterable[Path]) -> None:
         """Read ``files`` (off the GUI thread) and give them to project ``name``; a file that
         cannot be read is one line in the window, the others are added."""
-        self.reading += 1
         future = self._pool.submit(read_files, list(files))
         future.add_done_callback(lambda f: self._read.emit(name, f.result()))
 
@@ -134,7 +132,6 @@ class ProjectFlow(QObject):
         self.changed.emit()
 
     def _take_files(self, name: str, results: list[Attachment | str]) -> None:
-        self.reading -= 1
         for line in (r for r in results if isinstance(r, str)):
             self.notify(line, "error")
         try:
@@ -200,26 +197,18 @@ class ProjectFlow(QObject):
 
 def read_files(files: list[Path]) -> list[Attachment | str]:
     """Each of ``files`` read once (its attachment), or the one line that says why it cannot
-    be (a picture goes on a message: the project's files are text). Never raises."""
+    be (engine.documents.extract says it: a missing file, a picture, an unknown kind). Never
+    raises."""
     # lazy: the document readers load with the first file read, not with the window
     from engine.documents.extract import read_document
     from engine.prompts.attachments import attachment
-    from engine.vision.images import mime_of
 
     out: list[Attachment | str] = []
     for path in files:
         try:
-            if path.is_file():
-                with open(path, "rb") as f:
-                    if mime_of(f.read(16)) is not None:
-                        out.append(f"{path.name}: a picture goes on a message (a project's "
-                                   "files are documents)")
-                        continue
             out.append(attachment(read_document(path)))
         except DuetError as e:
             out.append(str(e))
-        except OSError as e:
-            out.append(f"{path.name}: {e.strerror or e}")
         except Exception as e:  # noqa: BLE001 - a reader's bug is one line, not a lost window
             log.error("reading %s for a project failed", path, exc_info=e)
             out.append(f"{path.name}: the file could not be read ({type(e).__name__})")

@@ -31,7 +31,7 @@ from typing import Any
 
 from engine import paths
 from engine.chat.messages import Attachment
-from engine.localfile import MAX_BYTES, read_json, write_json
+from engine.localfile import MAX_BYTES, read_json, write_bytes, write_json
 
 log = logging.getLogger(__name__)
 
@@ -174,14 +174,14 @@ class Projects:
         for a in files:
             if a.sha256 in have or not _SHA256.fullmatch(a.sha256):
                 continue
-            record = file_record(a)
-            if len(json.dumps(record).encode()) > MAX_BYTES:
+            record = json.dumps(file_record(a)).encode()  # (as write_json writes it)
+            if len(record) > MAX_BYTES:
                 raise ValueError(f"{a.name} is too large to keep with a project (at most "
                                  f"{MAX_BYTES // 2**20} MB of text): attach it to a message")
             kept = self.files_dir / f"{a.sha256}.json"
             if read_json(kept, check_file) is None:  # (else another project has it already)
                 self.files_dir.mkdir(parents=True, exist_ok=True)
-                write_json(kept, record)
+                write_bytes(kept, record)
             have.add(a.sha256)
             added.append(replace(a, mode="auto"))
         if added:
