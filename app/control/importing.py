@@ -49,15 +49,16 @@ def _on_disk(folder: Path) -> dict[Path, tuple[float, Conversation]]:
     """Each conversation file of ``folder``: its last change (one stat each) and a conversation
     for the list, not read yet (made on the import's thread: 10,000 of them held the GUI's for
     about 0.4 s)."""
+    found: dict[Path, tuple[float, Conversation]] = {}
     try:
         with os.scandir(folder) as entries:
-            found = {Path(e.path): (e.stat().st_mtime, Conversation(Path(e.path).stem,
-                                                                    Path(e.path)))
-                     for e in entries if e.name.endswith(SUFFIX) and e.is_file()}
+            for e in entries:
+                if e.name.endswith(SUFFIX) and e.is_file():
+                    path = Path(e.path)
+                    str(path)  # (pathlib keeps it: the list's tooltips need not make it there)
+                    found[path] = (e.stat().st_mtime, Conversation(path.stem, path))
     except OSError:
         return {}
-    for _, conv in found.values():
-        str(conv.path)  # (pathlib keeps it: the list's tooltips need not make it there)
     return found
 
 

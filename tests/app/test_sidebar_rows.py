@@ -18,13 +18,19 @@ def rows(sidebar: Sidebar) -> list[str]:
     return [sidebar.list.text(i) for i in range(sidebar.list.count())]
 
 
-def test_rows_follow_the_library(qtbot, tmp_path: Path) -> None:
+def listing(qtbot, folder: Path, n: int) -> tuple[Library, list[Conversation], Sidebar]:
+    """A library of ``n`` saved conversations ("Chat 0"...) and a sidebar that follows it."""
     library = Library()
-    convs = [Conversation(f"Chat {i}", tmp_path / f"Chat {i}.duet") for i in range(4)]
+    convs = [Conversation(f"Chat {i}", folder / f"Chat {i}.duet") for i in range(n)]
     library.add_saved(convs)
     sidebar = Sidebar()
     qtbot.addWidget(sidebar)
     sidebar.follow(library)
+    return library, convs, sidebar
+
+
+def test_rows_follow_the_library(qtbot, tmp_path: Path) -> None:
+    library, convs, sidebar = listing(qtbot, tmp_path, 4)
     resets: list[int] = []
     sidebar.list.rows.modelReset.connect(lambda: resets.append(1))
     library.show(convs[1])
@@ -49,12 +55,7 @@ def test_rows_follow_the_library(qtbot, tmp_path: Path) -> None:
 def test_a_click_shows_that_conversation_and_rows_drag_out_as_ids(qtbot, tmp_path: Path) -> None:
     from app.views.projects_view import dragged_ids
 
-    library = Library()
-    convs = [Conversation(f"Chat {i}", tmp_path / f"Chat {i}.duet") for i in range(3)]
-    library.add_saved(convs)
-    sidebar = Sidebar()
-    qtbot.addWidget(sidebar)
-    sidebar.follow(library)
+    library, convs, sidebar = listing(qtbot, tmp_path, 3)
     library.show(convs[0])
     sidebar.show()
     picked: list[str] = []
