@@ -109,7 +109,7 @@ def measure_switch(model: Model, args: argparse.Namespace) -> dict[str, Any]:
     cache = StateCache(DEFAULT_CACHE_BYTES)
     with LlamaSequence(model, cp) as ctx:
         # the app's path (the runtime's generator has a cache), then the path before the cache
-        for row, gen in (("switch", Generator(ctx, cache=cache)), ("rewind", Generator(ctx))):
+        for row, gen in (("switch", Generator.alone(ctx, cache=cache)), ("rewind", Generator.alone(ctx))):
             for _ in range(args.repeats):
                 ctx.clear()
                 cache.clear()
@@ -121,7 +121,7 @@ def measure_switch(model: Model, args: argparse.Namespace) -> dict[str, Any]:
                 cached[row].append(done.stats.n_cached_tokens)
         for _ in range(args.repeats):
             ctx.clear()
-            rows["cold"].append(_ttft(Generator(ctx), with_v2, params)[0])
+            rows["cold"].append(_ttft(Generator.alone(ctx), with_v2, params)[0])
     med = {k: statistics.median(v) for k, v in rows.items()}
     s = cache.stats
     return {"prompt_tokens": len(with_v2), "cached_tokens_after_switch": min(cached["switch"]),
@@ -142,7 +142,7 @@ def measure_overflow(model: Model, args: argparse.Namespace, *, shift: bool) -> 
     with LlamaSequence(model, cp) as ctx:
         if not shift:
             ctx.drop = lambda p0, p1: False  # type: ignore[method-assign]  # today's re-prefill
-        gen = Generator(ctx)
+        gen = Generator.alone(ctx)
         msgs = [Message("system", "You are a helpful travel guide. Answer briefly.", 0.0)]
         i = 0
         while len(chat_tokens(model, msgs)) < 3 * args.overflow_ctx:

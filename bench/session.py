@@ -194,7 +194,7 @@ def bench_kv_type(model: Any, args: argparse.Namespace, kv_type: str, messages: 
     prefill: list[float] = []
     saves, loads, restores = [], [], []
     with LlamaSequence(model, params) as a, LlamaSequence(model, params) as b:
-        gen_a, gen_b = Generator(a), Generator(b)
+        gen_a, gen_b = Generator.alone(a), Generator.alone(b)
         log.info("%s: prefilling %d tokens", kv_type, len(prompt))
         prefill.append(reply(gen_a, messages, 1).ttft)
         log.info("%s: re-prefill TTFT %.2f s", kv_type, prefill[-1])
@@ -251,7 +251,7 @@ def bench_regenerate(model: Any, args: argparse.Namespace, sizes: Sequence[int]
     rows = []
     params = ContextParams(n_ctx=args.ctx, n_threads=args.threads)
     with LlamaSequence(model, params) as ctx:
-        gen = Generator(ctx)
+        gen = Generator.alone(ctx)
         for n in sizes:
             messages = conversation(model, n)
             first = reply(gen, messages, 8)

@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             results.append(time.perf_counter())
             return result
         clocked = ToolOffer(tools.tools, run_call)
-        gen = Clocked(Generator(ctx))
+        gen = Clocked(Generator.alone(ctx))
         for _ in range(args.repeats):
             ctx.clear()
             gen.first.clear()

@@ -1,6 +1,7 @@
-"""One conversation's replies, on the scheduler: the command line, the self-check, session
-resume and the benchmarks use it; it is a one-slot use of the same loop that serves the window
-and the server (engine.decode.scheduler), driven on the caller's thread.
+"""One conversation's replies on a runtime's scheduler (engine.decode.scheduler, the loop that
+serves the window and the server), driven on the caller's thread: the command line, the
+self-check and session resume use it (``Runtime.generator``); ``Generator.alone`` gives a context
+outside any runtime a scheduler of its own (tests and benchmarks of one context).
 
 The target context's token mirror is the conversation's cache. A new turn decodes only the
 tokens past the longest common prefix with what is cached; an edit or a regenerate rewinds to
@@ -36,19 +37,26 @@ if TYPE_CHECKING:
 class Generator:
     """Streams replies for one conversation on ``ctx`` (owned by one thread)."""
 
-    def __init__(self, ctx: LlamaSequence, speculation: Drafting | None = None,
-                 cache: StateCache | None = None, *, scheduler: Scheduler | None = None) -> None:
-        """``scheduler``: the runtime's (engine.runtime.runtime), whose sequence 0 is ``ctx``;
-        without it, one of its own over ``ctx`` alone (tests and benchmarks of one context)."""
-        self.ctx = ctx
-        self.model = ctx.model
-        self.speculation = speculation
-        self.cache = cache  # saved states of other conversations and reply versions
-        self.scheduler = scheduler or Scheduler((ctx,), [speculation], cache)
-        assert self.scheduler.slots[0].ctx is ctx
+    def __init__(self, scheduler: Scheduler) -> None:
+        """``scheduler``: a runtime's (engine.runtime.runtime), driven on the caller's thread;
+        its sequence 0 is the conversation's."""
+        slot = scheduler.slots[0]
+        self.ctx = slot.ctx
+        self.model = slot.ctx.model
+        self.speculation = slot.speculation
+        self.cache = scheduler.cache  # saved states of other conversations and reply versions
+        self.scheduler = scheduler
         self.last_dropped = 0  # messages the last ``chat`` left out to fit the context
         self.last_sources: tuple[Source, ...] = ()  # what the last ``chat`` showed of its files
         self.shift_note: str | None = None  # why the last reply could not shift the cache
+
+    @classmethod
+    def alone(cls, ctx: LlamaSequence, speculation: Drafting | None = None,
+              cache: StateCache | None = None) -> Generator:
+        """A one-slot scheduler over ``ctx``, outside any runtime and pool (tests and
+        benchmarks of one context): nothing else decodes on it, and no pool's rule
+        (engine.runtime.cores) holds it back."""
+        return cls(Scheduler((ctx,), [speculation], cache))
 
     def chat(self, messages: Sequence[Message], params: SamplingParams,
              cancel: threading.Event | None = None, *, grammar: GrammarState | None = None,

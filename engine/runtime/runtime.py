@@ -183,7 +183,7 @@ class Runtime(NativeOwner):
         if self._handed_over:
             raise RuntimeError("an Engine drives this runtime's scheduler: submit jobs to it")
         if self._generator is None:
-            self._generator = Generator(self.ctx, self.speculation, self.cache, scheduler=self.scheduler)
+            self._generator = Generator(self.scheduler)
         return self._generator
 
     def hand_over(self, *, reserved: int,

@@ -138,8 +138,7 @@ def _options(form: Any) -> tuple[dict[str, Any], str]:
 
 
 async def transcriptions(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     limit = front.config.max_audio
     form = await _form(request, limit + FORM_SLACK)
     try:

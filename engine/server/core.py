@@ -65,6 +65,13 @@ class Front:
         self.pool, self.config = pool, config
         self.defaults = defaults  # the sampling a request's fields override (every model's)
 
+    @staticmethod
+    def checked(request: Request, *, header: str | None = None) -> Front:
+        """The app's Front, once the request's API key is checked (``check_auth``)."""
+        front: Front = request.app.state.duet
+        front.check_auth(request, header=header)
+        return front
+
     def check_auth(self, request: Request, *, header: str | None = None) -> None:
         """The API key, as ``Authorization: Bearer KEY`` (or in ``header``, when the dialect
         has its own, such as Anthropic's x-api-key)."""

@@ -133,8 +133,7 @@ def _check_dimensions(dimensions: int | None, vectors: np.ndarray) -> None:
 
 
 async def openai_embeddings(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     body = schema.parse(EmbeddingsRequest, await front.read_json(request))
     vectors = await _vectors(request, body.model)
     texts = await run_in_threadpool(_texts, body, vectors)  # token ids: the engine's thread reads them
@@ -149,8 +148,7 @@ async def openai_embeddings(request: Request) -> Response:
 
 
 async def ollama_embed(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     t0 = time.perf_counter()
     body = schema.parse(OllamaEmbedRequest, await front.read_json(request))
     texts = [body.input] if isinstance(body.input, str) else list(body.input)
@@ -165,8 +163,7 @@ async def ollama_embed(request: Request) -> Response:
 
 
 async def ollama_embeddings(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     body = schema.parse(OllamaEmbeddingsRequest, await front.read_json(request))
     if not body.prompt:
         return JSONResponse({"embedding": []})  # as Ollama answers an empty prompt

@@ -40,16 +40,14 @@ def listed(front: Front, offer: ModelOffer) -> dict[str, Any]:
 
 
 async def models(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     data = await run_in_threadpool(lambda: [listed(front, o) for o in front.pool.offers])
     return JSONResponse({"object": "list", "data": data})
 
 
 async def load(request: Request) -> Response:
     """Load a model now (a request for it would); answers once it is loaded."""
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     body = schema.parse(ModelRequest, await front.read_json(request))
     await front.pick(request, body.model)
     return JSONResponse({"success": True})
@@ -57,8 +55,7 @@ async def load(request: Request) -> Response:
 
 async def unload(request: Request) -> Response:
     """Unload a model once its replies in flight are done (success false: it was not loaded)."""
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     body = schema.parse(ModelRequest, await front.read_json(request))
     offer = front.offer(body.model)
     try:
@@ -80,7 +77,6 @@ async def health(request: Request) -> Response:
 
 async def stats(request: Request) -> Response:
     """The default model's engine counters (when it is loaded), and each loaded model's."""
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     each = {lo.offer.name: lo.value.engine.stats() for lo in front.pool.loaded()}
     return JSONResponse({**each.get(front.config.model_id, {}), "models": each})

@@ -33,7 +33,7 @@ def _reply(model, folder: Path, prompt: list[int], fp: str | None = None) -> Don
     """One reply in a fresh context with a fresh store over ``folder`` (as a new process)."""
     with LlamaSequence(model, ContextParams(n_ctx=2048)) as ctx:
         store = KVStore(folder, [ctx], [fp or "fp-of-" + model.display_name])
-        gen = Generator(ctx, cache=StateCache(0, disk=store))
+        gen = Generator.alone(ctx, cache=StateCache(0, disk=store))
         done = list(gen.complete(prompt, GREEDY))[-1]
         store.flush()
         return done
@@ -51,7 +51,7 @@ def test_a_long_prompt_is_read_once_then_restored_by_a_new_store(smol, tmp_path)
     shared = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b)
     assert warm.stats.n_cached_tokens >= shared - 1  # the document was restored, not read
     with LlamaSequence(smol, ContextParams(n_ctx=2048)) as ctx:
-        reference = list(Generator(ctx).complete(second, GREEDY))[-1]
+        reference = list(Generator.alone(ctx).complete(second, GREEDY))[-1]
     assert warm.token_ids == reference.token_ids
 
 
@@ -122,7 +122,7 @@ def test_a_disk_that_refuses_writes_keeps_nothing_and_the_reply_is_whole(smol_pa
         with Model(Path({str(smol_path)!r})) as m, LlamaSequence(m, ContextParams(n_ctx=2048)) as ctx:
             store = KVStore(folder, [ctx], ["fp"])
             prompt = m.tokenize({DOC!r} + " Question: which valve? Answer:")
-            done = list(Generator(ctx, cache=StateCache(0, disk=store)).complete(
+            done = list(Generator.alone(ctx, cache=StateCache(0, disk=store)).complete(
                 prompt, SamplingParams(temperature=0, max_tokens=8)))[-1]
             store.flush()
         print(done.reason, done.stats.n_tokens)

@@ -70,7 +70,7 @@ def _new_tokens(model, conv: Conversation, done: Done) -> int:
 
 def test_switching_versions_prefills_only_the_new_tokens(smol, ctx) -> None:
     cache = StateCache(64 << 20)
-    gen = Generator(ctx, cache=cache)
+    gen = Generator.alone(ctx, cache=cache)
     conv = _two_versions(gen)
     assert len(smol.tokenize(V1, add_special=False)) > MIN_SAVE
     assert cache.stats.saves == 1 and cache.stats.restores == 0
@@ -91,13 +91,13 @@ def test_switching_versions_prefills_only_the_new_tokens(smol, ctx) -> None:
 
     # the restored state gives the reply a cold run gives
     ctx.clear()
-    cold = list(Generator(ctx).chat(conv.engine_messages()[:-1], GREEDY))[-1]
+    cold = list(Generator.alone(ctx).chat(conv.engine_messages()[:-1], GREEDY))[-1]
     assert cold.stats.n_cached_tokens == 0 and cold.token_ids == done.token_ids
 
 
 def test_switching_conversations_prefills_only_the_new_tokens(smol, ctx) -> None:
     cache = StateCache(64 << 20)
-    gen = Generator(ctx, cache=cache)
+    gen = Generator.alone(ctx, cache=cache)
     a, b = Conversation(), Conversation()
     a.add_user(Q1, system_prompt=SYSTEM)
     _version(a, V1)
@@ -112,7 +112,7 @@ def test_switching_conversations_prefills_only_the_new_tokens(smol, ctx) -> None
 
 def test_a_failed_restore_re_prefills_and_gives_the_same_reply(smol, ctx) -> None:
     cache = StateCache(64 << 20)
-    gen = Generator(ctx, cache=cache)
+    gen = Generator.alone(ctx, cache=cache)
     conv = _two_versions(gen)
     for key, entry in list(cache._entries.items()):  # damage V1's saved state
         (tokens, data), *rest = entry
@@ -122,7 +122,7 @@ def test_a_failed_restore_re_prefills_and_gives_the_same_reply(smol, ctx) -> Non
     assert cache.stats.restores == 0 and len(cache) == 1  # the bad state is dropped, V2 kept
     assert done.stats.n_cached_tokens == 0  # the failed restore left the context empty
     ctx.clear()
-    cold = list(Generator(ctx).chat(conv.engine_messages()[:-1], GREEDY))[-1]
+    cold = list(Generator.alone(ctx).chat(conv.engine_messages()[:-1], GREEDY))[-1]
     assert cold.token_ids == done.token_ids
 
 
@@ -137,7 +137,7 @@ def test_the_draft_context_is_restored_alongside(smol, ctx) -> None:
                            model=ModelDrafter(dctx, p_min=0.0))
         spec.draft_ctx = dctx
         cache = StateCache(64 << 20)
-        gen = Generator(ctx, spec, cache)
+        gen = Generator.alone(ctx, spec, cache)
         conv = _two_versions(gen)
         assert len(dctx.tokens) > MIN_SAVE  # the draft model followed the conversation
         decoded: list[int] = []

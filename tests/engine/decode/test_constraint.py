@@ -46,7 +46,7 @@ def people(smol):
 
 
 def test_a_schema_constrained_reply_parses_and_validates(smol, people):
-    gen = Generator(LlamaSequence(smol, ContextParams(n_ctx=1024)))
+    gen = Generator.alone(LlamaSequence(smol, ContextParams(n_ctx=1024)))
     done = reply(gen, people.matcher())[-1]
     assert done.reason == "stop", done.text
     jsonschema.validate(json.loads(done.text), PEOPLE)
@@ -102,11 +102,11 @@ def asked(monkeypatch):
 def test_forced_tokens_are_decoded_without_logits_and_change_no_token(smol, people, asked):
     ctx = LlamaSequence(smol, ContextParams(n_ctx=1024))
     # with log-probabilities every row is computed, and each forced token checked against it
-    checked = reply(Generator(ctx), people.matcher(), logprobs=2)[-1]
+    checked = reply(Generator.alone(ctx), people.matcher(), logprobs=2)[-1]
     assert any(rows == n > 1 for n, rows in asked[1:])
     asked.clear()
     ctx.clear()
-    batched = reply(Generator(ctx), people.matcher())[-1]
+    batched = reply(Generator.alone(ctx), people.matcher())[-1]
     assert batched.token_ids == checked.token_ids
     prompt = asked.pop(0)  # the prompt: its last token's logits
     assert prompt[1] == "last" and len(asked) > 5
@@ -114,7 +114,7 @@ def test_forced_tokens_are_decoded_without_logits_and_change_no_token(smol, peop
 
 
 def test_sampled_replies_follow_the_schema_too(smol, people):
-    gen = Generator(LlamaSequence(smol, ContextParams(n_ctx=1024)))
+    gen = Generator.alone(LlamaSequence(smol, ContextParams(n_ctx=1024)))
     for seed in range(3):
         done = reply(gen, people.matcher(), SamplingParams(temperature=1.0, seed=seed,
                                                            max_tokens=150))[-1]
@@ -125,14 +125,14 @@ def test_sampled_replies_follow_the_schema_too(smol, people):
 
 
 def test_a_reply_cut_by_max_tokens_says_length(smol, people):
-    gen = Generator(LlamaSequence(smol, ContextParams(n_ctx=1024)))
+    gen = Generator.alone(LlamaSequence(smol, ContextParams(n_ctx=1024)))
     done = reply(gen, people.matcher(), SamplingParams(temperature=0, max_tokens=6))[-1]
     assert done.reason == "length" and done.stats.n_tokens <= 6
 
 
 def test_a_gbnf_grammar_and_logprobs(smol):
     g = Grammar.compile(smol, "gbnf", 'root ::= ("yes" | "no") "."')
-    gen = Generator(LlamaSequence(smol, ContextParams(n_ctx=1024)))
+    gen = Generator.alone(LlamaSequence(smol, ContextParams(n_ctx=1024)))
     events = reply(gen, g.matcher(), text="Is the sea wet? Answer yes or no.", logprobs=3)
     done = events[-1]
     assert done.text in ("yes.", "no.") and done.reason == "stop"

@@ -318,7 +318,8 @@ def test_a_schema_reply_beside_another_asks_no_logits_for_its_forced_tokens(smol
 
     with runtime(smol_path, n_parallel=2) as rt:
         grammar = Grammar.compile(rt.target, "json_schema", schema)
-        by_itself = list(Generator(rt.ctx.sequences[1]).complete(prompts[0], GREEDY, grammar=grammar.matcher()))[-1]
+        alone = Generator.alone(rt.ctx.sequences[1])
+        by_itself = list(alone.complete(prompts[0], GREEDY, grammar=grammar.matcher()))[-1]
         monkeypatch.setattr("engine.decode.scheduler.decode_batch", spy)
         gate = threading.Event()  # the engine's first round waits: both are queued by then
         engine = Engine(rt, gate=gate)

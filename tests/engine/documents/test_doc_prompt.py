@@ -55,7 +55,7 @@ def test_a_300_page_pdf_gives_the_page_the_question_is_about(smol, code_word_pdf
     doc = read_document(code_word_pdf)
     msg = Message("user", "What is the code word on page 137?", attachments=(attachment(doc),))
     with LlamaSequence(smol, ContextParams(n_ctx=2048)) as ctx:
-        gen = Generator(ctx)
+        gen = Generator.alone(ctx)
         done = list(gen.chat([msg], GREEDY))[-1]
         sources = gen.last_sources
     assert done.reason in ("stop", "length")

@@ -71,10 +71,10 @@ def test_a_shifted_cache_answers_like_a_fresh_prefill_and_decodes_only_the_tail(
     dropped = chat_tokens(smol, history(2, 6) + [question])  # the two oldest turns left out
     with LlamaSequence(smol, ContextParams(n_ctx=512, n_threads=1)) as ctx, \
             LlamaSequence(smol, ContextParams(n_ctx=512, n_threads=1)) as fresh:
-        gen = Generator(ctx)
+        gen = Generator.alone(ctx)
         run(gen, full)
         shifted = run(gen, dropped)
-        cold = run(Generator(fresh), dropped)
+        cold = run(Generator.alone(fresh), dropped)
         system_len = dropped_span(full, dropped)[0]
         tail = len(chat_tokens(smol, history(2, 6) + [question])) - \
             len(chat_tokens(smol, history(2, 6), add_generation_prompt=False))
@@ -88,7 +88,7 @@ def test_a_shifted_cache_answers_like_a_fresh_prefill_and_decodes_only_the_tail(
 def test_a_chat_three_times_longer_than_the_context_keeps_answering(smol) -> None:
     params = SamplingParams(temperature=0, max_tokens=6)
     with LlamaSequence(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
-        gen = Generator(ctx)
+        gen = Generator.alone(ctx)
         messages = [SYSTEM]
         recomputed = []
         for i in range(16):
@@ -132,5 +132,5 @@ def _tokens(events) -> list[Token]:
 
 def test_each_step_marks_its_last_token(smol) -> None:
     with LlamaSequence(smol, ContextParams(n_ctx=256, n_threads=1)) as ctx:
-        toks = _tokens(Generator(ctx).chat(history(0, 1), GREEDY))
+        toks = _tokens(Generator.alone(ctx).chat(history(0, 1), GREEDY))
     assert toks and all(t.step_end for t in toks)  # one token per step without a drafter

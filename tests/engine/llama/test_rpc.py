@@ -146,7 +146,7 @@ def test_session_round_trip_across_the_rpc_layout(smol_path, workers, tmp_path, 
         assert ctx.tokens == saved_tokens
         from engine.runtime.generate import Generator
 
-        events = list(Generator(ctx).chat(follow, GREEDY))
+        events = list(Generator.alone(ctx).chat(follow, GREEDY))
         assert events[-1].token_ids == distributed_next.token_ids
 
 

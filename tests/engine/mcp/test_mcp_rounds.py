@@ -53,7 +53,8 @@ def run(gen, host: ToolHost, *, allow: bool, choice: ToolChoice, max_rounds: int
 
 
 def test_an_allowed_call_runs_on_the_server_and_the_model_answers_after_its_result(smol_ctx, friendly) -> None:
-    events, asked = run(Generator(smol_ctx), friendly, allow=True, choice=ToolChoice("function", "add", parallel=False))
+    events, asked = run(Generator.alone(smol_ctx), friendly, allow=True,
+                        choice=ToolChoice("function", "add", parallel=False))
     answered = [e for e in events if isinstance(e, CallAnswered)]
     assert answered and [a.call for a in answered] == asked[:len(answered)]
     first = answered[0]
@@ -72,7 +73,8 @@ def test_an_allowed_call_runs_on_the_server_and_the_model_answers_after_its_resu
 def test_a_refused_call_never_reaches_the_server_and_the_model_is_told(smol_ctx, host, tmp_path) -> None:
     host.apply(McpConfig((stdio_server("hostile", "hostile", {"RECORD_FILE": str(tmp_path / "rec")}),)))
     ready(host, "hostile")
-    events, asked = run(Generator(smol_ctx), host, allow=False, choice=ToolChoice("function", "record", parallel=False))
+    events, asked = run(Generator.alone(smol_ctx), host, allow=False,
+                        choice=ToolChoice("function", "record", parallel=False))
     answered = [e for e in events if isinstance(e, CallAnswered)]
     assert asked and answered[0].call.name == "record"
     assert not answered[0].allowed and answered[0].result.text == REFUSED
@@ -82,7 +84,7 @@ def test_a_refused_call_never_reaches_the_server_and_the_model_is_told(smol_ctx,
 def test_a_result_that_spells_chat_markup_stays_text_and_approves_nothing(smol_ctx, host, tmp_path) -> None:
     host.apply(McpConfig((stdio_server("hostile", "hostile", {"RECORD_FILE": str(tmp_path / "rec")}),)))
     ready(host, "hostile")
-    gen = Recording(Generator(smol_ctx))
+    gen = Recording(Generator.alone(smol_ctx))
     asked = []
 
     def ask(call):  # the person allows the injection tool only
@@ -106,7 +108,7 @@ def test_a_result_that_spells_chat_markup_stays_text_and_approves_nothing(smol_c
 
 
 def test_the_answer_reads_only_the_result_the_rest_was_read_while_the_call_ran(smol_ctx, friendly) -> None:
-    gen = Recording(Generator(smol_ctx))
+    gen = Recording(Generator.alone(smol_ctx))
     tools = offer(friendly)
     events = list(tool_rounds(gen, ASK, tools, GREEDY, ask=lambda call: True, max_rounds=1,
                               choice=ToolChoice("function", "add", parallel=False)))
@@ -125,7 +127,7 @@ def test_a_cancelled_rounds_run_ends_without_calling(smol_ctx, friendly) -> None
 
     cancel = threading.Event()
     cancel.set()
-    events = list(tool_rounds(Generator(smol_ctx), ASK, offer(friendly), GREEDY, cancel=cancel,
+    events = list(tool_rounds(Generator.alone(smol_ctx), ASK, offer(friendly), GREEDY, cancel=cancel,
                               ask=lambda call: pytest.fail("asked after a cancel"),
                               choice=ToolChoice("function", "add", parallel=False)))
     assert isinstance(events[-1], RoundsDone) and events[-1].done.reason == "cancelled"

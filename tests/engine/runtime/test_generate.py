@@ -24,7 +24,7 @@ def run(gen, messages, params=GREEDY, cancel=None):
 
 
 def fresh(model, n_ctx=1024):
-    return Generator(LlamaSequence(model, ContextParams(n_ctx=n_ctx)))
+    return Generator.alone(LlamaSequence(model, ContextParams(n_ctx=n_ctx)))
 
 
 def test_model_facts(smol):
@@ -38,7 +38,7 @@ def test_a_base_model_continues_the_text(gemma):
     """Gemma 3 270M has no chat template: the message is a raw prompt it continues (through
     ChatML it answered "Say hello." with ``Say hello.<|im_end``)."""
     with LlamaSequence(gemma, ContextParams(n_ctx=256)) as ctx:
-        done = run(Generator(ctx), [Message("system", "Be brief."), Message("user", "Say hello.")],
+        done = run(Generator.alone(ctx), [Message("system", "Be brief."), Message("user", "Say hello.")],
                    SamplingParams(temperature=0, max_tokens=8))[-1]
         assert ctx.tokens[:len(gemma.tokenize("Say hello."))] == gemma.tokenize("Say hello.")
     assert done.reason in ("stop", "length") and "<|im_" not in done.text

@@ -95,7 +95,7 @@ def test_a_reply_that_calls_is_held_to_the_schema_the_same_with_speculation(qwen
         spec = build_speculation(qwen_target, ctx, None, SpeculativeParams(drafter=drafter, adaptive=False),
                                  measure=False) if drafter != "none" else None
         matchers.append(lazy.matcher())
-        done = list(Generator(ctx, spec).complete(prompt, params, grammar=matchers[-1]))[-1]
+        done = list(Generator.alone(ctx, spec).complete(prompt, params, grammar=matchers[-1]))[-1]
         assert isinstance(done, Done)
         replies.append(done)
         ctx.close()

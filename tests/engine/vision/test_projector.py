@@ -40,7 +40,7 @@ def reply(gen, messages, params=GREEDY) -> Done:
 
 
 def fresh(model, spec=None, n_ctx=1024):
-    return Generator(LlamaSequence(model, ContextParams(n_ctx=n_ctx)), spec)
+    return Generator.alone(LlamaSequence(model, ContextParams(n_ctx=n_ctx)), spec)
 
 
 def test_an_image_is_a_run_of_positions(smol_vision):

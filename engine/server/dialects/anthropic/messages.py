@@ -230,8 +230,7 @@ async def _chat(front: Front, request: Request, data: Any,
 
 # -- routes -------------------------------------------------------------------------------
 async def messages(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request, header="x-api-key")
+    front = Front.checked(request, header="x-api-key")
     data = await front.read_json(request)
     server, body, chat = await _chat(front, request, data, MessagesRequest)
     turn = await server.prepare(chat)
@@ -241,8 +240,7 @@ async def messages(request: Request) -> Response:
 
 
 async def count_tokens(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request, header="x-api-key")
+    front = Front.checked(request, header="x-api-key")
     data = await front.read_json(request)
     server, _, chat = await _chat(front, request, data, CountRequest)
     turn = await run_in_threadpool(client_turn, server.model, chat)

@@ -81,15 +81,13 @@ def _details(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 async def tags(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     models = await run_in_threadpool(lambda: [_model(front, o) for o in front.pool.offers])
     return JSONResponse({"models": models})
 
 
 async def ps(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     loaded = front.pool.loaded()
 
     def listed() -> list[dict[str, Any]]:
@@ -111,8 +109,7 @@ NEVER = datetime(2318, 1, 1, tzinfo=UTC).timestamp()  # Ollama's "for ever" is a
 
 
 async def show(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     body = schema.parse(ShowRequest, await front.read_json(request))
     if not (body.model or body.name):
         raise bad_request("model is required", "model")

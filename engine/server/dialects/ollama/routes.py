@@ -239,8 +239,7 @@ def _tools(body: OllamaChatRequest) -> tuple[Tool, ...]:
 
 # -- routes -------------------------------------------------------------------------------
 async def chat(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     data = await front.read_json(request)
     body = schema.parse(OllamaChatRequest, data)
     if not body.messages and (gone := await unload(front, body)) is not None:
@@ -255,8 +254,7 @@ async def chat(request: Request) -> Response:
 
 
 async def generate(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     data = await front.read_json(request)
     body = schema.parse(OllamaGenerateRequest, data)
     if not body.prompt and (gone := await unload(front, body)) is not None:

@@ -108,8 +108,7 @@ def _logprobs(data: dict[str, Any]) -> int | None:
 
 # -- routes -----------------------------------------------------------------------------
 async def chat_completions(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     data = await front.read_json(request)
     body = schema.parse(schema.ChatCompletionRequest, data)
     front.offer(body.model)
@@ -126,8 +125,7 @@ async def chat_completions(request: Request) -> Response:
 
 
 async def completions(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     data = await front.read_json(request)
     body = schema.parse(schema.CompletionRequest, data)
     front.offer(body.model)

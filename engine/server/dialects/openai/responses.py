@@ -183,8 +183,7 @@ async def _chat(front: Front, request: Request, store: ResponseStore, data: Any
 
 # -- the route ----------------------------------------------------------------------------
 async def responses(request: Request) -> Response:
-    front: Front = request.app.state.duet
-    front.check_auth(request)
+    front = Front.checked(request)
     data = await front.read_json(request)
     store: ResponseStore = request.app.state.responses
     server, body, chat, new = await _chat(front, request, store, data)

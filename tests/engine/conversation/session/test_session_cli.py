@@ -24,7 +24,7 @@ def saved(smol, tmp_path):
     """A short conversation on SmolLM2 saved with its KV state (n_ctx 1024, f16)."""
     with LlamaSequence(smol, ContextParams(n_ctx=1024, n_threads=1)) as ctx:
         messages = [Message("user", "Say hi.", time.time())]
-        for _ in Generator(ctx).chat(messages, SamplingParams(temperature=0, max_tokens=6)):
+        for _ in Generator.alone(ctx).chat(messages, SamplingParams(temperature=0, max_tokens=6)):
             pass
         messages.append(Message("assistant", "Hi!", time.time()))
         path = tmp_path / "s.duet"

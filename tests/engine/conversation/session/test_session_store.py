@@ -53,7 +53,7 @@ def ctx_on(model: Model, n_ctx: int = 1024, kv: str = "f16") -> LlamaSequence:
 def chat(smol, tmp_path):
     """A 2-turn conversation on SmolLM2, saved with its KV state: (path, ctx, messages)."""
     ctx = ctx_on(smol)
-    messages = converse(Generator(ctx), ["Name a colour.", "And a fruit?"])
+    messages = converse(Generator.alone(ctx), ["Name a colour.", "And a fruit?"])
     path = tmp_path / "chat.duet"
     store.save_contexts(path, ctx, None, messages, settings=SETTINGS)
     yield path, ctx, messages
@@ -116,18 +116,18 @@ def test_round_trip_through_runtimes_needs_no_history_prefill(smol_path, tmp_pat
 def test_round_trip_of_target_and_draft_qwen(qwen_target, qwen_draft, tmp_path):
     path = tmp_path / "qwen.duet"
     with ctx_on(qwen_target, 512) as t, ctx_on(qwen_draft, 512) as d:
-        messages = converse(Generator(t), ["Write a one-line Python hello world."])
-        reply(Generator(d), messages[:-1])  # the draft context follows the same conversation
+        messages = converse(Generator.alone(t), ["Write a one-line Python hello world."])
+        reply(Generator.alone(d), messages[:-1])  # the draft context follows the same conversation
         report = store.save_contexts(path, t, d, messages, settings={})
         info = inspect(path)
         assert [s["name"] for s in info["sections"]] == ["kv.target", "kv.draft"]
         assert info["kv"]["draft"]["tokens"] == len(d.tokens) and report.n_tokens == len(t.tokens)
         nxt = messages + [Message("user", "Now in C.", time.time())]
-        want_t, want_d = reply(Generator(t), nxt), reply(Generator(d), nxt)
+        want_t, want_d = reply(Generator.alone(t), nxt), reply(Generator.alone(d), nxt)
         with ctx_on(qwen_target, 512) as t2, ctx_on(qwen_draft, 512) as d2:
             opened = store.open_contexts(path, t2, d2)
             assert opened.restored_kv and opened.draft_restored and opened.note is None
-            got_t, got_d = reply(Generator(t2), nxt), reply(Generator(d2), nxt)
+            got_t, got_d = reply(Generator.alone(t2), nxt), reply(Generator.alone(d2), nxt)
     assert got_t.token_ids == want_t.token_ids and got_d.token_ids == want_d.token_ids
     assert got_t.stats.n_cached_tokens == want_t.stats.n_cached_tokens > 20
     assert got_d.stats.n_cached_tokens == want_d.stats.n_cached_tokens > 10
@@ -144,11 +144,11 @@ def test_tool_turns_round_trip_with_their_kv_state(smol, tmp_path, capsys):
                         name="get_current_time")]
     path = tmp_path / "tools.duet"
     with ctx_on(smol) as ctx:
-        messages.append(Message("assistant", reply(Generator(ctx), messages).text, time.time()))
+        messages.append(Message("assistant", reply(Generator.alone(ctx), messages).text, time.time()))
         report = store.save_contexts(path, ctx, None, messages, settings=SETTINGS)
         saved_tokens = list(ctx.tokens)
         nxt = messages + [Message("user", "And in Paris?", time.time())]
-        want = reply(Generator(ctx), nxt)
+        want = reply(Generator.alone(ctx), nxt)
     assert report.with_kv
     with ctx_on(smol) as fresh:
         opened = store.open_contexts(path, fresh)
@@ -157,7 +157,7 @@ def test_tool_turns_round_trip_with_their_kv_state(smol, tmp_path, capsys):
         assert opened.messages[2].tool_calls == (call,)
         assert (opened.messages[3].tool_call_id, opened.messages[3].name) == (
             "call_1", "get_current_time")
-        got = reply(Generator(fresh), nxt)
+        got = reply(Generator.alone(fresh), nxt)
     assert got.token_ids == want.token_ids
     assert got.stats.n_cached_tokens == want.stats.n_cached_tokens > 20
     assert main(["session", "inspect", str(path)]) == 0
@@ -174,7 +174,7 @@ def assert_text_fallback(path: Path, ctx: LlamaSequence, messages: list[Message]
     assert opened.note and "\n" not in opened.note and "processed again" in opened.note
     for word in words:
         assert word in opened.note
-    done = reply(Generator(ctx), opened.messages + [Message("user", "Thanks!", time.time())])
+    done = reply(Generator.alone(ctx), opened.messages + [Message("user", "Thanks!", time.time())])
     assert done.stats.n_cached_tokens == 0 and done.token_ids
 
 
@@ -182,7 +182,7 @@ def test_changed_or_missing_model_file_falls_back_to_text(smol_path, tmp_path):
     copy = tmp_path / "model.gguf"
     shutil.copyfile(smol_path, copy)
     with Model(copy) as model, ctx_on(model) as ctx:
-        messages = converse(Generator(ctx), ["Name a colour."])
+        messages = converse(Generator.alone(ctx), ["Name a colour."])
         path = tmp_path / "c.duet"
         store.save_contexts(path, ctx, None, messages, settings={})
         changed = bytearray(copy.read_bytes())
@@ -237,8 +237,8 @@ def test_truncated_file_recovers_the_text_or_says_why(smol, chat):
 
 def test_a_bad_draft_section_does_not_stop_the_target(smol, tmp_path):
     with ctx_on(smol) as t, ctx_on(smol, 512) as d:
-        messages = converse(Generator(t), ["Name a colour."])
-        reply(Generator(d), messages[:-1])
+        messages = converse(Generator.alone(t), ["Name a colour."])
+        reply(Generator.alone(d), messages[:-1])
         path = tmp_path / "d.duet"
         store.save_contexts(path, t, d, messages, settings={})
         data = bytearray(path.read_bytes())
