@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from engine import paths
 from engine.errors import DuetError
+from engine.llama.devices import gpu_memory, gpus
 from engine.models.hub import fit
 from engine.models.hub.download import DownloadProgress, download_entry
 from engine.models.hub.files import GGUFEntry
@@ -102,6 +103,12 @@ class HubDialog(QDialog):
         self.ctx.setValue(4096)
         self.ctx.setPrefix("context ")
         self.ctx.editingFinished.connect(self.start_fit)
+        self.gpu_layers = QSpinBox(self)  # -1: every layer
+        self.gpu_layers.setRange(-1, 999)
+        self.gpu_layers.setSpecialValueText("GPU layers: all")
+        self.gpu_layers.setPrefix("GPU layers: ")
+        self.gpu_layers.setValue(-1 if gpus() else 0)
+        self.gpu_layers.editingFinished.connect(self.start_fit)
         self.fit_label = QLabel("Pick a file to see whether it fits.", self)
         self.fit_label.setWordWrap(True)
         self.fit_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -126,6 +133,7 @@ class HubDialog(QDialog):
         lists.addWidget(self.files, 3)
         fit_row = QHBoxLayout()
         fit_row.addWidget(self.ctx)
+        fit_row.addWidget(self.gpu_layers)
         fit_row.addWidget(self.fit_label, 1)
         actions = QHBoxLayout()
         actions.addWidget(self.progress, 1)
@@ -210,11 +218,12 @@ class HubDialog(QDialog):
         self.download_button.setEnabled(entry is not None)
         if entry is None or files is None:
             return
-        n_ctx = self.ctx.value()
+        request = fit.FitRequest(n_ctx=self.ctx.value(), n_gpu_layers=self.gpu_layers.value())
 
         def job(_report):
             header = remote_header(files.repo, entry.first.path)
-            return fit.estimate(header, fit.FitRequest(n_ctx=n_ctx), file_size=entry.size)
+            box = fit.machine(gpu_memory() if request.n_gpu_layers else None)
+            return fit.estimate(header, request, box, file_size=entry.size)
 
         if self._run(job, self._show_fit):
             self.fit_label.setText("Reading the file's header…")

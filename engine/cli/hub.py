@@ -92,7 +92,8 @@ def run_files(args: argparse.Namespace) -> int:
         if args.fit:
             entry = files.entry(args.fit)
             header = remote_header(args.repo, entry.first.path)
-            estimate = fit.estimate(header, fit.FitRequest(args.ctx, gpu_layers), file_size=entry.size)
+            estimate = fit.estimate(header, fit.FitRequest(args.ctx, gpu_layers), _machine(gpu_layers),
+                                    file_size=entry.size)
     except HubError as e:
         return _error(str(e))
     if args.json:
@@ -105,6 +106,15 @@ def run_files(args: argparse.Namespace) -> int:
     if estimate:
         print(estimate.reason)
     return 0
+
+
+def _machine(gpu_layers: int) -> fit.Machine:
+    """This machine, with its GPU memory as the devices report it when layers go there."""
+    if not gpu_layers:
+        return fit.machine()
+    from engine.llama.devices import gpu_memory  # lazy: loads llama.cpp's backends
+
+    return fit.machine(gpu_memory())
 
 
 class _Printer:

@@ -73,6 +73,27 @@ def gpus() -> tuple[Device, ...]:
     return tuple(d for d in devices() if d.kind in ("gpu", "igpu"))
 
 
+def gpu_memory() -> tuple[int, int] | None:
+    """The free and total memory of the devices layers are offloaded to, in all, as their
+    drivers report it now (None: no such device). A software device (lavapipe) reports the
+    host's memory, which is what it uses."""
+    count = _fn("ggml_backend_dev_count", ctypes.c_size_t)
+    get = _fn("ggml_backend_dev_get", ctypes.c_void_p, ctypes.c_size_t)
+    kind = _fn("ggml_backend_dev_type", ctypes.c_int, ctypes.c_void_p)
+    memory = _fn("ggml_backend_dev_memory", None, ctypes.c_void_p,
+                 ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t))
+    if None in (count, get, kind, memory) or not gpus():
+        return None
+    free_all = total_all = 0
+    for i in range(count()):
+        dev = get(i)
+        if _TYPES.get(kind(dev)) in ("gpu", "igpu"):
+            free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+            memory(dev, ctypes.byref(free), ctypes.byref(total))
+            free_all, total_all = free_all + free.value, total_all + total.value
+    return free_all, total_all
+
+
 def settle() -> None:
     """Set what a device needs before its first use (called once, at backend init)."""
     soft = [d for d in gpus() if d.software and d.name.startswith("Vulkan")]

@@ -64,6 +64,12 @@ def test_search_pick_fit_download_ready(qtbot, hub, dialog, tmp_path):
     d.files.selectRow(quants.index("Q4_1"))  # reads the header and shows the fit
     qtbot.waitUntil(lambda: d.fit_label.text().startswith(("fits", "tight", "won't fit")), timeout=LONG_MS)
     assert "KV cache" in d.fit_label.text()
+    assert "GPU memory" not in d.fit_label.text()  # this build has no GPU: nothing offloaded
+    finish(qtbot, d)
+    d.gpu_layers.setValue(-1)  # every layer on a GPU, which this machine does not report
+    d.start_fit()
+    qtbot.waitUntil(lambda: "GPU memory" in d.fit_label.text(), timeout=LONG_MS)
+    assert "not known here" in d.fit_label.text()
     finish(qtbot, d)
     d.files.selectRow(quants.index("Q2_K"))
     finish(qtbot, d)

@@ -174,3 +174,83 @@ def test_the_server_answers_two_sequences_at_once(smol_path):
         assert r is not None and r.choices[0].message.content  # type: ignore[attr-defined]
         assert r.system_fingerprint.startswith("duet-inexact-")  # type: ignore[attr-defined]
         assert r.system_fingerprint.endswith("-gpu")  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def device_smol(smol_path):
+    """SmolLM2 with every layer on the device."""
+    from engine.llama.model import Model, ModelSpec
+
+    with Model(ModelSpec(smol_path, n_gpu_layers=-1)) as m:
+        yield m
+
+
+def test_partly_offloaded_calibrates_and_drafts(capsys, smol_path):
+    """Ten of SmolLM2's 30 layers on the device and the rest on the CPU: a pass crosses both
+    backends, in the calibration's multi-row passes and in drafted verifies."""
+    out = cli(capsys, "generate", "--model", str(smol_path), "--gpu-layers", "10", "--json",
+              "--temperature", "0", "--max-tokens", "16", "--drafter", "ngram",
+              "Repeat after me: red, green, blue. red, green, blue.")
+    assert out["n_tokens"] > 0 and out["stats"]["drafter"] == "ngram"
+    assert out["exact"] is False and "GPU" in out["exact_reason"]
+
+
+def test_the_memory_cache_and_the_disk_store_keep_device_states(device_smol, tmp_path):
+    """A conversation left for another is saved from the device and restored there (the memory
+    cache); a fresh store over the same folder (another process) restores a long prompt read
+    once instead of reading it again."""
+    from engine.cache.kv_store import KVStore
+    from engine.cache.state_cache import StateCache
+    from engine.decode.sampling import SamplingParams
+    from engine.llama.context import LlamaSequence
+    from engine.llama.context_params import ContextParams
+    from engine.runtime.generate import Generator
+
+    greedy = SamplingParams(temperature=0, max_tokens=6)
+    doc = " ".join(f"Line {i}: valve {i} is set to {i * 7 % 13} turns." for i in range(40))
+    a = device_smol.tokenize(doc + "\nQuestion: which valve is set to 5 turns?\nAnswer:")
+    b = device_smol.tokenize("Another text entirely. " * 30 + "\nSummary:")
+    with LlamaSequence(device_smol, ContextParams(n_ctx=2048)) as ctx:
+        store = KVStore(tmp_path, [ctx], ["fp-device-smol"])
+        cache = StateCache(256 << 20, disk=store)
+        gen = Generator.alone(ctx, cache=cache)
+        for prompt in (a, b, a + device_smol.tokenize(" Valve", add_special=False)):
+            done = list(gen.complete(prompt, greedy))[-1]
+            assert done.token_ids
+        assert cache.stats.saves >= 1 and cache.stats.restores >= 1
+        assert done.stats.n_cached_tokens >= len(a) - 1
+        store.flush()
+    with LlamaSequence(device_smol, ContextParams(n_ctx=2048)) as ctx:
+        store = KVStore(tmp_path, [ctx], ["fp-device-smol"])
+        again = a[:-1] + device_smol.tokenize(" How many turns is valve 3 set to?", add_special=False)
+        done = list(Generator.alone(ctx, cache=StateCache(0, disk=store)).complete(again, greedy))[-1]
+    assert store.restores == 1 and done.stats.n_cached_tokens >= len(a) - 2 and done.token_ids
+
+
+def test_embeddings_on_the_device(smol_path):
+    """Sentence vectors from the dedicated MiniLM and from the chat model, every layer on the
+    device: unit length, and a paraphrase closer than an unrelated sentence."""
+    import numpy as np
+
+    from engine.documents.embeddings import Embedder
+    from engine.llama.model import Model, ModelSpec
+    from tests.conftest import model_path
+
+    for path in (model_path("embed"), smol_path):
+        with Model(ModelSpec(path, n_gpu_layers=-1)) as m, Embedder(m) as e:
+            a, near, far = e.embed(["The new movie is awesome.", "The new movie is so great.",
+                                    "The cat sits outside."])
+        assert np.allclose([np.linalg.norm(v) for v in (a, near, far)], 1, atol=1e-3)
+        assert float(a @ near) > float(a @ far), path.name
+
+
+def test_the_fit_advice_reads_the_devices_memory(device_smol):
+    """The memory the window and `duet-cli hub files --fit` weigh offloaded layers against is
+    what the device reports (lavapipe: the host's), free and in all."""
+    from engine.llama.devices import gpu_memory
+    from engine.models.hub import fit
+
+    memory = gpu_memory()
+    assert memory is not None and 0 < memory[0] <= memory[1]
+    box = fit.machine(memory)
+    assert box.vram_total == memory[1] and box.vram_free == memory[0]

@@ -62,6 +62,7 @@ class Machine:
     ram_total: int
     ram_available: int
     vram_total: int | None = None  # None: unknown (no GPU, or not detected)
+    vram_free: int | None = None  # what the GPU's driver says is free (None: not known)
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,9 @@ class FitEstimate:
         return dict(self.__dict__)
 
 
-def machine() -> Machine:
-    """This machine's RAM (total and available, from /proc/meminfo where present)."""
+def machine(gpu: tuple[int, int] | None = None) -> Machine:
+    """This machine's RAM (total and available, from /proc/meminfo where present); ``gpu``: its
+    GPU memory, free and total, as the devices report it (engine.llama.devices.gpu_memory)."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     available = total
     try:
@@ -102,7 +104,8 @@ def machine() -> Machine:
                     available = int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return Machine(ram_total=total, ram_available=available)
+    free, vram = gpu if gpu is not None else (None, None)
+    return Machine(ram_total=total, ram_available=available, vram_total=vram, vram_free=free)
 
 
 def kv_cache_bytes(f: ModelFacts, n_ctx: int, bytes_per_element: float = 2.0) -> int:
@@ -179,9 +182,13 @@ def _judge(ram: int, vram: int, box: Machine, offload: bool) -> tuple[str, str]:
     if offload:
         if box.vram_total is None:
             reason += f"; needs {_gb(vram)} of GPU memory (not known here)"
-        else:
+        elif box.vram_free is None:
             verdicts.append(_ratio_verdict(vram, box.vram_total))
             reason += f"; needs {_gb(vram)} of GPU memory, {_gb(box.vram_total)} in all"
+        else:
+            verdicts.append(_ratio_verdict(vram, box.vram_free))
+            reason += (f"; needs {_gb(vram)} of GPU memory, {_gb(box.vram_free)} free of "
+                       f"{_gb(box.vram_total)}")
     order = [FITS, TIGHT, WONT_FIT]
     return max(verdicts, key=order.index), reason
 

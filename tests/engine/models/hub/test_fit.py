@@ -56,3 +56,21 @@ def test_gpu_offload_moves_layers_to_vram(hub):
     assert full.vram_needed == full.weights_gpu + full.kv_cache + full.compute
     unknown = fit.estimate(h, fit.FitRequest(n_gpu_layers=-1), BIG)
     assert "not known here" in unknown.reason
+
+
+def test_the_gpus_free_memory_decides_where_the_driver_says_it(hub):
+    """What the device reports free (engine.llama.devices.gpu_memory) is what must hold the
+    offloaded part; its total alone is the fallback."""
+    h = remote_header(TARGET_REPO, TARGET_FILE)
+    need = fit.estimate(h, fit.FitRequest(n_gpu_layers=-1), BIG).vram_needed
+    roomy = fit.estimate(h, fit.FitRequest(n_gpu_layers=-1), fit.machine((4 * need, 8 * need)))
+    assert roomy.verdict == fit.FITS and roomy.vram_total == 8 * need
+    assert f"free of {fit._gb(8 * need)}" in roomy.reason
+    busy = fit.estimate(h, fit.FitRequest(n_gpu_layers=-1), fit.machine((need // 2, 8 * need)))
+    assert busy.verdict == fit.WONT_FIT
+
+
+def test_a_build_without_a_gpu_reports_no_gpu_memory():
+    from engine.llama.devices import gpu_memory, gpus
+
+    assert gpus() or gpu_memory() is None
