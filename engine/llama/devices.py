@@ -16,7 +16,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -34,6 +34,7 @@ class Device:
     name: str  # "CPU", "Vulkan0", "RPC[127.0.0.1:50052]"
     description: str  # "llvmpipe (LLVM 15.0.6, 256 bits)"
     kind: str  # cpu, gpu, igpu or accel
+    handle: int = field(default=0, compare=False, repr=False)  # ggml_backend_dev_t (the process's)
 
     @property
     def software(self) -> bool:
@@ -64,7 +65,7 @@ def devices() -> tuple[Device, ...]:
         dev = get(i)
         found.append(Device((name(dev) or b"").decode(errors="replace"),
                             (desc(dev) or b"").decode(errors="replace"),
-                            _TYPES.get(kind(dev), "?")))
+                            _TYPES.get(kind(dev), "?"), dev))
     return tuple(found)
 
 
@@ -77,20 +78,16 @@ def gpu_memory() -> tuple[int, int] | None:
     """The free and total memory of the devices layers are offloaded to, in all, as their
     drivers report it now (None: no such device). A software device (lavapipe) reports the
     host's memory, which is what it uses."""
-    count = _fn("ggml_backend_dev_count", ctypes.c_size_t)
-    get = _fn("ggml_backend_dev_get", ctypes.c_void_p, ctypes.c_size_t)
-    kind = _fn("ggml_backend_dev_type", ctypes.c_int, ctypes.c_void_p)
     memory = _fn("ggml_backend_dev_memory", None, ctypes.c_void_p,
                  ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t))
-    if None in (count, get, kind, memory) or not gpus():
+    found = gpus()
+    if memory is None or not found:
         return None
     free_all = total_all = 0
-    for i in range(count()):
-        dev = get(i)
-        if _TYPES.get(kind(dev)) in ("gpu", "igpu"):
-            free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
-            memory(dev, ctypes.byref(free), ctypes.byref(total))
-            free_all, total_all = free_all + free.value, total_all + total.value
+    for d in found:
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        memory(d.handle, ctypes.byref(free), ctypes.byref(total))
+        free_all, total_all = free_all + free.value, total_all + total.value
     return free_all, total_all
 
 
