@@ -64,6 +64,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompts", type=int, default=32, help="how many open prompts (at most 32)")
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--gpu-layers", type=int, default=0, help="layers on the GPU (-1: all)")
+    p.add_argument("--exact-gpu", action="store_true",
+                   help="exact on a Vulkan GPU too (ContextParams.exact_gpu)")
     p.add_argument("--conditions", default=",".join(CONDITIONS))
     p.add_argument("--mmproj", type=Path, default=None, help="the model's vision projector")
     p.add_argument("--image-prompts", type=int, default=0,
@@ -152,10 +154,14 @@ def _parallel(config: RuntimeConfig, prompts: list[list[int]], params: SamplingP
 
 def run_conditions(path: Path, draft: Path | None, prompts: list[list[int]], conditions: list[str],
                    max_tokens: int, gpu_layers: int = 0, mmproj: Path | None = None,
-                   pictures: tuple[Image, ...] = ()) -> dict[str, Any]:
+                   pictures: tuple[Image, ...] = (), exact_gpu: bool = False) -> dict[str, Any]:
     greedy = SamplingParams(temperature=0.0, max_tokens=max_tokens)
     seeded = SamplingParams(temperature=0.8, seed=11, max_tokens=max_tokens)
-    base = _config(path, gpu_layers=gpu_layers, mmproj=mmproj)
+
+    def config(drafter: str = "none", draft: Path | None = None) -> RuntimeConfig:
+        return _config(path, drafter, draft, gpu_layers, mmproj, exact_gpu=exact_gpu)
+
+    base = config()
     reference = _cold(base, prompts, greedy, pictures)
     reference_seeded = reference
     got: dict[str, list[tuple[int, ...]]] = {}
@@ -163,8 +169,7 @@ def run_conditions(path: Path, draft: Path | None, prompts: list[list[int]], con
     for c in conditions:
         log.info("condition %s", c)
         if c in ("ngram", "auto") or (c == "model" and draft is not None):
-            got[c] = _cold(_config(path, c, draft if c != "ngram" else None, gpu_layers, mmproj), prompts,
-                           greedy, pictures)
+            got[c] = _cold(config(c, draft if c != "ngram" else None), prompts, greedy, pictures)
         elif c == "warm":
             with _open(base, pictures) as rt:
                 got[c] = [(_reply(rt, p, greedy), _reply(rt, p, greedy))[1] for p in prompts]
@@ -190,7 +195,7 @@ def run_conditions(path: Path, draft: Path | None, prompts: list[list[int]], con
             got[c] = _cold(replace(base, context=replace(base.context, n_batch=64)), prompts, greedy, pictures)
         elif c == "seeded":
             plain = _cold(base, prompts, seeded, pictures)
-            drafted = _cold(_config(path, "ngram", gpu_layers=gpu_layers, mmproj=mmproj), prompts, seeded, pictures)
+            drafted = _cold(config("ngram"), prompts, seeded, pictures)
             got[c] = drafted
             reference_seeded = plain
         if c in got:  # (logged as it comes: a run cut short still says what it found)
@@ -207,13 +212,15 @@ def run(args: argparse.Namespace) -> int:
     draft = resolve_model(args.draft) if args.draft else None
     texts = json.loads((RESOURCES / "open_prompts.json").read_text(encoding="utf-8"))[:args.prompts]
     pictures = tuple(picture(i) for i in range(args.image_prompts)) if args.mmproj else ()
-    with _open(_config(path, gpu_layers=args.gpu_layers, mmproj=args.mmproj), pictures) as rt:
+    with _open(_config(path, gpu_layers=args.gpu_layers, mmproj=args.mmproj,
+                       exact_gpu=args.exact_gpu), pictures) as rt:
         prompts = [chat_tokens(rt.target, [Message("system", SYSTEM), Message(
             "user", t, images=pictures[i:i + 1])]) for i, t in enumerate(texts)]
     conditions = [c for c in args.conditions.split(",") if c]
     report = run_conditions(path, draft, prompts, conditions, args.max_tokens, args.gpu_layers,
-                            args.mmproj, pictures)
+                            args.mmproj, pictures, args.exact_gpu)
     report["model"], report["gpu_layers"], report["image_prompts"] = path.name, args.gpu_layers, len(pictures)
+    report["exact_gpu"] = args.exact_gpu
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"exact-{path.stem}.json"
     out.write_text(json.dumps(report, indent=1))

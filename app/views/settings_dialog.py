@@ -94,7 +94,9 @@ class SettingsDialog(QDialog):
         editor = self.editors.get("exact")
         if editor is None:
             return
-        why = exactness(True, int(self.settings["gpu_layers_target"])).reason
+        kv = str(self.settings["type_k"])
+        why = exactness(True, int(self.settings["gpu_layers_target"]), (kv, kv),
+                        bool(self.settings["exact_gpu"])).reason
         if why is None:
             return
         editor.setEnabled(False)

@@ -124,8 +124,10 @@ def run(args: argparse.Namespace) -> int:
                                          embedding_model=embedding_model,
                                          speech_model=args.speech_model,
                                          reasoning_budget=args.reasoning_budget,
-                                         exactness=exactness(config.context.exact,
-                                                             config.target.n_gpu_layers))
+                                         exactness=exactness(
+                                             config.context.exact, config.target.n_gpu_layers,
+                                             (config.context.type_k, config.context.type_v),
+                                             config.context.exact_gpu))
             budget = int(args.models_budget * 1e9) if args.models_budget else None
             models = pool.Pool(offers, partial(open_model, config, server_config, args.max_queue),
                                budget=budget, max_loaded=args.models_max, ttl_s=args.ttl)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from engine.errors import CellsFullError, ContextFullError, DecodeError, ModelLoadError, RewindError
-from engine.llama import abort, backend
+from engine.llama import abort, backend, exactness
 from engine.llama.backend import lib
 from engine.llama.context_params import KV_TYPES, ContextParams, check_memory, flash_attn_type
 from engine.llama.media import has_media, is_media
@@ -60,6 +60,10 @@ class _Llama:
         cp.type_k = KV_TYPES[params.type_k]
         cp.type_v = KV_TYPES[params.type_v]
         cp.flash_attn_type = flash_attn_type(params, model.spec.n_gpu_layers)
+        if params.exact and params.exact_gpu and model.spec.n_gpu_layers != 0:
+            exactness.hold_on_gpu()  # Vulkan's batch-invariant mode
+            # (else a big batch of a CPU layer would run on the GPU, a small one on the CPU)
+            cp.op_offload = False
         # flash attention reads a sequence's cells one by one in cell order, skipping empty and
         # other sequences' cells; plain attention sums over every cell. Either way the sums
         # follow the cells' layout, which a saved state's restore compacts (see session.store)

@@ -49,6 +49,11 @@ class ContextParams(Params):
                         "attention on, weights not repacked; docs/benchmarks/exact.md). Off: "
                         "llama.cpp's own kernel choices, which can change a reply at a near-tie.",
                         applies="load")
+    exact_gpu: bool = param(False, "Exact on a Vulkan GPU", "Keep exact decoding with layers on "
+                            "a Vulkan GPU too: there a batch's tokens share no work, so prompts "
+                            "read slower (3.2x on a software device; more on a GPU) and drafts "
+                            "pay less (docs/benchmarks/gpu.md). Off: layers on a GPU run "
+                            "llama.cpp's own kernels, and replies are not exact.", applies="load")
     flash_attn: bool | None = None  # None: chosen for the machine and the sequences (flash_attn_type)
 
     def threads(self) -> int:
@@ -68,8 +73,9 @@ def _warn_threads(asked: int, cores: int) -> None:
 
 
 def flash_attn_type(params: ContextParams, n_gpu_layers: int) -> int:
-    """Flash attention: as asked; on the CPU with exact decoding (the patched kernel reads a
-    sequence's cells one by one, skipping the others': its sums do not depend on the batch, on
+    """Flash attention: as asked; with exact decoding (the patched CPU kernel, and the Vulkan
+    backend's batch-invariant mode, read a sequence's cells in order, skipping the others':
+    its sums do not depend on the batch, on
     strangers' cells nor on holes left by a cache shift, where plain attention's do); needed for
     a quantized V cache; automatic with a GPU. Without exact decoding, when
     everything runs on the CPU it is off for one sequence (measured on a 2-core x86 CPU with
@@ -81,8 +87,9 @@ def flash_attn_type(params: ContextParams, n_gpu_layers: int) -> int:
     --suite --flash-attn on|off`)."""
     if params.flash_attn is not None:
         return lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if params.flash_attn else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
-    if params.exact and n_gpu_layers == 0:
-        return lib.LLAMA_FLASH_ATTN_TYPE_ENABLED  # reads a sequence's cells alone, in order
+    if params.exact and (n_gpu_layers == 0 or params.exact_gpu):
+        # reads a sequence's cells alone, in order (a Vulkan GPU's batch-invariant mode too)
+        return lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
     if params.type_v not in ("f16", "f32") or (n_gpu_layers == 0 and params.n_parallel > 1):
         return lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
     return lib.LLAMA_FLASH_ATTN_TYPE_DISABLED if n_gpu_layers == 0 else lib.LLAMA_FLASH_ATTN_TYPE_AUTO

@@ -2,17 +2,22 @@
 its batch (drafts, caches, other sequences; docs/benchmarks/exact.md).
 
 That holds only where every layer runs on kernels that sum a token's products in one order
-whatever the batch: the x86 CPU kernels of patches/ggml-exact.patch (AVX2 or AVX-512). The
-patched library is known by its marker, the row kernels that patch adds to ggml's CPU backend
+whatever the batch. On the CPU: the x86 kernels of patches/ggml-exact.patch (AVX2 or AVX-512),
+known by their marker, the row kernels that patch adds to ggml's CPU backend
 (``ggml_vec_dot_q4_K_q8_K_rows``), which a build as released (``DUET_EXACT_KERNELS=0``), a
 patch that did not apply, a CPU with AVX alone and an ARM build lack (the patch's ARM kernels
-were checked under emulation only, so ARM reports inexact). Layers offloaded to a GPU (CUDA,
-Metal, Vulkan) run that backend's kernels as llama.cpp ships them. So ``exact`` is what was asked *and*
-what the build and the placement can keep; ``reason`` says why not, in one line.
+were checked under emulation only, so ARM reports inexact). On a Vulkan GPU: the backend's
+batch-invariant mode of patches/vulkan/batch-invariant.patch (``ggml_backend_vk_set_batch_invariant``),
+which a context turns on when it puts an exact model's layers there and ``exact_gpu`` asks
+(``hold_on_gpu``): a setting of its own, off by default, since batches share no work there; its
+attention needs an f16 cache. Layers on CUDA or Metal run those backends' kernels as llama.cpp
+ships them. So ``exact`` is what was asked *and* what the build and the placement can keep;
+``reason`` says why not, in one line.
 """
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from functools import cache
 
@@ -20,12 +25,29 @@ from engine.llama.backend import lib
 from engine.llama.devices import gpus
 
 MARKER = "ggml_vec_dot_q4_K_q8_K_rows"
+VULKAN_MARKER = "ggml_backend_vk_set_batch_invariant"
 
 
 @cache
 def patched_kernels() -> bool:
     """Whether the loaded llama.cpp has Duet's batch-invariant CPU kernels."""
     return getattr(lib._lib, MARKER, None) is not None
+
+
+@cache
+def vulkan_invariant() -> bool:
+    """Whether the loaded llama.cpp's Vulkan backend has Duet's batch-invariant mode."""
+    return getattr(lib._lib, VULKAN_MARKER, None) is not None
+
+
+def hold_on_gpu() -> None:
+    """Turn the Vulkan backend's batch-invariant mode on, for this process from now on (an exact
+    model's layers go to the GPU; every context in the process then pays its cost there:
+    docs/benchmarks/gpu.md)."""
+    if vulkan_invariant():
+        fn = getattr(lib._lib, VULKAN_MARKER)
+        fn.argtypes, fn.restype = [ctypes.c_bool], None
+        fn(True)
 
 
 @dataclass(frozen=True)
@@ -42,18 +64,36 @@ class Exactness:
         return {"exact": self.exact, "exact_reason": self.reason}
 
 
-def exactness(asked: bool, n_gpu_layers: int = 0) -> Exactness:
-    """What a model loaded with ``n_gpu_layers`` (-1: all) gets when exact decoding is
-    ``asked``."""
+def exactness(asked: bool, n_gpu_layers: int = 0, kv: tuple[str, str] = ("f16", "f16"),
+              on_gpu: bool = False) -> Exactness:
+    """What a model loaded with ``n_gpu_layers`` (-1: all) and a cache of ``kv`` (its keys' and
+    values' types) gets when exact decoding is ``asked``, and asked ``on_gpu`` too
+    (ContextParams.exact_gpu)."""
     if not asked:
         return Exactness(False, "exact decoding is off")
     if not patched_kernels():
         return Exactness(False, "this llama.cpp build lacks Duet's batch-invariant kernels "
                                 "(built as released, or for a CPU they do not cover)")
     if n_gpu_layers != 0 and has_gpu():
-        return Exactness(False, "layers on the GPU run its kernels as llama.cpp ships them; "
-                                "0 GPU layers keeps decoding exact")
+        why = _why_not_on_gpu(kv, on_gpu)
+        if why:
+            return Exactness(False, why)
     return Exactness(True)
+
+
+def _why_not_on_gpu(kv: tuple[str, str], asked: bool) -> str | None:
+    if not all(d.name.startswith("Vulkan") for d in gpus()):
+        return ("layers on the GPU run its kernels as llama.cpp ships them; "
+                "0 GPU layers keeps decoding exact")
+    if not vulkan_invariant():
+        return ("this Vulkan build lacks Duet's batch-invariant mode; "
+                "0 GPU layers keeps decoding exact")
+    if not asked:
+        return ("on a Vulkan GPU exact decoding is a setting of its own (exact_gpu), off: "
+                "prompts read slower there; 0 GPU layers keeps decoding exact")
+    if kv != ("f16", "f16"):
+        return "on a Vulkan GPU exact decoding needs an f16 KV cache"
+    return None
 
 
 @cache

@@ -200,7 +200,9 @@ class Runtime(NativeOwner):
     def exactness(self) -> Exactness:
         """Whether this runtime's replies are exact (engine.llama.exactness): asked for, and kept
         by the build and by where the target's layers run."""
-        return exactness(self.config.context.exact, self.config.target.n_gpu_layers)
+        c = self.config.context
+        return exactness(c.exact, self.config.target.n_gpu_layers, (c.type_k, c.type_v),
+                         c.exact_gpu)
 
     @property
     def draft_model(self) -> Model | None:

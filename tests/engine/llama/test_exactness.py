@@ -8,6 +8,7 @@ import json
 
 from engine.cli.main import main as cli
 from engine.llama import exactness as ex
+from engine.llama.devices import Device
 
 PROMPT = ["--max-tokens", "2", "--temperature", "0", "--drafter", "none", "--json", "Hi."]
 
@@ -27,11 +28,21 @@ def test_why_decoding_is_not_exact(released):
     assert got.fingerprint.startswith("duet-inexact-released-")
 
 
-def test_layers_on_a_gpu_are_not_exact(monkeypatch):
+def test_layers_on_a_gpu_are_exact_only_on_vulkan_when_asked(monkeypatch):
+    """CUDA and Metal run llama.cpp's kernels; a Vulkan build with Duet's batch-invariant mode
+    keeps exact when exact_gpu asks for it, with an f16 cache (tests/gpu run it for real)."""
     monkeypatch.setattr(ex, "has_gpu", lambda: True)
-    got = ex.exactness(True, n_gpu_layers=-1)
-    assert not got.exact and "GPU" in got.reason
+    monkeypatch.setattr(ex, "gpus", lambda: (Device("CUDA0", "a GPU", "gpu"),))
+    got = ex.exactness(True, n_gpu_layers=-1, on_gpu=True)
+    assert not got.exact and "as llama.cpp ships them" in got.reason
     assert ex.exactness(True, n_gpu_layers=0).exact  # all on the CPU
+    monkeypatch.setattr(ex, "gpus", lambda: (Device("Vulkan0", "a GPU", "gpu"),))
+    monkeypatch.setattr(ex, "vulkan_invariant", lambda: True)
+    assert "a setting of its own (exact_gpu)" in ex.exactness(True, -1).reason
+    assert ex.exactness(True, -1, on_gpu=True) == ex.Exactness(True)
+    assert "f16" in ex.exactness(True, -1, ("q8_0", "q8_0"), on_gpu=True).reason
+    monkeypatch.setattr(ex, "vulkan_invariant", lambda: False)
+    assert "lacks Duet's batch-invariant mode" in ex.exactness(True, -1, on_gpu=True).reason
 
 
 def test_the_command_line_reports_it(smol_path, capsys):
