@@ -15,13 +15,13 @@ import math
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from engine.cli.main import main
 from engine.llama.devices import gpus
+from tests.gpu.serving import at_once, two_sequences
 
 pytestmark = [
     pytest.mark.skipif(not gpus(), reason="no GPU device in this llama.cpp build "
@@ -134,46 +134,14 @@ def test_a_session_written_on_the_device_reopens_on_the_cpu_build(capsys, smol_p
 def test_the_server_answers_two_sequences_at_once(smol_path):
     """Two clients at once on one context of two sequences, every layer on the device, and the
     fingerprint naming a GPU build and an inexact reply."""
-    import openai
-
-    from engine.decode.sampling import SamplingParams
-    from engine.decode.speculative.params import SpeculativeParams
     from engine.llama.context_params import ContextParams
-    from engine.llama.model import ModelSpec
-    from engine.runtime.runtime import Runtime, RuntimeConfig
-    from engine.server.app import ApiConfig, model_names
-    from engine.server.run import BackgroundServer, build
 
-    config = RuntimeConfig(target=ModelSpec(smol_path, n_gpu_layers=-1),
-                           context=ContextParams(n_ctx=1024, n_parallel=2),
-                           sampling=SamplingParams(temperature=0, max_tokens=8),
-                           speculative=SpeculativeParams(drafter="none"))
-    runtime = Runtime(config)
-    model_id, aliases = model_names(runtime, "test")
-    engine, app = build(runtime, ApiConfig(model_id, aliases, api_key=None))
-    server = BackgroundServer(app)
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0,
-                           timeout=600)
-    replies: list[object] = [None, None]
-
-    def ask(i: int, text: str) -> None:
-        replies[i] = client.chat.completions.create(
-            model=model_id, messages=[{"role": "user", "content": text}], max_tokens=8)
-
-    try:
-        threads = [threading.Thread(target=ask, args=(i, t))
-                   for i, t in enumerate(("Name a fruit.", "Name an animal."))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        server.close()
-        engine.close()
+    with two_sequences(smol_path, ContextParams(n_ctx=1024, n_parallel=2)) as (client, model_id):
+        replies = at_once(client, model_id, ["Name a fruit.", "Name an animal."])
     for r in replies:
-        assert r is not None and r.choices[0].message.content  # type: ignore[attr-defined]
-        assert r.system_fingerprint.startswith("duet-inexact-")  # type: ignore[attr-defined]
-        assert r.system_fingerprint.endswith("-gpu")  # type: ignore[attr-defined]
+        assert r is not None and r.choices[0].message.content
+        assert r.system_fingerprint.startswith("duet-inexact-")
+        assert r.system_fingerprint.endswith("-gpu")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import threading
 from dataclasses import replace
 
 import numpy as np
@@ -19,6 +18,7 @@ import pytest
 
 from engine.llama import exactness as ex
 from engine.llama.devices import gpus
+from tests.gpu.serving import ask, at_once, two_sequences
 
 pytestmark = [
     pytest.mark.skipif(not gpus(), reason="no GPU device in this llama.cpp build "
@@ -124,44 +124,10 @@ def test_a_sequence_beside_another_reads_as_it_does_alone(device_smol):
 def test_the_server_gives_the_same_reply_alone_and_beside_another(smol_path):
     """A request alone, then again at once with another on the same context of two sequences:
     the same reply, and a fingerprint naming an exact reply from a GPU build."""
-    import openai
-
-    from engine.decode.sampling import SamplingParams
-    from engine.decode.speculative.params import SpeculativeParams
-    from engine.llama.model import ModelSpec
-    from engine.runtime.runtime import Runtime, RuntimeConfig
-    from engine.server.app import ApiConfig, model_names
-    from engine.server.run import BackgroundServer, build
-
-    config = RuntimeConfig(target=ModelSpec(smol_path, n_gpu_layers=-1),
-                           context=_params(n_parallel=2),
-                           sampling=SamplingParams(temperature=0, max_tokens=8),
-                           speculative=SpeculativeParams(drafter="none"))
-    runtime = Runtime(config)
-    model_id, aliases = model_names(runtime, "test")
-    engine, app = build(runtime, ApiConfig(model_id, aliases, api_key=None))
-    server = BackgroundServer(app)
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0,
-                           timeout=600)
-    replies: list[object] = [None, None, None]
-
-    def ask(i: int, text: str) -> None:
-        replies[i] = client.chat.completions.create(
-            model=model_id, messages=[{"role": "user", "content": text}], max_tokens=8)
-
-    try:
-        ask(0, "Name a fruit.")
-        threads = [threading.Thread(target=ask, args=(i, t))
-                   for i, t in ((1, "Name a fruit."), (2, "Name an animal and a country."))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        server.close()
-        engine.close()
-    alone, beside, other = replies
-    for r in replies:
-        assert r is not None and r.choices[0].message.content  # type: ignore[attr-defined]
-        assert r.system_fingerprint == "duet-exact-patched-gpu"  # type: ignore[attr-defined]
-    assert beside.choices[0].message.content == alone.choices[0].message.content  # type: ignore[attr-defined]
+    with two_sequences(smol_path, _params(n_parallel=2)) as (client, model_id):
+        alone = ask(client, model_id, "Name a fruit.")
+        beside, other = at_once(client, model_id, ["Name a fruit.", "Name an animal and a country."])
+    for r in (alone, beside, other):
+        assert r is not None and r.choices[0].message.content
+        assert r.system_fingerprint == "duet-exact-patched-gpu"
+    assert beside.choices[0].message.content == alone.choices[0].message.content
