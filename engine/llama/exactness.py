@@ -65,23 +65,23 @@ class Exactness:
 
 
 def exactness(asked: bool, n_gpu_layers: int = 0, kv: tuple[str, str] = ("f16", "f16"),
-              on_gpu: bool = False) -> Exactness:
+              on_gpu: bool = False, experts: bool = False) -> Exactness:
     """What a model loaded with ``n_gpu_layers`` (-1: all) and a cache of ``kv`` (its keys' and
     values' types) gets when exact decoding is ``asked``, and asked ``on_gpu`` too
-    (ContextParams.exact_gpu)."""
+    (ContextParams.exact_gpu); ``experts``: a mixture-of-experts model."""
     if not asked:
         return Exactness(False, "exact decoding is off")
     if not patched_kernels():
         return Exactness(False, "this llama.cpp build lacks Duet's batch-invariant kernels "
                                 "(built as released, or for a CPU they do not cover)")
     if n_gpu_layers != 0 and has_gpu():
-        why = _why_not_on_gpu(kv, on_gpu)
+        why = _why_not_on_gpu(kv, on_gpu, experts)
         if why:
             return Exactness(False, why)
     return Exactness(True)
 
 
-def _why_not_on_gpu(kv: tuple[str, str], asked: bool) -> str | None:
+def _why_not_on_gpu(kv: tuple[str, str], asked: bool, experts: bool) -> str | None:
     if not all(d.name.startswith("Vulkan") for d in gpus()):
         return ("layers on the GPU run its kernels as llama.cpp ships them; "
                 "0 GPU layers keeps decoding exact")
@@ -93,6 +93,8 @@ def _why_not_on_gpu(kv: tuple[str, str], asked: bool) -> str | None:
                 "prompts read slower there; 0 GPU layers keeps decoding exact")
     if kv != ("f16", "f16"):
         return "on a Vulkan GPU exact decoding needs an f16 KV cache"
+    if experts:  # (the mode covers plain products, not the experts' batched ones)
+        return "on a Vulkan GPU a mixture-of-experts model's products are not exact"
     return None
 
 

@@ -201,8 +201,9 @@ class Runtime(NativeOwner):
         """Whether this runtime's replies are exact (engine.llama.exactness): asked for, and kept
         by the build and by where the target's layers run."""
         c = self.config.context
+        experts = int(self.target.metadata.get(f"{self.target.architecture}.expert_count", 0) or 0)
         return exactness(c.exact, self.config.target.n_gpu_layers, (c.type_k, c.type_v),
-                         c.exact_gpu)
+                         c.exact_gpu, experts > 1)
 
     @property
     def draft_model(self) -> Model | None:

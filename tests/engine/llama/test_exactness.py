@@ -41,6 +41,7 @@ def test_layers_on_a_gpu_are_exact_only_on_vulkan_when_asked(monkeypatch):
     assert "a setting of its own (exact_gpu)" in ex.exactness(True, -1).reason
     assert ex.exactness(True, -1, on_gpu=True) == ex.Exactness(True)
     assert "f16" in ex.exactness(True, -1, ("q8_0", "q8_0"), on_gpu=True).reason
+    assert "mixture-of-experts" in ex.exactness(True, -1, on_gpu=True, experts=True).reason
     monkeypatch.setattr(ex, "vulkan_invariant", lambda: False)
     assert "lacks Duet's batch-invariant mode" in ex.exactness(True, -1, on_gpu=True).reason
 
