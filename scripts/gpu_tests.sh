@@ -52,4 +52,4 @@ if [ -z "${GGML_VK_VISIBLE_DEVICES:-}" ] && \
    [ "$("$VK/bin/python" -c 'from engine.llama.devices import gpus; print(len(gpus()))')" = 0 ]; then
   export GGML_VK_VISIBLE_DEVICES=0
 fi
-exec "$VK/bin/python" -m pytest -q -p no:cacheprovider tests/gpu "$@"
+exec "$VK/bin/python" -m pytest -q -p no:cacheprovider --durations=5 tests/gpu "$@"
