@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.control.settings import SCHEMA, Settings
 from app.views.fields import editor_for, editor_value
-from engine.llama.exactness import exactness
+from engine.llama.exactness import exactness, vulkan_exact_possible
 
 RELOAD_MARK = " ⟳"
 
@@ -90,7 +90,13 @@ class SettingsDialog(QDialog):
 
     def _say_where_exact_cannot_hold(self) -> None:
         """Exact decoding greyed, with the reason, where this build or these GPU layers cannot
-        keep it (engine.llama.exactness): the setting would promise what the replies break."""
+        keep it (engine.llama.exactness): the setting would promise what the replies break. And
+        exact on a Vulkan GPU greyed where there is none with Duet's batch-invariant mode."""
+        on_gpu = self.editors.get("exact_gpu")
+        if on_gpu is not None and not vulkan_exact_possible():
+            on_gpu.setEnabled(False)
+            on_gpu.setToolTip("Not here: no Vulkan GPU with Duet's batch-invariant mode "
+                              "in this build.")
         editor = self.editors.get("exact")
         if editor is None:
             return

@@ -40,6 +40,11 @@ def vulkan_invariant() -> bool:
     return getattr(lib._lib, VULKAN_MARKER, None) is not None
 
 
+def vulkan_exact_possible() -> bool:
+    """Whether this build and machine can keep exact decoding on a GPU (``exact_gpu``)."""
+    return vulkan_invariant() and any(d.name.startswith("Vulkan") for d in gpus())
+
+
 def hold_on_gpu() -> None:
     """Turn the Vulkan backend's batch-invariant mode on, for this process from now on (an exact
     model's layers go to the GPU; every context in the process then pays its cost there:

@@ -81,4 +81,6 @@ def test_exact_decoding_is_open_where_it_holds(qtbot: QtBot, window: MainWindow)
     dialog = window.settings_dialog()
     qtbot.waitExposed(dialog, timeout=LONG_MS)
     assert dialog.editors["exact"].isEnabled() and dialog.exact_note is None
+    on_gpu = dialog.editors["exact_gpu"]  # (this build has no Vulkan GPU)
+    assert not on_gpu.isEnabled() and "no Vulkan GPU" in on_gpu.toolTip()
     dialog.reject()
