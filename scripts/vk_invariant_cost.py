@@ -9,7 +9,6 @@ compiles a pipeline at its first use). Medians of the rounds, in milliseconds.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import statistics
 import sys
 import time
@@ -38,15 +37,13 @@ def main() -> int:
     if not ex.vulkan_invariant():
         print("this llama.cpp build has no Vulkan batch-invariant mode (.venv-vk has)")
         return 2
-    switch = getattr(ex.lib._lib, ex.VULKAN_MARKER)
-    switch.argtypes, switch.restype = [ctypes.c_bool], None
     times: dict[tuple[bool, str], list[float]] = {}
     with Model(ModelSpec(resolve_model(args.model), n_gpu_layers=-1)) as model:
         tokens = model.tokenize_text(TEXT)[:args.prompt + args.steps + args.verify]
         params = ContextParams(n_ctx=2048, n_batch=512, exact=False, flash_attn=True)
 
         def once(on: bool) -> dict[str, float]:
-            switch(on)
+            ex.set_gpu_mode(on)
             got = {}
             with LlamaSequence(model, params) as ctx:
                 t = time.perf_counter()

@@ -50,9 +50,14 @@ def hold_on_gpu() -> None:
     model's layers go to the GPU; every context in the process then pays its cost there:
     docs/benchmarks/gpu.md)."""
     if vulkan_invariant():
-        fn = getattr(lib._lib, VULKAN_MARKER)
-        fn.argtypes, fn.restype = [ctypes.c_bool], None
-        fn(True)
+        set_gpu_mode(True)
+
+
+def set_gpu_mode(on: bool) -> None:
+    """The Vulkan backend's batch-invariant mode, on or off (a build that has it)."""
+    fn = getattr(lib._lib, VULKAN_MARKER)
+    fn.argtypes, fn.restype = [ctypes.c_bool], None
+    fn(on)
 
 
 @dataclass(frozen=True)

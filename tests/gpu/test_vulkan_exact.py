@@ -9,7 +9,6 @@ Skipped in the CPU build's run, saying so (tests/gpu/test_vulkan.py's rule).
 
 from __future__ import annotations
 
-import ctypes
 import json
 from dataclasses import replace
 
@@ -56,12 +55,6 @@ def _read(model, tokens, splits, params=None):
         return np.array(ctx.logits_rows(), copy=True)
 
 
-def _batch_invariant(on: bool) -> None:
-    fn = getattr(ex.lib._lib, ex.VULKAN_MARKER)
-    fn.argtypes, fn.restype = [ctypes.c_bool], None
-    fn(on)
-
-
 def test_exact_on_the_device_is_asked_for_and_reported(capsys, smol_path):
     """Off unless exact_gpu asks (its cost: docs/benchmarks/gpu.md), then reported exact: in
     the command line's JSON here, and in the server's fingerprint below."""
@@ -88,11 +81,11 @@ def test_a_token_reads_the_same_in_any_batch(device_smol):
     assert np.array_equal(_read(device_smol, tokens, [n - 7, 7]), whole[-7:])
     assert np.array_equal(_read(device_smol, tokens, [5, n - 5])[-1], whole[-1])
     try:  # (a context asking exact_gpu would turn the mode back on)
-        _batch_invariant(False)
+        ex.set_gpu_mode(False)
         plain = replace(_params(), exact_gpu=False)
         released = [_read(device_smol, tokens, s, plain)[-1] for s in ([n], [n - 1, 1])]
     finally:
-        _batch_invariant(True)
+        ex.set_gpu_mode(True)
     assert not np.array_equal(*released)
 
 
