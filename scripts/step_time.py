@@ -60,10 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
     from engine.llama.exactness import patched_kernels
-    from engine.llama.model import Model, ModelSpec
+    from engine.llama.model import Model, ModelSpec, for_decoding
     from engine.runtime.runtime import resolve_model
 
-    spec = ModelSpec(resolve_model(args.model), repack=args.inexact)
+    spec = for_decoding(ModelSpec(resolve_model(args.model)), not args.inexact)
     params = ContextParams(n_ctx=max(2048, args.depth + args.rows + 64), exact=not args.inexact)
     with Model(spec) as model, LlamaSequence(model, params) as ctx:
         tokens = [model.bos if model.bos >= 0 else 1] + [100 + i for i in range(args.depth - 1)]

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from engine.llama.context import LlamaSequence
     from engine.llama.context_params import ContextParams
     from engine.llama.exactness import patched_kernels
-    from engine.llama.model import Model, ModelSpec
+    from engine.llama.model import Model, ModelSpec, for_decoding
     from engine.runtime.runtime import resolve_model
 
     print(f"{'patched' if patched_kernels() else 'released'} build {args.lib or 'installed'}"
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| model | {' | '.join(f'{n} tokens' for n in sizes)} |\n|---|{'---|' * len(sizes)}")
     for name in args.models:
         path = resolve_model(name)
-        with Model(ModelSpec(path, n_gpu_layers=args.gpu_layers, repack=args.inexact)) as model, \
+        with Model(for_decoding(ModelSpec(path, n_gpu_layers=args.gpu_layers), not args.inexact)) as model, \
                 LlamaSequence(model, ContextParams(n_ctx=args.ctx, exact=not args.inexact)) as ctx:
             cost = measure_cost(ctx, sizes)
         one = cost.verify_cost(1)

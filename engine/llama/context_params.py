@@ -46,7 +46,7 @@ class ContextParams(Params):
                         cli=False)
     exact: bool = param(True, "Exact decoding", "The same request gives the same reply, "
                         "whatever drafting, caches or parallel replies do (on the CPU: flash "
-                        "attention on, weights not repacked; docs/benchmarks/exact.md). Off: "
+                        "attention on, Q4_K alone repacked; docs/benchmarks/exact.md). Off: "
                         "llama.cpp's own kernel choices, which can change a reply at a near-tie.",
                         applies="load")
     exact_gpu: bool = param(False, "Exact on a Vulkan GPU", "Keep exact decoding with layers on "

@@ -26,12 +26,28 @@ from engine.llama.devices import gpus
 
 MARKER = "ggml_vec_dot_q4_K_q8_K_rows"
 VULKAN_MARKER = "ggml_backend_vk_set_batch_invariant"
+REPACK_SWITCH = "ggml_cpu_repack_set_exact"
 
 
 @cache
 def patched_kernels() -> bool:
     """Whether the loaded llama.cpp has Duet's batch-invariant CPU kernels."""
     return getattr(lib._lib, MARKER, None) is not None
+
+
+def repacks_exactly() -> bool:
+    """Whether the loaded llama.cpp can repack weights and keep decoding exact: the patch's switch
+    that keeps only the layouts whose GEMM (groups of 4 rows) and GEMV (the rest) sum a row
+    alike (Q4_K on x86), in a build with the batch-invariant kernels."""
+    return patched_kernels() and getattr(lib._lib, REPACK_SWITCH, None) is not None
+
+
+def set_repack_exact(on: bool) -> None:
+    """The switch (a build that has it), read by llama.cpp as a model loads: on, the weights
+    repacked are only those whose layouts keep decoding exact."""
+    fn = getattr(lib._lib, REPACK_SWITCH)
+    fn.argtypes, fn.restype = [ctypes.c_bool], None
+    fn(on)
 
 
 @cache

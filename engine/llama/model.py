@@ -8,13 +8,14 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.errors import LoadCancelled, ModelLoadError
-from engine.llama import backend, rpc
+from engine.llama import backend, exactness, rpc
 from engine.llama.backend import lib
 from engine.llama.native import NativeOwner
 from engine.models import catalog
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 GGUF_MAGIC = b"GGUF"
+REPACK = ("none", "exact", "all")  # ModelSpec.repack
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,11 @@ class ModelSpec:
     below the number of layers keeps the first ones in this process). ``tensor_split``: the
     share of each remote device (default: in proportion to the memory each one reports).
 
-    ``repack``: let llama.cpp's CPU backend copy some weights into its repacked layouts. Their
-    GEMM takes groups of 4 rows and a GEMV the rest, which sum in other orders, so a token's
-    logits would depend on its batch: off unless decoding need not be exact (the Runtime turns
-    it on when ``ContextParams.exact`` is off).
+    ``repack``: which weights llama.cpp's CPU backend copies into its repacked layouts, where a
+    GEMM takes groups of 4 rows and a GEMV the rest: ``none``; ``exact``, only the layouts whose
+    GEMM and GEMV sum a row alike (a build with patches/ggml-exact.patch's switch: Q4_K on x86),
+    so that a token's logits do not depend on its batch; ``all``, as llama.cpp does, for decoding
+    that need not be exact. ``for_decoding`` picks one.
 
     ``mmproj``: the vision projector loaded beside the model (engine.llama.projector): the
     model then reads images."""
@@ -47,11 +50,37 @@ class ModelSpec:
     path: Path
     n_gpu_layers: int = 0
     use_mmap: bool = True
-    repack: bool = False
+    repack: str = "none"  # "none", "exact" or "all"
     vocab_only: bool = False
     rpc: tuple[str, ...] = ()
     tensor_split: tuple[float, ...] = ()
     mmproj: Path | None = None
+
+
+def for_decoding(spec: ModelSpec, exact: bool) -> ModelSpec:
+    """``spec`` with the repacked layouts decoding can take (unless it names some): every one
+    when it need not be ``exact``, those that keep it exact when it must (none in a build
+    without the switch)."""
+    if spec.repack != "none":
+        return spec
+    if not exact:
+        return replace(spec, repack="all")
+    return replace(spec, repack="exact") if exactness.repacks_exactly() else spec
+
+
+_REPACK_LOCK = threading.Lock()
+
+
+@contextmanager
+def _repacking(mode: str) -> Iterator[None]:
+    """llama.cpp reads which layouts to repack from a process-wide switch as a model loads: a
+    load that repacks sets it and holds it until it returns."""
+    if mode == "none" or not exactness.repacks_exactly():
+        yield
+        return
+    with _REPACK_LOCK:
+        exactness.set_repack_exact(mode == "exact")
+        yield
 
 
 def check_gguf_file(path: Path) -> None:
@@ -86,7 +115,10 @@ class Model(NativeOwner):
         params.n_gpu_layers = spec.n_gpu_layers
         params.load_mode = lib.LLAMA_LOAD_MODE_MMAP if spec.use_mmap else lib.LLAMA_LOAD_MODE_NONE
         params.vocab_only = spec.vocab_only
-        params.use_extra_bufts = spec.repack
+        if spec.repack not in REPACK:
+            raise ModelLoadError(f"repack must be one of {', '.join(REPACK)}, not {spec.repack!r}")
+        # "exact" without the switch would repack every layout: none then
+        params.use_extra_bufts = spec.repack == "all" or (spec.repack == "exact" and exactness.repacks_exactly())
         self._watch = None
         remote = None
         if spec.rpc and not spec.vocab_only:
@@ -105,7 +137,8 @@ class Model(NativeOwner):
 
             params.progress_callback = keep_going  # referenced here until the load returns
         backend.take_errors()
-        handle = lib.llama_model_load_from_file(os.fsencode(self.path), params)
+        with _repacking(spec.repack):
+            handle = lib.llama_model_load_from_file(os.fsencode(self.path), params)
         if not handle and cancel is not None and cancel.is_set():
             backend.take_errors()
             raise LoadCancelled("loading was cancelled")

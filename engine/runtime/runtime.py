@@ -25,7 +25,7 @@ from engine.events import Done
 from engine.llama.context import LlamaSequence
 from engine.llama.context_params import ContextParams
 from engine.llama.exactness import Exactness, exactness
-from engine.llama.model import Model, ModelSpec
+from engine.llama.model import Model, ModelSpec, for_decoding
 from engine.llama.native import NativeOwner
 from engine.llama.placement_params import PlacementParams, gpu_layers_arg
 from engine.llama.projector import Projector
@@ -103,7 +103,7 @@ class Runtime(NativeOwner):
         self.later: LaterCurves | None = None
         self._measure = measure
         self.cache = StateCache(config.state_cache_bytes)
-        self.target: Model = Model(_kernels(config.target, config.context), cancel)
+        self.target: Model = Model(for_decoding(config.target, config.context.exact), cancel)
         try:
             self._load_projector(config)
             self.ctx: LlamaSequence = LlamaSequence(self.target, config.context)
@@ -116,7 +116,7 @@ class Runtime(NativeOwner):
                 # the first Runtime that drafts, not with duet-cli's parser nor the window
                 from engine.decode.speculative.speculator import build_speculation
 
-                draft = _kernels(config.draft, config.context) if config.draft else None
+                draft = for_decoding(config.draft, config.context.exact) if config.draft else None
                 self.speculation = build_speculation(self.target, self.ctx, draft,
                                                      config.speculative, config.draft_context,
                                                      on_calibrate, measure=measure,
@@ -260,9 +260,6 @@ class Runtime(NativeOwner):
         self.speculations = []
 
 
-def _kernels(spec: ModelSpec, context: ContextParams) -> ModelSpec:
-    """``spec`` with llama.cpp's repacked weights allowed when decoding need not be exact."""
-    return spec if spec.repack or context.exact else replace(spec, repack=True)
 
 
 def add_runtime_arguments(p: argparse.ArgumentParser) -> None:

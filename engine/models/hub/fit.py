@@ -5,9 +5,9 @@ creates a context (engine/llama/context.py: f16 KV cache, n_ubatch 512, no flash
 
 - weights: the tensors' data, split by layer (``blk.N.*``) between CPU and GPU by ``n_gpu_layers``;
   the token embeddings stay on the CPU; the output layer goes to the GPU with the last layer;
-- repacked weights (only when exact decoding is off: Duet loads without them otherwise):
-  on x86 with AVX2, llama.cpp copies the CPU-side matrices of some types (Q4_0,
-  Q4_K, IQ4_NL, MXFP4; Q2_K with AVX-512) into an interleaved layout (its CPU_REPACK buffer) while
+- repacked weights: on x86 with AVX2, llama.cpp copies the CPU-side matrices of some types (Q4_0,
+  Q4_K, IQ4_NL, MXFP4; Q2_K with AVX-512; with exact decoding Q4_K alone, the one layout whose
+  batches sum a row as a lone row does) into an interleaved layout (its CPU_REPACK buffer) while
   the mapped file pages stay resident, so those bytes count twice (measured: Qwen2.5 1.5B Q4_K_M
   holds 1.06 GiB mapped + 0.58 GiB repacked);
 - KV cache: ``n_ctx × layers × n_head_kv × (head_dim_k + head_dim_v) × 2 bytes`` (f16), sliding-window
@@ -40,8 +40,9 @@ _LAYER = re.compile(r"^blk\.(\d+)\.")
 Q4_0, Q4_K, Q2_K, IQ4_NL, MXFP4 = 2, 12, 10, 20, 39  # ggml type ids
 
 
-def repack_types() -> frozenset[int]:
-    """The ggml types llama.cpp's CPU backend repacks on this machine (x86: from the CPU flags)."""
+def repack_types(exact: bool = False) -> frozenset[int]:
+    """The ggml types llama.cpp's CPU backend repacks on this machine (x86: from the CPU flags),
+    for decoding that is ``exact`` or not (engine.llama.model.for_decoding)."""
     flags: set[str] = set()
     try:
         with open("/proc/cpuinfo") as f:
@@ -54,7 +55,7 @@ def repack_types() -> frozenset[int]:
     types = {Q4_0, Q4_K, IQ4_NL, MXFP4} if "avx2" in flags else set()
     if "avx512f" in flags:
         types.add(Q2_K)
-    return frozenset(types)
+    return frozenset(types & {Q4_K} if exact else types)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class FitRequest:
     n_ctx: int = 4096
     n_gpu_layers: int = 0  # -1: all
     kv_bytes_per_element: float = 2.0  # f16
-    exact: bool = True  # exact decoding loads without repacked copies (ContextParams.exact)
+    exact: bool = True  # exact decoding repacks Q4_K alone (ContextParams.exact)
 
 
 @dataclass(frozen=True)
@@ -152,13 +153,12 @@ def split_weights(h: GGUFHeader, n_layer: int, n_gpu_layers: int,
 def estimate(h: GGUFHeader, req: FitRequest, box: Machine | None = None, *,
              file_size: int | None = None, repack: frozenset[int] | None = None) -> FitEstimate:
     """Memory ``h``'s model needs under ``req``, and whether ``box`` (this machine) can hold it.
-    ``repack``: the types the CPU backend repacks (default: none with exact decoding, which
-    loads without them; else this machine's, see repack_types)."""
+    ``repack``: the types the CPU backend repacks (default: this machine's for ``req.exact``,
+    see repack_types)."""
     box = box or machine()
     f = model_facts(h)
     cpu_w, gpu_w, repacked = split_weights(h, f.n_layer, req.n_gpu_layers,
-                                           repack if repack is not None else
-                                           frozenset() if req.exact else repack_types())
+                                           repack if repack is not None else repack_types(req.exact))
     if not f.tensor_bytes and file_size:  # a tensor type we do not know: count the file instead
         cpu_w, gpu_w, repacked = max(file_size - h.data_offset, 0), 0, 0
     cpu_w += repacked

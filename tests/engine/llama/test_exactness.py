@@ -5,10 +5,17 @@ replies' system_fingerprint and Ollama's /api/show."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
 
 from engine.cli.main import main as cli
+from engine.errors import ModelLoadError
 from engine.llama import exactness as ex
 from engine.llama.devices import Device
+from engine.llama.model import Model, ModelSpec, for_decoding
+from tests.conftest import model_path
 
 PROMPT = ["--max-tokens", "2", "--temperature", "0", "--drafter", "none", "--json", "Hi."]
 
@@ -58,3 +65,18 @@ def test_the_command_line_reports_a_released_build(smol_path, capsys, released):
     assert cli(["generate", "--model", str(smol_path), *PROMPT]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["exact"] is False and "lacks" in out["exact_reason"]
+
+
+
+def test_exact_decoding_repacks_only_the_layouts_that_keep_it(monkeypatch):
+    """for_decoding: every repacked layout when decoding need not be exact, the switch's (Q4_K on
+    x86) when it must, none in a build without the batch-invariant kernels; a spec that names
+    its layouts keeps them, and any other name is a one-line error."""
+    spec = ModelSpec(Path("m.gguf"))
+    assert for_decoding(spec, exact=False).repack == "all"
+    assert for_decoding(spec, exact=True).repack == "exact"
+    assert for_decoding(replace(spec, repack="all"), exact=True).repack == "all"
+    monkeypatch.setattr(ex, "patched_kernels", lambda: False)  # a build as released
+    assert for_decoding(spec, exact=True).repack == "none"
+    with pytest.raises(ModelLoadError, match="repack must be one of none, exact, all, not 'some'"):
+        Model(ModelSpec(model_path("draft"), repack="some"))
