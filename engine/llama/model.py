@@ -118,7 +118,8 @@ class Model(NativeOwner):
         if spec.repack not in REPACK:
             raise ModelLoadError(f"repack must be one of {', '.join(REPACK)}, not {spec.repack!r}")
         # "exact" without the switch would repack every layout: none then
-        params.use_extra_bufts = spec.repack == "all" or (spec.repack == "exact" and exactness.repacks_exactly())
+        repack = "none" if spec.repack == "exact" and not exactness.repacks_exactly() else spec.repack
+        params.use_extra_bufts = repack != "none"
         self._watch = None
         remote = None
         if spec.rpc and not spec.vocab_only:
@@ -137,7 +138,7 @@ class Model(NativeOwner):
 
             params.progress_callback = keep_going  # referenced here until the load returns
         backend.take_errors()
-        with _repacking(spec.repack):
+        with _repacking(repack):
             handle = lib.llama_model_load_from_file(os.fsencode(self.path), params)
         if not handle and cancel is not None and cancel.is_set():
             backend.take_errors()

@@ -67,7 +67,6 @@ def test_the_command_line_reports_a_released_build(smol_path, capsys, released):
     assert out["exact"] is False and "lacks" in out["exact_reason"]
 
 
-
 def test_exact_decoding_repacks_only_the_layouts_that_keep_it(monkeypatch):
     """for_decoding: every repacked layout when decoding need not be exact, the switch's (Q4_K on
     x86) when it must, none in a build without the batch-invariant kernels; a spec that names
