@@ -116,9 +116,11 @@ def take_errors() -> str:
 def build_id() -> str:
     """Which llama.cpp build this is: a hash of its libraries' bytes (the version alone does not
     say which kernels were patched in, or with which CPU features they were built). What is
-    measured on one build, as a verify-cost curve, is not the other's."""
+    measured on one build, as a verify-cost curve, is not the other's. The folder is the one the
+    bindings loaded libllama from: the package's, or ``LLAMA_CPP_LIB_PATH`` (another build timed
+    against this one, as scripts/step_time.py's ``--lib`` does)."""
     h = hashlib.sha256(str(getattr(_pkg, "__version__", "?")).encode())
-    lib_dir = Path(_pkg.__file__).parent / "lib"
+    lib_dir = Path(getattr(lib, "_base_path", Path(_pkg.__file__).parent / "lib"))
     try:
         libs = sorted(p for p in lib_dir.iterdir() if p.is_file() and not p.is_symlink())
         for p in libs:

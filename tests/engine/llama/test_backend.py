@@ -43,3 +43,20 @@ def test_the_library_loads_with_a_short_spin_that_programs_started_later_do_not_
 def test_a_spin_count_of_the_users_own_is_kept(tmp_path) -> None:
     seen = _load(tmp_path, GOMP_SPINCOUNT="30000000")
     assert seen == {"at_load": "30000000", "after": "30000000", "lib": "llama_cpp.llama_cpp"}
+
+
+def test_the_build_id_is_that_of_the_libraries_loaded(tmp_path, monkeypatch) -> None:
+    """Another build loaded through LLAMA_CPP_LIB_PATH (the bindings' ``_base_path``) is another
+    build: a curve measured on one is not the other's."""
+    from engine.llama import backend
+
+    build_id = backend.build_id.__wrapped__  # (cached: the libraries do not change in a process)
+    installed = build_id()
+    other = tmp_path / "lib"
+    other.mkdir()
+    (other / "libllama.so").write_bytes(b"another build")
+    monkeypatch.setattr(backend.lib, "_base_path", other)
+    assert build_id() != installed
+    first = build_id()
+    (other / "libllama.so").write_bytes(b"yet another")
+    assert build_id() != first
