@@ -8,6 +8,11 @@ compared: attention's per-head tensors are seen through ``kqv_out``.
 
     python scripts/batch_ops.py MODEL.gguf [--repack] [--flash-attn] [--split 5,31] [--all] [--gpu-layers -1]
 
+``--save FILE`` keeps both reads' rows (an .npz); ``--against FILE`` compares this build's with
+them, op by op: a kernel changed for speed must leave every op's bits where they were (run the
+same command on the build before with ``--save`` and on the new one through
+``LLAMA_CPP_LIB_PATH`` with ``--against``).
+
 With ``--gpu-layers`` the ops run where llama.cpp puts them (CUDA, Metal) and their rows are
 copied back to be compared (``ggml_backend_tensor_get``).
 
@@ -88,6 +93,17 @@ def read(model: int, tokens: list[int], splits: list[int], flash_attn: bool) -> 
     return rows
 
 
+def _compare(rows: dict[str, np.ndarray], saved: np.lib.npyio.NpzFile, path: pathlib.Path) -> None:
+    """Print the ops whose rows differ from the saved build's (graph order, at most 12)."""
+    missing = sorted(set(rows) ^ set(saved.files))
+    differ = [(k, float(np.abs(v - saved[k]).max()) if v.shape == saved[k].shape else float("inf"))
+              for k, v in rows.items() if k in saved.files and not np.array_equal(v, saved[k])]
+    for key, diff in differ[:12]:
+        print(f"against {path.name}: {key:34s} {diff:.3g}")
+    print(f"against {path.name}: {len(differ)} of {len(rows)} op rows differ"
+          + (f"; {len(missing)} ops in one read alone" if missing else ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model")
@@ -96,6 +112,8 @@ def main() -> None:
     parser.add_argument("--split", default="", help="the other batches, e.g. 5,31 (default: n-1,1)")
     parser.add_argument("--all", action="store_true", help="print equal ops too")
     parser.add_argument("--gpu-layers", type=int, default=0, help="layers on the GPU (-1: all)")
+    parser.add_argument("--save", type=pathlib.Path, help="keep both reads' rows in this .npz")
+    parser.add_argument("--against", type=pathlib.Path, help="compare both reads' rows with a --save of another build")
     args = parser.parse_args()
     L.llama_backend_init()
     mp = L.llama_model_default_params()
@@ -121,6 +139,11 @@ def main() -> None:
             break
     if not shown:
         print(f"no op differs between [{n}] and {other}")
+    both = {**{f"one:{k}": v for k, v in a.items()}, **{f"split:{k}": v for k, v in b.items()}}
+    if args.save:
+        np.savez(args.save, **both)
+    if args.against:
+        _compare(both, np.load(args.against), args.against)
     la, lb = a["result_output#0"], b["result_output#0"]
     print(f"logits [{n}] against {other}: largest difference {float(np.abs(la - lb).max()):.3g}, "
           f"argmax {int(la.argmax())} and {int(lb.argmax())}")
